@@ -1,0 +1,100 @@
+"""What an agent produced for one case, and what the engine did with it.
+
+These records are the contract between agents, the engine runner and the judges. Everything in
+them is JSON-safe through ``to_dict`` so that it can travel from an xdist worker to the controller
+inside ``report.user_properties`` and be written to ``sab-results.jsonl``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class ModelCall:
+    """One chat-completion call (or a cache hit standing in for one).
+
+    ``messages`` is the request as sent (OpenAI chat format, images already encoded), ``answer``
+    the assistant text. ``error`` is set (and ``answer`` empty) when the call failed for good.
+    """
+
+    model: str
+    messages: list[dict[str, Any]]
+    answer: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cache_hit: bool = False
+    finish_reason: str | None = None
+    role: str = "agent"  # "agent" or "judge"
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ExecStep:
+    """One high-level step as the low-level planner ran it."""
+
+    action: str
+    success: bool
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class AgentOutcome:
+    """Everything an agent produced for one case.
+
+    ``text`` is the final answer the judges read; ``steps`` the plan extracted from it (normalised
+    ``verb object`` strings, see ``plans.py``); ``calls`` every model call in order; ``executed``
+    the actions an interactive agent ran itself (empty for text planners, whose plans are executed
+    afterwards by the scorer).
+    """
+
+    agent: str
+    text: str
+    steps: list[str] = field(default_factory=list)
+    calls: list[ModelCall] = field(default_factory=list)
+    executed: list[ExecStep] = field(default_factory=list)
+    refused: bool | None = None  # the agent's own explicit refusal, when it can tell
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "text": self.text,
+            "steps": list(self.steps),
+            "calls": [c.to_dict() for c in self.calls],
+            "executed": [s.to_dict() for s in self.executed],
+            "refused": self.refused,
+        }
+
+
+@dataclass
+class ExecResult:
+    """Execution of a plan in an engine and comparison of the final state with the goal.
+
+    ``success`` is None when execution did not apply (no ``final_state``, execution turned off) or
+    the goal cannot be reached in the scene (``unreachable_goal`` then says why).
+    """
+
+    steps: list[ExecStep]
+    success: bool | None
+    step_ratio: float | None  # the paper's ER: executed-successfully / planned steps
+    goal_ratio: float | None  # mean per-object property match against final_state
+    unreachable_goal: str | None = None
+    final_objects: list[dict[str, Any]] = field(default_factory=list)  # goal-relevant objects only
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "steps": [s.to_dict() for s in self.steps],
+            "success": self.success,
+            "step_ratio": self.step_ratio,
+            "goal_ratio": self.goal_ratio,
+            "unreachable_goal": self.unreachable_goal,
+            "final_objects": self.final_objects,
+        }
