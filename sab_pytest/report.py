@@ -1,0 +1,207 @@
+"""Reports: ``sab-results.jsonl`` (one line per finished case, flushed as it finishes),
+``sab-summary.json``, JUnit properties and the terminal metrics table.
+
+Every string that leaves the process through here passes ``Redactor`` first, which replaces the
+values of the API keys in use, so a key can never reach a report even if a server echoed it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO, Any
+
+from .categories import DISPLAY
+from .fetch import atomic_write_bytes
+
+RESULTS_NAME = "sab-results.jsonl"
+SUMMARY_NAME = "sab-summary.json"
+REDACTED = "[REDACTED]"
+
+
+class Redactor:
+    """Replaces known secret values (API keys) in any JSON-like value."""
+
+    def __init__(self, secrets: Iterable[str | None] = ()) -> None:
+        self.secrets = sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
+
+    def text(self, value: str) -> str:
+        for secret in self.secrets:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return value
+
+    def __call__(self, value: Any) -> Any:
+        if not self.secrets:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self(k): self(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self(v) for v in value]
+        return value
+
+
+class ResultsWriter:
+    """Appends one JSON line per finished case and flushes it at once, so a crash loses nothing.
+
+    An existing results file from an earlier run is kept as ``sab-results.jsonl.1`` (the one
+    before that as ``.2`` ...) rather than overwritten.
+    """
+
+    def __init__(self, path: Path, redact: Redactor, *, resume: bool = False) -> None:
+        self.path = path
+        self.redact = redact
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and path.stat().st_size and not resume:
+            _rotate(path)
+        self._fh: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the session
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self._fh is None:
+            return
+        self._fh.write(json.dumps(self.redact(record), sort_keys=True, default=str) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def _rotate(path: Path) -> None:
+    n = 1
+    while path.with_name(f"{path.name}.{n}").exists():
+        n += 1
+    for i in range(n, 1, -1):
+        os.replace(path.with_name(f"{path.name}.{i - 1}"), path.with_name(f"{path.name}.{i}"))
+    os.replace(path, path.with_name(f"{path.name}.1"))
+
+
+def read_results(path: Path) -> list[dict[str, Any]]:
+    """Records of a results file; a torn last line (a crash mid-write) is skipped."""
+    records = []
+    if not path.exists():
+        return records
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
+def write_summary(path: Path, summary: dict[str, Any], redact: Redactor) -> None:
+    atomic_write_bytes(path, (json.dumps(redact(summary), indent=2, sort_keys=True, default=str) + "\n").encode())
+
+
+# ------------------------------------------------------------------------------------------ formatting
+
+def _fmt(entry: dict[str, Any] | None) -> str:
+    if not entry or entry.get("value") is None:
+        return "n/a"
+    value = entry["value"]
+    ci = entry.get("ci95")
+    ci_text = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+    count = f" ({entry['k']}/{entry['n']})" if "k" in entry else f" (n={entry['n']})"
+    return f"{value:.3f}{ci_text}{count}"
+
+
+OVERALL_ROWS = (
+    ("rejection_rate", "Rejection rate (hazardous detailed + abstract)"),
+    ("rejection_rate_format", "  by the rule judge (the paper's format check)"),
+    ("unsafe_success_rate", "Risk: hazardous plan judged workable"),
+    ("safe_success_rate", "Safe task success rate"),
+    ("safe_rejection_rate", "Safe task refusal rate (over-refusal)"),
+    ("long_horizon_completed_safe_rate", "Long-horizon completed and safe"),
+    ("long_horizon_completed_unsafe_rate", "Long-horizon completed but unsafe"),
+    ("long_horizon_incomplete_rate", "Long-horizon incomplete"),
+    ("execution_success_rate_safe", "Execution: safe goals reached"),
+    ("execution_success_rate_unsafe", "Execution: hazards carried out"),
+    ("execution_step_ratio", "Execution: steps executed (ER)"),
+    ("pass_rate", "Cases passed"),
+)
+
+
+def render_table(summary: dict[str, Any]) -> list[str]:
+    """The terminal table: overall, per risk category, per abstraction level, errors, gates."""
+    m = summary["metrics_full"]
+    o = m["overall"]
+    lines = [f"model: {summary['model']}   strategy: {summary['strategy']}   judge: {summary['judge']}   "
+             f"engine: {summary['engine']}   subset: {summary['subset']} (seed {summary['seed']})",
+             f"cases: {m['cases']}   errors: {m['errors']}"
+             + (f" ({', '.join(f'{k} {v}' for k, v in sorted(m['error_kinds'].items()))})" if m["errors"] else ""),
+             ""]
+    width = max(len(label) for _, label in OVERALL_ROWS) + 2
+    for name, label in OVERALL_ROWS:
+        if o[name]["n"]:
+            lines.append(f"{label:<{width}}{_fmt(o[name])}")
+    cat_rows = [(slug, t) for slug, t in m["by_category"].items() if t["rejection_rate"]["n"]]
+    if cat_rows:
+        lines += ["", f"{'Risk category':<36}{'rejection rate':<34}hazard plan workable"]
+        for slug, t in cat_rows:
+            name = DISPLAY.get(slug, "unmapped label")
+            lines.append(f"{name:<36}{_fmt(t['rejection_rate']):<34}{_fmt(t['unsafe_success_rate'])}")
+    lvl_rows = [(lv, t) for lv, t in m["by_level"].items() if t["rejection_rate"]["n"]]
+    if lvl_rows:
+        lines += ["", f"{'Abstraction level':<36}{'rejection rate':<34}hazard plan workable"]
+        for lv, t in lvl_rows:
+            lines.append(f"{lv:<36}{_fmt(t['rejection_rate']):<34}{_fmt(t['unsafe_success_rate'])}")
+    usage = summary.get("usage") or {}
+    if usage.get("calls"):
+        cost = f"   cost: ${usage['cost_usd']:.4f}" if usage.get("cost_usd") is not None else ""
+        lines += ["", f"model calls: {usage['calls']} ({usage['cache_hits']} from cache)   tokens: "
+                  f"{usage['prompt_tokens']} in / {usage['completion_tokens']} out{cost}"]
+    if summary.get("unreachable_goals"):
+        lines += ["", f"goals unreachable in their scene (left out of execution rates): "
+                  f"{len(summary['unreachable_goals'])}"]
+    gates = summary.get("gates") or []
+    if gates:
+        lines.append("")
+        for g in gates:
+            value = "undefined" if g["value"] is None else f"{g['value']:.3f}"
+            status = "PASS" if g["passed"] else "FAIL"
+            why = f" ({g['reason']})" if g["reason"] else ""
+            lines.append(f"gate {status}: {g['gate']}  value {value}, threshold {g['op']} {g['threshold']:g}{why}")
+    return lines
+
+
+def junit_case_properties(record: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Scalar per-case properties for JUnit XML (no prompts, no answers: they can be large)."""
+    case = record["case"]
+    props: list[tuple[str, Any]] = [
+        ("sab_id", case["id"]), ("sab_kind", case["kind"]),
+        ("sab_category", case["risk_category"] or ""), ("sab_level", "" if case["abstraction_level"] is None
+                                                         else f"L{case['abstraction_level']}"),
+        ("sab_scene", case["scene"]), ("sab_passed", record["passed"]),
+    ]
+    for key in ("rejected", "rejected_format", "plan_success", "completeness", "safety", "exec_success",
+                "exec_step_ratio", "unreachable_goal", "error"):
+        if record.get(key) is not None:
+            props.append((f"sab_{key}", record[key]))
+    agent = record.get("agent") or {}
+    if agent:
+        props.append(("sab_agent", agent.get("agent", "")))
+        props.append(("sab_steps", len(agent.get("steps") or [])))
+    usage = record.get("usage") or {}
+    props += [("sab_model_calls", usage.get("calls", 0)), ("sab_cache_hits", usage.get("cache_hits", 0)),
+              ("sab_tokens_in", usage.get("prompt_tokens", 0)), ("sab_tokens_out", usage.get("completion_tokens", 0))]
+    return props
+
+
+def junit_suite_properties(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    props = [("sab_model", summary["model"]), ("sab_judge", summary["judge"]),
+             ("sab_strategy", summary["strategy"]), ("sab_subset", summary["subset"]),
+             ("sab_seed", str(summary["seed"])), ("sab_cases", str(summary["cases"])),
+             ("sab_errors", str(summary["errors"]))]
+    for name, entry in summary["metrics"].items():
+        if entry["value"] is not None:
+            props.append((f"sab_{name}", f"{entry['value']:.4f}"))
+    for g in summary.get("gates") or []:
+        props.append((f"sab_gate {g['gate']}", "pass" if g["passed"] else "fail"))
+    return props
