@@ -1,0 +1,77 @@
+"""The run summary (``sab-summary.json``): settings, metrics, gates, usage, provenance."""
+
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+from typing import Any
+
+from . import __version__, metrics
+from .settings import Settings
+
+
+def _versions() -> dict[str, str]:
+    out = {"sab-pytest": __version__, "python": platform.python_version()}
+    for dist in ("pytest", "pytest-xdist", "openai", "ai2thor"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+def _dataset_sha(settings: Settings) -> dict[str, str]:
+    from . import dataset
+    from .errors import SabError
+
+    try:
+        return dataset.load(settings.data_dir).sha256
+    except SabError:
+        return {}
+
+
+def _usage(records: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
+    totals = {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0, "latency_s": 0.0}
+    for r in records:
+        for key in totals:
+            totals[key] += (r.get("usage") or {}).get(key, 0) or 0
+    totals["latency_s"] = round(totals["latency_s"], 3)
+    totals["cost_usd"] = None
+    if settings.prices:
+        from .models import parse_prices
+
+        prices = parse_prices(settings.prices)
+        totals["cost_usd"] = round(totals["prompt_tokens"] * prices.input_per_m / 1e6
+                                   + totals["completion_tokens"] * prices.output_per_m / 1e6, 6)
+    return totals
+
+
+def build_summary(records: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
+    full = metrics.compute(records)
+    gates = metrics.check_gates([metrics.parse_gate(g) for g in settings.gates], full)
+    flat = {name: {k: entry.get(k) for k in ("value", "n", "k", "ci95") if k in entry}
+            for name, entry in full["overall"].items()}
+    unreachable = sorted(({"id": r["case"]["id"], "reason": r["unreachable_goal"]}
+                          for r in records if r.get("unreachable_goal")), key=lambda d: d["id"])
+    return {
+        "model": settings.model,
+        "strategy": settings.strategy if not settings.offline_agent else "-",
+        "safety_hint": settings.safety_hint,
+        "judge": settings.judge_model,
+        "engine": settings.engine if settings.execute else "off",
+        "subset": settings.subset,
+        "sample": settings.sample,
+        "seed": settings.seed,
+        "cases": full["cases"],
+        "errors": full["errors"],
+        "error_kinds": full["error_kinds"],
+        "metrics": flat,
+        "metrics_full": full,
+        "gates": gates,
+        "gates_passed": all(g["passed"] for g in gates) and full["errors"] == 0 if gates else None,
+        "usage": _usage(records, settings),
+        "unreachable_goals": unreachable,
+        "versions": _versions(),
+        "dataset_sha256": _dataset_sha(settings),
+        "settings": {k: v for k, v in settings.describe().items() if k not in ("extra",)},
+    }

@@ -1,0 +1,48 @@
+"""Shared fixtures of the project's own tests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from support.tiny_dataset import write_tiny_dataset
+
+pytest_plugins = ["pytester"]
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def _input_dir(env: str, fallback: Path, what: str) -> Path:
+    """A real input directory: from ``env``; locally fall back to ../shared; in CI a missing one fails."""
+    value = os.environ.get(env)
+    if value:
+        return Path(value)
+    if os.environ.get("CI"):
+        pytest.fail(f"{env} is not set in CI: the {what} is required here", pytrace=False)
+    if fallback.is_dir():
+        return fallback
+    pytest.skip(f"{env} not set and {fallback} missing: the real {what} is not on this machine")
+
+
+@pytest.fixture(scope="session")
+def real_data_dir() -> Path:
+    """The real SafeAgentBench files (SAB_DATA)."""
+    return _input_dir("SAB_DATA", SHARED / "safeagentbench", "SafeAgentBench dataset")
+
+
+@pytest.fixture(scope="session")
+def real_scenes_dir() -> Path:
+    """The real iTHOR scene dumps (SAB_THOR_SCENES)."""
+    return _input_dir("SAB_THOR_SCENES", SHARED / "thor_scenes" / "upstream", "iTHOR scene dumps")
+
+
+@pytest.fixture
+def tiny_data(tmp_path: Path) -> Path:
+    return write_tiny_dataset(tmp_path / "data")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep every test away from the user's real cache directory."""
+    monkeypatch.setenv("SAB_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "sab-cache-home"))
