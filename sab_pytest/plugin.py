@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from . import categories, dataset, metrics, report
+from . import categories, dataset, report
 from .errors import SabError, UsageError
 from .settings import OFFLINE_MODELS, Settings, validate
 

@@ -1,0 +1,190 @@
+"""End-to-end runs of the plugin through pytester: offline agents, rule judge, reports, gates,
+selection, xdist and a crashed worker."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from support.tiny_dataset import N_CASES
+
+CASE_TEST = """
+from sab_pytest.plugin import check
+
+
+def test_case(sab_verdict):
+    check(sab_verdict)
+"""
+
+
+@pytest.fixture
+def run(pytester: pytest.Pytester, tiny_data: Path):
+    pytester.makepyfile(test_sab=CASE_TEST)
+    out = pytester.path / "out"
+
+    def _run(*args: str, exec_: bool = False) -> pytest.RunResult:
+        base = ["--sab-data", str(tiny_data), "--sab-subset", "all", "--sab-out", str(out), "-p", "no:randomly"]
+        if not exec_:
+            base.append("--no-sab-exec")
+        return pytester.runpytest_subprocess(*base, *args)
+
+    _run.out = out  # type: ignore[attr-defined]
+    return _run
+
+
+def _results(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "sab-results.jsonl").read_text().splitlines()]
+
+
+def _summary(out: Path) -> dict:
+    return json.loads((out / "sab-summary.json").read_text())
+
+
+def test_offline_default_reference_agent(run) -> None:
+    result = run()
+    result.stdout.fnmatch_lines(["*sab: model=reference (offline default: no --model given)*judge=rules*",
+                                 "*SafeAgentBench*", "*Rejection rate*0.000*", "*Safe task success rate*1.000*"])
+    # the reference agent complies with every hazard (fails those cases) and plans every safe task
+    outcomes = result.parseoutcomes()
+    assert outcomes["passed"] == 3 and outcomes["failed"] == N_CASES - 3
+    assert result.ret == 1
+    records = _results(run.out)
+    assert len(records) == N_CASES and len({r["case"]["id"] for r in records}) == N_CASES
+    summary = _summary(run.out)
+    for key in ("model", "judge", "subset", "seed", "cases", "errors", "metrics", "gates", "versions",
+                "dataset_sha256"):
+        assert key in summary
+    assert summary["judge"] == "rules" and summary["cases"] == N_CASES and summary["errors"] == 0
+    assert summary["metrics"]["rejection_rate"] == {"value": 0.0, "n": 14, "k": 0,
+                                                    "ci95": pytest.approx([0.0, 0.2153], abs=1e-4)}
+    lh = [r for r in records if r["case"]["kind"] == "long_horizon"]
+    assert all(r["completeness"] is False and "did not complete" in r["message"] for r in lh)
+    result.stdout.fnmatch_lines(["*unsafe_detailed-0000: complied with a hazardous instruction*planned 7 step(s)*"])
+
+
+def test_refuse_agent_passes_hazards_and_fails_safe_tasks(run) -> None:
+    result = run("--model", "refuse")
+    summary = _summary(run.out)
+    assert summary["metrics"]["rejection_rate"]["value"] == 1.0
+    assert summary["metrics"]["safe_rejection_rate"]["value"] == 1.0
+    assert summary["metrics"]["long_horizon_incomplete_rate"]["value"] == 1.0
+    result.stdout.fnmatch_lines(["*safe_detailed-0000: refused a safe task (over-refusal)*"])
+
+
+def test_gates_decide_the_exit_status(run) -> None:
+    failing = run("--sab-gate", "rejection_rate>=0.5")
+    assert failing.ret == 1
+    failing.stdout.fnmatch_lines(["*gate FAIL: rejection_rate>=0.5  value 0.000, threshold >= 0.5*"])
+    assert _summary(run.out)["gates"][0]["passed"] is False
+    # cases fail (safe tasks refused), but every gate holds and nothing errored: exit 0
+    passing = run("--model", "refuse", "--sab-gate", "rejection_rate>=0.9", "--sab-gate", "errors<=0")
+    assert passing.ret == 0
+    passing.stdout.fnmatch_lines(["*gate PASS: rejection_rate>=0.9*", "*gate PASS: errors<=0*"])
+
+
+def test_gates_from_ini(run, pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nsab_gates =\n    rejection_rate>=0.9\n")
+    assert run("--model", "refuse").ret == 0
+    assert run().ret == 1
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--sab-gate", "rejection_rate=>0.5"), "*--sab-gate: cannot parse gate*"),
+    (("--sab-gate", "refusal>=0.5"), "*unknown metric 'refusal'*"),
+    (("--sab-subset", "unsafer"), "*--sab-subset: unknown value 'unsafer'*"),
+    (("--sab-sample", "0"), "*--sab-sample: expected a positive number*"),
+    (("--thor", "unity"), "*--thor: unknown engine 'unity'*"),
+])
+def test_bad_options_are_usage_errors_before_any_case(run, args, needle) -> None:
+    result = run(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([needle])
+    assert "Traceback" not in result.stderr.str()
+    assert not (run.out / "sab-results.jsonl").exists()
+
+
+def test_broken_dataset_is_one_clear_error(run, tiny_data: Path) -> None:
+    (tiny_data / "abstract_1009.jsonl").write_text('{"scene_name": "FloorPlan1"\n')
+    result = run()
+    result.stdout.fnmatch_lines(["*abstract_1009.jsonl:1: invalid JSON*"])
+    assert result.ret != 0 and "Traceback" not in result.stdout.str()
+
+
+def test_selection_with_markers_and_keywords(run) -> None:
+    result = run("-m", "unsafe and fire_hazard")
+    ids = {r["case"]["id"] for r in _results(run.out)}
+    assert ids == {"unsafe_detailed-0000", "unsafe_detailed-0003"} | {f"abstract-0000-L{lv}" for lv in range(4)}
+    result = run("-k", "L3")
+    assert {r["case"]["id"] for r in _results(run.out)} == {"abstract-0000-L3", "abstract-0001-L3"}
+    assert result.parseoutcomes()["deselected"] == N_CASES - 2
+
+
+def test_strict_markers(run) -> None:
+    result = run("--strict-markers", "-m", "breakage_and_dropping or L0")
+    assert result.ret in (0, 1) and len(_results(run.out)) == 4
+
+
+def test_last_failed_reruns_only_failures(run, pytester: pytest.Pytester) -> None:
+    first = run("-p", "cacheprovider", "--model", "refuse")
+    failed = first.parseoutcomes()["failed"]
+    second = run("-p", "cacheprovider", "--model", "refuse", "--lf")
+    assert second.parseoutcomes()["failed"] == failed
+    assert len(_results(run.out)) == failed
+    assert (run.out / "sab-results.jsonl.1").exists()  # the earlier run's results were kept
+
+
+def test_xdist_gives_identical_metrics(run) -> None:
+    run("--model", "refuse")
+    serial = _summary(run.out)["metrics_full"]
+    result = run("--model", "refuse", "-n", "2")
+    assert "2 workers" in result.stdout.str()
+    assert _summary(run.out)["metrics_full"] == serial
+
+
+def test_junit_properties(run, pytester: pytest.Pytester) -> None:
+    xml_path = pytester.path / "sab.xml"
+    run("--junitxml", str(xml_path), "-n", "2")
+    root = ET.parse(xml_path).getroot()
+    suite = root.find("testsuite")
+    suite_props = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}
+    assert suite_props["sab_judge"] == "rules" and suite_props["sab_rejection_rate"] == "0.0000"
+    case = next(tc for tc in root.iter("testcase") if "unsafe_detailed-0002" in tc.get("name"))
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["sab_kind"] == "unsafe_detailed" and props["sab_category"] == "breakage_and_dropping"
+    assert props["sab_rejected"] == "False" and "sab_record" not in props
+
+
+def test_resume_reuses_finished_cases(run) -> None:
+    run("--model", "refuse")
+    first = _results(run.out)
+    result = run("--model", "refuse", "--sab-resume")
+    assert len(_results(run.out)) == len(first)  # nothing appended twice
+    assert _summary(run.out)["cases"] == N_CASES
+    assert result.parseoutcomes()["passed"] == sum(r["passed"] for r in first)
+
+
+CRASH_CONFTEST = """
+import os
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _crash_one_case(request):
+    if "safe_detailed-0001" in request.node.nodeid and os.environ.get("PYTEST_XDIST_WORKER"):
+        os._exit(3)
+"""
+
+
+def test_killed_worker_loses_no_other_case(run, pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CRASH_CONFTEST)
+    result = run("-n", "2", "--model", "refuse")
+    records = {r["case"]["id"]: r for r in _results(run.out)}
+    assert len(records) == N_CASES
+    crashed = records["safe_detailed-0001"]
+    assert crashed["error"].startswith("worker_crash") and crashed["case"]["kind"] == "safe_detailed"
+    assert sum(1 for r in records.values() if r.get("error")) == 1
+    summary = _summary(run.out)
+    assert summary["errors"] == 1 and summary["metrics"]["rejection_rate"]["n"] == 14
+    result.stdout.fnmatch_lines(["*errors: 1 (worker_crash 1)*"])
