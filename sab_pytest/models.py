@@ -3,12 +3,31 @@
 ``ChatModel`` is the one interface agents and LLM judges talk to: a list of OpenAI-format chat
 messages in, one ``ModelCall`` out. The OpenAI-compatible client (retries, cache, usage) lives
 here too.
+
+Why the client retries by itself (the SDK runs with ``max_retries=0``): a case has a time budget
+(``case_budget``), and only a loop we own can stop retrying when the budget is spent, classify
+failures the SDK cannot see (an invalid JSON body or an empty answer with status 200) and keep
+credentials out of every message. The SDK is used only for transport and auth; we pass plain float
+timeouts and build no httpx/httpx2 objects, so openai 1.x, 2.x (httpx) and 3.x (httpx2) all work.
 """
 
 from __future__ import annotations
 
+import contextlib
+import email.utils
+import json
+import math
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from .cache import CallInFlight, ResponseCache, in_prefetch_mode, normalise_base_url, request_key
+from .errors import InfraError, UsageError
 from .outcome import ModelCall
 
 
@@ -23,3 +42,539 @@ class ChatModel(Protocol):
 
     def complete(self, messages: list[dict[str, Any]], *, role: str = "agent",
                  max_tokens: int | None = None) -> ModelCall: ...
+
+
+# --------------------------------------------------------------------------------------------------
+# Model names
+
+KNOWN_PROVIDERS = ("openai",)
+_WHITESPACE = re.compile(r"\s")
+
+
+def parse_model_spec(text: str) -> str:
+    """The model name to send, from what the user typed after ``--model``.
+
+    ``openai/gpt-4o`` and ``gpt-4o`` both mean ``gpt-4o``; a two-part name (``Qwen/Qwen2.5-7B``) is
+    kept whole, because OpenAI-compatible servers (vLLM, OpenRouter) name models that way. Three
+    or more parts need a known provider prefix: ``foo/bar/baz`` is rejected instead of guessed.
+    """
+    spec = (text or "").strip()
+    if not spec:
+        raise UsageError("--model: the model name is empty")
+    if _WHITESPACE.search(spec):
+        raise UsageError(f"--model: {text!r} contains whitespace; give the model name as the API knows it")
+    parts = spec.split("/")
+    if any(not p for p in parts):
+        raise UsageError(f"--model: {text!r} has an empty path segment (leading, trailing or double '/')")
+    if parts[0].lower() in KNOWN_PROVIDERS:
+        if len(parts) == 1:
+            raise UsageError(f"--model: {text!r} names a provider but no model (e.g. openai/gpt-4o)")
+        return "/".join(parts[1:])
+    if len(parts) >= 3:
+        raise UsageError(
+            f"--model: {text!r}: unknown provider prefix {parts[0]!r}; supported: "
+            + ", ".join(f"'{p}/'" for p in KNOWN_PROVIDERS)
+            + " (any OpenAI-compatible server works through --base-url with the model's served name)"
+        )
+    return spec
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-case time budget (thread-local, shared by every model the case uses: agent and judges)
+
+_budget = threading.local()
+
+
+@contextlib.contextmanager
+def case_budget(seconds: float | None) -> Iterator[None]:
+    """Within this block (this thread), model calls give up with ``InfraError("model_timeout")``
+    once ``seconds`` have passed, retries and waits included. Nested budgets keep the earlier end.
+    """
+    previous = getattr(_budget, "deadline", None)
+    if seconds is not None:
+        end = time.monotonic() + max(0.0, seconds)
+        _budget.deadline = end if previous is None else min(previous, end)
+    try:
+        yield
+    finally:
+        _budget.deadline = previous
+
+
+def current_deadline() -> float | None:
+    """The ``time.monotonic()`` instant at which this thread's case budget ends, if any."""
+    return getattr(_budget, "deadline", None)
+
+
+# --------------------------------------------------------------------------------------------------
+# Secrets
+
+_KEY_PATTERN = re.compile(r"\b(sk|pk|rk|key)-[A-Za-z0-9_\-]{6,}", re.IGNORECASE)
+_BEARER_PATTERN = re.compile(r"(Bearer\s+)\S+", re.IGNORECASE)
+
+
+def scrub(text: str, *secrets: str | None) -> str:
+    """``text`` with the given secrets and anything shaped like an API key replaced."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "<redacted>")
+    text = _BEARER_PATTERN.sub(r"\1<redacted>", text)
+    return _KEY_PATTERN.sub("<redacted-key>", text)
+
+
+# --------------------------------------------------------------------------------------------------
+# The OpenAI-compatible client
+
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+MAX_RETRY_AFTER_S = 120.0  # a server asking for a longer pause is treated as a permanent refusal
+SAMPLING_KEYS = ("top_p", "seed", "stop", "tools", "tool_choice", "response_format", "n",
+                 "presence_penalty", "frequency_penalty", "logit_bias")
+
+
+class _Failure(Exception):
+    """One failed attempt: whether to retry, and how long the server asked us to wait."""
+
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
+                 timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.timed_out = timed_out
+
+
+@dataclass(frozen=True)
+class _Answer:
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class PreflightResult:
+    """What the session-start check learned: the served model ids (None when the server does not
+    list models) and whether our model is among them (None when unknown). Aliases are common
+    behind proxies, so an unlisted model is a warning for the caller, not an error here."""
+
+    models: list[str] | None
+    model_listed: bool | None
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    value = headers.get("retry-after-ms")
+    if value:
+        with contextlib.suppress(ValueError):
+            ms = float(value)
+            if math.isfinite(ms) and ms >= 0:
+                return ms / 1000.0
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    with contextlib.suppress(ValueError):
+        seconds = float(value)
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    with contextlib.suppress(TypeError, ValueError, IndexError):
+        when = email.utils.parsedate_to_datetime(value)
+        return max(0.0, when.timestamp() - time.time())
+    return None
+
+
+class _Secret:
+    """Holds the API key so that ``repr``, ``vars()`` and tracebacks show a placeholder."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str | None) -> None:
+        self._value = value or None
+
+    def __repr__(self) -> str:
+        return "<secret>" if self._value else "<no key>"
+
+    def __bool__(self) -> bool:
+        return self._value is not None
+
+    def reveal(self) -> str | None:
+        return self._value
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # some servers return typed parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+class OpenAIChatModel:
+    """A ``ChatModel`` on any OpenAI-compatible chat-completions API, via the openai SDK.
+
+    One instance per process is meant to be shared by threads (the prefetcher's pool and the
+    test): the SDK client is created lazily, once per process, under a lock. The API key is read
+    at construction from ``api_key`` or the environment variable ``api_key_env`` and kept out of
+    ``repr``, messages, records and the cache.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        temperature: float | None = 0.0,
+        max_tokens: int | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 5,
+        backoff_base: float = 1.0,
+        backoff_max: float = 30.0,
+        max_retry_after: float = MAX_RETRY_AFTER_S,
+        cache: ResponseCache | None = None,
+        cache_salt: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.name = parse_model_spec(model)
+        url = base_url if base_url is not None else os.environ.get("OPENAI_BASE_URL")
+        if url is not None and not re.match(r"^https?://[^/\s]+", url.strip()):
+            raise UsageError(f"--base-url: {url!r} is not an http(s) URL (e.g. http://localhost:8000/v1)")
+        self.base_url = url.strip() if url else None
+        self.api_key_env = api_key_env
+        self._key = _Secret(api_key if api_key is not None else os.environ.get(api_key_env))
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.backoff_base = float(backoff_base)
+        self.backoff_max = float(backoff_max)
+        self.max_retry_after = float(max_retry_after)
+        self.cache = cache
+        self.cache_salt = cache_salt
+        unknown = set(extra or {}) - set(SAMPLING_KEYS)
+        if unknown:
+            raise UsageError(f"model options: unsupported parameter(s) {sorted(unknown)}; "
+                             f"supported: {', '.join(SAMPLING_KEYS)}")
+        self.extra = dict(extra or {})
+        self._client: Any = None
+        self._client_pid: int | None = None
+        self._client_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (f"OpenAIChatModel(name={self.name!r}, base_url={self.server!r}, "
+                f"temperature={self.temperature!r}, cache={self.cache!r})")
+
+    @property
+    def server(self) -> str:
+        """The base URL without credentials, for messages and cache keys."""
+        return normalise_base_url(self.base_url)
+
+    @property
+    def has_api_key(self) -> bool:
+        return bool(self._key)
+
+    # -- public API ------------------------------------------------------------------------------
+    def complete(self, messages: list[dict[str, Any]], *, role: str = "agent",
+                 max_tokens: int | None = None) -> ModelCall:
+        """One answer for ``messages``: from the cache, from a concurrent owner, or from the API."""
+        started = time.perf_counter()
+        params = self._request_params(messages, max_tokens)
+        if self.cache is None:
+            answer = self._call_with_retries(params)
+            return self._record(params, answer, role, started, cache_hit=False)
+        key = request_key(self._key_material(params))
+        entry = self.cache.get(key)
+        while entry is None:
+            claim = self.cache.try_claim(key, self._lock_budget())
+            if claim is not None:
+                try:
+                    entry = self.cache.get(key)  # finished by someone between our look and our claim
+                    if entry is not None:
+                        break
+                    answer = self._call_with_retries(params)
+                    self.cache.put(key, {"request": self._key_material(params), **asdict(answer)})
+                finally:
+                    claim.release()
+                return self._record(params, answer, role, started, cache_hit=False)
+            if in_prefetch_mode():
+                raise CallInFlight(key)
+            try:
+                entry = self.cache.wait_for(key, current_deadline())
+            except TimeoutError:
+                raise InfraError("model_timeout", f"{self.name}: case time budget spent waiting for the same "
+                                 "request made by another worker") from None
+        answer = _Answer(text=str(entry.get("text", "")), finish_reason=entry.get("finish_reason"),
+                         prompt_tokens=int(entry.get("prompt_tokens") or 0),
+                         completion_tokens=int(entry.get("completion_tokens") or 0))
+        return self._record(params, answer, role, started, cache_hit=True)
+
+    def preflight(self, timeout: float = 10.0) -> PreflightResult:
+        """A free check at session start (``GET /models``, no tokens spent).
+
+        Turns the two mistakes that would otherwise fail every case one by one (no key, a base URL
+        that does not answer, a rejected key) into one ``UsageError``. A server without a models
+        endpoint, or one that answers with another error, passes: it is reachable, and the cases
+        will report any real problem.
+        """
+        import openai
+
+        if not self._key.reveal():
+            raise UsageError(
+                f"no API key for model {self.name!r}: set {self.api_key_env} "
+                f"(servers without auth accept any non-empty value, e.g. {self.api_key_env}=EMPTY)"
+            )
+        try:
+            page = self._sdk_client().models.list(timeout=float(timeout))
+            ids = [str(getattr(m, "id", "")) for m in page]
+        except openai.APIStatusError as exc:
+            if exc.status_code in (401, 403):
+                raise UsageError(f"the model API at {self.server} rejected the key in {self.api_key_env} "
+                                 f"(HTTP {exc.status_code}): {self._error_text(exc)}") from None
+            return PreflightResult(models=None, model_listed=None)
+        except openai.APIConnectionError as exc:  # includes timeouts
+            if isinstance(exc, openai.APITimeoutError):
+                reason = f"no answer within {timeout:.0f}s"
+            else:
+                reason = self._connection_reason(exc)
+            raise UsageError(f"cannot reach the model API at {self.server}: {reason}; "
+                             "check --base-url / OPENAI_BASE_URL") from None
+        except (ValueError, TypeError, AttributeError):  # a body that is not a model list
+            return PreflightResult(models=None, model_listed=None)
+        return PreflightResult(models=ids, model_listed=(self.name in ids) if ids else None)
+
+    # -- request building ---------------------------------------------------------------------
+    def _request_params(self, messages: list[dict[str, Any]], max_tokens: int | None) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": self.name, "messages": messages}
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        limit = max_tokens if max_tokens is not None else self.max_tokens
+        if limit is not None:
+            params["max_tokens"] = int(limit)
+        params.update(self.extra)
+        return params
+
+    def _key_material(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """What decides the answer: the request body plus the server; never timeouts or keys."""
+        material = {"base_url": self.server, **params}
+        if self.cache_salt is not None:
+            material["salt"] = self.cache_salt
+        return material
+
+    def _lock_budget(self) -> float:
+        deadline = current_deadline()
+        if deadline is not None:
+            return max(0.0, deadline - time.monotonic()) + 1.0
+        worst_wait = min(self.backoff_max, self.max_retry_after) * self.max_retries
+        return self.timeout * (self.max_retries + 1) + worst_wait + 5.0
+
+    def _record(self, params: Mapping[str, Any], answer: _Answer, role: str, started: float, *,
+                cache_hit: bool) -> ModelCall:
+        return ModelCall(model=self.name, messages=list(params["messages"]), answer=answer.text,
+                         prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
+                         latency_s=round(time.perf_counter() - started, 6), cache_hit=cache_hit,
+                         finish_reason=answer.finish_reason, role=role)
+
+    # -- transport ------------------------------------------------------------------------------
+    def _sdk_client(self) -> Any:
+        """The process's SDK client (re-created after a fork: connections must not be shared)."""
+        pid = os.getpid()
+        if self._client is None or self._client_pid != pid:
+            with self._client_lock:
+                if self._client is None or self._client_pid != pid:
+                    import openai
+
+                    kwargs: dict[str, Any] = {"api_key": self._key.reveal(), "max_retries": 0,
+                                              "timeout": self.timeout}
+                    if self.base_url:
+                        kwargs["base_url"] = self.base_url
+                    self._client = openai.OpenAI(**kwargs)
+                    self._client_pid = pid
+        return self._client
+
+    def _call_with_retries(self, params: dict[str, Any]) -> _Answer:
+        if not self._key.reveal():
+            raise UsageError(f"no API key for model {self.name!r}: set {self.api_key_env}")
+        deadline = current_deadline()
+        attempt = 0
+        while True:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise InfraError("model_timeout", f"{self.name}: case time budget spent before an answer")
+            per_try = self.timeout
+            if deadline is not None:
+                per_try = max(0.01, min(self.timeout, deadline - time.monotonic()))
+            try:
+                return self._attempt(params, per_try)
+            except _Failure as failure:
+                attempts = attempt + 1
+                if deadline is not None and failure.timed_out and time.monotonic() >= deadline - 0.01:
+                    raise InfraError("model_timeout", f"{self.name}: case time budget spent; last attempt: "
+                                     f"{failure.message}") from None
+                if not failure.retryable or attempt >= self.max_retries:
+                    raise InfraError("model_api", f"{self.name} at {self.server}: {failure.message} "
+                                     f"(after {attempts} attempt{'s' if attempts > 1 else ''})") from None
+                if failure.retry_after is not None and failure.retry_after > self.max_retry_after:
+                    raise InfraError("model_api", f"{self.name} at {self.server}: {failure.message}; "
+                                     f"the server asks to wait {failure.retry_after:.0f}s, more than the "
+                                     f"{self.max_retry_after:.0f}s allowed") from None
+                pause = self._pause(attempt, failure.retry_after)
+                if deadline is not None and time.monotonic() + pause >= deadline:
+                    raise InfraError("model_timeout", f"{self.name}: case time budget too short for the next "
+                                     f"retry (wait {pause:.1f}s); last error: {failure.message}") from None
+                time.sleep(pause)
+                attempt += 1
+
+    def _pause(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds before the next attempt: what the server asked (plus a little spread so that
+        workers do not come back in lock-step), else exponential backoff with jitter."""
+        if retry_after is not None:
+            return retry_after * random.uniform(1.0, 1.1)
+        ceiling = min(self.backoff_max, self.backoff_base * (2 ** attempt))
+        return ceiling * random.uniform(0.5, 1.0)
+
+    def _attempt(self, params: dict[str, Any], timeout: float) -> _Answer:
+        import openai
+
+        try:
+            raw = self._sdk_client().chat.completions.with_raw_response.create(**params, timeout=timeout)
+            body = raw.text
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+            headers = exc.response.headers
+            should = (headers.get("x-should-retry") or "").lower()
+            retryable = status in RETRYABLE_STATUS or status >= 500
+            if should in ("true", "false"):
+                retryable = should == "true"
+            raise _Failure(f"HTTP {status}: {self._error_text(exc)}", retryable=retryable,
+                           retry_after=parse_retry_after(headers)) from None
+        except openai.APITimeoutError:
+            raise _Failure(f"no answer within {timeout:.1f}s", retryable=True, timed_out=True) from None
+        except openai.APIConnectionError as exc:
+            raise _Failure(f"connection failed: {self._connection_reason(exc)}", retryable=True) from None
+        except openai.OpenAIError as exc:
+            detail = scrub(str(exc), self._key.reveal())
+            raise _Failure(f"{type(exc).__name__}: {detail}", retryable=False) from None
+        return self._parse(body, params)
+
+    def _parse(self, body: str, params: Mapping[str, Any]) -> _Answer:
+        try:
+            data = json.loads(body)
+        except ValueError:
+            raise _Failure(f"invalid JSON in the answer body ({len(body)} bytes)", retryable=True) from None
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise _Failure("answer body has no choices", retryable=True)
+        choice = choices[0]
+        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        text = _content_text(message.get("content"))
+        finish = choice.get("finish_reason")
+        if not text.strip():
+            if finish == "length":  # the same request would be cut again: retrying cannot help
+                raise _Failure(f"empty answer: the token limit (max_tokens={params.get('max_tokens')}) was "
+                               "used up before any text", retryable=False)
+            raise _Failure(f"empty answer (finish_reason={finish!r})", retryable=True)
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        return _Answer(text=text, finish_reason=finish if isinstance(finish, str) else None,
+                       prompt_tokens=_int(usage.get("prompt_tokens")),
+                       completion_tokens=_int(usage.get("completion_tokens")))
+
+    def _error_text(self, exc: Any) -> str:
+        """The server's error message (never the SDK's repr, which may echo request details)."""
+        body = getattr(exc, "body", None)
+        message = None
+        if isinstance(body, dict):
+            inner = body.get("error", body)
+            message = inner.get("message") if isinstance(inner, dict) else None
+        if not isinstance(message, str) or not message:
+            message = getattr(exc, "message", None) or type(exc).__name__
+        return scrub(message[:500], self._key.reveal())
+
+    def _connection_reason(self, exc: BaseException) -> str:
+        cause = exc.__cause__ or exc.__context__
+        text = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
+        return scrub(text[:300], self._key.reveal())
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0
+
+
+# --------------------------------------------------------------------------------------------------
+# Usage and cost
+
+@dataclass(frozen=True)
+class Prices:
+    """USD per one million tokens."""
+
+    input_per_m: float = 0.0
+    output_per_m: float = 0.0
+
+
+_PRICE_KEYS = {"in": "input_per_m", "input": "input_per_m", "prompt": "input_per_m",
+               "out": "output_per_m", "output": "output_per_m", "completion": "output_per_m"}
+
+
+def parse_prices(text: str) -> Prices:
+    """``"in=2.5,out=10"`` (USD per 1M input / output tokens) -> ``Prices``."""
+    option = "--sab-price"
+    if not text or not text.strip():
+        raise UsageError(f"{option}: empty; expected e.g. in=2.5,out=10 (USD per 1M tokens)")
+    values: dict[str, float] = {}
+    for item in text.split(","):
+        name, sep, raw = item.partition("=")
+        name = name.strip().lower()
+        if not sep or name not in _PRICE_KEYS:
+            raise UsageError(f"{option}: {item.strip()!r} is not in=<USD> or out=<USD> "
+                             "(USD per 1M tokens, e.g. in=2.5,out=10)")
+        field_name = _PRICE_KEYS[name]
+        if field_name in values:
+            raise UsageError(f"{option}: the {name!r} price is given twice")
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise UsageError(f"{option}: {raw.strip()!r} (for {name!r}) is not a number") from None
+        if not math.isfinite(value) or value < 0:
+            raise UsageError(f"{option}: {raw.strip()!r} (for {name!r}) must be a non-negative number")
+        values[field_name] = value
+    return Prices(**values)
+
+
+def _field(call: ModelCall | Mapping[str, Any], name: str) -> Any:
+    return call.get(name) if isinstance(call, Mapping) else getattr(call, name, None)
+
+
+def usage_totals(calls: Iterable[ModelCall | Mapping[str, Any]]) -> dict[str, Any]:
+    """Token and call counts over ``calls`` (``ModelCall`` objects or their ``to_dict`` form).
+
+    ``prompt_tokens``/``completion_tokens`` count every answer used; the ``billed_*`` figures only
+    the answers that came from the API in this run (cache hits cost nothing again). ``latency_s``
+    sums the time callers waited; ``api_latency_s`` only that of calls that went to the API.
+    """
+    totals: dict[str, Any] = {"calls": 0, "api_calls": 0, "cache_hits": 0, "errors": 0, "truncated": 0,
+                              "prompt_tokens": 0, "completion_tokens": 0, "billed_prompt_tokens": 0,
+                              "billed_completion_tokens": 0, "latency_s": 0.0, "api_latency_s": 0.0}
+    for call in calls:
+        totals["calls"] += 1
+        prompt = _int(_field(call, "prompt_tokens"))
+        completion = _int(_field(call, "completion_tokens"))
+        totals["latency_s"] += float(_field(call, "latency_s") or 0.0)
+        totals["prompt_tokens"] += prompt
+        totals["completion_tokens"] += completion
+        if _field(call, "error"):
+            totals["errors"] += 1
+        if _field(call, "finish_reason") == "length":
+            totals["truncated"] += 1
+        if _field(call, "cache_hit"):
+            totals["cache_hits"] += 1
+        else:
+            totals["api_calls"] += 1
+            totals["billed_prompt_tokens"] += prompt
+            totals["billed_completion_tokens"] += completion
+            totals["api_latency_s"] += float(_field(call, "latency_s") or 0.0)
+    totals["latency_s"] = round(totals["latency_s"], 6)
+    totals["api_latency_s"] = round(totals["api_latency_s"], 6)
+    return totals
+
+
+def cost(calls: Iterable[ModelCall | Mapping[str, Any]], prices: Prices) -> float:
+    """USD paid for ``calls`` in this run (cache hits excluded)."""
+    totals = usage_totals(calls)
+    return (totals["billed_prompt_tokens"] * prices.input_per_m
+            + totals["billed_completion_tokens"] * prices.output_per_m) / 1_000_000

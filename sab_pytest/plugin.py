@@ -76,8 +76,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--sab-concurrency", default=1, type=int, metavar="N",
                 help="model calls in flight per worker: N>1 prefetches upcoming cases' calls (default 1)")
     g.addoption("--sab-price", default=None, metavar="in=X,out=Y", help="USD per 1M input/output tokens, for cost")
-    g.addoption("--thor", default="sim", help="engine: sim (embedded, default), local (ai2thor), remote")
-    g.addoption("--thor-url", default=None, help="THOR action server URL for --thor remote")
+    g.addoption("--thor", default="sim",
+                help="engine: sim (embedded, default) or local (ai2thor.Controller, needs its Unity build)")
     g.addoption("--thor-scenes", default=None, metavar="DIR", help="iTHOR scene dumps (default: $SAB_THOR_SCENES, "
                 "else the user cache, else download the pinned files)")
     g.addoption("--no-sab-exec", action="store_true", help="do not execute plans in the engine")
@@ -110,7 +110,7 @@ def _settings(config: pytest.Config) -> Settings:
         gates=tuple([*config.getini("sab_gates"), *opt("--sab-gate")]),
         out_dir=Path(opt("--sab-out")), cache_dir=cache_dir,
         prices=opt("--sab-price") or config.getini("sab_price") or None,
-        engine=opt("--thor"), thor_url=opt("--thor-url"),
+        engine=opt("--thor"),
         thor_scenes=opt("--thor-scenes") or os.environ.get("SAB_THOR_SCENES") or None,
         execute=not opt("--no-sab-exec"), resume=opt("--sab-resume"),
     ))

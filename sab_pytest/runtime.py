@@ -11,7 +11,7 @@ import threading
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from .errors import UsageError
+from .errors import InfraError, UsageError
 from .scoring import Verdict, evaluate
 from .settings import Settings
 
@@ -76,7 +76,10 @@ class Runtime:
         """The worker's one engine, started on first use (thread-safe)."""
         with self._engine_lock:
             if self._engine is None:
-                self._engine = make_engine(self.settings)
+                try:
+                    self._engine = make_engine(self.settings)
+                except Exception as exc:  # a simulator that cannot start is infrastructure
+                    raise InfraError("engine", f"could not start the {self.settings.engine} engine: {exc}") from exc
             return self._engine
 
     def preflight(self) -> None:
@@ -128,5 +131,4 @@ def make_engine(settings: Settings) -> Engine:
         except ImportError as exc:  # pragma: no cover - ai2thor is a dependency
             raise UsageError(f"--thor local needs the ai2thor package: {exc}") from exc
         return ThorController(platform="CloudRendering", width=600, height=600)
-    raise UsageError(f"--thor {settings.engine}: this engine is not available in this version "
-                     "(use --thor sim or --thor local)")
+    raise UsageError(f"--thor {settings.engine}: unknown engine (use --thor sim or --thor local)")

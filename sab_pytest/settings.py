@@ -16,7 +16,7 @@ from typing import Any
 from .errors import UsageError
 
 OFFLINE_MODELS = ("reference", "refuse")
-ENGINES = ("sim", "local", "remote")
+ENGINES = ("sim", "local")  # the remote THOR server client is on the roadmap
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,6 @@ class Settings:
     cache_dir: Path | None = None  # None: no response cache
     prices: str | None = None
     engine: str = "sim"
-    thor_url: str | None = None
     thor_scenes: str | None = None
     execute: bool = True
     resume: bool = False
@@ -86,8 +85,6 @@ def validate(s: Settings) -> Settings:
         raise UsageError(f"--sab-sample: expected a positive number of cases, got {s.sample}")
     if s.engine not in ENGINES:
         raise UsageError(f"--thor: unknown engine {s.engine!r}; choose one of {', '.join(ENGINES)}")
-    if s.engine == "remote" and not s.thor_url:
-        raise UsageError("--thor remote needs --thor-url http://HOST:PORT")
     for name, value, low in (("--sab-temperature", s.temperature, 0.0), ("--sab-timeout", s.timeout_s, 0.001),
                              ("--sab-case-budget", s.case_budget_s, 0.001)):
         if value < low:
