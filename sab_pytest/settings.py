@@ -96,4 +96,14 @@ def validate(s: Settings) -> Settings:
         raise UsageError(f"--sab-retries: expected an integer >= 0, got {s.max_retries}")
     for gate in s.gates:
         metrics.parse_gate(gate)
+    if not s.offline_agent:
+        from .agents.registry import check_strategy
+        from .models import parse_model_spec
+
+        check_strategy(s.strategy)
+        parse_model_spec(s.model)
+    if s.judge_model != "rules":
+        from .models import parse_model_spec
+
+        parse_model_spec(s.judge_model)
     return s
