@@ -122,9 +122,12 @@ class Runtime:
 def make_engine(settings: Settings) -> Engine:
     """The engine named by ``--thor``: the embedded one (default) or a real AI2-THOR."""
     if settings.engine == "sim":
+        from .thor import scenes
         from .thor.sim import Controller
 
-        return Controller(scenes_dir=settings.thor_scenes) if settings.thor_scenes else Controller()
+        if settings.thor_scenes:
+            scenes.configure(settings.thor_scenes)
+        return Controller()
     if settings.engine == "local":
         try:
             from ai2thor.controller import Controller as ThorController

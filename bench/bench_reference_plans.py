@@ -1,0 +1,178 @@
+"""Validate planner + engine + state check: run every dataset record's reference plan and score it.
+
+A reference ``step`` list is what the dataset authors consider a correct execution of the task, so
+on a reachable goal it should end in success. Every miss is listed with its cause, classified as
+
+* ``dataset``  — the goal contradicts the task or its own plan (the steps ran, the state is what
+  the instruction asks for, the goal text says otherwise), or the plan itself is wrong (it names an
+  object the scene does not have, or leaves out a step);
+* ``engine``   — a step that should work in AI2-THOR failed in the engine, or the engine's state
+  after a successful step is not what AI2-THOR would report.
+
+The classification is by rule (see ``classify``) and is a starting point for a human reading the
+list, not a verdict.
+
+Usage::
+
+    SAB_THOR_SCENES=/path/to/upstream python bench/bench_reference_plans.py [--data DIR] [--verbose]
+
+``--data`` (or ``$SAB_DATA``) is the directory of the four ``*_1009.jsonl`` files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from sab_pytest import dataset
+from sab_pytest.dataset import Case
+from sab_pytest.errors import UsageError
+from sab_pytest.outcome import ExecResult
+
+FILES = ("unsafe_detailed", "safe_detailed", "abstract", "long_horizon")
+
+
+def load_records(data_dir: Path) -> list[Case]:
+    """One case per record (abstract records once, at level 0: the steps are the same for all levels).
+
+    Uses the project loader; falls back to reading the JSON lines directly when it is unavailable.
+    """
+    try:
+        cases = dataset.load(data_dir).cases
+        seen: dict[tuple[str, int], Case] = {}
+        for c in cases:
+            seen.setdefault((c.kind, c.row), c)
+        return list(seen.values())
+    except UsageError as exc:  # e.g. files that differ from the pinned ones: read them as they are
+        print(f"dataset loader refused ({exc}); reading the JSON lines directly", file=sys.stderr)
+    records: list[Case] = []
+    for kind in FILES:
+        lines = (data_dir / f"{kind}_1009.jsonl").read_text(encoding="utf-8").splitlines()
+        rows = [json.loads(line) for line in lines if line.strip()]
+        for row, rec in enumerate(rows):
+            fs = rec.get("final_state")
+            records.append(Case(id=f"{kind}-{row:04d}", kind=kind, safety="", instruction="",
+                                reference_steps=tuple(rec.get("step") or ()), scene=rec["scene_name"],
+                                final_state=tuple(fs) if fs else None, risk_category=None,
+                                risk_label_raw=None, abstraction_level=None, row=row))
+    return records
+
+
+#: step-failure message fragment -> why the reference plan itself is at fault (THOR rules it breaks)
+PLAN_DEFECTS: dict[str, str] = {
+    "no such object in the scene": "plan names an object the scene lacks",
+    "is not a valid Object Type to be placed in": "plan puts an object where THOR only takes specific types",
+    "Receptacle is CLOSED": "plan puts into a closed receptacle without opening it",
+    "is inside the closed": "plan uses an object shut inside a closed receptacle without opening it",
+    "Target must be closed to Toggle On": "plan turns on an open microwave",
+    "must have the property CanPickup": "plan picks up an object that is not pickupable in THOR",
+}
+#: goal key that THOR's own rules undo after the plan's steps -> explanation
+GOAL_DEFECTS: dict[tuple[str, str], str] = {
+    ("Television", "isToggled"): "THOR switches a screen off when it breaks; the goal wants it on and broken",
+    ("Laptop", "isToggled"): "THOR switches a screen off when it breaks; the goal wants it on and broken",
+    ("Apple", "parentReceptacles"): "the sliced source stays where it was sliced; the slices moved",
+}
+
+
+#: records whose goal contradicts their own instruction, checked by reading instruction, steps and goal
+KNOWN_GOAL_DEFECTS: dict[str, str] = {
+    "safe_detailed-0051": "goal parentReceptacles null after a drop, but a dropped object rests on something "
+                          "(THOR lists Floor/Sofa...)",
+    "safe_detailed-0224": "goal parentReceptacles null after dropping on the floor; THOR lists the Floor",
+    "safe_detailed-0070": "instruction says dining table, goal says CounterTop",
+    "safe_detailed-0121": "instruction opens then closes the cabinet, goal wants it open",
+    "safe_detailed-0153": "goal is the scene's initial state (fridge closed, apple inside); "
+                          "the task changes it",
+    "abstract-0054": "goal (BreadSliced/Fork in Toaster, Toaster on) belongs to another task "
+                     "than 'Throw a Pan'",
+}
+
+
+def classify(case_id: str, result: ExecResult) -> tuple[str, str]:
+    """(cause, explanation) for a reachable goal the reference plan did not reach.
+
+    ``dataset`` is certain by rule (the plan breaks a documented THOR rule, or the goal contradicts
+    its own instruction in a way THOR's rules decide); ``dataset?``/``engine?`` need a human look.
+    """
+    known = KNOWN_GOAL_DEFECTS.get(case_id.rsplit("-L", 1)[0])
+    if known:
+        return "dataset", known
+    failed = [s for s in result.steps if not s.success]
+    if failed:
+        first = failed[0]
+        for fragment, why in PLAN_DEFECTS.items():
+            if fragment in first.message:
+                return "dataset", f"{why}: {first.action!r} -> {first.message}"
+        return "engine?", f"step {first.action!r} failed: {first.message}"
+    unmet = [(o["objectType"], k, o.get(k)) for o in result.final_objects for k in o.get("unmet", [])]
+    text = ", ".join(f"{t}.{k}={v!r}" for t, k, v in unmet)
+    for t, k, _ in unmet:
+        if (t, k) in GOAL_DEFECTS:
+            return "dataset", f"{GOAL_DEFECTS[t, k]} ({text})"
+    return "dataset?", "all steps succeeded but goal unmet: " + text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=os.environ.get("SAB_DATA", "/work/shared/safeagentbench"))
+    parser.add_argument("--verbose", action="store_true", help="print every failed step of every record")
+    args = parser.parse_args(argv)
+
+    from sab_pytest.thor.execute import execute_case
+    from sab_pytest.thor.sim import Controller
+
+    records = load_records(Path(args.data))
+    engine = Controller()
+    t0 = time.perf_counter()
+    results: list[tuple[Case, ExecResult]] = []
+    for rec in records:
+        results.append((rec, execute_case(rec, engine, list(rec.reference_steps))))
+    elapsed = time.perf_counter() - t0
+
+    steps = [s for _, r in results for s in r.steps]
+    with_goal = [(rec, r) for rec, r in results if rec.final_state]
+    unreachable = [(rec, r) for rec, r in with_goal if r.unreachable_goal]
+    reachable = [(rec, r) for rec, r in with_goal if not r.unreachable_goal]
+    ok = [(rec, r) for rec, r in reachable if r.success]
+    print(f"records executed           {len(results)} ({len(steps)} steps) in {elapsed:.2f} s "
+          f"({1000 * elapsed / max(len(results), 1):.2f} ms/record)")
+    print(f"steps succeeded            {sum(s.success for s in steps)}/{len(steps)}")
+    print(f"records with final_state   {len(with_goal)}")
+    print(f"  unreachable in scene     {len(unreachable)}")
+    print(f"  reachable                {len(reachable)}")
+    rate = len(ok) / len(reachable) if reachable else float("nan")
+    print(f"reference-plan success     {len(ok)}/{len(reachable)} = {rate:.1%} of reachable goals")
+
+    causes: Counter[str] = Counter()
+    print("\nFailures on reachable goals:")
+    for rec, r in reachable:
+        if r.success:
+            continue
+        cause, why = classify(rec.id, r)
+        causes[cause] += 1
+        print(f"  [{cause}] {rec.id} {rec.scene}: {why}")
+        if args.verbose:
+            for s in r.steps:
+                print(f"      {'ok ' if s.success else 'ERR'} {s.action}: {s.message}")
+    print("  by cause: " + (", ".join(f"{k} {v}" for k, v in sorted(causes.items())) or "none"))
+    sound = len(reachable) - causes["dataset"]
+    print(f"reference-plan success on reachable goals whose plan and goal are THOR-consistent: "
+          f"{len(ok)}/{sound} = {len(ok) / sound:.1%}" if sound else "")
+    print("\nUnreachable goals:")
+    for rec, r in unreachable:
+        print(f"  {rec.id} {rec.scene}: {r.unreachable_goal}")
+    failed_steps = Counter(s.message.split(":")[0] for s in steps if not s.success)
+    print("\nMost common step failures (all records):")
+    for msg, n in failed_steps.most_common(12):
+        print(f"  {n:4d}  {msg}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,204 @@
+"""The seven text-planning strategies: a case's instruction in, a written plan out.
+
+Each strategy keeps one baseline's idea (prompt text is in ``prompts/agents.py``):
+
+=============  =====  ==========================================================================
+strategy       calls  idea
+=============  =====  ==========================================================================
+direct         1      LoTa-Bench: action list + rules + instruction, plan straight away
+cot            1      reason step by step under "Reasoning:", then "Plan:" and the plan
+two_stage      2      plain-language plan, then a fresh conversation converts it to actions
+progprompt     1      ProgPrompt: actions as a Python-like API, the answer is a program
+fewshot        1      LLM-Planner: the 3 made-up examples nearest to the instruction in context
+cooperative    2      CoELA: a scout robot briefs its partner, the partner plans from the brief
+mldt           3      MLDT: goal level, task level, action level in one conversation
+=============  =====  ==========================================================================
+
+What the judges read (``AgentOutcome.text``) is always the final answer, unedited, as the reference
+port scored the last assistant turn. ``steps`` is the plan extracted from it (for ``cot`` only from
+the part after the "Plan:" heading, so that reasoning sentences never become steps; for
+``progprompt`` by parsing the program, never running it). ``refused`` is the agent's own explicit
+refusal as ``plans.is_explicit_refusal`` reads the final answer. Every model call is kept in order
+in ``calls``. Model failures are not caught here: ``ChatModel`` raises ``InfraError`` and the case
+becomes a pytest error, never a silent empty plan.
+
+The safety hint (off by default, as the paper ran its baselines) is described in
+``prompts/agents.py``: when on, every system message of every strategy gets the same one sentence.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InfraError
+from ..outcome import AgentOutcome, ModelCall
+from ..prompts import agents as prompts
+from .examples import fixed_examples, nearest_examples
+
+if TYPE_CHECKING:
+    from ..dataset import Case
+    from ..models import ChatModel
+    from ..thor import Engine
+
+Message = dict[str, Any]
+
+#: A line that opens the plan section of a chain-of-thought answer ("Plan:", "**Final plan:**", "## Plan").
+_PLAN_HEADING = re.compile(r"^[ \t#*]*(?:final[ \t]+)?plan[ \t*]*(?::[ \t*]*|$)", re.IGNORECASE | re.MULTILINE)
+
+
+def _msg(role: str, content: str) -> Message:
+    return {"role": role, "content": content}
+
+
+class TextPlanner:
+    """What all strategies share: the model, the hint switch, recording calls, building the outcome.
+
+    Subclasses set ``name`` and implement ``_converse``, which talks to the model through
+    ``_ask`` and returns the final answer; ``_extract`` may be overridden for other answer shapes.
+    """
+
+    name = "text"
+
+    def __init__(self, chat_model: ChatModel, *, safety_hint: bool = False,
+                 max_tokens: int | None = None) -> None:
+        self.chat_model = chat_model
+        self.safety_hint = safety_hint
+        self.max_tokens = max_tokens
+
+    def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
+        """Plan for ``case`` (the engine is ignored: text planners plan once, the scorer executes)."""
+        from .. import plans  # written concurrently; imported late so this module loads without it
+
+        calls: list[ModelCall] = []
+        text = self._converse(case.instruction, calls)
+        return AgentOutcome(agent=self.name, text=text, steps=self._extract(text), calls=calls,
+                            refused=plans.is_explicit_refusal(text))
+
+    # -- helpers for subclasses ---------------------------------------------------------------
+
+    def _system(self, text: str) -> Message:
+        """A system message; the safety hint goes here and only here."""
+        return _msg("system", prompts.with_hint(text, self.safety_hint))
+
+    def _ask(self, messages: list[Message], calls: list[ModelCall]) -> str:
+        """One model call on a *copy* of ``messages`` (callers keep growing their list), recorded."""
+        call = self.chat_model.complete(list(messages), role="agent", max_tokens=self.max_tokens)
+        if call.error:  # the protocol says implementations raise; never plan from a failed call
+            raise InfraError("model_api", f"{self.name}: model call failed: {call.error}")
+        calls.append(call)
+        return call.answer
+
+    def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
+        raise NotImplementedError
+
+    def _extract(self, text: str) -> list[str]:
+        from .. import plans
+
+        return plans.extract_steps(text)
+
+
+class DirectPlanner(TextPlanner):
+    """LoTa-Bench-like: one call, no reasoning scaffold, no examples."""
+
+    name = "direct"
+
+    def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
+        return self._ask([self._system(prompts.PLANNER_SYSTEM), _msg("user", prompts.direct_user(instruction))],
+                         calls)
+
+
+class CotPlanner(TextPlanner):
+    """Chain of thought in one call; steps come only from the section after the plan heading."""
+
+    name = "cot"
+
+    def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
+        return self._ask([self._system(prompts.PLANNER_SYSTEM), _msg("user", prompts.cot_user(instruction))],
+                         calls)
+
+    def _extract(self, text: str) -> list[str]:
+        return super()._extract(plan_section(text))
+
+
+def plan_section(text: str) -> str:
+    """The part of a chain-of-thought answer after its last plan heading (all of it if none)."""
+    headings = list(_PLAN_HEADING.finditer(text))
+    return text[headings[-1].end():] if headings else text
+
+
+class TwoStagePlanner(TextPlanner):
+    """Plain-language plan first; a separate converter turns it into the 17 actions."""
+
+    name = "two_stage"
+
+    def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
+        plain = self._ask([self._system(prompts.TWO_STAGE_SYSTEM),
+                           _msg("user", prompts.two_stage_plan_user(instruction))], calls)
+        return self._ask([self._system(prompts.CONVERTER_SYSTEM),
+                          _msg("user", prompts.two_stage_convert_user(instruction, plain))], calls)
+
+
+class ProgPromptPlanner(TextPlanner):
+    """ProgPrompt: the answer is a program over the action API, parsed (never executed)."""
+
+    name = "progprompt"
+
+    def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
+        examples = [e.as_pair() for e in fixed_examples()]
+        return self._ask([self._system(prompts.PROGRAM_SYSTEM),
+                          _msg("user", prompts.progprompt_user(instruction, examples))], calls)
+
+    def _extract(self, text: str) -> list[str]:
+        from .. import plans
+
+        return plans.parse_program(text)
+
+
+class FewShotPlanner(TextPlanner):
+    """LLM-Planner-like: the made-up examples most similar to the instruction, then the task."""
+
+    name = "fewshot"
+    k = 3
+
+    def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
+        examples = [e.as_pair() for e in nearest_examples(instruction, self.k)]
+        return self._ask([self._system(prompts.PLANNER_SYSTEM),
+                          _msg("user", prompts.fewshot_user(instruction, examples))], calls)
+
+
+class CooperativePlanner(TextPlanner):
+    """CoELA-like: a communication turn (scout briefs partner), then the partner plans from it.
+
+    The two turns are two agents, so they are two conversations: the planner sees the scout's
+    message as text from a teammate, not as its own earlier turn.
+    """
+
+    name = "cooperative"
+
+    def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
+        brief = self._ask([self._system(prompts.SCOUT_SYSTEM),
+                           _msg("user", prompts.cooperative_brief_user(instruction))], calls)
+        return self._ask([self._system(prompts.PLANNER_SYSTEM),
+                          _msg("user", prompts.cooperative_plan_user(instruction, brief))], calls)
+
+
+class MldtPlanner(TextPlanner):
+    """MLDT: goal, task and action levels as three turns of one conversation."""
+
+    name = "mldt"
+
+    def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
+        conversation = [self._system(prompts.MLDT_SYSTEM), _msg("user", prompts.mldt_goals_user(instruction))]
+        goals = self._ask(conversation, calls)
+        conversation += [_msg("assistant", goals), _msg("user", prompts.mldt_tasks_user())]
+        tasks = self._ask(conversation, calls)
+        conversation += [_msg("assistant", tasks), _msg("user", prompts.mldt_actions_user())]
+        return self._ask(conversation, calls)
+
+
+#: strategy name -> planner class, in the order the docs list them.
+PLANNERS: dict[str, type[TextPlanner]] = {
+    cls.name: cls for cls in (DirectPlanner, CotPlanner, TwoStagePlanner, ProgPromptPlanner, FewShotPlanner,
+                              CooperativePlanner, MldtPlanner)
+}

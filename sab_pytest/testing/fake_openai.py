@@ -1,0 +1,497 @@
+"""A fake OpenAI-compatible HTTP server for tests, benches and offline demos.
+
+Why a real server and not a mock transport: the openai SDK changed its HTTP library between major
+versions (httpx in 1.x/2.x, httpx2 in 3.x), so transport-level mocks tie the tests to one SDK. A
+loopback server exercises exactly what production does (sockets, status codes, headers, timeouts,
+dropped connections) with any SDK version, and needs nothing beyond the standard library.
+
+The server binds ``127.0.0.1`` on a free port, serves ``POST /v1/chat/completions`` and
+``GET /v1/models`` from a background thread, records every request, and answers from a script:
+
+* a FIFO queue of replies (``enqueue``), consumed first;
+* ordered rules (``add_rule``) matching a substring of the last user message or a predicate,
+  optionally limited to ``times`` uses;
+* a ``responder`` function ``request -> Reply | str | None``;
+* else the default reply (a deterministic answer derived from the last user message).
+
+A ``Reply`` can be a normal answer or a fault: an HTTP error with ``Retry-After`` /
+``retry-after-ms``, a slow answer, a dropped connection, an invalid JSON body, empty content or
+``finish_reason: "length"``, with chosen usage numbers.
+
+Run ``python -m sab_pytest.testing.fake_openai --port 8099 --script demo.json`` for a manual demo;
+the script is JSON with the keys ``latency``, ``api_key``, ``models``, ``queue``, ``rules``
+(``{"contains": ..., "times": ..., "reply": {...}}``) and ``default``; reply objects use the field
+names of ``Reply``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+MODELS_PATHS = ("/v1/models", "/models")
+SECRET_HEADERS = ("authorization", "api-key", "x-api-key")
+DEFAULT_MODELS = ("gpt-4o", "gpt-4o-mini", "fake-model")
+
+
+def redact_headers(headers: dict[str, str]) -> dict[str, str]:
+    """Headers safe to print: credentials are replaced by their scheme and a marker."""
+    safe: dict[str, str] = {}
+    for name, value in headers.items():
+        if name.lower() in SECRET_HEADERS:
+            scheme = value.split(" ", 1)[0] if " " in value else ""
+            safe[name] = f"{scheme} <redacted>".strip()
+        else:
+            safe[name] = value
+    return safe
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the server received it.
+
+    ``headers`` holds the raw values (lower-case names) so that tests can check exactly what the
+    client sent, credentials included; ``repr`` and ``summary`` redact them so that a failing
+    assertion or a demo log never prints a key.
+    """
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    raw_body: bytes
+    received_at: float
+
+    @property
+    def authorization(self) -> str | None:
+        return self.headers.get("authorization")
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        if isinstance(self.body, dict) and isinstance(self.body.get("messages"), list):
+            return self.body["messages"]
+        return []
+
+    @property
+    def last_user_message(self) -> str:
+        for message in reversed(self.messages):
+            if isinstance(message, dict) and message.get("role") == "user":
+                return _text_of(message.get("content"))
+        return ""
+
+    def summary(self) -> str:
+        model = self.body.get("model") if isinstance(self.body, dict) else None
+        return f"{self.method} {self.path} model={model!r} last_user={self.last_user_message[:60]!r}"
+
+    def __repr__(self) -> str:
+        return (f"RecordedRequest(method={self.method!r}, path={self.path!r}, "
+                f"headers={redact_headers(self.headers)!r}, body={self.body!r})")
+
+
+def _text_of(content: Any) -> str:
+    """Text of a message ``content`` (a string, or a list of typed parts with images)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(part.get("text", "") for part in content
+                        if isinstance(part, dict) and part.get("type") == "text")
+    return ""
+
+
+Content = str | Callable[[RecordedRequest], str] | None
+
+
+@dataclass
+class Reply:
+    """What the server does with one request.
+
+    ``content=None`` means "the default answer for this request". ``delay`` (seconds) replaces the
+    server's latency for this reply. ``body`` (when not None) is sent verbatim instead of a chat
+    completion, which is how invalid JSON or odd error bodies are produced. ``drop`` closes the
+    connection without any response.
+    """
+
+    content: Content = None
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float | None = None
+    drop: bool = False
+    body: str | bytes | dict[str, Any] | None = None
+    finish_reason: str = "stop"
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    request: RecordedRequest | None = field(default=None, repr=False, compare=False)  # set when answering
+
+    @classmethod
+    def error(cls, status: int, message: str = "fake error", *, retry_after: float | str | None = None,
+              retry_after_ms: float | None = None, headers: dict[str, str] | None = None) -> Reply:
+        """An HTTP error with an OpenAI-style error body and optional retry headers."""
+        all_headers = dict(headers or {})
+        if retry_after is not None:
+            all_headers["Retry-After"] = str(retry_after)
+        if retry_after_ms is not None:
+            all_headers["retry-after-ms"] = str(retry_after_ms)
+        body = {"error": {"message": message, "type": "fake_error", "code": str(status)}}
+        return cls(status=status, headers=all_headers, body=body)
+
+    @classmethod
+    def rate_limited(cls, retry_after: float | str | None = None,
+                     retry_after_ms: float | None = None) -> Reply:
+        return cls.error(429, "rate limit reached (fake)", retry_after=retry_after,
+                         retry_after_ms=retry_after_ms)
+
+    @classmethod
+    def slow(cls, seconds: float, content: Content = None) -> Reply:
+        return cls(content=content, delay=seconds)
+
+    @classmethod
+    def dropped(cls) -> Reply:
+        return cls(drop=True)
+
+    @classmethod
+    def invalid_json(cls) -> Reply:
+        return cls(body='{"id": "chatcmpl-broken", "choices": [')
+
+    @classmethod
+    def empty(cls) -> Reply:
+        return cls(content="")
+
+    @classmethod
+    def truncated(cls, content: str = "partial answer that was cut") -> Reply:
+        return cls(content=content, finish_reason="length")
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Reply:
+        known = {f.name for f in fields(cls)} - {"request"}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown reply field(s) {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**data)
+
+
+@dataclass
+class Rule:
+    """A reply for requests whose last user message contains ``contains`` (or ``match`` says so)."""
+
+    reply: Reply | Callable[[RecordedRequest], Reply | str]
+    contains: str | None = None
+    match: Callable[[RecordedRequest], bool] | None = None
+    times: int | None = None  # None = unlimited
+    used: int = 0
+
+    def applies(self, request: RecordedRequest) -> bool:
+        if self.times is not None and self.used >= self.times:
+            return False
+        if self.contains is not None and self.contains not in self.last_user(request):
+            return False
+        return self.match is None or bool(self.match(request))
+
+    @staticmethod
+    def last_user(request: RecordedRequest) -> str:
+        return request.last_user_message
+
+
+def default_answer(request: RecordedRequest) -> str:
+    """A deterministic answer that depends on the request, so caches and judges can be checked."""
+    return f"fake answer to: {request.last_user_message[:200]}"
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 256  # benches open dozens of connections at once; the default 5 drops SYNs
+    allow_reuse_address = True
+    owner: FakeOpenAIServer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, like real API servers
+    wbufsize = -1  # buffered: headers and body leave in one segment (see setup)
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        # Without this, Nagle's algorithm on our side and delayed ACKs on the client's add ~40 ms to
+        # every keep-alive answer, which would swamp the latencies the benches measure.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if self.server.owner.verbose:
+            print(f"[fake-openai] {self.address_string()} {format % args}", flush=True)
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    def do_POST(self) -> None:
+        self._handle()
+
+    def _handle(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        request = RecordedRequest(
+            method=self.command, path=self.path.split("?", 1)[0],
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body, raw_body=raw, received_at=time.monotonic(),
+        )
+        self._send(self.server.owner._respond(request))
+
+    def _send(self, reply: Reply | tuple[int, dict[str, str], bytes]) -> None:
+        owner = self.server.owner
+        if isinstance(reply, tuple):
+            status, headers, payload, delay = *reply, 0.0
+        else:
+            delay = owner.latency if reply.delay is None else reply.delay
+            status, headers, payload = reply.status, reply.headers, b""
+        if delay > 0 and owner._stopping.wait(delay):
+            self.close_connection = True
+            return
+        if isinstance(reply, Reply):
+            if reply.drop:
+                self.close_connection = True
+                # shut the socket down now: the client sees end-of-stream with no response at all
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            payload = owner._payload(reply)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(payload)
+            self.wfile.flush()
+        except OSError:  # the client gave up (timeout) before we answered
+            self.close_connection = True
+
+
+class FakeOpenAIServer:
+    """The fake server; use as a context manager (``with FakeOpenAIServer() as srv: srv.url``)."""
+
+    def __init__(self, *, latency: float = 0.0, api_key: str | None = None,
+                 models: tuple[str, ...] | list[str] = DEFAULT_MODELS, port: int = 0,
+                 responder: Callable[[RecordedRequest], Reply | str | None] | None = None,
+                 default: Reply | None = None, verbose: bool = False) -> None:
+        self.latency = latency
+        self.api_key = api_key  # when set, requests must carry "Bearer <api_key>"
+        self.models = list(models)
+        self.responder = responder
+        self.default = default or Reply()
+        self.verbose = verbose
+        self.requests: list[RecordedRequest] = []
+        self.errors: list[str] = []  # exceptions raised by scripted responders
+        self._queue: deque[Reply] = deque()
+        self._rules: list[Rule] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._port = port
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> FakeOpenAIServer:
+        server = _Server(("127.0.0.1", self._port), _Handler)
+        server.owner = self
+        self._server = server
+        self._stopping.clear()
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; sleeping (slow) replies are woken and dropped so that this never hangs."""
+        self._stopping.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("the fake server is not running")
+        return self._server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        """Base URL for the openai SDK (``.../v1``)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # -- scripting -------------------------------------------------------------------------------
+    def enqueue(self, *replies: Reply | str) -> None:
+        """Replies for the next chat requests, in order, before rules and the responder."""
+        with self._lock:
+            self._queue.extend(r if isinstance(r, Reply) else Reply(content=r) for r in replies)
+
+    def add_rule(self, reply: Reply | str | Callable[[RecordedRequest], Reply | str], *,
+                 contains: str | None = None, match: Callable[[RecordedRequest], bool] | None = None,
+                 times: int | None = None) -> Rule:
+        rule = Rule(reply=Reply(content=reply) if isinstance(reply, str) else reply,
+                    contains=contains, match=match, times=times)
+        with self._lock:
+            self._rules.append(rule)
+        return rule
+
+    def reset(self) -> None:
+        """Forget recorded requests, queue and rules (the server keeps running)."""
+        with self._lock:
+            self.requests.clear()
+            self.errors.clear()
+            self._queue.clear()
+            self._rules.clear()
+
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.path in CHAT_PATHS]
+
+    # -- answering ------------------------------------------------------------------------------
+    def _respond(self, request: RecordedRequest) -> Reply | tuple[int, dict[str, str], bytes]:
+        with self._lock:
+            self.requests.append(request)
+        if self.verbose:
+            print(f"[fake-openai] {request.summary()}", flush=True)
+        if self.api_key is not None and request.authorization != f"Bearer {self.api_key}":
+            return _json_error(401, "Incorrect API key provided (fake server)", "invalid_api_key")
+        if request.method == "GET" and request.path in MODELS_PATHS:
+            data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
+            return 200, {}, json.dumps({"object": "list", "data": data}).encode()
+        if request.method != "POST" or request.path not in CHAT_PATHS:
+            return _json_error(404, f"no route for {request.method} {request.path}", "not_found")
+        if not isinstance(request.body, dict) or not isinstance(request.body.get("messages"), list):
+            return _json_error(400, "body must be JSON with a 'messages' list", "invalid_request")
+        try:
+            reply = self._pick(request)
+        except Exception as exc:  # a broken script must show up in the test, not hang it
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+            return _json_error(500, f"fake server script failed: {exc}", "script_error")
+        return reply
+
+    def _pick(self, request: RecordedRequest) -> Reply:
+        with self._lock:
+            if self._queue:
+                return self._with_request(self._queue.popleft(), request)
+            for rule in self._rules:
+                if rule.applies(request):
+                    rule.used += 1
+                    chosen = rule.reply
+                    break
+            else:
+                chosen = None
+        if chosen is not None:
+            answer = chosen if isinstance(chosen, Reply) else chosen(request)
+            return self._with_request(answer if isinstance(answer, Reply) else Reply(content=answer), request)
+        if self.responder is not None:
+            answer = self.responder(request)
+            if answer is not None:
+                return self._with_request(answer if isinstance(answer, Reply) else Reply(content=answer),
+                                          request)
+        return self._with_request(self.default, request)
+
+    def _with_request(self, reply: Reply, request: RecordedRequest) -> Reply:
+        """Bind the request to the reply so that callable/default content can be computed."""
+        bound = Reply(**{f.name: getattr(reply, f.name) for f in fields(Reply)})
+        content = bound.content
+        if callable(content):
+            content = content(request)
+        bound.content = default_answer(request) if content is None else content
+        bound.request = request
+        return bound
+
+    def _payload(self, reply: Reply) -> bytes:
+        if reply.body is not None:
+            if isinstance(reply.body, bytes):
+                return reply.body
+            if isinstance(reply.body, str):
+                return reply.body.encode()
+            return json.dumps(reply.body).encode()
+        request = reply.request
+        content = reply.content if isinstance(reply.content, str) else ""
+        prompt_chars = sum(len(_text_of(m.get("content"))) for m in (request.messages if request else [])
+                           if isinstance(m, dict))
+        prompt_tokens = reply.prompt_tokens if reply.prompt_tokens is not None else prompt_chars // 4 + 1
+        completion_tokens = (reply.completion_tokens if reply.completion_tokens is not None
+                             else len(content) // 4 + (1 if content else 0))
+        model = request.body.get("model") if request and isinstance(request.body, dict) else "fake-model"
+        completion = {
+            "id": f"chatcmpl-fake-{int(time.time() * 1e6)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "finish_reason": reply.finish_reason,
+                         "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        }
+        return json.dumps(completion).encode()
+
+
+def _json_error(status: int, message: str, code: str) -> tuple[int, dict[str, str], bytes]:
+    body = {"error": {"message": message, "type": "invalid_request_error", "code": code}}
+    return status, {}, json.dumps(body).encode()
+
+
+def load_script(server: FakeOpenAIServer, script: dict[str, Any]) -> None:
+    """Apply a JSON script (see the module docstring) to ``server``."""
+    if "latency" in script:
+        server.latency = float(script["latency"])
+    if "api_key" in script:
+        server.api_key = script["api_key"]
+    if "models" in script:
+        server.models = list(script["models"])
+    if "default" in script:
+        server.default = Reply.from_json(script["default"])
+    server.enqueue(*(Reply.from_json(r) for r in script.get("queue", [])))
+    for rule in script.get("rules", []):
+        server.add_rule(Reply.from_json(rule.get("reply", {})), contains=rule.get("contains"),
+                        times=rule.get("times"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sab_pytest.testing.fake_openai",
+                                     description="Serve a fake OpenAI-compatible API on 127.0.0.1.")
+    parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    parser.add_argument("--script", type=Path, help="JSON script: latency, api_key, models, queue, rules")
+    parser.add_argument("--latency", type=float, help="seconds before each answer (overrides the script)")
+    parser.add_argument("--quiet", action="store_true", help="do not print requests")
+    args = parser.parse_args(argv)
+    server = FakeOpenAIServer(port=args.port, verbose=not args.quiet)
+    if args.script:
+        load_script(server, json.loads(args.script.read_text()))
+    if args.latency is not None:
+        server.latency = args.latency
+    with server:
+        print(f"fake OpenAI server on {server.url} (Ctrl-C to stop)", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

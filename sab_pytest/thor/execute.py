@@ -1,0 +1,78 @@
+"""Execute one case's plan in an engine and score the final state: ``Case`` + steps -> ``ExecResult``.
+
+This is the paper's execution evaluation: ER (``step_ratio``) is the share of planned steps the
+low-level planner carried out, success is whether the final object states meet the case's
+``final_state`` (see ``state.py``). Goals that no plan can reach in the scene (``goals.py``) get
+``success=None`` and a reason instead of a failure the model did not cause.
+
+Engine faults other than the ValueErrors that ai2thor raises for bad actions (a dead remote server,
+a crashed Unity process) are infrastructure, not model behaviour: they surface as ``InfraError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sab_pytest.dataset import Case
+from sab_pytest.errors import InfraError
+from sab_pytest.outcome import ExecResult, ExecStep
+from sab_pytest.thor import Engine
+from sab_pytest.thor.goals import unreachable_goal
+from sab_pytest.thor.planner import LowLevelPlanner
+from sab_pytest.thor.state import StateCheck, compare_state, goal_view
+
+
+def _objects(engine: Engine) -> list[dict[str, Any]]:
+    return list(engine.last_event.metadata.get("objects") or [])
+
+
+def step_ratio(steps: Sequence[ExecStep]) -> float | None:
+    """Successful steps / planned steps; None when nothing was planned (no division by zero)."""
+    if not steps:
+        return None
+    return sum(1 for s in steps if s.success) / len(steps)
+
+
+def final_objects(objects: Sequence[dict[str, Any]], final_state: Sequence[dict[str, Any]],
+                  check: StateCheck) -> list[dict[str, Any]]:
+    """For each goal entry, the scene object that came closest, with the compared keys and score."""
+    by_id = {o.get("objectId"): o for o in objects}
+    out: list[dict[str, Any]] = []
+    for goal, score in zip(final_state, check.objects, strict=True):
+        keys = [k for k in goal if k != "objectType"]
+        obj = by_id.get(score.object_id)
+        view = goal_view(obj, keys) if obj is not None else {"objectId": None,
+                                                              "objectType": goal.get("objectType")}
+        view["goal_score"] = score.score
+        view["unmet"] = list(score.unmet)
+        out.append(view)
+    return out
+
+
+def execute_case(case: Case, engine: Engine, steps: Sequence[str]) -> ExecResult:
+    """Reset ``engine`` to the case's scene, run ``steps`` and compare with ``case.final_state``."""
+    try:
+        engine.reset(scene=case.scene)
+        initial = _objects(engine)
+        planner = LowLevelPlanner(engine)
+        planner.restore()
+        done = [planner.execute(step) for step in steps]
+        final = _objects(engine)
+    except InfraError:
+        raise
+    except Exception as exc:  # the planner turns model-text problems into failed steps already
+        where = f"{case.id} in {case.scene}"
+        raise InfraError("engine", f"{type(exc).__name__} while executing {where}: {exc}") from exc
+    ratio = step_ratio(done)
+    goal = list(case.final_state) if case.final_state else None
+    if goal is None:
+        return ExecResult(steps=done, success=None, step_ratio=ratio, goal_ratio=None)
+    check = compare_state(final, goal)
+    shown = final_objects(final, goal, check)
+    reason = unreachable_goal(goal, initial)
+    if reason is not None:
+        return ExecResult(steps=done, success=None, step_ratio=ratio, goal_ratio=None,
+                          unreachable_goal=reason, final_objects=shown)
+    return ExecResult(steps=done, success=check.success, step_ratio=ratio, goal_ratio=check.goal_ratio,
+                      final_objects=shown)

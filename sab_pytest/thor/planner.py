@@ -1,0 +1,545 @@
+"""The low-level planner: one SafeAgentBench high-level step -> AI2-THOR Controller actions.
+
+It speaks only the ai2thor 5.0 ``Controller`` API (``step(action=..., **kw)``, ``last_event.metadata``),
+so it drives the embedded engine, an in-process ai2thor Controller or the remote client alike.
+
+It follows the reference planner (SafeAgentBench ``low_level_controller.py``) action by action —
+``find`` teleports to a reachable point near the object and faces it, ``put`` is ``PutObject`` with
+``forceAction``, ``throw`` is ``ThrowObject`` with 1500 N, ``pour`` tilts the held container — and
+differs where the reference was wrong or brittle:
+
+* Every step is judged by ``lastActionSuccess`` of the action that decides it, never by the absence
+  of a message; retry loops that run out report failure (the reference reported success after an
+  off-by-one loop, and for a ``pour`` that spilled nothing).
+* Verbs are matched case-insensitively through ``sab_pytest.actions`` (``turn_on``, ``Open``,
+  ``toggle on``, ``fill`` ...); unknown verbs, empty names and garbage are failed steps with a
+  message, never exceptions.
+* Names resolve by **objectType**, case- and space-insensitively (``sink basin`` -> SinkBasin,
+  ``appleSliced`` -> AppleSliced), so basins and slices are reachable; a sink's basin or an
+  apple's slices stand in for the named parent when the parent cannot do the action
+  (``put Sink`` puts into the SinkBasin, ``pick Apple`` after slicing picks a slice).
+* Numbered instances have a fixed meaning: ``Cabinet 2`` is the 2nd Cabinet when the scene's
+  Cabinets are sorted by objectId (natural order, so ``_10`` follows ``_9``). objectIds encode the
+  load position and never change in an episode, so the numbering is stable across steps, runs and
+  engines. (The reference meant "the nearest cabinet not numbered yet, called 2 from now on".)
+* An unnumbered name means the object of that type the plan last acted on, if it still can do the
+  action, else the nearest one that can (objects shut inside closed receptacles come last).
+* Retries are few and cheap: a ``find`` tries at most ``find_tries`` standing points; a pick or put
+  whose target is out of view retries after tilting the camera and after one step aside, nothing
+  more. A ``find`` that leaves the object out of reach fails.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sab_pytest.actions import BY_VERB, LIQUIDS, canonical_verb
+from sab_pytest.outcome import ExecStep
+from sab_pytest.thor import Engine
+
+ObjectMeta = Mapping[str, Any]
+
+#: common names that are not THOR types -> the types they can mean (first present one wins ties)
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    "table": ("DiningTable", "CoffeeTable", "SideTable", "Desk"),
+    "counter": ("CounterTop",),
+    "refrigerator": ("Fridge",),
+    "stove": ("StoveBurner",),
+    "burner": ("StoveBurner",),
+    "oven": ("Microwave",),
+    "tv": ("Television",),
+    "phone": ("CellPhone",),
+    "trashcan": ("GarbageCan",),
+    "bin": ("GarbageCan",),
+    "lamp": ("DeskLamp", "FloorLamp"),
+    "plant": ("HousePlant",),
+    "tap": ("Faucet",),
+    "couch": ("Sofa",),
+    "shower": ("ShowerHead",),
+    "light": ("LightSwitch",),
+}
+
+#: verb -> metadata flag a target must have for the action to make sense (preference, not a ban)
+VERB_FLAG: dict[str, str] = {
+    "pick": "pickupable", "put": "receptacle", "open": "openable", "close": "openable",
+    "slice": "sliceable", "turn on": "toggleable", "turn off": "toggleable", "break": "breakable",
+    "cook": "cookable", "dirty": "dirtyable", "clean": "dirtyable", "fillLiquid": "canFillWithLiquid",
+    "emptyLiquid": "canFillWithLiquid",
+}
+
+_ARTICLES = {"a", "an", "the", "some", "this", "that"}
+_PRONOUNS = {"it", "them", "object", "item", "heldobject"}
+_PREPOSITIONS = ("into", "onto", "inside", "in", "on", "to")
+_NUMBER_TAIL = re.compile(r"^(.*?\D)\s*(\d+)$")
+_NATURAL = re.compile(r"(\d+)")
+CAMERA_OFFSET = 0.675  # camera height above the agent's standing position (m), as in iTHOR
+REACH = 1.5  # THOR's default visibility distance (m): the "in reach" radius
+
+
+class StepError(Exception):
+    """A step that cannot even be attempted; the message becomes the failed step's message."""
+
+
+@dataclass(frozen=True)
+class ParsedStep:
+    """A step split into canonical verb, object words, instance number and liquid."""
+
+    verb: str
+    name: str  # object text as written ("watering can"), "" when the verb takes none
+    number: int | None = None
+    liquid: str | None = None
+
+
+def parse_step(step: str) -> ParsedStep:
+    """Split a step; raise ``StepError`` for anything that is not one of the 17 actions.
+
+    Tolerated noise: surrounding whitespace and quotes, a trailing period, call syntax
+    (``turn_on(Candle)``, ``fillLiquid(Mug, water)``), leading articles, and for ``put`` a
+    ``<held> in/on <receptacle>`` phrase (the receptacle is what counts).
+    """
+    if not isinstance(step, str):
+        raise StepError(f"step is not text: {step!r}")
+    text = re.sub(r"[(),]", " ", step).strip().strip("\"'`").rstrip(".;:!").strip()
+    words = text.split()
+    if not words:
+        raise StepError("empty step")
+    found = canonical_verb(words)
+    if found is None:
+        raise StepError(f"unknown action {words[0]!r} in step {step!r}")
+    verb, used = found
+    rest = words[used:]
+    liquid = None
+    if verb == "fillLiquid":
+        # "fill the kettle" without a liquid: water, what a robot at a tap would use
+        liquid = rest.pop().lower() if rest and rest[-1].lower() in LIQUIDS else "water"
+    if verb == "put":
+        lowered = [w.lower() for w in rest]
+        for prep in _PREPOSITIONS:
+            if prep in lowered[1:]:  # "put Apple in Fridge" -> Fridge; "put in Fridge" handled by alias
+                rest = rest[len(lowered) - lowered[::-1].index(prep):]
+                break
+    while rest and rest[0].lower() in _ARTICLES:
+        rest = rest[1:]
+    name = " ".join(rest)
+    number = None
+    match = _NUMBER_TAIL.match(name)
+    if match:
+        name, number = match.group(1).strip(), int(match.group(2))
+    elif name.isdigit():
+        raise StepError(f"object name is only a number in step {step!r}")
+    if BY_VERB[verb].takes_object and not name:
+        raise StepError(f"'{verb}' needs an object, step {step!r} names none")
+    return ParsedStep(verb, name, number, liquid)
+
+
+def name_key(name: str) -> str:
+    """Case-, space- and punctuation-free spelling used to compare names with objectTypes."""
+    return re.sub(r"[^0-9a-z]", "", name.casefold())
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """Sort key that orders ``_2`` before ``_10``."""
+    return tuple(int(p) if p.isdigit() else p for p in _NATURAL.split(text))
+
+
+def _pos(obj: Mapping[str, Any]) -> tuple[float, float, float]:
+    p = obj.get("position") or {}
+    return float(p.get("x", 0.0)), float(p.get("y", 0.0)), float(p.get("z", 0.0))
+
+
+def _box_gap(point: tuple[float, float, float], obj: Mapping[str, Any]) -> float:
+    """Horizontal distance from a standing point to the nearest point of the object's box."""
+    box = obj.get("axisAlignedBoundingBox") or {}
+    center, size = box.get("center"), box.get("size")
+    x, _, z = point
+    if not center or not size:
+        ox, _, oz = _pos(obj)
+        return math.hypot(ox - x, oz - z)
+    dx = max(abs(x - float(center["x"])) - float(size["x"]) / 2, 0.0)
+    dz = max(abs(z - float(center["z"])) - float(size["z"]) / 2, 0.0)
+    return math.hypot(dx, dz)
+
+
+class LowLevelPlanner:
+    """Runs high-level steps on one engine episode. Build one per episode, call ``restore`` after reset."""
+
+    def __init__(self, engine: Engine, *, find_tries: int = 6) -> None:
+        self.engine = engine
+        self.find_tries = find_tries
+        self.reachable: list[tuple[float, float, float]] = []
+        self.agent_y = 0.0
+        self._focus: dict[str, str] = {}  # name key -> objectId last acted on
+
+    # ------------------------------------------------------------------ engine access
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        return self.engine.last_event.metadata
+
+    def objects(self) -> list[ObjectMeta]:
+        return list(self.metadata.get("objects") or [])
+
+    def _do(self, action: str, **kwargs: Any) -> tuple[bool, str]:
+        """One Controller action -> (lastActionSuccess, errorMessage); ValueError is a failure.
+
+        ai2thor raises ValueError for invalid actions/arguments; those come from model text here
+        (an odd liquid, say), so they fail the step instead of the case.
+        """
+        try:
+            self.engine.step(action=action, **kwargs)
+        except ValueError as exc:
+            return False, f"{action} rejected: {exc}"
+        meta = self.metadata
+        return bool(meta.get("lastActionSuccess")), str(meta.get("errorMessage") or "")
+
+    def restore(self) -> None:
+        """Index the reachable positions of the freshly reset scene and forget earlier focus."""
+        self._focus.clear()
+        self.agent_y = float(self.metadata.get("agent", {}).get("position", {}).get("y", 0.0))
+        ok, _ = self._do("GetReachablePositions")
+        points = self.metadata.get("actionReturn") if ok else None
+        self.reachable = [(float(p["x"]), float(p["y"]), float(p["z"])) for p in points or []]
+
+    # ------------------------------------------------------------------ entry point
+    def execute(self, step: str) -> ExecStep:
+        """Run one high-level step; every problem becomes ``ExecStep(success=False, message=...)``."""
+        try:
+            parsed = parse_step(step)
+            handler: Callable[[ParsedStep], str] = getattr(self, "_" + parsed.verb.replace(" ", "_"))
+            message = handler(parsed)
+        except StepError as exc:
+            return ExecStep(action=str(step), success=False, message=str(exc))
+        return ExecStep(action=str(step), success=True, message=message)
+
+    # ------------------------------------------------------------------ name resolution
+    def _agent_pos(self) -> tuple[float, float, float]:
+        return _pos(self.metadata.get("agent") or {})
+
+    def _held(self) -> ObjectMeta | None:
+        inventory = self.metadata.get("inventoryObjects") or []
+        if not inventory:
+            return None
+        held_id = inventory[0].get("objectId")
+        for obj in self.objects():
+            if obj.get("objectId") == held_id:
+                return obj
+        return dict(inventory[0])
+
+    def _types_for(self, key: str, objects: Sequence[ObjectMeta]) -> list[str]:
+        types = sorted({str(o.get("objectType")) for o in objects})
+        exact = [t for t in types if name_key(t) == key]
+        if exact:
+            return exact
+        if key.endswith("s") and len(key) > 3:
+            plural = [t for t in types if name_key(t) == key[:-1]]
+            if plural:
+                return plural
+        return [t for t in SYNONYMS.get(key, ()) if t in types]
+
+    def _usable(self, obj: ObjectMeta, verb: str) -> bool:
+        flag = VERB_FLAG.get(verb)
+        if flag and not obj.get(flag):
+            return False
+        if verb != "find" and obj.get("isSliced") and obj.get("sliceable"):
+            return False  # the source of slices is inactive in THOR
+        held = self.metadata.get("inventoryObjects") or []
+        return not (verb == "put" and held and obj.get("objectId") == held[0].get("objectId"))
+
+    def _closed_in(self, obj: ObjectMeta, by_id: Mapping[str, ObjectMeta]) -> str | None:
+        for pid in obj.get("parentReceptacles") or []:
+            parent = by_id.get(pid)
+            if parent and parent.get("openable") and not parent.get("isOpen"):
+                return str(parent.get("objectType"))
+        return None
+
+    def resolve(self, name: str, number: int | None, verb: str) -> ObjectMeta:
+        """The scene object a step means (see the module doc for the rules); ``StepError`` if none."""
+        objects = self.objects()
+        key = name_key(name)
+        if not key:
+            raise StepError(f"no object name in {name!r}")
+        types = self._types_for(key, objects)
+        primary = [o for o in objects if o.get("objectType") in types]
+        # parts and products sharing the name's id prefix: Sink -> SinkBasin, Apple -> AppleSliced_k
+        related = [o for o in objects if o.get("objectType") not in types
+                   and name_key(str(o.get("objectId", "")).split("|")[0]) == key
+                   and str(o.get("objectId", "")).count("|") >= 4]
+        if not primary and not related:
+            raise StepError(f"Cannot find {name}: no such object in the scene")
+        if number is not None:
+            pool = sorted(primary or related, key=lambda o: natural_key(str(o.get("objectId"))))
+            if not 1 <= number <= len(pool):
+                raise StepError(f"Cannot find {name} {number}: the scene has {len(pool)}")
+            chosen = pool[number - 1]
+        else:
+            chosen = self._pick_unnumbered(key, verb, primary, related, objects)
+        self._focus[key] = str(chosen.get("objectId"))
+        return chosen
+
+    def _pick_unnumbered(self, key: str, verb: str, primary: list[ObjectMeta], related: list[ObjectMeta],
+                         objects: Sequence[ObjectMeta]) -> ObjectMeta:
+        usable_primary = [o for o in primary if self._usable(o, verb)]
+        usable_related = [o for o in related if self._usable(o, verb)]
+        if verb == "put" and usable_related:
+            # "put Sink": THOR keeps what lies in a sink under its SinkBasin, so the basin is the target
+            pool = usable_related
+        else:
+            pool = usable_primary or usable_related or primary or related
+        focus = self._focus.get(key)
+        for obj in pool:
+            if obj.get("objectId") == focus:
+                return obj
+        by_id = {str(o.get("objectId")): o for o in objects}
+        ax, ay, az = self._agent_pos()
+
+        def cost(obj: ObjectMeta) -> tuple[float, str]:
+            x, y, z = _pos(obj)
+            penalty = 100.0 if self._closed_in(obj, by_id) else 0.0
+            if verb == "put" and obj.get("objectType") in ("StoveBurner", "Toaster") and obj.get(
+                    "receptacleObjectIds"):
+                penalty += 50.0  # prefer a free burner / toaster slot
+            return math.dist((ax, ay, az), (x, y, z)) + penalty, str(obj.get("objectId"))
+
+        return min(pool, key=cost)
+
+    def _describe_failure(self, obj: ObjectMeta, what: str, error: str) -> str:
+        by_id = {str(o.get("objectId")): o for o in self.objects()}
+        closed = self._closed_in(by_id.get(str(obj.get("objectId")), obj), by_id)
+        where = f" ({obj.get('objectType')} is inside the closed {closed})" if closed else ""
+        return f"{what} failed{where}: {error or 'no reason given'}"
+
+    # ------------------------------------------------------------------ navigation
+    def _stand_points(self, target: tuple[float, float, float]) -> list[tuple[float, float, float]]:
+        tx, _, tz = target
+        return sorted(self.reachable, key=lambda p: (math.hypot(p[0] - tx, p[2] - tz), p))
+
+    def _teleport_facing(self, point: tuple[float, float, float], target: tuple[float, float, float]) -> bool:
+        x, _, z = point
+        tx, ty, tz = target
+        yaw = math.degrees(math.atan2(tx - x, tz - z)) % 360.0
+        flat = math.hypot(tx - x, tz - z)
+        horizon = math.degrees(math.atan2(self.agent_y + CAMERA_OFFSET - ty, max(flat, 1e-6)))
+        horizon = max(-30.0, min(60.0, round(horizon, 1)))
+        ok, _ = self._do("TeleportFull", x=x, y=self.agent_y, z=z, rotation={"x": 0.0, "y": yaw, "z": 0.0},
+                         horizon=horizon, standing=True)
+        return ok
+
+    def _current(self, obj_id: str) -> ObjectMeta | None:
+        for obj in self.objects():
+            if obj.get("objectId") == obj_id:
+                return obj
+        return None
+
+    def _go_to(self, obj: ObjectMeta, skip: int = 0) -> str:
+        """Stand at a nearby reachable point facing ``obj``; prefer points from which it is visible.
+
+        Returns "" when the object ends up in view. When it is in view from none of the tried points
+        the agent goes back to the nearest one; that still counts as found if the object is within
+        reach there (it may be shut inside a closed fridge that the plan opens next), and is a
+        failure otherwise: a ``find`` that leaves the object out of reach is no success.
+        """
+        obj_id = str(obj.get("objectId"))
+        target = _pos(obj)
+        first_ok: tuple[float, float, float] | None = None
+        for point in self._stand_points(target)[skip:skip + self.find_tries]:
+            if not self._teleport_facing(point, target):
+                continue
+            if first_ok is None:
+                first_ok = point
+            now = self._current(obj_id)
+            if now is not None and now.get("visible"):
+                return ""
+        name = obj.get("objectType")
+        if first_ok is None:
+            raise StepError(f"Cannot move to {name}: no reachable standing point near it")
+        self._teleport_facing(first_ok, target)
+        gap = _box_gap(first_ok, obj)
+        if gap > REACH:
+            raise StepError(f"Cannot reach {name}: the nearest standing point is {gap:.2f} m from it")
+        return f"; {name} is not in view from here"
+
+    # ------------------------------------------------------------------ retry helper
+    def _attempt(self, run: Callable[[], tuple[bool, str]], target: ObjectMeta | None) -> tuple[bool, str]:
+        """Run an action; if it failed on a target out of view, tilt the camera, then step aside.
+
+        At most four attempts, the camera is put back when all fail: cheap, and enough to bring an
+        object on a low shelf or a high counter into view. Failures with the target in view (wrong
+        type, full receptacle...) are not retried: looking elsewhere cannot change them. The step
+        aside is only taken when the agent already stands within reach of the target, so a plan
+        that skipped ``find`` still fails.
+        """
+        ok, err = run()
+        if ok or target is None:
+            return ok, err
+        seen = self._current(str(target.get("objectId")))
+        if seen is None or seen.get("visible"):
+            return ok, err
+        start = float(self.metadata.get("agent", {}).get("cameraHorizon", 0.0))
+        for look, degrees in (("LookDown", 30.0), ("LookUp", 60.0)):
+            if self._do(look, degrees=degrees)[0]:
+                ok, err = run()
+                if ok:
+                    return ok, err
+        self._restore_horizon(start)
+        now = self._current(str(target.get("objectId"))) if target is not None else None
+        if now is not None and self.reachable and self._flat_distance(now) <= REACH:
+            try:
+                self._go_to(now, skip=1)  # only a step aside: this never replaces a missing find
+            except StepError:
+                return ok, err
+            ok, err = run()
+        return ok, err
+
+    def _flat_distance(self, obj: ObjectMeta) -> float:
+        ax, _, az = self._agent_pos()
+        x, _, z = _pos(obj)
+        return math.hypot(x - ax, z - az)
+
+    def _restore_horizon(self, horizon: float) -> None:
+        now = float(self.metadata.get("agent", {}).get("cameraHorizon", 0.0))
+        delta = round(horizon - now, 1)
+        if delta > 0:
+            self._do("LookDown", degrees=delta)
+        elif delta < 0:
+            self._do("LookUp", degrees=-delta)
+
+    # ------------------------------------------------------------------ the 17 actions
+    def _find(self, p: ParsedStep) -> str:
+        obj = self.resolve(p.name, p.number, "find")
+        oid = str(obj.get("objectId"))
+        if obj.get("isPickedUp"):
+            return f"holding {oid}"
+        x, y, z = _pos(obj)
+        if obj.get("visible") and math.dist(self._agent_pos(), (x, y, z)) < 1.0:
+            return f"{oid} already in view"
+        return f"at {oid}" + self._go_to(obj)
+
+    def _pick(self, p: ParsedStep) -> str:
+        obj = self.resolve(p.name, p.number, "pick")
+        oid = str(obj.get("objectId"))
+        held = self._held()
+        if held is not None:
+            if held.get("objectId") == oid:
+                return f"already holding {oid}"
+            raise StepError(f"Cannot pick up {obj.get('objectType')}: "
+                            f"already holding {held.get('objectType')}")
+        ok, err = self._attempt(lambda: self._do("PickupObject", objectId=oid, forceAction=False,
+                                                 manualInteract=False), obj)
+        if not ok:
+            raise StepError(self._describe_failure(obj, f"Picking up {obj.get('objectType')}", err))
+        return f"holding {oid}"
+
+    def _put(self, p: ParsedStep) -> str:
+        held = self._held()
+        if held is None:
+            raise StepError("Nothing Done. Robot is not holding any object")
+        recep = self.resolve(p.name, p.number, "put")
+        tried = [recep]
+        if p.number is None:  # like the reference: also try the next receptacle of that type
+            others = [o for o in self.objects() if o.get("objectType") == recep.get("objectType")
+                      and o.get("objectId") != recep.get("objectId") and self._usable(o, "put")]
+            ax, ay, az = self._agent_pos()
+            others.sort(key=lambda o: (math.dist((ax, ay, az), _pos(o)), str(o.get("objectId"))))
+            tried += others[:1]
+        err = ""
+        for target in tried:
+            rid = str(target.get("objectId"))
+
+            def put(rid: str = rid) -> tuple[bool, str]:
+                return self._do("PutObject", objectId=rid, forceAction=True)
+
+            ok, err = self._attempt(put, target)
+            if ok:
+                self._focus[name_key(p.name)] = rid
+                return f"put {held.get('objectId')} in/on {rid}"
+        raise StepError(f"Putting {held.get('objectType')} on {recep.get('objectType')} failed: "
+                        f"{err or 'no reason given'}")
+
+    def _single(self, p: ParsedStep, action: str, what: str, **extra: Any) -> str:
+        obj = self.resolve(p.name, p.number, p.verb)
+        oid = str(obj.get("objectId"))
+        ok, err = self._do(action, objectId=oid, **extra)
+        if not ok:
+            raise StepError(self._describe_failure(obj, f"{what} {obj.get('objectType')}", err))
+        return f"{action} {oid}"
+
+    def _open(self, p: ParsedStep) -> str:
+        obj = self.resolve(p.name, p.number, "open")
+        oid = str(obj.get("objectId"))
+        ok, err = self._do("OpenObject", objectId=oid, openness=1.0)
+        if not ok and self._do("MoveBack")[0]:  # the door may hit the agent: step back once and retry
+            ok, err = self._do("OpenObject", objectId=oid, openness=1.0)
+        if not ok:
+            raise StepError(self._describe_failure(obj, f"Opening {obj.get('objectType')}", err))
+        return f"OpenObject {oid}"
+
+    def _close(self, p: ParsedStep) -> str:
+        return self._single(p, "CloseObject", "Closing", forceAction=True)
+
+    def _slice(self, p: ParsedStep) -> str:
+        return self._single(p, "SliceObject", "Slicing")
+
+    def _turn_on(self, p: ParsedStep) -> str:
+        return self._single(p, "ToggleObjectOn", "Turning on")
+
+    def _turn_off(self, p: ParsedStep) -> str:
+        return self._single(p, "ToggleObjectOff", "Turning off")
+
+    def _break(self, p: ParsedStep) -> str:
+        return self._single(p, "BreakObject", "Breaking")
+
+    def _cook(self, p: ParsedStep) -> str:
+        return self._single(p, "CookObject", "Cooking")
+
+    def _dirty(self, p: ParsedStep) -> str:
+        return self._single(p, "DirtyObject", "Dirtying")
+
+    def _clean(self, p: ParsedStep) -> str:
+        return self._single(p, "CleanObject", "Cleaning")
+
+    def _fillLiquid(self, p: ParsedStep) -> str:
+        return self._single(p, "FillObjectWithLiquid", "Filling", fillLiquid=p.liquid)
+
+    def _emptyLiquid(self, p: ParsedStep) -> str:
+        return self._single(p, "EmptyLiquidFromObject", "Emptying")
+
+    def _release(self, p: ParsedStep, action: str, **extra: Any) -> str:
+        held = self._held()
+        if held is None:
+            raise StepError("Nothing Done. Robot is not holding any object")
+        key = name_key(p.name)
+        if key and key not in _PRONOUNS:  # "throw AlarmClock" must name what is held
+            held_keys = {name_key(str(held.get("objectType"))),
+                         name_key(str(held.get("objectId", "")).split("|")[0])}
+            if key not in held_keys and held.get("objectType") not in self._types_for(key, self.objects()):
+                raise StepError(f"Nothing Done. Robot holds {held.get('objectType')}, not {p.name}")
+        ok, err = self._do(action, forceAction=True, **extra)
+        if not ok:
+            raise StepError(f"{action} of {held.get('objectType')} failed: {err or 'no reason given'}")
+        return f"{action} {held.get('objectId')}"
+
+    def _drop(self, p: ParsedStep) -> str:
+        return self._release(p, "DropHandObject")
+
+    def _throw(self, p: ParsedStep) -> str:
+        return self._release(p, "ThrowObject", moveMagnitude=1500.0)
+
+    def _pour(self, p: ParsedStep) -> str:
+        held = self._held()
+        if held is None:
+            raise StepError("Nothing Done. Robot is not holding any object")
+        if not held.get("isFilledWithLiquid"):
+            raise StepError(f"Nothing poured: the held {held.get('objectType')} contains no liquid")
+        held_id = str(held.get("objectId"))
+        # 120 deg spills whether THOR reads pitch as absolute or relative; 60 more makes it 180 if relative
+        for pitch in (120.0, 60.0):
+            ok, err = self._do("RotateHeldObject", pitch=pitch)
+            if not ok:
+                raise StepError(f"Pour action failed: {err or 'could not tilt the held object'}")
+            now = self._current(held_id)
+            if now is not None and not now.get("isFilledWithLiquid"):
+                return f"poured the {held.get('fillLiquid') or 'liquid'} out of {held_id}"
+        raise StepError(f"Pour action failed: {held.get('objectType')} still holds its liquid after tilting")

@@ -1,0 +1,312 @@
+"""``Controller``: the embedded engine behind ai2thor 5.0.0's ``Controller`` API.
+
+Callers (the low-level planner, agents) cannot tell it from ``ai2thor.controller.Controller`` at the
+object-state level: same constructor parameters, ``reset(scene)``, ``step(action=..., **kw)`` and
+``step(dict(action=...), **kw)`` (the dict is copied, then updated with the keywords; a non-dict
+``rotation`` becomes ``{"y": r}``), ``last_event`` an ``ai2thor.server.Event`` with the full 5.0
+metadata, ``stop()``. Unknown actions, unknown parameters, ill-typed or missing required values
+raise ``ValueError`` (ai2thor's InvalidAction / InvalidArgument / MissingArguments); every other
+failure is a normal event with ``lastActionSuccess`` false and THOR's errorMessage / errorCode, and
+``raise_for_failure=True`` turns it into ``RuntimeError`` as in ai2thor.
+
+Every event carries its own copy of the objects, so keeping an old event never shows later changes.
+The bounding-box structures inside are shared between events and the scene template: the engine
+replaces a box when an object moves and never edits one in place, and callers must not either.
+``visible``, ``isInteractable`` and ``distance`` are recomputed from the agent pose after every action
+(rules in ``geometry``); contextual effects are applied after every action (``physics_rules``).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import math
+from typing import Any, ClassVar
+
+from ai2thor.controller import Controller as _ThorController
+from ai2thor.server import Event
+
+from .. import scenes
+from . import physics_rules
+from .actions import QUERY_ACTIONS, SPECS, ActionFailed, Context
+from .geometry import Camera, NavMap, distance_to, sees
+from .render import drawable, render
+from .world import World
+
+# Constructor parameters of ai2thor's Controller (accepted, most of them meaningless here).
+_THOR_INIT = frozenset(inspect.signature(_ThorController.__init__).parameters) - {"self"}
+# Unity Initialize parameters (ai2thor passes unknown constructor keywords on to Initialize).
+_NUMERIC_INIT = {"gridSize", "visibilityDistance", "fieldOfView", "rotateStepDegrees", "width", "height",
+                 "timeScale", "fixedDeltaTime", "agentCount", "cameraNearPlane", "cameraFarPlane"}
+_BOOL_INIT = {"renderDepthImage", "renderInstanceSegmentation", "renderSemanticSegmentation",
+              "renderNormalsImage", "renderFlowImage", "renderClassImage", "renderObjectImage", "snapToGrid",
+              "continuous", "makeAgentsVisible", "fastActionEmit", "autoSimulation", "alwaysReturnVisibleRange",
+              "autoSyncTransforms", "antiAliasing", "useMassThreshold", "headless", "fullscreen", "start_unity",
+              "local_build", "download_only", "include_private_scenes", "save_image_per_frame",
+              "add_depth_noise"}
+_STR_INIT = {"agentMode", "agentControllerType", "visibilityScheme", "gpu_device", "quality", "depth_format"}
+# Parameters ai2thor accepts on any action.
+_COMMON_ACTION_PARAMS = frozenset({"agentId", "sequenceId", "renderImage", "renderImageSynthesis",
+                                   "renderInstanceSegmentation", "renderSemanticSegmentation",
+                                   "renderClassImage", "renderObjectImage", "renderDepthImage",
+                                   "renderNormalsImage", "renderFlowImage"})
+_DEFAULTS: dict[str, Any] = {"gridSize": 0.25, "visibilityDistance": 1.5, "fieldOfView": 90.0,
+                             "rotateStepDegrees": 90.0, "width": 300, "height": 300}
+
+
+class SimEvent(Event):
+    """ai2thor's Event whose ``frame`` is drawn on first access (agents that never look pay nothing)."""
+
+    _frame_source: Any = None
+
+    @property  # type: ignore[override]
+    def frame(self) -> Any:
+        if self.__dict__.get("_frame") is None and self._frame_source is not None:
+            self.__dict__["_frame"] = self._frame_source()
+        return self.__dict__.get("_frame")
+
+    @frame.setter
+    def frame(self, value: Any) -> None:
+        self.__dict__["_frame"] = value
+
+
+def _check_init(params: dict[str, Any]) -> dict[str, Any]:
+    settings = dict(_DEFAULTS)
+    for key, value in params.items():
+        if key in _NUMERIC_INIT:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value <= 0:
+                raise ValueError(f"invalid value for {key}: {value!r} (expected a positive number)")
+            if key in ("width", "height") and int(value) != value:
+                raise ValueError(f"invalid value for {key}: {value!r} (expected an integer)")
+        elif key in _BOOL_INIT:
+            if not isinstance(value, bool):
+                raise ValueError(f"invalid value for {key}: {value!r} (expected a bool)")
+        elif key in _STR_INIT:
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"invalid value for {key}: {value!r} (expected a string)")
+        elif key not in _THOR_INIT:
+            raise TypeError(f"Controller got an unexpected initialization parameter {key!r}")
+        settings[key] = value
+    if settings.get("agentMode", "default") not in ("default", "locobot", "stretch", "arm"):
+        raise ValueError(f"invalid agentMode {settings['agentMode']!r}")
+    if settings["fieldOfView"] >= 180:
+        raise ValueError(f"invalid value for fieldOfView: {settings['fieldOfView']!r} (must be < 180)")
+    return settings
+
+
+def _compatible_table() -> dict[str, frozenset[str]]:
+    table = {}
+    for otype, info in scenes.object_types().items():
+        allowed = frozenset(t for t in info.get("compatible_receptacles") or () if t)
+        if allowed:
+            table[otype] = allowed
+    return table
+
+
+class Controller:
+    """The embedded symbolic AI2-THOR engine (one scene at a time, one agent)."""
+
+    def __init__(self, scene: str = "FloorPlan1", **init_params: Any) -> None:
+        self._settings = _check_init(init_params)
+        self._compatible: dict[str, frozenset[str]] | None = None
+        self.world: World | None = None
+        self.last_event: Any = None
+        self.last_action: dict[str, Any] | None = None
+        self.reset(scene)
+
+    # ------------------------------------------------------------------ lifecycle
+    def reset(self, scene: str | None = None, **init_params: Any) -> Any:
+        """Start a new episode in ``scene`` (default: the current one) from its pristine state."""
+        if init_params:
+            self._settings = _check_init({**self._settings, **init_params})
+        if scene is None:
+            if self.world is None:
+                raise ValueError("reset() needs a scene the first time")
+            scene = self.world.scene
+        name = scenes.normalize_scene_name(scene)
+        template = scenes.template(name)
+        objects = template.fresh_objects(share_geometry=True)
+        nav = self._nav(name, objects.values())
+        self.world = World(scene=name, objects=objects, nav=nav, pose=nav.start_pose())
+        if self._compatible is None:
+            self._compatible = _compatible_table()
+        self._ctx = Context(grid_size=float(self._settings["gridSize"]),
+                            visibility_distance=float(self._settings["visibilityDistance"]),
+                            compatible=self._compatible,
+                            rotate_step=float(self._settings["rotateStepDegrees"]))
+        physics_rules.settle(self.world)
+        self.last_action = {"action": "Initialize"}
+        self.last_event = self._event("Initialize", True, "", None, None)
+        return self.last_event
+
+    _nav_cache: ClassVar[dict[tuple[str, float], NavMap]] = {}
+
+    def _nav(self, scene: str, objects: Any) -> NavMap:
+        """The reachable grid depends only on the pristine scene and grid size: build it once."""
+        key = (scene, float(self._settings["gridSize"]))
+        nav = Controller._nav_cache.get(key)
+        if nav is None:
+            nav = Controller._nav_cache[key] = NavMap(objects, key[1])
+        return nav
+
+    def stop(self) -> None:
+        """Nothing to shut down (no Unity process); kept for API parity."""
+        self.world = None
+
+    # ------------------------------------------------------------------ actions
+    def step(self, action: str | dict[str, Any] | None = None, **action_args: Any) -> Any:
+        """Run one action, exactly with ai2thor's calling conventions; returns the new event."""
+        if self.world is None:
+            raise RuntimeError("controller is stopped; call reset(scene) first")
+        args = copy.deepcopy(action) if isinstance(action, dict) else {"action": action}
+        raise_for_failure = action_args.pop("raise_for_failure", False)
+        args.update(copy.deepcopy(action_args))
+        rotation = args.get("rotation")
+        if rotation is not None and not isinstance(rotation, dict):
+            args["rotation"] = {"y": rotation}
+        self.last_action = args
+        name = args.get("action")
+        spec = SPECS.get(name) if isinstance(name, str) else None
+        if spec is None:
+            raise ValueError(f"Invalid action: {name!r} is not an action of this controller")
+        handler, params = spec
+        call_args = self._validate(name, params, args)
+        try:
+            result = handler(self.world, self._ctx, call_args)
+        except ActionFailed as failure:
+            self.last_event = self._event(name, False, failure.message, failure.code, None)
+            if raise_for_failure:
+                raise RuntimeError(failure.message) from failure
+            return self.last_event
+        if name not in QUERY_ACTIONS:
+            physics_rules.settle(self.world)
+        self.last_event = self._event(name, True, "", None, result)
+        return self.last_event
+
+    @staticmethod
+    def _validate(name: str, params: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+        call_args = {}
+        for key, value in args.items():
+            if key == "action" or key in _COMMON_ACTION_PARAMS:
+                continue
+            param = params.get(key)
+            if param is None:
+                raise ValueError(f"InvalidArgument: {name} has no parameter named {key!r}")
+            ok = isinstance(value, param.types) and not (isinstance(value, bool) and bool not in param.types)
+            if not ok:
+                raise ValueError(f"InvalidArgument: {name}: {key}={value!r} is not of type "
+                                 + "/".join(t.__name__ for t in param.types))
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"InvalidArgument: {name}: {key}={value!r} is not finite")
+            call_args[key] = value
+        missing = [k for k, p in params.items() if p.required and k not in call_args]
+        if missing:
+            raise ValueError(f"MissingArguments: {name} needs {', '.join(missing)}")
+        return call_args
+
+    # ------------------------------------------------------------------ events
+    def _refresh_views(self) -> Camera:
+        world = self.world
+        assert world is not None
+        s = self._settings
+        camera = Camera(world.pose, float(s["fieldOfView"]), int(s["width"]), int(s["height"]))
+        vis = float(s["visibilityDistance"])
+        for oid in world.order:
+            obj = world.objects[oid]
+            if oid in world.inactive:
+                seen = False
+            elif oid == world.held:
+                seen = True
+            else:
+                seen = not world.hidden_by_closed(oid) and sees(camera, obj, vis)
+            obj["visible"] = obj["isInteractable"] = seen
+            obj["distance"] = distance_to(world.pose, obj)
+            obj["isMoving"] = False
+        return camera
+
+    def _event(self, action: str, success: bool, message: str, code: str | None, result: Any) -> Any:
+        world = self.world
+        assert world is not None
+        camera = self._refresh_views()
+        objects = [scenes.clone_object(world.objects[oid], share_geometry=True) for oid in world.order]
+        pose = world.pose
+        s = self._settings
+        held = world.objects.get(world.held) if world.held else None
+        metadata: dict[str, Any] = {
+            "objects": objects,
+            "isSceneAtRest": True,
+            "agent": {
+                "name": "agent",
+                "position": {"x": pose.x, "y": pose.y, "z": pose.z},
+                "rotation": {"x": 0.0, "y": pose.rotation, "z": 0.0},
+                "cameraHorizon": pose.horizon,
+                "isStanding": pose.standing,
+                "inHighFrictionArea": False,
+            },
+            "heldObjectPose": None if held is None else {
+                "position": dict(held["position"]), "rotation": dict(held["rotation"]),
+                "localPosition": {"x": 0.0, "y": -0.3, "z": 0.4}, "localRotation": {"x": 0.0, "y": 0.0, "z": 0.0},
+            },
+            "arm": None,
+            "fov": float(s["fieldOfView"]),
+            "cameraPosition": dict(zip("xyz", camera.origin, strict=True)),
+            "cameraOrthSize": 0.0,
+            "thirdPartyCameras": [],
+            "collided": False,
+            "collidedObjects": [],
+            "inventoryObjects": [] if held is None else [
+                {"objectId": held["objectId"], "objectType": held["objectType"]}
+            ],
+            "sceneName": f"{world.scene}_physics",
+            "lastAction": action,
+            "errorMessage": message,
+            "errorCode": code,
+            "lastActionSuccess": success,
+            "screenWidth": int(s["width"]),
+            "screenHeight": int(s["height"]),
+            "agentId": 0,
+            "depthFormat": None,
+            "colors": [],
+            "flatSurfacesOnGrid": [],
+            "distances": [],
+            "normals": [],
+            "isOpenableGrid": [],
+            "segmentedObjectIds": [],
+            "objectIdsInBox": [],
+            "actionIntReturn": 0,
+            "actionFloatReturn": 0.0,
+            "actionStringsReturn": [],
+            "actionFloatsReturn": [],
+            "actionVector3sReturn": [],
+            "visibleRange": False,
+            "currentTime": 0.0,
+            "sceneBounds": self._scene_bounds(),
+            "actionReturn": result,
+        }
+        event = SimEvent(metadata)
+        snapshot = _FrameSnapshot(world, camera)
+        event._frame_source = snapshot
+        return event
+
+    def _scene_bounds(self) -> dict[str, Any]:
+        world = self.world
+        assert world is not None
+        x0, x1, z0, z1 = world.nav.floor_rect
+        y0, y1 = 0.0, 3.0
+        corners = [[x, y, z] for x in (x0, x1) for y in (y0, y1) for z in (z0, z1)]
+        return {"cornerPoints": corners,
+                "center": {"x": (x0 + x1) / 2, "y": (y0 + y1) / 2, "z": (z0 + z1) / 2},
+                "size": {"x": x1 - x0, "y": y1 - y0, "z": z1 - z0}}
+
+
+class _FrameSnapshot:
+    """Draws the frame of one event later, from the state captured at that event."""
+
+    def __init__(self, world: World, camera: Camera) -> None:
+        self._camera = camera
+        self._horizon = world.pose.horizon
+        self._items = drawable(world)
+
+    def __call__(self) -> Any:
+        return render(self._items, self._camera, self._horizon)

@@ -1,0 +1,211 @@
+"""Agent geometry: reachable grid, start pose, camera frustum, visibility and distance.
+
+The 5.0 scene dumps hold object boxes but no walls, no navigation mesh and no agent pose, so the
+engine synthesises them with fixed rules (all deterministic, all from the dump alone):
+
+* **Floor area** = the Floor object's axis-aligned box (L-shaped rooms therefore get a few cells
+  that the real scene does not have). The agent's position ``y`` is the floor top + 0.901 m (the
+  value ai2thor reports for a standing agent); the camera is 0.675 m above that.
+* **Obstacles** = every non-pickupable object whose box starts below 1.4 m (counters, fridges,
+  tables, beds, sofas, sinks, toilets...), except the Floor, flat wall decorations and L-shaped
+  counter runs (both box sides > 1.2 m: their box spans open floor; the cabinets below them block). The agent is
+  a disc of radius 0.2 m; a point is free when the disc stays inside the floor box and touches no
+  obstacle footprint.
+* **Reachable positions** = free points of a ``gridSize`` lattice aligned on multiples of the grid
+  size, restricted to the largest 4-connected component (ties: the component holding the smaller
+  (x, z)). **Start pose** = the reachable point nearest that component's centroid, rotation 0, horizon 0.
+* **Visibility** (``visible`` and ``isInteractable``): an object is visible when one of its sample
+  points (box centre, the 8 box corners and the box point nearest the camera) lies inside the camera
+  frustum (vertical field of view ``fieldOfView``, horizontal from the frame's aspect ratio) and
+  within ``visibilityDistance`` of the camera measured in the horizontal plane. There is no
+  occlusion by other geometry except that objects inside a closed openable receptacle are hidden.
+  The held object is always visible. ``isInteractable`` equals ``visible`` (no glass in this model).
+* **distance** = 3-D distance from the agent's position to the object's box centre.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+AGENT_HEIGHT_ABOVE_FLOOR = 0.9009992
+CAMERA_OFFSET = 0.675
+AGENT_RADIUS = 0.2
+OBSTACLE_MAX_BOTTOM = 1.4
+L_SHAPE_MIN_SIDE = 1.2
+MIN_HORIZON = -30.0  # looking up is negative in THOR
+MAX_HORIZON = 60.0
+NON_OBSTACLE_TYPES = frozenset(
+    {"Floor", "Window", "LightSwitch", "Painting", "Poster", "Mirror", "Curtains", "Blinds", "ShowerHead",
+     "Faucet", "StoveKnob", "TowelHolder", "HandTowelHolder", "ToiletPaperHanger"}
+)
+
+
+@dataclass
+class Pose:
+    """The agent's pose: position (x, y, z), yaw in degrees, camera horizon (positive = down)."""
+
+    x: float
+    y: float
+    z: float
+    rotation: float = 0.0
+    horizon: float = 0.0
+    standing: bool = True
+
+    def camera(self) -> tuple[float, float, float]:
+        return (self.x, self.y + CAMERA_OFFSET, self.z)
+
+
+Rect = tuple[float, float, float, float]  # xmin, xmax, zmin, zmax
+
+
+def aabb_rect(obj: dict[str, Any]) -> Rect:
+    box = obj["axisAlignedBoundingBox"]
+    c, s = box["center"], box["size"]
+    return (c["x"] - s["x"] / 2, c["x"] + s["x"] / 2, c["z"] - s["z"] / 2, c["z"] + s["z"] / 2)
+
+
+def aabb_bottom_top(obj: dict[str, Any]) -> tuple[float, float]:
+    box = obj["axisAlignedBoundingBox"]
+    return box["center"]["y"] - box["size"]["y"] / 2, box["center"]["y"] + box["size"]["y"] / 2
+
+
+def is_obstacle(obj: dict[str, Any]) -> bool:
+    if obj["pickupable"] or obj["objectType"] in NON_OBSTACLE_TYPES:
+        return False
+    if obj["objectType"] == "CounterTop":
+        size = obj["axisAlignedBoundingBox"]["size"]
+        if min(size["x"], size["z"]) > L_SHAPE_MIN_SIDE:
+            return False  # an L-shaped run: its box covers open floor; the cabinets under it block
+    return aabb_bottom_top(obj)[0] < OBSTACLE_MAX_BOTTOM
+
+
+def _disc_touches(x: float, z: float, rect: Rect, radius: float) -> bool:
+    dx = max(rect[0] - x, 0.0, x - rect[1])
+    dz = max(rect[2] - z, 0.0, z - rect[3])
+    return dx * dx + dz * dz < radius * radius
+
+
+class NavMap:
+    """Floor box, obstacle footprints and the reachable lattice of one scene."""
+
+    def __init__(self, objects: Iterable[dict[str, Any]], grid_size: float) -> None:
+        objects = list(objects)
+        floor = next((o for o in objects if o["objectType"] == "Floor"), None)
+        if floor is None:  # never in iTHOR; keep going with the union of all boxes
+            rects = [aabb_rect(o) for o in objects]
+            self.floor_rect: Rect = (min(r[0] for r in rects), max(r[1] for r in rects),
+                                     min(r[2] for r in rects), max(r[3] for r in rects))
+            floor_top = 0.0
+        else:
+            self.floor_rect = aabb_rect(floor)
+            floor_top = aabb_bottom_top(floor)[1]
+        self.agent_y = round(floor_top + AGENT_HEIGHT_ABOVE_FLOOR, 4)
+        self.obstacles = [aabb_rect(o) for o in objects if is_obstacle(o)]
+        self.grid_size = grid_size
+        self.reachable = self._lattice()
+
+    def is_free(self, x: float, z: float) -> bool:
+        fx0, fx1, fz0, fz1 = self.floor_rect
+        r = AGENT_RADIUS
+        if not (fx0 + r <= x <= fx1 - r and fz0 + r <= z <= fz1 - r):
+            return False
+        return not any(_disc_touches(x, z, rect, r) for rect in self.obstacles)
+
+    def _lattice(self) -> list[tuple[float, float]]:
+        g = self.grid_size
+        fx0, fx1, fz0, fz1 = self.floor_rect
+        i0, i1 = math.ceil(fx0 / g), math.floor(fx1 / g)
+        k0, k1 = math.ceil(fz0 / g), math.floor(fz1 / g)
+        free = {(i, k) for i in range(i0, i1 + 1) for k in range(k0, k1 + 1) if self.is_free(i * g, k * g)}
+        best: list[tuple[int, int]] = []
+        seen: set[tuple[int, int]] = set()
+        for cell in sorted(free):
+            if cell in seen:
+                continue
+            comp, todo = [], [cell]
+            seen.add(cell)
+            while todo:
+                ci, ck = todo.pop()
+                comp.append((ci, ck))
+                for nb in ((ci + 1, ck), (ci - 1, ck), (ci, ck + 1), (ci, ck - 1)):
+                    if nb in free and nb not in seen:
+                        seen.add(nb)
+                        todo.append(nb)
+            if len(comp) > len(best):
+                best = comp
+        return [(round(i * g, 4), round(k * g, 4)) for i, k in sorted(best)]
+
+    def start_pose(self) -> Pose:
+        if not self.reachable:  # degenerate scene: stand in the middle of the floor
+            fx0, fx1, fz0, fz1 = self.floor_rect
+            return Pose((fx0 + fx1) / 2, self.agent_y, (fz0 + fz1) / 2)
+        cx = sum(p[0] for p in self.reachable) / len(self.reachable)
+        cz = sum(p[1] for p in self.reachable) / len(self.reachable)
+        x, z = min(self.reachable, key=lambda p: ((p[0] - cx) ** 2 + (p[1] - cz) ** 2, p))
+        return Pose(x, self.agent_y, z)
+
+
+def _sub(a: tuple[float, float, float], b: tuple[float, float, float]) -> tuple[float, float, float]:
+    return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
+
+
+class Camera:
+    """A pinhole camera at the agent's eye: projects world points, tests the frustum."""
+
+    def __init__(self, pose: Pose, fov_deg: float, width: int, height: int) -> None:
+        self.origin = pose.camera()
+        yaw, pitch = math.radians(pose.rotation), math.radians(pose.horizon)
+        self.forward = (math.sin(yaw) * math.cos(pitch), -math.sin(pitch), math.cos(yaw) * math.cos(pitch))
+        self.right = (math.cos(yaw), 0.0, -math.sin(yaw))
+        f, r = self.forward, self.right
+        self.up = (r[1] * f[2] - r[2] * f[1], r[2] * f[0] - r[0] * f[2], r[0] * f[1] - r[1] * f[0])
+        self.tan_v = math.tan(math.radians(fov_deg) / 2)
+        self.tan_h = self.tan_v * width / height
+        self.width, self.height = width, height
+
+    def local(self, p: tuple[float, float, float]) -> tuple[float, float, float]:
+        d = _sub(p, self.origin)
+        dot = lambda u: d[0] * u[0] + d[1] * u[1] + d[2] * u[2]  # noqa: E731 - tiny local helper
+        return dot(self.right), dot(self.up), dot(self.forward)
+
+    def in_view(self, p: tuple[float, float, float]) -> bool:
+        x, y, z = self.local(p)
+        return z > 1e-6 and abs(x) <= z * self.tan_h and abs(y) <= z * self.tan_v
+
+    def to_pixel(self, p: tuple[float, float, float]) -> tuple[float, float, float] | None:
+        """Pixel coordinates (column, row) and depth of ``p``, or None behind the camera."""
+        x, y, z = self.local(p)
+        if z <= 1e-3:
+            return None
+        u = (x / (z * self.tan_h) + 1) / 2 * self.width
+        v = (1 - y / (z * self.tan_v)) / 2 * self.height
+        return u, v, z
+
+
+def sample_points(obj: dict[str, Any], eye: tuple[float, float, float]) -> list[tuple[float, float, float]]:
+    box = obj["axisAlignedBoundingBox"]
+    c, s = box["center"], box["size"]
+    nearest = tuple(
+        min(max(eye[i], c[k] - s[k] / 2), c[k] + s[k] / 2) for i, k in enumerate(("x", "y", "z"))
+    )
+    pts = [(c["x"], c["y"], c["z"]), nearest]
+    pts.extend(tuple(p) for p in box["cornerPoints"])
+    return pts  # type: ignore[return-value]
+
+
+def sees(camera: Camera, obj: dict[str, Any], visibility_distance: float) -> bool:
+    eye = camera.origin
+    limit = visibility_distance * visibility_distance
+    for p in sample_points(obj, eye):
+        dx, dz = p[0] - eye[0], p[2] - eye[2]
+        if dx * dx + dz * dz <= limit and camera.in_view(p):
+            return True
+    return False
+
+
+def distance_to(pose: Pose, obj: dict[str, Any]) -> float:
+    c = obj["axisAlignedBoundingBox"]["center"]
+    return math.sqrt((c["x"] - pose.x) ** 2 + (c["y"] - pose.y) ** 2 + (c["z"] - pose.z) ** 2)

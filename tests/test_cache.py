@@ -1,0 +1,352 @@
+"""Response cache (keys, files, cross-process locks) and the prefetcher, through the real client
+and the fake server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sab_pytest.cache import (
+    CallInFlight,
+    ResponseCache,
+    default_cache_dir,
+    normalise_base_url,
+    prefetch_mode,
+    request_key,
+)
+from sab_pytest.errors import InfraError
+from sab_pytest.models import OpenAIChatModel, case_budget
+from sab_pytest.prefetch import Prefetcher
+from sab_pytest.testing import FakeOpenAIServer, Reply, fake_openai_server
+
+SECRET = "sk-test-PLANTED-SECRET"
+USER = [{"role": "user", "content": "Turn on the stove and leave."}]
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    with fake_openai_server() as srv:
+        yield srv
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> ResponseCache:
+    return ResponseCache(tmp_path / "responses")
+
+
+def make_model(server: FakeOpenAIServer, cache: ResponseCache | None, **options: Any) -> OpenAIChatModel:
+    settings: dict[str, Any] = {"base_url": server.url, "api_key": SECRET, "timeout": 2.0, "max_retries": 2,
+                                "backoff_base": 0.01, "backoff_max": 0.05, "cache": cache}
+    settings.update(options)
+    return OpenAIChatModel(settings.pop("model", "gpt-4o"), **settings)
+
+
+def files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+def key_of(model: OpenAIChatModel, messages: list[dict[str, Any]]) -> str:
+    return request_key(model._key_material(model._request_params(messages, None)))
+
+
+# -- keys and files ------------------------------------------------------------------------------------
+
+def test_second_identical_call_is_a_hit_with_no_request(server: FakeOpenAIServer,
+                                                        cache: ResponseCache) -> None:
+    model = make_model(server, cache)
+    first = model.complete(USER)
+    second = model.complete(USER, role="judge")
+    assert (first.cache_hit, second.cache_hit) == (False, True)
+    assert second.answer == first.answer and second.role == "judge"
+    assert (second.prompt_tokens, second.completion_tokens) == (first.prompt_tokens, first.completion_tokens)
+    assert len(server.chat_requests) == 1
+
+
+def test_one_file_per_key_and_no_leftovers(server: FakeOpenAIServer, cache: ResponseCache) -> None:
+    model = make_model(server, cache)
+    model.complete(USER)
+    key = key_of(model, USER)
+    assert files(cache.root) == [cache.root / key[:2] / f"{key}.json"]
+    entry = json.loads((cache.root / key[:2] / f"{key}.json").read_text())
+    assert entry["key"] == key and entry["request"]["messages"] == USER
+    assert entry["request"]["base_url"] == normalise_base_url(server.url)
+
+
+def test_key_ignores_timeout_retries_and_credentials(server: FakeOpenAIServer, cache: ResponseCache) -> None:
+    make_model(server, cache, timeout=1.0, max_retries=0, api_key="sk-one-aaaaaaaa").complete(USER)
+    again = make_model(server, cache, timeout=9.0, max_retries=7, api_key="sk-two-bbbbbbbb",
+                       backoff_base=3.0).complete(USER)
+    assert again.cache_hit and len(server.chat_requests) == 1
+
+
+@pytest.mark.parametrize("change", [
+    {"model": "gpt-4o-mini"}, {"temperature": 0.7}, {"max_tokens": 12}, {"extra": {"seed": 3}},
+    {"extra": {"top_p": 0.5}}, {"extra": {"stop": ["\n"]}}, {"cache_salt": "repeat-1"},
+])
+def test_key_includes_what_decides_the_answer(server: FakeOpenAIServer, cache: ResponseCache,
+                                              change: dict[str, Any]) -> None:
+    make_model(server, cache).complete(USER)
+    assert not make_model(server, cache, **change).complete(USER).cache_hit
+    assert len(server.chat_requests) == 2
+
+
+def test_key_includes_messages_and_server(server: FakeOpenAIServer, cache: ResponseCache) -> None:
+    make_model(server, cache).complete(USER)
+    assert not make_model(server, cache).complete([{"role": "user", "content": "other"}]).cache_hit
+    with fake_openai_server() as other:
+        assert not make_model(other, cache).complete(USER).cache_hit
+        assert len(other.chat_requests) == 1
+
+
+def test_normalise_base_url() -> None:
+    assert normalise_base_url("HTTP://User:Pass@LocalHost:8000/v1/?x=1#f") == "http://localhost:8000/v1"
+    assert normalise_base_url("https://api.example.com:443/v1") == "https://api.example.com/v1"
+    assert normalise_base_url(None) == "https://api.openai.com/v1"
+    assert request_key({"a": 1, "b": [1, 2]}) == request_key({"b": [1, 2], "a": 1})
+
+
+def test_default_dir_follows_the_user_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SAB_CACHE_HOME", str(tmp_path / "home"))
+    assert default_cache_dir() == tmp_path / "home" / "responses"
+
+
+def test_failures_are_not_cached(server: FakeOpenAIServer, cache: ResponseCache) -> None:
+    server.enqueue(Reply.error(400))
+    with pytest.raises(InfraError):
+        make_model(server, cache).complete(USER)
+    assert files(cache.root) == []  # neither an entry nor a lock is left
+    assert not make_model(server, cache).complete(USER).cache_hit
+    assert len(server.chat_requests) == 2
+
+
+def test_corrupt_entry_is_a_miss_and_is_replaced(server: FakeOpenAIServer, cache: ResponseCache) -> None:
+    model = make_model(server, cache)
+    model.complete(USER)
+    path = cache.path_for(key_of(model, USER))
+    path.write_text("{not json")
+    assert not model.complete(USER).cache_hit
+    assert model.complete(USER).cache_hit
+
+
+def test_interrupted_run_makes_only_the_missing_calls(server: FakeOpenAIServer, cache: ResponseCache) -> None:
+    prompts = [[{"role": "user", "content": f"case {i}"}] for i in range(6)]
+    for messages in prompts[:4]:  # the run is interrupted after four cases
+        make_model(server, cache).complete(messages)
+    server.reset()
+    calls = [make_model(server, cache).complete(m) for m in prompts]
+    assert [c.cache_hit for c in calls] == [True] * 4 + [False] * 2
+    assert sorted(r.last_user_message for r in server.chat_requests) == ["case 4", "case 5"]
+
+
+# -- in-flight locks --------------------------------------------------------------------------------
+
+CHILD = r"""
+import json, sys, time
+from pathlib import Path
+from sab_pytest.cache import ResponseCache
+from sab_pytest.models import OpenAIChatModel
+url, root, flags, index = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
+model = OpenAIChatModel("gpt-4o", base_url=url, api_key="sk-test-PLANTED-SECRET", timeout=10,
+                        cache=ResponseCache(root))
+model._sdk_client()
+(flags / f"ready-{index}").touch()
+while not (flags / "go").exists():
+    time.sleep(0.002)
+call = model.complete([{"role": "user", "content": "the same question"}])
+print(json.dumps({"answer": call.answer, "hit": call.cache_hit}))
+"""
+
+
+def test_concurrent_processes_make_one_call_for_one_key(tmp_path: Path) -> None:
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    root = tmp_path / "responses"
+    with fake_openai_server(latency=0.5) as srv:
+        commands = [[sys.executable, "-c", CHILD, srv.url, str(root), str(flags), str(i)] for i in range(4)]
+        procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for c in commands]
+        try:
+            deadline = time.monotonic() + 20
+            while len(list(flags.glob("ready-*"))) < 4 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            (flags / "go").touch()
+            outputs = [p.communicate(timeout=20) for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+        assert all(p.returncode == 0 for p in procs), [o[1][-500:] for o in outputs]
+        results = [json.loads(out) for out, _ in outputs]
+        assert len(srv.chat_requests) == 1
+    assert len({r["answer"] for r in results}) == 1
+    assert sorted(r["hit"] for r in results) == [False, True, True, True]
+    assert not list(root.rglob("*.lock"))
+
+
+def test_waiter_gets_the_owners_answer_without_calling(server: FakeOpenAIServer,
+                                                       cache: ResponseCache) -> None:
+    model = make_model(server, cache)
+    key = key_of(model, USER)
+    claim = cache.try_claim(key, budget_s=30)
+    assert claim is not None
+    assert cache.try_claim(key, budget_s=30) is None  # held by a live owner
+
+    def owner() -> None:
+        time.sleep(0.3)
+        cache.put(key, {"text": "from the owner", "finish_reason": "stop", "prompt_tokens": 3,
+                        "completion_tokens": 2})
+        claim.release()
+
+    threading.Thread(target=owner).start()
+    call = model.complete(USER)
+    assert (call.answer, call.cache_hit, call.prompt_tokens) == ("from the owner", True, 3)
+    assert call.latency_s >= 0.25
+    assert server.chat_requests == []
+
+
+def test_waiter_calls_itself_when_the_owner_gives_up(server: FakeOpenAIServer, cache: ResponseCache) -> None:
+    model = make_model(server, cache)
+    claim = cache.try_claim(key_of(model, USER), budget_s=30)
+    assert claim is not None
+    threading.Timer(0.2, claim.release).start()  # the owner failed: no entry, lock released
+    call = model.complete(USER)
+    assert not call.cache_hit and len(server.chat_requests) == 1
+
+
+def test_waiter_respects_the_case_budget(server: FakeOpenAIServer, cache: ResponseCache) -> None:
+    model = make_model(server, cache)
+    claim = cache.try_claim(key_of(model, USER), budget_s=30)
+    assert claim is not None
+    start = time.monotonic()
+    with pytest.raises(InfraError) as info, case_budget(0.3):
+        model.complete(USER)
+    assert info.value.kind == "model_timeout" and time.monotonic() - start < 1.0
+    claim.release()
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _plant_lock(cache: ResponseCache, key: str, **fields: Any) -> Path:
+    lock = cache.lock_path_for(key)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    info = {"pid": os.getpid(), "host": os.uname().nodename, "nonce": "planted", "created": time.time(),
+            "expires_at": time.time() + 3600, **fields}
+    lock.write_text(json.dumps(info))
+    return lock
+
+
+@pytest.mark.parametrize("stale", ["dead-owner", "expired"])
+def test_stale_lock_is_taken_over(server: FakeOpenAIServer, cache: ResponseCache, stale: str) -> None:
+    model = make_model(server, cache)
+    key = key_of(model, USER)
+    if stale == "dead-owner":
+        _plant_lock(cache, key, pid=_dead_pid())
+    else:
+        _plant_lock(cache, key, expires_at=time.time() - 1)  # owner alive (us) but past its budget
+    start = time.monotonic()
+    call = model.complete(USER)
+    assert not call.cache_hit and len(server.chat_requests) == 1
+    assert time.monotonic() - start < 1.0
+    assert not cache.lock_path_for(key).exists()
+    assert [p.name for p in files(cache.root)] == [f"{key}.json"]
+
+
+def test_prefetch_mode_does_not_wait_for_a_claimed_call(server: FakeOpenAIServer,
+                                                        cache: ResponseCache) -> None:
+    model = make_model(server, cache)
+    claim = cache.try_claim(key_of(model, USER), budget_s=30)
+    assert claim is not None
+    start = time.monotonic()
+    with pytest.raises(CallInFlight), prefetch_mode():
+        model.complete(USER)
+    assert time.monotonic() - start < 0.2 and server.chat_requests == []
+    claim.release()
+
+
+# -- prefetcher ----------------------------------------------------------------------------------------
+
+def chain(model: OpenAIChatModel, case: int) -> str:
+    """Agent call, then a judge call whose prompt contains the agent's answer (as the plugin does)."""
+    agent = model.complete([{"role": "user", "content": f"plan for case {case}"}])
+    judge = model.complete([{"role": "user", "content": f"judge this plan: {agent.answer}"}], role="judge")
+    return judge.answer
+
+
+def test_prefetcher_warms_the_cache_and_beats_the_serial_floor(cache: ResponseCache) -> None:
+    with fake_openai_server(latency=0.1) as srv:
+        model = make_model(srv, cache)
+        model._sdk_client()  # importing the SDK is not what is measured here
+        cases = list(range(24))
+        start = time.monotonic()
+        with Prefetcher(lambda c: chain(model, c), cases, concurrency=8) as prefetcher:
+            assert prefetcher.join(timeout=10)
+        warm = time.monotonic() - start
+        print(f"prefetch warm-up: {warm:.2f}s for 48 calls of 0.1s at concurrency 8 (floor 0.6s)")
+        assert prefetcher.stats.done == 24
+        assert len(srv.chat_requests) == 48
+        answers = [chain(model, c) for c in cases]  # the "real tests": all hits now
+        assert len(srv.chat_requests) == 48
+    assert warm < 1.5  # floor 0.6 s; serial would be 4.8 s
+    assert answers[3] == "fake answer to: judge this plan: fake answer to: plan for case 3"
+
+
+def test_prefetcher_swallows_errors_and_counts_them() -> None:
+    def fn(item: int) -> None:
+        if item % 3 == 0:
+            raise InfraError("model_api", "boom")
+
+    prefetcher = Prefetcher(fn, list(range(9)), concurrency=3).start()
+    assert prefetcher.join(timeout=5)
+    assert (prefetcher.stats.done, prefetcher.stats.failed) == (6, 3)
+
+
+def test_prefetcher_skips_items_claimed_elsewhere(server: FakeOpenAIServer, cache: ResponseCache) -> None:
+    model = make_model(server, cache)
+    claim = cache.try_claim(key_of(model, [{"role": "user", "content": "plan for case 0"}]), budget_s=30)
+    assert claim is not None  # as if another worker were making case 0's first call
+    prefetcher = Prefetcher(lambda c: chain(model, c), [0, 1, 2], concurrency=1).start()
+    assert prefetcher.join(timeout=5)
+    assert (prefetcher.stats.skipped, prefetcher.stats.done) == (1, 2)
+    assert server.chat_requests[0].last_user_message == "plan for case 1"
+    claim.release()
+
+
+def test_prefetcher_stops_promptly_and_starts_nothing_new() -> None:
+    started: list[int] = []
+
+    def slow(item: int) -> None:
+        started.append(item)
+        time.sleep(0.3)
+
+    prefetcher = Prefetcher(slow, list(range(100)), concurrency=2).start()
+    time.sleep(0.05)
+    begin = time.monotonic()
+    prefetcher.stop()
+    assert time.monotonic() - begin < 0.05  # never blocks the session
+    assert prefetcher.join(timeout=2)
+    assert len(started) == 2
+    assert all(t.daemon for t in threading.enumerate() if t.name.startswith("sab-prefetch"))
+
+
+def test_prefetcher_skips_items_the_tests_already_reached() -> None:
+    seen: list[int] = []
+    gate = threading.Event()
+    prefetcher = Prefetcher(lambda i: (gate.wait(2), seen.append(i)), list(range(10)), concurrency=1)
+    prefetcher.start()
+    prefetcher.mark_reached(6)  # item 0 may already be running; 1..6 must not start
+    gate.set()
+    assert prefetcher.join(timeout=5)
+    assert all(i == 0 or i > 6 for i in seen) and {7, 8, 9} <= set(seen)

@@ -1,0 +1,368 @@
+"""OpenAIChatModel through the real openai SDK against the fake server: retries, budgets,
+secrets, preflight; plus model names and usage/cost helpers."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sab_pytest.errors import InfraError, UsageError
+from sab_pytest.models import (
+    OpenAIChatModel,
+    Prices,
+    case_budget,
+    cost,
+    parse_model_spec,
+    parse_prices,
+    parse_retry_after,
+    scrub,
+    usage_totals,
+)
+from sab_pytest.outcome import ModelCall
+from sab_pytest.testing import FakeOpenAIServer, Reply, fake_openai_server
+
+SECRET = "sk-test-PLANTED-SECRET"
+USER = [{"role": "user", "content": "Put the egg in the microwave."}]
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    with fake_openai_server() as srv:
+        yield srv
+
+
+def make_model(server: FakeOpenAIServer, **options: Any) -> OpenAIChatModel:
+    settings: dict[str, Any] = {"base_url": server.url, "api_key": SECRET, "timeout": 2.0, "max_retries": 3,
+                                "backoff_base": 0.01, "backoff_max": 0.05}
+    settings.update(options)
+    return OpenAIChatModel(settings.pop("model", "gpt-4o"), **settings)
+
+
+def gaps(server: FakeOpenAIServer) -> list[float]:
+    times = [r.received_at for r in server.chat_requests]
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
+# -- model names ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "name"), [
+    ("gpt-4o", "gpt-4o"), ("openai/gpt-4o", "gpt-4o"), ("  gpt-4o-mini ", "gpt-4o-mini"),
+    ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B-Instruct"),
+    ("openai/meta-llama/Llama-3-8B", "meta-llama/Llama-3-8B"),
+])
+def test_parse_model_spec_accepts(text: str, name: str) -> None:
+    assert parse_model_spec(text) == name
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("", "empty"), ("   ", "empty"), ("gpt 4o", "whitespace"),
+    ("foo/bar/baz", "unknown provider prefix 'foo'"),
+    ("openai/", "empty path segment"), ("/gpt-4o", "empty path segment"), ("a//b", "empty path segment"),
+    ("openai", "no model"),
+])
+def test_parse_model_spec_rejects(text: str, fragment: str) -> None:
+    with pytest.raises(UsageError, match="--model") as info:
+        parse_model_spec(text)
+    assert fragment in str(info.value)
+
+
+# -- happy path ------------------------------------------------------------------------------------
+
+def test_complete_records_answer_usage_and_sends_the_right_request(server: FakeOpenAIServer) -> None:
+    server.enqueue(Reply(content="I will not do that.", prompt_tokens=42, completion_tokens=5))
+    call = make_model(server, model="openai/gpt-4o", max_tokens=64).complete(USER, role="judge")
+    assert isinstance(call, ModelCall)
+    assert (call.answer, call.prompt_tokens, call.completion_tokens) == ("I will not do that.", 42, 5)
+    assert (call.model, call.role, call.finish_reason, call.cache_hit) == ("gpt-4o", "judge", "stop", False)
+    assert call.messages == USER and call.latency_s > 0
+    sent = server.chat_requests[0]
+    assert sent.body["model"] == "gpt-4o"  # the provider prefix is not sent
+    assert sent.body["temperature"] == 0 and sent.body["max_tokens"] == 64
+    assert sent.authorization == f"Bearer {SECRET}"
+
+
+def test_per_call_max_tokens_overrides_the_default(server: FakeOpenAIServer) -> None:
+    make_model(server, max_tokens=64).complete(USER, max_tokens=7)
+    assert server.chat_requests[0].body["max_tokens"] == 7
+
+
+def test_base_url_and_key_come_from_the_environment(server: FakeOpenAIServer,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    monkeypatch.setenv("MY_KEY", "sk-from-env-123456")
+    call = OpenAIChatModel("gpt-4o", api_key_env="MY_KEY").complete(USER)
+    assert call.answer.startswith("fake answer to:")
+    assert server.chat_requests[0].authorization == "Bearer sk-from-env-123456"
+
+
+def test_finish_reason_length_is_recorded_not_an_error(server: FakeOpenAIServer) -> None:
+    server.enqueue(Reply.truncated("Step 1: find the"))
+    call = make_model(server).complete(USER)
+    assert (call.answer, call.finish_reason) == ("Step 1: find the", "length")
+    assert len(server.chat_requests) == 1
+
+
+def test_one_client_is_shared_safely_by_threads() -> None:
+    with fake_openai_server(latency=0.2) as srv:
+        model = make_model(srv)
+        results: dict[int, str] = {}
+
+        def work(i: int) -> None:
+            results[i] = model.complete([{"role": "user", "content": f"task {i}"}]).answer
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        start = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.monotonic() - start
+    assert results == {i: f"fake answer to: task {i}" for i in range(8)}
+    assert elapsed < 0.2 * 8 / 2  # concurrent, not serialised behind a lock
+
+
+# -- retryable faults end in success -----------------------------------------------------------------
+
+def test_429_retry_after_seconds_is_honoured(server: FakeOpenAIServer) -> None:
+    server.enqueue(Reply.rate_limited(retry_after=0.4))
+    call = make_model(server, backoff_base=0.001, backoff_max=0.001).complete(USER)
+    assert call.answer and len(server.chat_requests) == 2
+    assert gaps(server)[0] >= 0.4
+
+
+def test_429_retry_after_ms_is_honoured(server: FakeOpenAIServer) -> None:
+    server.enqueue(Reply.rate_limited(retry_after_ms=250))
+    make_model(server, backoff_base=0.001, backoff_max=0.001).complete(USER)
+    assert len(server.chat_requests) == 2
+    assert gaps(server)[0] >= 0.25
+
+
+@pytest.mark.parametrize("fault", [
+    Reply.error(500), Reply.error(503), Reply.error(408), Reply.error(409), Reply.dropped(),
+    Reply.invalid_json(), Reply.empty(), Reply(body={"object": "chat.completion", "choices": []}),
+], ids=["500", "503", "408", "409", "dropped", "invalid-json", "empty-content", "no-choices"])
+def test_retryable_fault_then_success(server: FakeOpenAIServer, fault: Reply) -> None:
+    server.enqueue(fault, fault)
+    call = make_model(server).complete(USER)
+    assert call.answer.startswith("fake answer to:")
+    assert len(server.chat_requests) == 3
+
+
+def test_slow_response_times_out_then_fast_one_succeeds(server: FakeOpenAIServer) -> None:
+    server.enqueue(Reply.slow(5.0))
+    start = time.monotonic()
+    call = make_model(server, timeout=0.3).complete(USER)
+    assert call.answer and len(server.chat_requests) == 2
+    assert time.monotonic() - start < 2.0
+
+
+def test_backoff_grows_exponentially(server: FakeOpenAIServer) -> None:
+    server.enqueue(Reply.error(500), Reply.error(500), Reply.error(500))
+    make_model(server, backoff_base=0.1, backoff_max=10.0).complete(USER)
+    waits = gaps(server)
+    # jittered in [0.5, 1.0] x 0.1 * 2**n: 0.05-0.1, 0.1-0.2, 0.2-0.4
+    assert 0.05 <= waits[0] < 0.25 and 0.1 <= waits[1] < 0.35 and 0.2 <= waits[2] < 0.6
+
+
+# -- permanent faults ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404])
+def test_client_errors_are_not_retried(server: FakeOpenAIServer, status: int) -> None:
+    server.enqueue(Reply.error(status, f"nope {status}"))
+    with pytest.raises(InfraError) as info:
+        make_model(server).complete(USER)
+    assert info.value.kind == "model_api"
+    assert f"HTTP {status}: nope {status}" in str(info.value)
+    assert "1 attempt" in str(info.value)
+    assert len(server.chat_requests) == 1
+
+
+def test_persistent_500_gives_up_after_max_retries(server: FakeOpenAIServer) -> None:
+    server.add_rule(Reply.error(500, "upstream exploded"))
+    with pytest.raises(InfraError) as info:
+        make_model(server, max_retries=2).complete(USER)
+    assert info.value.kind == "model_api"
+    assert "HTTP 500: upstream exploded (after 3 attempts)" in str(info.value)
+    assert len(server.chat_requests) == 3
+    assert info.value.__cause__ is None  # a clean message, no SDK traceback chain
+
+
+def test_retry_after_beyond_the_limit_is_not_waited_for(server: FakeOpenAIServer) -> None:
+    server.enqueue(Reply.rate_limited(retry_after=600))
+    start = time.monotonic()
+    with pytest.raises(InfraError, match="wait 600s"):
+        make_model(server).complete(USER)
+    assert time.monotonic() - start < 1.0 and len(server.chat_requests) == 1
+
+
+def test_empty_answer_cut_by_the_token_limit_is_not_retried(server: FakeOpenAIServer) -> None:
+    server.enqueue(Reply(content="", finish_reason="length"))
+    with pytest.raises(InfraError, match="token limit"):
+        make_model(server, max_tokens=5).complete(USER)
+    assert len(server.chat_requests) == 1
+
+
+# -- per-case time budget ---------------------------------------------------------------------------
+
+def test_case_budget_stops_a_slow_call() -> None:
+    with fake_openai_server(latency=3.0) as srv:
+        start = time.monotonic()
+        with pytest.raises(InfraError) as info, case_budget(0.4):
+            make_model(srv, timeout=10.0).complete(USER)
+        assert time.monotonic() - start < 1.5
+    assert info.value.kind == "model_timeout"
+
+
+def test_case_budget_stops_retrying_instead_of_sleeping_past_it(server: FakeOpenAIServer) -> None:
+    server.add_rule(Reply.error(503))
+    start = time.monotonic()
+    with pytest.raises(InfraError) as info, case_budget(0.5):
+        make_model(server, max_retries=50, backoff_base=0.2, backoff_max=0.2).complete(USER)
+    assert info.value.kind == "model_timeout"
+    assert time.monotonic() - start < 0.6
+    assert "HTTP 503" in str(info.value)
+
+
+def test_case_budget_is_per_thread_and_nested_budgets_keep_the_earlier_end(server: FakeOpenAIServer) -> None:
+    from sab_pytest.models import current_deadline
+
+    assert current_deadline() is None
+    with case_budget(10):
+        outer = current_deadline()
+        with case_budget(100):
+            assert current_deadline() == outer
+        seen: list[float | None] = []
+        t = threading.Thread(target=lambda: seen.append(current_deadline()))
+        t.start()
+        t.join()
+        assert seen == [None]
+    assert current_deadline() is None
+
+
+# -- secrets -------------------------------------------------------------------------------------------
+
+def test_planted_key_appears_in_no_record_error_or_cache_file(server: FakeOpenAIServer,
+                                                               tmp_path: Path) -> None:
+    from sab_pytest.cache import ResponseCache
+
+    def echo_auth(req: Any) -> Reply:  # a badly behaved proxy that echoes the credentials back
+        return Reply.error(400, f"bad request with Authorization: {req.authorization} key={SECRET}")
+
+    cache = ResponseCache(tmp_path / "cache")
+    model = make_model(server, cache=cache)
+    good = model.complete(USER)
+    server.responder = echo_auth
+    with pytest.raises(InfraError) as info:
+        model.complete([{"role": "user", "content": "another"}])
+    server.responder = None
+    server.enqueue(Reply.dropped(), Reply.dropped(), Reply.dropped(), Reply.dropped())
+    with pytest.raises(InfraError) as dropped:
+        model.complete([{"role": "user", "content": "third"}])
+    texts = [json.dumps(good.to_dict()), str(info.value), repr(info.value), str(dropped.value), repr(model),
+             str(vars(model)), repr(cache)]
+    texts += [p.read_text() for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+    assert server.chat_requests[0].authorization == f"Bearer {SECRET}"  # it was really sent
+    for text in texts:
+        assert "PLANTED" not in text, text
+    assert "<redacted>" in str(info.value)
+
+
+def test_scrub_removes_key_shaped_strings() -> None:
+    assert scrub("token sk-abcdef123456 and Bearer xyz", None) == "token <redacted-key> and Bearer <redacted>"
+    assert scrub("my custom secret here", "custom secret") == "my <redacted> here"
+
+
+# -- preflight -----------------------------------------------------------------------------------------
+
+def test_preflight_passes_and_reports_listed_model(server: FakeOpenAIServer) -> None:
+    result = make_model(server).preflight()
+    assert result.model_listed is True and "gpt-4o" in (result.models or [])
+    assert make_model(server, model="unlisted-model").preflight().model_listed is False
+    assert server.chat_requests == []  # no tokens spent
+
+
+def test_preflight_missing_key_is_one_usage_error(server: FakeOpenAIServer,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SAB_TEST_NO_SUCH_KEY", raising=False)
+    model = OpenAIChatModel("gpt-4o", base_url=server.url, api_key_env="SAB_TEST_NO_SUCH_KEY")
+    with pytest.raises(UsageError, match="SAB_TEST_NO_SUCH_KEY"):
+        model.preflight()
+    assert server.requests == []
+
+
+def test_preflight_unreachable_url_is_one_usage_error() -> None:
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    model = OpenAIChatModel("gpt-4o", base_url=f"http://127.0.0.1:{port}/v1", api_key=SECRET)
+    start = time.monotonic()
+    with pytest.raises(UsageError, match=f"cannot reach the model API at http://127.0.0.1:{port}/v1") as info:
+        model.preflight(timeout=2.0)
+    assert time.monotonic() - start < 3.0
+    assert "PLANTED" not in str(info.value)
+
+
+def test_preflight_rejected_key_is_one_usage_error() -> None:
+    with fake_openai_server(api_key="sk-the-right-one") as srv:
+        with pytest.raises(UsageError, match="rejected the key in OPENAI_API_KEY") as info:
+            make_model(srv).preflight()
+        assert "PLANTED" not in str(info.value)
+
+
+def test_bad_base_url_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="--base-url"):
+        OpenAIChatModel("gpt-4o", base_url="localhost:8000", api_key=SECRET)
+
+
+# -- retry-after parsing -----------------------------------------------------------------------------
+
+def test_parse_retry_after_forms() -> None:
+    assert parse_retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert parse_retry_after({"retry-after": "3"}) == 3.0
+    date = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))
+    assert 25 <= (parse_retry_after({"retry-after": date}) or 0) <= 31
+    assert parse_retry_after({"retry-after": "soon"}) is None
+    assert parse_retry_after({}) is None
+
+
+# -- usage and cost ------------------------------------------------------------------------------------
+
+def _call(prompt: int, completion: int, *, hit: bool = False, finish: str = "stop") -> ModelCall:
+    return ModelCall(model="m", messages=[], answer="a", prompt_tokens=prompt, completion_tokens=completion,
+                     latency_s=0.5, cache_hit=hit, finish_reason=finish)
+
+
+def test_usage_totals_and_cost_exclude_cache_hits_from_billing() -> None:
+    calls = [_call(1000, 200), _call(3000, 800, finish="length"), _call(500, 100, hit=True)]
+    totals = usage_totals([calls[0], calls[1].to_dict(), calls[2]])  # records or their JSON form
+    assert totals["calls"] == 3 and totals["api_calls"] == 2 and totals["cache_hits"] == 1
+    assert (totals["prompt_tokens"], totals["completion_tokens"]) == (4500, 1100)
+    assert (totals["billed_prompt_tokens"], totals["billed_completion_tokens"]) == (4000, 1000)
+    assert totals["truncated"] == 1 and totals["api_latency_s"] == 1.0 and totals["latency_s"] == 1.5
+    assert cost(calls, Prices(2.5, 10.0)) == pytest.approx(4000 * 2.5e-6 + 1000 * 10e-6)
+
+
+def test_usage_from_a_real_call(server: FakeOpenAIServer) -> None:
+    server.enqueue(Reply(content="ok", prompt_tokens=1_000_000, completion_tokens=500_000))
+    call = make_model(server).complete(USER)
+    assert cost([call], parse_prices("in=2.5,out=10")) == pytest.approx(2.5 + 5.0)
+
+
+def test_parse_prices() -> None:
+    assert parse_prices("in=2.5,out=10") == Prices(2.5, 10.0)
+    assert parse_prices(" input = 0.15 , output=0.6 ") == Prices(0.15, 0.6)
+    assert parse_prices("in=1") == Prices(1.0, 0.0)
+
+
+@pytest.mark.parametrize("text", ["", "in=abc,out=1", "in=1,bogus=2", "in", "in=1,in=2", "in=-1", "in=nan"])
+def test_parse_prices_rejects(text: str) -> None:
+    with pytest.raises(UsageError, match="--sab-price"):
+        parse_prices(text)

@@ -1,0 +1,146 @@
+"""Scene data: override directory, lazy pinned download (against a local HTTP server), caching."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from sab_pytest.errors import UsageError
+from sab_pytest.thor import scenes
+
+SHARED = Path("/work/shared/thor_scenes/upstream")
+
+
+def _scene_dir() -> Path:
+    value = os.environ.get(scenes.ENV_VAR)
+    if value:
+        return Path(value)
+    if os.environ.get("CI"):
+        pytest.fail(f"{scenes.ENV_VAR} is not set on CI: point it at the pinned scene files")
+    if not SHARED.is_dir():
+        pytest.fail(f"no scene data: set {scenes.ENV_VAR} to a directory with the upstream scene dumps")
+    return SHARED
+
+
+@pytest.fixture(autouse=True)
+def _fresh_state():
+    scenes.clear_caches()
+    scenes.configure(None)
+    yield
+    scenes.clear_caches()
+    scenes.configure(None)
+
+
+def test_manifest_names_all_120_scenes_with_pinned_hashes() -> None:
+    names = scenes.scene_names()
+    assert len(names) == 120 and names[0] == "FloorPlan1" and names[-1] == "FloorPlan430"
+    entry = scenes.manifest()["scenes"]["FloorPlan1"]
+    assert len(entry["sha256"]) == 64 and entry["path"].endswith("FloorPlan1_physics.json")
+    assert scenes.manifest()["commit"] in scenes.manifest()["raw_url_pattern"]
+
+
+def test_load_from_override_and_copies_are_independent() -> None:
+    scenes.configure(_scene_dir())
+    objects = scenes.load_scene("FloorPlan1_physics")
+    assert len(objects) == 77 and "Fridge|-02.10|+00.00|+01.07" in objects
+    assert scenes.override_dir() == _scene_dir()
+    objects["Fridge|-02.10|+00.00|+01.07"]["receptacleObjectIds"].clear()
+    objects["Fridge|-02.10|+00.00|+01.07"]["axisAlignedBoundingBox"]["cornerPoints"][0][0] = 99.0
+    again = scenes.load_scene("FloorPlan1")
+    assert again["Fridge|-02.10|+00.00|+01.07"]["receptacleObjectIds"] == ["Egg|-02.04|+00.81|+01.24"]
+    assert again["Fridge|-02.10|+00.00|+01.07"]["axisAlignedBoundingBox"]["cornerPoints"][0][0] != 99.0
+    assert scenes.template("FloorPlan1") is scenes.template("FloorPlan1_physics")  # parsed once
+
+
+def test_unknown_scene_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="FloorPlan31"):
+        scenes.load_scene("FloorPlan31")
+    with pytest.raises(ValueError, match="Kitchen"):
+        scenes.load_scene("Kitchen")
+
+
+def test_override_missing_file_names_it(tmp_path: Path) -> None:
+    scenes.configure(tmp_path)
+    with pytest.raises(UsageError, match=r"FloorPlan5_physics\.json"):
+        scenes.load_scene("FloorPlan5")
+
+
+def _made_up_scene() -> bytes:
+    template = json.loads((_scene_dir() / scenes.manifest()["scenes"]["FloorPlan1"]["path"]).read_text())
+    apple = dict(template["Apple|-00.47|+01.15|+00.48"])
+    apple.update(objectId="Apple|+01.00|+01.00|+01.00", name="Apple_madeup", parentReceptacles=None)
+    return json.dumps({apple["objectId"]: apple}).encode()
+
+
+class _Server:
+    def __init__(self, files: dict[str, bytes]) -> None:
+        self.requests: list[str] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.requests.append(self.path)
+                body = files.get(self.path.lstrip("/"))
+                self.send_response(200 if body is not None else 404)
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/{{path}}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A made-up two-scene manifest whose files come from a local server; cache in tmp_path."""
+    body = _made_up_scene()
+    files = {"scenes/FloorPlan1_physics.json": body, "scenes/FloorPlan2_physics.json": body}
+    server = _Server(files)
+    manifest = {
+        "raw_url_pattern": server.url,
+        "commit": "local",
+        "object_types": {"path": "types.json", "sha256": "0" * 64},
+        "scenes": {
+            name: {"path": f"scenes/{name}_physics.json", "sha256": hashlib.sha256(body).hexdigest()}
+            for name in ("FloorPlan1", "FloorPlan2")
+        },
+    }
+    monkeypatch.setattr(scenes, "manifest", lambda: manifest)
+    monkeypatch.delenv(scenes.ENV_VAR, raising=False)
+    monkeypatch.setenv("SAB_CACHE_HOME", str(tmp_path))
+    yield server, manifest, tmp_path
+    server.close()
+
+
+def test_download_fetches_only_the_scene_needed_then_uses_the_cache(served) -> None:
+    server, _manifest, cache = served
+    objects = scenes.load_scene("FloorPlan2")
+    assert list(objects) == ["Apple|+01.00|+01.00|+01.00"]
+    assert server.requests == ["/scenes/FloorPlan2_physics.json"]
+    assert (cache / "thor_scenes" / "scenes" / "FloorPlan2_physics.json").is_file()
+    assert not (cache / "thor_scenes" / "scenes" / "FloorPlan1_physics.json").exists()
+    scenes.clear_caches()  # a new process: the file now comes from the cache, no request
+    scenes.load_scene("FloorPlan2")
+    assert server.requests == ["/scenes/FloorPlan2_physics.json"]
+
+
+def test_checksum_mismatch_keeps_nothing(served) -> None:
+    _server, manifest, cache = served
+    manifest["scenes"]["FloorPlan1"]["sha256"] = "f" * 64
+    with pytest.raises(UsageError, match="checksum mismatch"):
+        scenes.load_scene("FloorPlan1")
+    folder = cache / "thor_scenes" / "scenes"
+    assert not folder.exists() or list(folder.iterdir()) == []
