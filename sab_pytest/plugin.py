@@ -134,10 +134,25 @@ def pytest_configure(config: pytest.Config) -> None:
     except SabError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_SETTINGS] = settings
+    _warn_split_path_options(config)
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
         aggregator = Aggregator(config, settings)
         config.stash[_AGGREGATOR] = aggregator
         config.pluginmanager.register(aggregator, "sab-aggregator")
+
+
+_PATH_OPTIONS = ("--sab-data", "--sab-out", "--sab-cache", "--thor-scenes")
+
+
+def _warn_split_path_options(config: pytest.Config) -> None:
+    """pytest looks for its ini file from every path-like argument, before plugins are loaded, so
+    ``--sab-out /elsewhere`` can make it miss the project's ini (and its ``testpaths``). Say so."""
+    args = list(config.invocation_params.args)
+    split = [a for a, nxt in zip(args, [*args[1:], ""], strict=True) if a in _PATH_OPTIONS and os.path.exists(nxt)]
+    if split and config.inipath is None:
+        config.issue_config_time_warning(pytest.PytestConfigWarning(
+            f"pytest found no ini file, possibly because of '{split[0]} PATH': write '{split[0]}=PATH' so pytest "
+            "does not take the path into its rootdir and ini search"), stacklevel=2)
 
 
 # ----------------------------------------------------------------------------------- parametrization
@@ -162,7 +177,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     try:
         cases = _cases(metafunc.config)
     except SabError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        problem = str(exc)
+    else:
+        problem = None
+    if problem is not None:  # outside the except block: one clean message, no chained traceback
+        pytest.fail(problem, pytrace=False)
     metafunc.parametrize("sab_case", [pytest.param(c, id=c.id, marks=_marks(c)) for c in cases])
 
 
