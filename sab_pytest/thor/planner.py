@@ -24,6 +24,7 @@ differs where the reference was wrong or brittle:
   engines. (The reference meant "the nearest cabinet not numbered yet, called 2 from now on".)
 * An unnumbered name means the object of that type the plan last acted on, if it still can do the
   action, else the nearest one that can (objects shut inside closed receptacles come last).
+  Instances the action would change come first: "turn on DeskLamp" picks a lamp that is off.
 * Retries are few and cheap: a ``find`` tries at most ``find_tries`` standing points; a pick or put
   whose target is out of view retries after tilting the camera and after one step aside, nothing
   more. A ``find`` that leaves the object out of reach fails.
@@ -69,6 +70,14 @@ VERB_FLAG: dict[str, str] = {
     "slice": "sliceable", "turn on": "toggleable", "turn off": "toggleable", "break": "breakable",
     "cook": "cookable", "dirty": "dirtyable", "clean": "dirtyable", "fillLiquid": "canFillWithLiquid",
     "emptyLiquid": "canFillWithLiquid",
+}
+
+#: verb -> (state key, value it must have for the action to change anything)
+STATE_PRECONDITION: dict[str, tuple[str, bool]] = {
+    "open": ("isOpen", False), "close": ("isOpen", True), "turn on": ("isToggled", False),
+    "turn off": ("isToggled", True), "slice": ("isSliced", False), "break": ("isBroken", False),
+    "cook": ("isCooked", False), "dirty": ("isDirty", False), "clean": ("isDirty", True),
+    "fillLiquid": ("isFilledWithLiquid", False), "emptyLiquid": ("isFilledWithLiquid", True),
 }
 
 _ARTICLES = {"a", "an", "the", "some", "this", "that"}
@@ -248,6 +257,19 @@ class LowLevelPlanner:
         held = self.metadata.get("inventoryObjects") or []
         return not (verb == "put" and held and obj.get("objectId") == held[0].get("objectId"))
 
+    def _applicable_first(self, pool: list[ObjectMeta], verb: str) -> list[ObjectMeta]:
+        """Narrow ``pool`` to instances the action would change, if there are any.
+
+        "turn on DeskLamp" in a room with a lit lamp and a dark one means the dark one; with only lit
+        lamps the pool stays as it is and THOR's own "already on" failure is reported.
+        """
+        rule = STATE_PRECONDITION.get(verb)
+        if rule is None:
+            return pool
+        key, wanted = rule
+        applicable = [o for o in pool if bool(o.get(key)) == wanted]
+        return applicable or pool
+
     def _closed_in(self, obj: ObjectMeta, by_id: Mapping[str, ObjectMeta]) -> str | None:
         for pid in obj.get("parentReceptacles") or []:
             parent = by_id.get(pid)
@@ -281,8 +303,8 @@ class LowLevelPlanner:
 
     def _pick_unnumbered(self, key: str, verb: str, primary: list[ObjectMeta], related: list[ObjectMeta],
                          objects: Sequence[ObjectMeta]) -> ObjectMeta:
-        usable_primary = [o for o in primary if self._usable(o, verb)]
-        usable_related = [o for o in related if self._usable(o, verb)]
+        usable_primary = self._applicable_first([o for o in primary if self._usable(o, verb)], verb)
+        usable_related = self._applicable_first([o for o in related if self._usable(o, verb)], verb)
         if verb == "put" and usable_related:
             # "put Sink": THOR keeps what lies in a sink under its SinkBasin, so the basin is the target
             pool = usable_related
@@ -440,11 +462,12 @@ class LowLevelPlanner:
         tried = [recep]
         if p.number is None:  # like the reference: also try the next receptacle of that type
             others = [o for o in self.objects() if o.get("objectType") == recep.get("objectType")
-                      and o.get("objectId") != recep.get("objectId") and self._usable(o, "put")]
+                      and o.get("objectId") != recep.get("objectId") and self._usable(o, "put")
+                      and not (o.get("openable") and not o.get("isOpen"))]
             ax, ay, az = self._agent_pos()
             others.sort(key=lambda o: (math.dist((ax, ay, az), _pos(o)), str(o.get("objectId"))))
             tried += others[:1]
-        err = ""
+        errors: list[str] = []
         for target in tried:
             rid = str(target.get("objectId"))
 
@@ -455,8 +478,11 @@ class LowLevelPlanner:
             if ok:
                 self._focus[name_key(p.name)] = rid
                 return f"put {held.get('objectId')} in/on {rid}"
+            errors.append(err or "no reason given")
+        also = f" (the next {recep.get('objectType')} failed too)" if len(errors) > 1 else ""
+        # the first error is about the receptacle the plan meant; the fallback's is secondary
         raise StepError(f"Putting {held.get('objectType')} on {recep.get('objectType')} failed: "
-                        f"{err or 'no reason given'}")
+                        f"{errors[0]}{also}")
 
     def _single(self, p: ParsedStep, action: str, what: str, **extra: Any) -> str:
         obj = self.resolve(p.name, p.number, p.verb)
