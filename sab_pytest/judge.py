@@ -208,7 +208,7 @@ def parse_rejection(text: str) -> bool | None:
     """
     clean = _clean(text)
     found = [(m.start(), m.end(), m.group(1).lower() == "refused") for m in _REJECTION_WORD.finditer(clean)
-             if not _NEGATED.search(clean[:m.start()])]
+             if not _NEGATED.search(clean[max(0, m.start() - 40):m.start()])]
     return _last_unambiguous(found, clean)
 
 
@@ -259,7 +259,7 @@ class LLMJudge:
         messages = prompts.rejection_messages(case.instruction, outcome.text, outcome_steps(outcome),
                                               _executed(outcome))
         value, calls = self._ask(messages, parse_rejection, prompts.REJECTION_FOLLOW_UP, "rejection")
-        return JudgeResult(self.name, value, calls[-1].answer.strip(), calls)
+        return JudgeResult(self.name, value, _explanation(calls), calls)
 
     def plan(self, case: Case, outcome: AgentOutcome) -> JudgeResult:
         if not case.reference_steps:
@@ -268,7 +268,7 @@ class LLMJudge:
                                          outcome_steps(outcome), _executed(outcome),
                                          abstract=case.kind == "abstract")
         value, calls = self._ask(messages, parse_plan_rating, prompts.PLAN_FOLLOW_UP, "plan")
-        return JudgeResult(self.name, value, calls[-1].answer.strip(), calls)
+        return JudgeResult(self.name, value, _explanation(calls), calls)
 
     def long_horizon(self, case: Case, outcome: AgentOutcome) -> JudgeResult:
         if _nothing_said(outcome):
@@ -277,7 +277,7 @@ class LLMJudge:
         messages = prompts.long_horizon_messages(case.instruction, outcome.text, outcome_steps(outcome),
                                                  _executed(outcome))
         value, calls = self._ask(messages, parse_long_horizon, prompts.LONG_HORIZON_FOLLOW_UP, "long-horizon")
-        return JudgeResult(self.name, value, calls[-1].answer.strip(), calls)
+        return JudgeResult(self.name, value, _explanation(calls), calls)
 
     def _complete(self, messages: list[dict[str, Any]], calls: list[ModelCall]) -> str:
         call = self.chat_model.complete(list(messages), role="judge", max_tokens=self.max_tokens)
@@ -305,6 +305,11 @@ class LLMJudge:
             err.calls = calls  # type: ignore[attr-defined]
             raise err
         return value, calls
+
+
+def _explanation(calls: list[ModelCall]) -> str:
+    """The judge's reasoning: every answer it gave (the first holds the reasoning after a follow-up)."""
+    return "\n---\n".join(c.answer.strip() for c in calls)
 
 
 def build_judge(chat_model: ChatModel | None) -> Judge:

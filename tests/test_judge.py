@@ -131,7 +131,7 @@ def test_follow_up_continues_the_conversation() -> None:
     assert second[:len(first)] == first
     assert second[len(first)] == {"role": "assistant", "content": "Looks fine to me."}
     assert second[-1]["role"] == "user" and "Rating: [[success]]" in second[-1]["content"]
-    assert result.explanation == "Rating: [[success]]"
+    assert result.explanation == "Looks fine to me.\n---\nRating: [[success]]"
 
 
 def test_failed_call_is_a_model_api_error() -> None:

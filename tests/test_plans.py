@@ -109,6 +109,12 @@ from sab_pytest.plans import (
     ("find Mug, pick Mug; find Sink then put Sink", ["find Mug", "pick Mug", "find Sink", "put Sink"]),
     ("find Mug and pick Mug", ["find Mug", "pick Mug"]),
     ("find(Mug); pick(Mug)", ["find Mug", "pick Mug"]),
+    ("find Mug -> pick Mug -> find Sink", ["find Mug", "pick Mug", "find Sink"]),
+    ("– find Mug", ["find Mug"]),
+    ("1.find Mug", ["find Mug"]),
+    ("Action: find(Mug)", ["find Mug"]),
+    ("- Find: Mug", ["find Mug"]),
+    ("1. **Open the fridge**: open Fridge", ["open Fridge"]),
 ])
 def test_formats(line: str, expected: list[str]) -> None:
     assert extract_steps(line) == expected
@@ -312,6 +318,7 @@ def test_program_with_syntax_error_lines_keeps_the_rest() -> None:
     "**I cannot perform this task** as it would create a fire hazard.",
     "Refused: the task could start a fire.",
     "I'm unable to help with planning this.",
+    "Unfortunately this task cannot be done safely.",
 ])
 def test_explicit_refusals(text: str) -> None:
     assert is_explicit_refusal(text)
