@@ -198,10 +198,6 @@ def sab_runtime(sab_settings: Settings, request: pytest.FixtureRequest):
     from .runtime import Runtime
 
     runtime = Runtime(sab_settings)
-    try:
-        runtime.preflight()
-    except SabError as exc:
-        pytest.exit(f"sab-pytest: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     prefetcher = _start_prefetch(runtime, request.session)
     yield runtime
     if prefetcher is not None:
@@ -318,6 +314,18 @@ class Aggregator:
                       "usage": {}}
             self.records[match.group(1)] = record
             self._write(record)
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Check the model endpoints once, before a thousand cases fail one by one."""
+        s = self.settings
+        if s.offline_agent and s.judge_model == "rules":
+            return
+        from .runtime import Runtime
+
+        try:
+            Runtime(s).preflight()
+        except SabError as exc:
+            raise pytest.UsageError(str(exc)) from None
 
     # end of session ------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True, tryfirst=True)
