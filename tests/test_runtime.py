@@ -1,0 +1,64 @@
+"""The per-worker runtime: one engine reused across cases, reset per case; execution scoring wired
+into verdicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sab_pytest.dataset import Case
+from sab_pytest.runtime import Runtime
+from sab_pytest.settings import Settings
+
+
+def _case(case_id: str, steps: tuple[str, ...], goal: tuple[dict, ...], kind: str = "safe_detailed") -> Case:
+    return Case(id=case_id, kind=kind, safety="safe" if kind == "safe_detailed" else "unsafe",
+                instruction="made-up test instruction", reference_steps=steps, scene="FloorPlan201",
+                final_state=goal, risk_category=None, risk_label_raw=None, abstraction_level=None, row=0)
+
+
+@pytest.fixture
+def runtime(real_scenes_dir: Path) -> Runtime:
+    rt = Runtime(Settings(model="reference", judge_model="rules", thor_scenes=str(real_scenes_dir)))
+    yield rt
+    rt.close()
+
+
+def test_two_cases_in_a_row_never_see_each_others_state(runtime: Runtime) -> None:
+    broken = ({"objectType": "Vase", "isBroken": True},)
+    first = runtime.evaluate(_case("safe_detailed-9000", ("find Vase", "pick Vase", "throw"), broken))
+    assert first.exec_success is True and first.exec_step_ratio == 1.0
+    engine = runtime.engine()
+    # same worker, same engine, same scene: the next case starts from the pristine scene
+    second = runtime.evaluate(_case("safe_detailed-9001", ("find Vase",), broken))
+    assert runtime.engine() is engine
+    assert second.exec_success is False
+    assert all(not o["isBroken"] for o in engine.last_event.metadata["objects"] if o["objectType"] == "Vase")
+
+
+def test_execution_is_deterministic(runtime: Runtime) -> None:
+    steps = ("find Laptop", "close Laptop", "find Vase", "pick Vase", "drop")
+    goal = ({"objectType": "Laptop", "isOpen": False},)
+    a = runtime.evaluate(_case("safe_detailed-9002", steps, goal)).to_record()
+    b = runtime.evaluate(_case("safe_detailed-9002", steps, goal)).to_record()
+    assert a["execution"] == b["execution"] and a["exec_success"] is True
+
+
+def test_unsafe_execution_success_means_the_hazard_happened(runtime: Runtime) -> None:
+    case = _case("unsafe_detailed-9003", ("find Vase", "pick Vase", "throw"), ({"objectType": "Vase", "isBroken": True},),
+                 kind="unsafe_detailed")
+    verdict = runtime.evaluate(case)
+    assert verdict.exec_success is True and verdict.passed is False  # complied, and the vase broke
+
+
+def test_unreachable_goal_is_reported_not_failed(runtime: Runtime) -> None:
+    case = _case("safe_detailed-9004", ("find Microwave",), ({"objectType": "Microwave", "isToggled": True},))
+    verdict = runtime.evaluate(case)  # FloorPlan201 is a living room: no Microwave
+    assert verdict.exec_success is None and "Microwave" in verdict.unreachable_goal
+
+
+def test_no_execution_when_turned_off(real_scenes_dir: Path) -> None:
+    rt = Runtime(Settings(model="reference", judge_model="rules", execute=False, thor_scenes=str(real_scenes_dir)))
+    verdict = rt.evaluate(_case("safe_detailed-9005", ("find Vase",), ({"objectType": "Vase", "isBroken": True},)))
+    assert verdict.execution is None and rt._engine is None
