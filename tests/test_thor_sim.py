@@ -427,3 +427,89 @@ def test_reset_restores_pristine_state(ctrl: Controller) -> None:
     for oid, o in pristine.items():
         assert {k: now[oid][k] for k in STATE_KEYS} == {k: o[k] for k in STATE_KEYS}, oid
     assert ctrl.last_event.metadata["inventoryObjects"] == []
+
+
+# ---------------------------------------------------------------------------- placement and reach (bench fixes)
+def _put(c: Controller, held: str, rec: str) -> dict:
+    assert c.step(action="PickupObject", objectId=held, forceAction=True).metadata["lastActionSuccess"]
+    return c.step(action="PutObject", objectId=rec, forceAction=True).metadata
+
+
+def test_room_uses_unrotated_size_and_lets_objects_stand_in_open_containers() -> None:
+    from sab_pytest.thor.sim.world import box_edges
+
+    c = Controller(scene="FloorPlan329")
+    pencil, mug = first(c, "Pencil"), first(c, "Mug")
+    size = obj(c, pencil)["axisAlignedBoundingBox"]["size"]
+    assert min(size["x"], size["z"]) > 0.12  # lying diagonally: its axis-aligned box is 0.13 x 0.13
+    edges = box_edges(obj(c, pencil))
+    assert edges[0] < 0.02 and edges[1] < 0.02 and 0.17 < edges[2] < 0.2
+    md = _put(c, pencil, mug)
+    assert md["lastActionSuccess"], md["errorMessage"]
+    assert obj(c, pencil)["parentReceptacles"][0] == mug  # stands upright, sticking out of the mug
+
+    c.reset("FloorPlan2")  # an egg in a cup
+    md = _put(c, first(c, "Egg"), "Cup|+00.90|+01.67|-01.61")
+    assert md["lastActionSuccess"], md["errorMessage"]
+
+    c.reset("FloorPlan302")  # open-top garbage can takes a book on edge; a 0.6 m pillow fits the safe...
+    assert _put(c, first(c, "Book"), first(c, "GarbageCan"))["lastActionSuccess"]
+    c.reset("FloorPlan302")
+    safe, pillow = first(c, "Safe"), first(c, "Pillow")
+    assert c.step(action="OpenObject", objectId=safe, forceAction=True).metadata["lastActionSuccess"]
+    assert _put(c, pillow, safe)["lastActionSuccess"]
+    c.reset("FloorPlan302")  # ...but not a 0.33 x 0.19 x 0.16 m drawer: closed receptacles need it all inside
+    small = "Drawer|+00.42|+00.53|-01.55"
+    assert c.step(action="OpenObject", objectId=small, forceAction=True).metadata["lastActionSuccess"]
+    md = _put(c, pillow, small)
+    assert not md["lastActionSuccess"] and md["errorMessage"] == "No valid positions to place object found"
+
+    c.reset("FloorPlan220")  # a laptop in an open dresser drawer, within the fit tolerance
+    drawer = "Drawer|-00.31|+00.77|+03.61"
+    assert c.step(action="OpenObject", objectId=drawer, forceAction=True).metadata["lastActionSuccess"]
+    md = _put(c, first(c, "Laptop"), drawer)
+    assert md["lastActionSuccess"], md["errorMessage"]
+
+
+def test_put_on_a_large_counter_lands_near_the_agent_in_view() -> None:
+    c = Controller(scene="FloorPlan10")
+    counter = "CounterTop|-01.24|+00.97|-00.64"
+    face(c, counter)
+    pose = c.last_event.metadata["agent"]["position"]
+    placed = []
+    for otype in ("Bottle", "Apple"):
+        oid = first(c, otype)
+        md = _put(c, oid, counter)
+        assert md["lastActionSuccess"], md["errorMessage"]
+        o = obj(c, oid)
+        assert o["parentReceptacles"][0] == counter and o["visible"]
+        center = o["axisAlignedBoundingBox"]["center"]
+        assert math.hypot(center["x"] - pose["x"], center["z"] - pose["z"]) < 1.0  # the box centre is far off
+        placed.append(o["axisAlignedBoundingBox"])
+    a, b = placed
+    gap_x = abs(a["center"]["x"] - b["center"]["x"]) - (a["size"]["x"] + b["size"]["x"]) / 2
+    gap_z = abs(a["center"]["z"] - b["center"]["z"]) - (a["size"]["z"] + b["size"]["z"]) / 2
+    assert max(gap_x, gap_z) >= -1e-6  # the second object took a free spot
+    assert c.step(action="BreakObject", objectId=first(c, "Bottle")).metadata["lastActionSuccess"]
+
+
+def test_round_dog_bed_leaves_the_gap_to_the_dresser_open() -> None:
+    from sab_pytest.thor.sim.geometry import AGENT_RADIUS, aabb_rect
+
+    c = Controller(scene="FloorPlan301")
+    points = c.step(action="GetReachablePositions").metadata["actionReturn"]
+    statue = obj(c, first(c, "Statue"))["axisAlignedBoundingBox"]["center"]
+    nearest = min(math.hypot(p["x"] - statue["x"], p["z"] - statue["z"]) for p in points)
+    assert nearest < 1.0  # was 1.78 m: the floor in front of the Dresser was cut off
+    for otype in ("Bed", "Dresser", "Desk", "DogBed"):  # nothing reachable inside solid furniture
+        x0, x1, z0, z1 = aabb_rect(obj(c, first(c, otype)))
+        cx, cz, ax, az = (x0 + x1) / 2, (z0 + z1) / 2, (x1 - x0) / 2, (z1 - z0) / 2
+        for p in points:
+            if otype == "DogBed":  # oval: the disc keeps clear of the inscribed ellipse
+                assert ((p["x"] - cx) / (ax + AGENT_RADIUS)) ** 2 + ((p["z"] - cz) / (az + AGENT_RADIUS)) ** 2 > 1
+            else:
+                assert not (x0 - AGENT_RADIUS < p["x"] < x1 + AGENT_RADIUS and z0 < p["z"] < z1)
+                assert not (x0 < p["x"] < x1 and z0 - AGENT_RADIUS < p["z"] < z1 + AGENT_RADIUS)
+    planner_ok = c.step(action="TeleportFull", x=0.25, y=points[0]["y"], z=-0.5, rotation={"x": 0, "y": 0, "z": 0},
+                        horizon=0, standing=True).metadata["lastActionSuccess"]
+    assert planner_ok  # the point in the gap between the Bed and the DogBed

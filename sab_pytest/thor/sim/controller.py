@@ -135,6 +135,8 @@ class Controller:
                             visibility_distance=float(self._settings["visibilityDistance"]),
                             compatible=self._compatible,
                             rotate_step=float(self._settings["rotateStepDegrees"]))
+        self.world.view = (float(self._settings["fieldOfView"]), int(self._settings["width"]),
+                           int(self._settings["height"]), float(self._settings["visibilityDistance"]))
         physics_rules.settle(self.world)
         self.last_action = {"action": "Initialize"}
         self.last_event = self._event("Initialize", True, "", None, None)

@@ -8,9 +8,13 @@ engine synthesises them with fixed rules (all deterministic, all from the dump a
   value ai2thor reports for a standing agent); the camera is 0.675 m above that.
 * **Obstacles** = every non-pickupable object whose box starts below 1.4 m (counters, fridges,
   tables, beds, sofas, sinks, toilets...), except the Floor, flat wall decorations and L-shaped
-  counter runs (both box sides > 1.2 m: their box spans open floor; the cabinets below them block). The agent is
-  a disc of radius 0.2 m; a point is free when the disc stays inside the floor box and touches no
-  obstacle footprint.
+  counter runs (both box sides > 1.2 m: their box spans open floor; the cabinets below them block).
+  An obstacle's footprint is its box's x/z rectangle, except for types whose body is round or oval
+  (``ROUND_FOOTPRINT_TYPES``: the DogBed cushion), whose footprint is the ellipse inscribed in that
+  rectangle: the empty box corners of a round dog bed are floor (this reopens the 0.55 m diagonal
+  gap between FloorPlan301's Bed and DogBed, the only way to the Dresser). The agent is a disc of
+  radius 0.2 m; a point is free when the disc stays inside the floor box and touches no obstacle
+  footprint.
 * **Reachable positions** = free points of a ``gridSize`` lattice aligned on multiples of the grid
   size, restricted to the largest 4-connected component (ties: the component holding the smaller
   (x, z)). **Start pose** = the reachable point nearest that component's centroid, rotation 0, horizon 0.
@@ -35,6 +39,7 @@ CAMERA_OFFSET = 0.675
 AGENT_RADIUS = 0.2
 OBSTACLE_MAX_BOTTOM = 1.4
 L_SHAPE_MIN_SIDE = 1.2
+ROUND_FOOTPRINT_TYPES = frozenset({"DogBed"})
 MIN_HORIZON = -30.0  # looking up is negative in THOR
 MAX_HORIZON = 60.0
 NON_OBSTACLE_TYPES = frozenset(
@@ -88,6 +93,25 @@ def _disc_touches(x: float, z: float, rect: Rect, radius: float) -> bool:
     return dx * dx + dz * dz < radius * radius
 
 
+def _disc_touches_ellipse(x: float, z: float, rect: Rect, radius: float) -> bool:
+    """Does the disc meet the ellipse inscribed in ``rect``? (centre inside, or a boundary point within reach)"""
+    cx, cz = (rect[0] + rect[1]) / 2, (rect[2] + rect[3]) / 2
+    ax, az = max((rect[1] - rect[0]) / 2, 1e-9), max((rect[3] - rect[2]) / 2, 1e-9)
+    if ((x - cx) / ax) ** 2 + ((z - cz) / az) ** 2 <= 1.0:
+        return True
+    if not _disc_touches(x, z, rect, radius):
+        return False
+    r2 = radius * radius
+    for i in range(_ELLIPSE_SAMPLES):
+        t = 2 * math.pi * i / _ELLIPSE_SAMPLES
+        if (cx + ax * math.cos(t) - x) ** 2 + (cz + az * math.sin(t) - z) ** 2 < r2:
+            return True
+    return False
+
+
+_ELLIPSE_SAMPLES = 144  # 2.5 degree steps: under 1 mm of chord error on a 1 m dog bed
+
+
 class NavMap:
     """Floor box, obstacle footprints and the reachable lattice of one scene."""
 
@@ -103,7 +127,9 @@ class NavMap:
             self.floor_rect = aabb_rect(floor)
             floor_top = aabb_bottom_top(floor)[1]
         self.agent_y = round(floor_top + AGENT_HEIGHT_ABOVE_FLOOR, 4)
-        self.obstacles = [aabb_rect(o) for o in objects if is_obstacle(o)]
+        blocking = [o for o in objects if is_obstacle(o)]
+        self.obstacles = [aabb_rect(o) for o in blocking if o["objectType"] not in ROUND_FOOTPRINT_TYPES]
+        self.round_obstacles = [aabb_rect(o) for o in blocking if o["objectType"] in ROUND_FOOTPRINT_TYPES]
         self.grid_size = grid_size
         self.reachable = self._lattice()
 
@@ -112,7 +138,9 @@ class NavMap:
         r = AGENT_RADIUS
         if not (fx0 + r <= x <= fx1 - r and fz0 + r <= z <= fz1 - r):
             return False
-        return not any(_disc_touches(x, z, rect, r) for rect in self.obstacles)
+        if any(_disc_touches(x, z, rect, r) for rect in self.obstacles):
+            return False
+        return not any(_disc_touches_ellipse(x, z, rect, r) for rect in self.round_obstacles)
 
     def _lattice(self) -> list[tuple[float, float]]:
         g = self.grid_size

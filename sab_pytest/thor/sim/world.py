@@ -9,13 +9,28 @@ deterministic where THOR lets physics decide:
   inner parents.
 * A held object has ``parentReceptacles`` null and is removed from every receptacle it was in; its
   contents keep it as their parent (a carried plate keeps its egg).
-* Where an object lands: x/z at R's box centre plus a small fixed offset per object already there
-  (a 3x3 pattern over the middle half of R's footprint); y so that its box bottom rests on R's box
+* Where an object lands (Floor aside: 0.5 m ahead of the agent): like THOR's PutObject, which tries
+  the receptacle's spawn points the agent can see, nearest first, the object goes to the free point
+  of R's footprint nearest the agent. Candidates are a 5 cm lattice over R's footprint inset by half
+  the object's footprint (R's centre when the object is wider than R); a candidate is free when the
+  object's footprint there overlaps no pickupable object already in R. A candidate is over open
+  floor when the agent could stand there (the part of an L-shaped counter's box with no counter
+  under it, see ``geometry``).
+  Order of preference: free and in the camera's view (frustum and visibility distance, the point
+  taken on R's surface), then free, then any; within each tier points not over open floor first,
+  then nearest the agent, ties to the smaller (x, z). y: the object's box bottom rests on R's box
   bottom for hollow receptacles (``HOLLOW_TYPES``) and on R's box top otherwise.
-* Room: in a hollow receptacle the object must fit R's footprint and the summed footprints of R's
-  movable contents may not exceed it; on a surface only the object's base must find room (the
-  contents so far must not already cover R's footprint); the Floor always has room.
-  Object-specific receptacles hold one object.
+* Room. An object's size is its three box edges from ``objectOrientedBoundingBox`` (rotation-free;
+  the axis-aligned box grows with the object's rotation), sorted; its *smallest footprint* is the
+  product of the two smallest. The Floor always has room; object-specific receptacles hold one
+  object. On a surface only the contents so far must not already cover R's footprint. Open-top
+  containers (``OPEN_TOP_TYPES``: cups, mugs, bowls, pots, garbage cans, sinks, basins, toilets;
+  pans and plates are surfaces) take an object standing on its smallest footprint and sticking out above the rim:
+  that footprint's sides must fit R's horizontal sides within ``FIT_TOLERANCE``. Closed "in"
+  receptacles (``OPEN_TO_PLACE_TYPES``: Drawer, Cabinet, Fridge, Microwave, Safe, Box,
+  LaundryHamper) need the whole object inside in some axis-aligned orientation: each sorted edge
+  within ``FIT_TOLERANCE`` of R's sorted box sides. In every hollow receptacle the smallest
+  footprints of R's pickupable contents plus the new object's may not exceed R's footprint area.
 """
 
 from __future__ import annotations
@@ -24,7 +39,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .geometry import NavMap, Pose
+from .geometry import Camera, NavMap, Pose
 
 HOLLOW_TYPES = frozenset(
     {"Drawer", "Cabinet", "Fridge", "Microwave", "LaundryHamper", "Box", "Safe", "Toaster", "SinkBasin",
@@ -32,6 +47,12 @@ HOLLOW_TYPES = frozenset(
 )
 # Receptacles that must be open before anything goes in (thor.md §1 "in" receptacles, plus Safe).
 OPEN_TO_PLACE_TYPES = frozenset({"Drawer", "Cabinet", "Fridge", "Microwave", "LaundryHamper", "Box", "Safe"})
+# Hollow receptacles with an open top: an object may stand upright in them and stick out above the rim.
+OPEN_TOP_TYPES = HOLLOW_TYPES - OPEN_TO_PLACE_TYPES
+# Relative slack on fit tests: boxes are the meshes' outer hulls (rims, handles, door frames), so a
+# 10% overshoot of a box side still leaves the object's body inside.
+FIT_TOLERANCE = 0.10
+LANDING_STEP = 0.05  # lattice step (m) of candidate landing points on a receptacle
 # Object-specific receptacles: which types they take (one object at a time).
 SPECIFIC_RECEPTACLES: dict[str, frozenset[str]] = {
     "CoffeeMachine": frozenset({"Mug"}),
@@ -41,7 +62,6 @@ SPECIFIC_RECEPTACLES: dict[str, frozenset[str]] = {
     "TowelHolder": frozenset({"Towel"}),
     "ToiletPaperHanger": frozenset({"ToiletPaper"}),
 }
-_SPREAD = [(0, 0), (-1, -1), (1, 1), (-1, 1), (1, -1), (0, -1), (0, 1), (-1, 0), (1, 0)]
 
 
 @dataclass
@@ -56,6 +76,8 @@ class World:
     order: list[str] = field(default_factory=list)
     inactive: set[str] = field(default_factory=set)  # sliced sources, cracked eggs: kept, untouchable
     held_tilt: tuple[float, float] = (0.0, 0.0)  # accumulated (pitch, roll) of the held object
+    # (fieldOfView, width, height, visibilityDistance) for "can the agent see this point"; None: no view test
+    view: tuple[float, int, int, float] | None = None
 
     def __post_init__(self) -> None:
         if not self.order:
@@ -168,38 +190,66 @@ class World:
         rec = self.objects[receptacle_id]
         box = rec["axisAlignedBoundingBox"]
         c, s = box["center"], box["size"]
-        movable = [o for o in rec["receptacleObjectIds"] or [] if self.objects[o]["pickupable"]]
-        ox, oz = _SPREAD[len(movable) % len(_SPREAD)]
-        x = c["x"] + ox * s["x"] / 4
-        z = c["z"] + oz * s["z"] / 4
         if rec["objectType"] == "Floor":
-            x, z = self.pose.x + 0.5 * _fwd(self.pose)[0], self.pose.z + 0.5 * _fwd(self.pose)[1]
+            fx, fz = _fwd(self.pose)
+            return self.pose.x + 0.5 * fx, c["y"] + s["y"] / 2, self.pose.z + 0.5 * fz
         hollow = rec["objectType"] in HOLLOW_TYPES
         bottom = c["y"] - s["y"] / 2 + (0.02 if hollow else s["y"])
-        if rec["objectType"] == "Floor":
-            bottom = c["y"] + s["y"] / 2
+        x, z = self._nearest_free_point(object_id, rec, bottom)
         return x, bottom, z
 
+    def _nearest_free_point(self, object_id: str, rec: dict[str, Any], surface_y: float) -> tuple[float, float]:
+        """Landing x/z on ``rec``: free and in view, then free, then any; nearest the agent first."""
+        c, s = rec["axisAlignedBoundingBox"]["center"], rec["axisAlignedBoundingBox"]["size"]
+        osz = self.objects[object_id]["axisAlignedBoundingBox"]["size"]
+        axes = []
+        for k in ("x", "z"):
+            half = max((s[k] - osz[k]) / 2, 0.0)
+            n = int(half / LANDING_STEP + 1e-9)
+            axes.append([c[k] + i * LANDING_STEP for i in range(-n, n + 1)])
+        cands = sorted(((x, z) for x in axes[0] for z in axes[1]),
+                       key=lambda p: (round((p[0] - self.pose.x) ** 2 + (p[1] - self.pose.z) ** 2, 9), p))
+        others = [_rect(self.objects[o]) for o in rec["receptacleObjectIds"] or []
+                  if o != object_id and self.objects[o]["pickupable"]]
+        free = [(x, z) for x, z in cands if not any(
+            _overlap((x - osz["x"] / 2, x + osz["x"] / 2, z - osz["z"] / 2, z + osz["z"] / 2), r) for r in others)]
+        seen = free
+        if self.view is not None:
+            fov, width, height, reach = self.view
+            cam = Camera(self.pose, fov, width, height)
+            ex, _, ez = cam.origin
+            seen = [(x, z) for x, z in free
+                    if (x - ex) ** 2 + (z - ez) ** 2 <= reach * reach and cam.in_view((x, surface_y, z))]
+        for tier in (seen, free, cands):
+            solid = [p for p in tier if not self.nav.is_free(*p)]  # not over open floor
+            if solid or tier:
+                return (solid or tier)[0]
+        return c["x"], c["z"]
+
     def has_room(self, object_id: str, receptacle_id: str) -> bool:
-        """Hollow receptacles need the whole object to fit; surfaces only need free space for its base."""
+        """Room rules of the module docstring: surfaces, open-top containers, closed "in" receptacles."""
         rec = self.objects[receptacle_id]
         if rec["objectType"] == "Floor":
             return True
         rs = rec["axisAlignedBoundingBox"]["size"]
-        os_ = self.objects[object_id]["axisAlignedBoundingBox"]["size"]
-        used = sum(
-            self.objects[o]["axisAlignedBoundingBox"]["size"]["x"] * self.objects[o]["axisAlignedBoundingBox"][
-                "size"]["z"]
-            for o in rec["receptacleObjectIds"] or []
-            if self.objects[o]["pickupable"] and o != object_id
-        )
+        area = rs["x"] * rs["z"]
+        contents = [o for o in rec["receptacleObjectIds"] or [] if self.objects[o]["pickupable"] and o != object_id]
         if rec["objectType"] not in HOLLOW_TYPES:
-            return used < rs["x"] * rs["z"]
-        small, large = sorted((os_["x"], os_["z"]))
-        r_small, r_large = sorted((rs["x"], rs["z"]))
-        if small > r_small + 1e-6 or large > r_large + 1e-6:
+            used = sum(self.objects[o]["axisAlignedBoundingBox"]["size"]["x"]
+                       * self.objects[o]["axisAlignedBoundingBox"]["size"]["z"] for o in contents)
+            return used < area
+        edges = box_edges(self.objects[object_id])
+        slack = 1.0 + FIT_TOLERANCE
+        if rec["objectType"] in OPEN_TO_PLACE_TYPES:
+            sides = sorted((rs["x"], rs["y"], rs["z"]))
+            fits = all(e <= r * slack for e, r in zip(edges, sides, strict=True))
+        else:  # open top: stand on the smallest footprint, overhang above the rim
+            sides = sorted((rs["x"], rs["z"]))
+            fits = all(e <= r * slack for e, r in zip(edges[:2], sides, strict=True))
+        if not fits:
             return False
-        return used + os_["x"] * os_["z"] <= rs["x"] * rs["z"] + 1e-6
+        used = sum(_footprint(self.objects[o]) for o in contents)
+        return used + edges[0] * edges[1] <= area * slack
 
     def hand_point(self) -> tuple[float, float, float]:
         """Where a held object's box centre sits: 0.4 m ahead of the agent, 0.3 m below the eye."""
@@ -212,6 +262,44 @@ class World:
         hx, hy, hz = self.hand_point()
         c = self.objects[self.held]["axisAlignedBoundingBox"]["center"]
         self.translate(self.held, hx - c["x"], hy - c["y"], hz - c["z"])
+
+
+def box_edges(obj: dict[str, Any]) -> list[float]:
+    """The object's three box edge lengths, smallest first, independent of how it is rotated.
+
+    Taken from ``objectOrientedBoundingBox``: of the seven vectors from its first corner to the
+    others, the three edges are those that are not the sum of two others (face and space diagonals
+    are). Falls back to the axis-aligned box size when there is no oriented box.
+    """
+    oobb = obj.get("objectOrientedBoundingBox")
+    size = obj["axisAlignedBoundingBox"]["size"]
+    fallback = sorted((size["x"], size["y"], size["z"]))
+    if not oobb or len(oobb.get("cornerPoints") or []) != 8:
+        return fallback
+    p0, *rest = oobb["cornerPoints"]
+    vecs = [(p[0] - p0[0], p[1] - p0[1], p[2] - p0[2]) for p in rest]
+
+    def is_sum(v: tuple[float, float, float]) -> bool:
+        return any(max(abs(v[k] - a[k] - b[k]) for k in range(3)) < 1e-3
+                   for i, a in enumerate(vecs) for b in vecs[i + 1:] if a is not v and b is not v)
+
+    edges = sorted(math.sqrt(v[0] ** 2 + v[1] ** 2 + v[2] ** 2) for v in vecs if not is_sum(v))
+    return edges if len(edges) == 3 else fallback
+
+
+def _footprint(obj: dict[str, Any]) -> float:
+    edges = box_edges(obj)
+    return edges[0] * edges[1]
+
+
+def _rect(obj: dict[str, Any]) -> tuple[float, float, float, float]:
+    box = obj["axisAlignedBoundingBox"]
+    c, s = box["center"], box["size"]
+    return (c["x"] - s["x"] / 2, c["x"] + s["x"] / 2, c["z"] - s["z"] / 2, c["z"] + s["z"] / 2)
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    return a[0] < b[1] - 1e-6 and b[0] < a[1] - 1e-6 and a[2] < b[3] - 1e-6 and b[2] < a[3] - 1e-6
 
 
 def _fwd(pose: Pose) -> tuple[float, float]:
