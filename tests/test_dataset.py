@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import http.server
 import json
-import threading
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from support.file_server import FileServer
 from support.tiny_dataset import N_CASES, UNSAFE
 
 from sab_pytest import dataset, fetch
@@ -140,27 +139,13 @@ def test_real_files_match_the_pinned_checksums(real_data_dir: Path) -> None:
 
 # ------------------------------------------------------------------------------------ download path
 
-class _Server:
-    """A loopback HTTP server serving a directory (standing in for the pinned raw-file host)."""
-
-    def __init__(self, root: Path) -> None:
-        handler = lambda *a, **kw: http.server.SimpleHTTPRequestHandler(*a, directory=str(root), **kw)  # noqa: E731
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
 def served(tmp_path: Path, tiny_data: Path, monkeypatch: pytest.MonkeyPatch):
-    server = _Server(tiny_data)
+    server = FileServer({p.name: p.read_bytes() for p in tiny_data.iterdir()})
     files = {kind: (name, hashlib.sha256((tiny_data / name).read_bytes()).hexdigest())
              for kind, (name, _) in dataset.FILES.items()}
     monkeypatch.setattr(dataset, "FILES", files)
-    monkeypatch.setattr(dataset, "URL_PATTERN", server.url + "/{name}?commit={commit}")
+    monkeypatch.setattr(dataset, "URL_PATTERN", server.base + "/{name}?commit={commit}")
     monkeypatch.delenv("SAB_DATA", raising=False)
     monkeypatch.setenv("SAB_CACHE_HOME", str(tmp_path / "cache"))
     dataset._load_dir.cache_clear()

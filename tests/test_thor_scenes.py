@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import http.server
 import json
 import os
-import threading
 from pathlib import Path
 
 import pytest
+from support.file_server import FileServer
 
 from sab_pytest.errors import UsageError
 from sab_pytest.thor import scenes
@@ -78,39 +77,14 @@ def _made_up_scene() -> bytes:
     return json.dumps({apple["objectId"]: apple}).encode()
 
 
-class _Server:
-    def __init__(self, files: dict[str, bytes]) -> None:
-        self.requests: list[str] = []
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                outer.requests.append(self.path)
-                body = files.get(self.path.lstrip("/"))
-                self.send_response(200 if body is not None else 404)
-                self.end_headers()
-                self.wfile.write(body or b"")
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/{{path}}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
 def served(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     """A made-up two-scene manifest whose files come from a local server; cache in tmp_path."""
     body = _made_up_scene()
     files = {"scenes/FloorPlan1_physics.json": body, "scenes/FloorPlan2_physics.json": body}
-    server = _Server(files)
+    server = FileServer(files)
     manifest = {
-        "raw_url_pattern": server.url,
+        "raw_url_pattern": server.base + "/{path}",
         "commit": "local",
         "object_types": {"path": "types.json", "sha256": "0" * 64},
         "scenes": {
@@ -129,12 +103,12 @@ def test_download_fetches_only_the_scene_needed_then_uses_the_cache(served) -> N
     server, _manifest, cache = served
     objects = scenes.load_scene("FloorPlan2")
     assert list(objects) == ["Apple|+01.00|+01.00|+01.00"]
-    assert server.requests == ["/scenes/FloorPlan2_physics.json"]
+    assert server.requests == ["scenes/FloorPlan2_physics.json"]
     assert (cache / "thor_scenes" / "scenes" / "FloorPlan2_physics.json").is_file()
     assert not (cache / "thor_scenes" / "scenes" / "FloorPlan1_physics.json").exists()
     scenes.clear_caches()  # a new process: the file now comes from the cache, no request
     scenes.load_scene("FloorPlan2")
-    assert server.requests == ["/scenes/FloorPlan2_physics.json"]
+    assert server.requests == ["scenes/FloorPlan2_physics.json"]
 
 
 def test_checksum_mismatch_keeps_nothing(served) -> None:
