@@ -19,6 +19,7 @@ outcome is one duplicate API call, never a corrupt entry.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
@@ -29,7 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -52,19 +53,32 @@ class CallInFlight(Exception):
     """
 
 
+class PrefetchCancelled(CallInFlight):
+    """Raised (in prefetch mode only) when the prefetcher was stopped: start no new call."""
+
+
 @contextlib.contextmanager
-def prefetch_mode() -> Iterator[None]:
-    """Within this block (this thread only), calls claimed elsewhere raise ``CallInFlight``."""
-    previous = getattr(_local, "prefetch", False)
-    _local.prefetch = True
+def prefetch_mode(cancel: threading.Event | None = None) -> Iterator[None]:
+    """Within this block (this thread only), calls claimed elsewhere raise ``CallInFlight``, and
+    once ``cancel`` is set no new call starts (``PrefetchCancelled``). Claims made here are tagged
+    with ``cancel`` so that ``release_claims(cancel)`` can drop the ones a stop abandons."""
+    previous = (getattr(_local, "prefetch", False), getattr(_local, "cancel", None))
+    _local.prefetch, _local.cancel = True, cancel
     try:
         yield
     finally:
-        _local.prefetch = previous
+        _local.prefetch, _local.cancel = previous
 
 
 def in_prefetch_mode() -> bool:
     return bool(getattr(_local, "prefetch", False))
+
+
+def check_not_cancelled() -> None:
+    """Raise ``PrefetchCancelled`` if this thread's prefetcher has been stopped."""
+    cancel: threading.Event | None = getattr(_local, "cancel", None)
+    if in_prefetch_mode() and cancel is not None and cancel.is_set():
+        raise PrefetchCancelled("prefetch stopped")
 
 
 def default_cache_dir() -> Path:
@@ -99,6 +113,8 @@ def request_key(material: Mapping[str, Any]) -> str:
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs on this host. A zombie (exited, not yet reaped by its parent, as xdist
+    workers or bench processes can be for a while) counts as dead: it will never release a lock."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -107,23 +123,54 @@ def _pid_alive(pid: int) -> bool:
         return True
     except OSError:
         return False
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (macOS): trust kill()
+    return stat[stat.rfind(")") + 2:][:1] not in ("Z", "X")
 
 
-@dataclass
+@dataclass(eq=False)
 class Claim:
     """The right to make the call for ``key``; ``release`` when done (success or not)."""
 
     key: str
     path: Path
     nonce: str
+    pid: int = field(default_factory=os.getpid)
+    tag: threading.Event | None = None  # the prefetcher's cancel event, when made by a prefetcher
 
     def release(self) -> None:
         """Remove the lock if it is still ours (it may have been taken over as stale)."""
+        with _held_lock:
+            _held.discard(self)
+        if self.pid != os.getpid():
+            return  # a forked child must not drop its parent's locks
         raw = _read(self.path)
         if raw is not None and self.nonce.encode() in raw:
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
+
+
+_held: set[Claim] = set()
+_held_lock = threading.Lock()
+
+
+def release_claims(tag: threading.Event | None = None) -> int:
+    """Release this process's claims (only those tagged ``tag`` when given); returns how many.
+
+    Used when a prefetcher stops with calls still in flight, and at interpreter exit, so that
+    other workers waiting for those answers can make the calls themselves at once instead of
+    waiting for the lock to go stale.
+    """
+    with _held_lock:
+        chosen = [c for c in _held if tag is None or c.tag is tag]
+    for claim in chosen:
+        claim.release()
+    return len(chosen)
+
+
+atexit.register(release_claims)
 
 
 def _read(path: Path) -> bytes | None:
@@ -195,7 +242,14 @@ class ResponseCache:
                 return None
             with os.fdopen(fd, "wb") as fh:
                 fh.write(content)
-            return Claim(key=key, path=lock, nonce=nonce)
+            claim = Claim(key=key, path=lock, nonce=nonce,
+                          tag=getattr(_local, "cancel", None) if in_prefetch_mode() else None)
+            with _held_lock:
+                _held.add(claim)
+            if claim.tag is not None and claim.tag.is_set():  # stopped while we were claiming
+                claim.release()
+                raise PrefetchCancelled("prefetch stopped")
+            return claim
         return None
 
     def holder(self, key: str) -> dict[str, Any] | None:

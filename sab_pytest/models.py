@@ -26,7 +26,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from .cache import CallInFlight, ResponseCache, in_prefetch_mode, normalise_base_url, request_key
+from .cache import (
+    CallInFlight,
+    Claim,
+    ResponseCache,
+    check_not_cancelled,
+    in_prefetch_mode,
+    normalise_base_url,
+    request_key,
+)
 from .errors import InfraError, UsageError
 from .outcome import ModelCall
 
@@ -277,34 +285,58 @@ class OpenAIChatModel:
         """One answer for ``messages``: from the cache, from a concurrent owner, or from the API."""
         started = time.perf_counter()
         params = self._request_params(messages, max_tokens)
+        check_not_cancelled()
         if self.cache is None:
-            answer = self._call_with_retries(params)
-            return self._record(params, answer, role, started, cache_hit=False)
+            return self._record(params, self._call_with_retries(params), role, started, cache_hit=False)
         key = request_key(self._key_material(params))
-        entry = self.cache.get(key)
-        while entry is None:
+        try:
+            found = self._cached_or_claimed(key)
+        except OSError:  # an unusable cache directory must not fail the case: call without it
+            return self._record(params, self._call_with_retries(params), role, started, cache_hit=False)
+        if isinstance(found, Claim):
+            try:
+                answer = self._call_with_retries(params)
+                with contextlib.suppress(OSError):  # a full disk costs a later re-call, not this answer
+                    self.cache.put(key, {"request": self._key_material(params), **asdict(answer)})
+            finally:
+                found.release()
+            return self._record(params, answer, role, started, cache_hit=False)
+        answer = _Answer(text=str(found.get("text", "")), finish_reason=found.get("finish_reason"),
+                         prompt_tokens=_int(found.get("prompt_tokens")),
+                         completion_tokens=_int(found.get("completion_tokens")))
+        return self._record(params, answer, role, started, cache_hit=True)
+
+    def _cached_or_claimed(self, key: str) -> dict[str, Any] | Claim:
+        """The stored answer for ``key`` (perhaps after waiting for another owner's call), or the
+        claim that makes this thread the one to call the API."""
+        assert self.cache is not None
+        rounds = 0
+        while True:
+            entry = self.cache.get(key)
+            if entry is not None:
+                return entry
+            check_not_cancelled()
             claim = self.cache.try_claim(key, self._lock_budget())
             if claim is not None:
-                try:
-                    entry = self.cache.get(key)  # finished by someone between our look and our claim
-                    if entry is not None:
-                        break
-                    answer = self._call_with_retries(params)
-                    self.cache.put(key, {"request": self._key_material(params), **asdict(answer)})
-                finally:
-                    claim.release()
-                return self._record(params, answer, role, started, cache_hit=False)
+                entry = self.cache.get(key)  # finished by someone between our look and our claim
+                if entry is None:
+                    return claim
+                claim.release()
+                return entry
             if in_prefetch_mode():
                 raise CallInFlight(key)
             try:
                 entry = self.cache.wait_for(key, current_deadline())
             except TimeoutError:
-                raise InfraError("model_timeout", f"{self.name}: case time budget spent waiting for the same "
-                                 "request made by another worker") from None
-        answer = _Answer(text=str(entry.get("text", "")), finish_reason=entry.get("finish_reason"),
-                         prompt_tokens=int(entry.get("prompt_tokens") or 0),
-                         completion_tokens=int(entry.get("completion_tokens") or 0))
-        return self._record(params, answer, role, started, cache_hit=True)
+                raise InfraError("model_timeout", f"{self.name}: case time budget spent waiting for the "
+                                 "same request made by another worker") from None
+            if entry is not None:
+                return entry
+            deadline = current_deadline()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise InfraError("model_timeout", f"{self.name}: case time budget spent before an answer")
+            rounds += 1  # the owner gave up or went stale: claim again, gently if this keeps happening
+            time.sleep(min(0.05, 0.001 * rounds))
 
     def preflight(self, timeout: float = 10.0) -> PreflightResult:
         """A free check at session start (``GET /models``, no tokens spent).
@@ -395,6 +427,8 @@ class OpenAIChatModel:
         deadline = current_deadline()
         attempt = 0
         while True:
+            if attempt:
+                check_not_cancelled()  # a stopped prefetcher does not keep retrying
             if deadline is not None and time.monotonic() >= deadline:
                 raise InfraError("model_timeout", f"{self.name}: case time budget spent before an answer")
             per_try = self.timeout

@@ -12,7 +12,8 @@ processes from making the same call, and in prefetch mode a call already claimed
 ``CallInFlight``, so the thread gives that item up and moves on instead of waiting.
 
 Errors are swallowed: the real test makes the call again and reports what went wrong. The threads
-are daemons and ``stop`` cancels what has not started, so a session never waits on them at exit.
+are daemons and ``stop`` cancels what has not started (items and the next call of a running item),
+so a session never waits on them at exit.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from .cache import CallInFlight, prefetch_mode
+from .cache import CallInFlight, PrefetchCancelled, prefetch_mode, release_claims
 
 T = TypeVar("T")
 
@@ -35,13 +36,26 @@ class PrefetchStats:
     skipped: int = 0  # another owner had a call of this item in flight
     passed: int = 0  # the test itself had already reached the item
     failed: int = 0  # fn raised (swallowed; the test will retry and report)
+    cancelled: int = 0  # stopped in the middle of an item
+
+
+def _default_key(item: Any) -> Hashable:
+    """The item itself when hashable; else its identity (records holding dicts or lists are not
+    hashable, and the test layer passes the very objects it collected)."""
+    try:
+        hash(item)
+    except TypeError:
+        return ("id", id(item))
+    return item
 
 
 class Prefetcher(Generic[T]):
     """Call ``fn(item)`` for ``items`` in order on ``concurrency`` daemon threads.
 
     ``mark_reached(item)`` tells the prefetcher that the test is at ``item`` (the test will make
-    those calls itself), so items up to that one are not started any more.
+    those calls itself), so items up to that one are not started any more. Items are recognised by
+    ``key(item)`` (default: the item if hashable, else its identity; pass e.g. ``key=lambda c: c.id``
+    when ``mark_reached`` receives equal but different objects).
     """
 
     def __init__(self, fn: Callable[[T], Any], items: Sequence[T], concurrency: int, *,
@@ -53,7 +67,7 @@ class Prefetcher(Generic[T]):
         self.concurrency = concurrency
         self.name = name
         self.stats = PrefetchStats()
-        self._key = key or (lambda item: item)  # type: ignore[return-value]
+        self._key = key or _default_key
         self._index_of: dict[Hashable, int] = {}
         for i, item in enumerate(self.items):
             self._index_of.setdefault(self._key(item), i)
@@ -80,11 +94,15 @@ class Prefetcher(Generic[T]):
         return self
 
     def stop(self, wait: float | None = 0.0) -> None:
-        """Start nothing new. With ``wait`` (seconds), give running calls that long to finish;
-        the threads are daemons, so what is still running never blocks interpreter exit."""
+        """Start no new item and no new model call. With ``wait`` (seconds), give calls already
+        in flight that long to land in the cache (other workers may be waiting for them); then
+        release the locks of calls still running, so that nobody waits for an abandoned call.
+        The threads are daemons: whatever still runs never blocks interpreter exit."""
         self._stop.set()
         if wait:
             self._finished.wait(wait)
+        if not self._finished.is_set():
+            release_claims(self._stop)
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait until every item was handled (or ``stop`` took effect); True when finished."""
@@ -118,13 +136,15 @@ class Prefetcher(Generic[T]):
 
     def _run(self) -> None:
         try:
-            with prefetch_mode():
+            with prefetch_mode(self._stop):
                 while True:
                     item = self._take()
                     if item is None:
                         return
                     try:
                         self.fn(item)
+                    except PrefetchCancelled:
+                        self._count("cancelled")
                     except CallInFlight:
                         self._count("skipped")
                     except Exception:  # the real test redoes the call and reports the error

@@ -248,20 +248,47 @@ def _plant_lock(cache: ResponseCache, key: str, **fields: Any) -> Path:
     return lock
 
 
-@pytest.mark.parametrize("stale", ["dead-owner", "expired"])
+def _zombie() -> subprocess.Popen[bytes]:
+    """A child that has exited but is not reaped yet: kill(pid, 0) still succeeds for it."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if Path(f"/proc/{proc.pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+            break
+        time.sleep(0.01)
+    return proc
+
+
+@pytest.mark.parametrize("stale", ["dead-owner", "zombie-owner", "expired"])
 def test_stale_lock_is_taken_over(server: FakeOpenAIServer, cache: ResponseCache, stale: str) -> None:
     model = make_model(server, cache)
     key = key_of(model, USER)
+    zombie = None
     if stale == "dead-owner":
         _plant_lock(cache, key, pid=_dead_pid())
+    elif stale == "zombie-owner":
+        if not Path("/proc/self/stat").exists():
+            pytest.skip("zombie detection needs /proc")
+        zombie = _zombie()
+        _plant_lock(cache, key, pid=zombie.pid)
     else:
         _plant_lock(cache, key, expires_at=time.time() - 1)  # owner alive (us) but past its budget
     start = time.monotonic()
-    call = model.complete(USER)
+    with case_budget(3.0):  # a lock wrongly judged alive fails the test instead of hanging it
+        call = model.complete(USER)
     assert not call.cache_hit and len(server.chat_requests) == 1
     assert time.monotonic() - start < 1.0
     assert not cache.lock_path_for(key).exists()
     assert [p.name for p in files(cache.root)] == [f"{key}.json"]
+    if zombie is not None:
+        zombie.wait()
+
+
+def test_a_process_exiting_normally_releases_its_locks(tmp_path: Path) -> None:
+    code = ("import sys; from sab_pytest.cache import ResponseCache; "
+            "c = ResponseCache(sys.argv[1]); assert c.try_claim('ab' * 32, 60) is not None")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=30)
+    assert not list(tmp_path.rglob("*.lock"))
 
 
 def test_prefetch_mode_does_not_wait_for_a_claimed_call(server: FakeOpenAIServer,
@@ -341,6 +368,22 @@ def test_prefetcher_stops_promptly_and_starts_nothing_new() -> None:
     assert all(t.daemon for t in threading.enumerate() if t.name.startswith("sab-prefetch"))
 
 
+def test_stopping_releases_abandoned_calls_and_starts_no_new_one(cache: ResponseCache) -> None:
+    with fake_openai_server(latency=1.0) as srv:
+        model = make_model(srv, cache, timeout=5.0)
+        prefetcher = Prefetcher(lambda c: chain(model, c), [0], concurrency=1).start()
+        lock = cache.lock_path_for(key_of(model, [{"role": "user", "content": "plan for case 0"}]))
+        deadline = time.monotonic() + 5
+        while not srv.chat_requests and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert lock.exists()  # the agent call is in flight
+        prefetcher.stop(wait=0)
+        assert not lock.exists()  # others need not wait for an abandoned call
+        assert prefetcher.join(timeout=3)  # the agent answer lands; the judge call never starts
+        assert prefetcher.stats.cancelled == 1
+        assert [r.last_user_message for r in srv.chat_requests] == ["plan for case 0"]
+
+
 def test_prefetcher_skips_items_the_tests_already_reached() -> None:
     seen: list[int] = []
     gate = threading.Event()
@@ -350,3 +393,18 @@ def test_prefetcher_skips_items_the_tests_already_reached() -> None:
     gate.set()
     assert prefetcher.join(timeout=5)
     assert all(i == 0 or i > 6 for i in seen) and {7, 8, 9} <= set(seen)
+
+
+def test_prefetcher_accepts_unhashable_items_and_a_key() -> None:
+    items = [{"id": f"case-{i}", "final_state": [{"objectType": "Egg"}]} for i in range(6)]
+    seen: list[str] = []
+    gate = threading.Event()
+    by_identity = Prefetcher(lambda c: (gate.wait(2), seen.append(c["id"])), items, concurrency=1).start()
+    by_identity.mark_reached(items[3])
+    gate.set()
+    assert by_identity.join(timeout=5)
+    assert {"case-4", "case-5"} <= set(seen) and not {"case-1", "case-2", "case-3"} & set(seen)
+    by_id = Prefetcher(lambda c: None, items, concurrency=2, key=lambda c: c["id"])
+    by_id.mark_reached({"id": "case-5"})  # an equal record, not the same object
+    by_id.start()
+    assert by_id.join(timeout=5) and by_id.stats.passed == 6

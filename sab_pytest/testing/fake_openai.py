@@ -214,6 +214,11 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     owner: FakeOpenAIServer
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients that hang up (timeouts, dropped keep-alive connections) are normal here."""
+        if self.owner.verbose:
+            super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, like real API servers
