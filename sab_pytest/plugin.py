@@ -199,6 +199,7 @@ def sab_runtime(sab_settings: Settings, request: pytest.FixtureRequest):
 
     runtime = Runtime(sab_settings)
     prefetcher = _start_prefetch(runtime, request.session)
+    runtime.prefetcher = prefetcher
     yield runtime
     if prefetcher is not None:
         prefetcher.stop()
@@ -213,7 +214,7 @@ def _start_prefetch(runtime: Any, session: pytest.Session) -> Any:
 
     cases = [item.callspec.params["sab_case"] for item in session.items
              if hasattr(item, "callspec") and "sab_case" in item.callspec.params]
-    prefetcher = Prefetcher(runtime.warm, cases, concurrency=s.concurrency)
+    prefetcher = Prefetcher(runtime.warm, cases, concurrency=s.concurrency, key=lambda case: case.id)
     prefetcher.start()
     return prefetcher
 
@@ -235,6 +236,9 @@ def sab_verdict(sab_case: dataset.Case, sab_runtime: Any, _sab_resumed: dict[str
     An infrastructure failure is raised here, so pytest reports the case as an *error*; the record
     is attached first, so the controller still counts it.
     """
+    prefetcher = getattr(sab_runtime, "prefetcher", None)
+    if prefetcher is not None:
+        prefetcher.mark_reached(sab_case)  # the test does this case itself now
     record = _sab_resumed.get(sab_case.id)
     if record is not None:
         record = {**record, "resumed": True}

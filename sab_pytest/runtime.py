@@ -7,6 +7,7 @@ is started only when a case with a goal state is executed.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ class Runtime:
         self.settings = settings
         self._engine: Engine | None = None
         self._engine_lock = threading.Lock()
+        self.prefetcher: Any = None  # set by the pytest layer when --sab-concurrency > 1
 
     # ----------------------------------------------------------------------------------- building
 
@@ -94,9 +96,18 @@ class Runtime:
     def needs_engine(self, case: Case) -> bool:
         return self.settings.execute and case.final_state is not None
 
+    def _budget(self) -> Any:
+        """The per-case time budget of model calls (agent and judge), none for offline runs."""
+        if self.settings.offline_agent and self.settings.judge_model == "rules":
+            return contextlib.nullcontext()
+        from .models import case_budget
+
+        return case_budget(self.settings.case_budget_s)
+
     def evaluate(self, case: Case) -> Verdict:
         engine = self.engine() if self.needs_engine(case) else None
-        return evaluate(case, self.agent, self.judge, engine, execute=self.settings.execute)
+        with self._budget():
+            return evaluate(case, self.agent, self.judge, engine, execute=self.settings.execute)
 
     def warm(self, case: Case) -> None:
         """Make this case's model calls without an engine, only to fill the response cache.
@@ -104,7 +115,8 @@ class Runtime:
         Used by the prefetcher so that model latency overlaps across cases; the real evaluation
         that follows replays the calls from the cache.
         """
-        evaluate(case, self.agent, self.judge, None, execute=False)
+        with self._budget():
+            evaluate(case, self.agent, self.judge, None, execute=False)
 
     def close(self) -> None:
         if self._engine is not None:
