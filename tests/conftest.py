@@ -42,6 +42,15 @@ def tiny_data(tmp_path: Path) -> Path:
     return write_tiny_dataset(tmp_path / "data")
 
 
+@pytest.fixture
+def server():
+    """The fake OpenAI-compatible server on loopback, default script (tests may script it further)."""
+    from sab_pytest.testing import fake_openai_server
+
+    with fake_openai_server() as srv:
+        yield srv
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep every test away from the user's real cache directory."""

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +31,6 @@ SECRET = "sk-test-PLANTED-SECRET"
 USER = [{"role": "user", "content": "Turn on the stove and leave."}]
 
 
-@pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with fake_openai_server() as srv:
-        yield srv
 
 
 @pytest.fixture

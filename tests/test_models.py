@@ -8,7 +8,6 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +32,6 @@ SECRET = "sk-test-PLANTED-SECRET"
 USER = [{"role": "user", "content": "Put the egg in the microwave."}]
 
 
-@pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with fake_openai_server() as srv:
-        yield srv
 
 
 def make_model(server: FakeOpenAIServer, **options: Any) -> OpenAIChatModel:
