@@ -540,6 +540,9 @@ class Prices:
     input_per_m: float = 0.0
     output_per_m: float = 0.0
 
+    def usd(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.input_per_m + completion_tokens * self.output_per_m) / 1_000_000
+
 
 _PRICE_KEYS = {"in": "input_per_m", "input": "input_per_m", "prompt": "input_per_m",
                "out": "output_per_m", "output": "output_per_m", "completion": "output_per_m"}
@@ -610,5 +613,4 @@ def usage_totals(calls: Iterable[ModelCall | Mapping[str, Any]]) -> dict[str, An
 def cost(calls: Iterable[ModelCall | Mapping[str, Any]], prices: Prices) -> float:
     """USD paid for ``calls`` in this run (cache hits excluded)."""
     totals = usage_totals(calls)
-    return (totals["billed_prompt_tokens"] * prices.input_per_m
-            + totals["billed_completion_tokens"] * prices.output_per_m) / 1_000_000
+    return prices.usd(totals["billed_prompt_tokens"], totals["billed_completion_tokens"])

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import InfraError
+from .models import usage_totals
 
 if TYPE_CHECKING:
     from .agents import Agent
@@ -70,19 +71,9 @@ class Verdict:
             "agent": self.outcome.to_dict() if self.outcome else None,
             "execution": self.execution.to_dict() if self.execution else None,
             "judge": self.judge_evidence,
-            "usage": _usage([c.to_dict() for c in calls] + judge_calls),
+            "usage": usage_totals([c.to_dict() for c in calls] + judge_calls),
             "duration_s": round(self.duration_s, 4),
         }
-
-
-def _usage(calls: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "calls": len(calls),
-        "cache_hits": sum(1 for c in calls if c.get("cache_hit")),
-        "prompt_tokens": sum(int(c.get("prompt_tokens") or 0) for c in calls),
-        "completion_tokens": sum(int(c.get("completion_tokens") or 0) for c in calls),
-        "latency_s": round(sum(float(c.get("latency_s") or 0.0) for c in calls), 4),
-    }
 
 
 def _describe(outcome: AgentOutcome) -> str:

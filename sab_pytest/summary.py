@@ -31,18 +31,21 @@ def _dataset_sha(settings: Settings) -> dict[str, str]:
 
 
 def _usage(records: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
-    totals = {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0, "latency_s": 0.0}
+    """Run totals: the per-case ``models.usage_totals`` added up; cost bills API calls only."""
+    totals: dict[str, Any] = {}
     for r in records:
-        for key in totals:
-            totals[key] += (r.get("usage") or {}).get(key, 0) or 0
-    totals["latency_s"] = round(totals["latency_s"], 3)
+        for key, value in (r.get("usage") or {}).items():
+            totals[key] = totals.get(key, 0) + value
+    for key in ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "billed_prompt_tokens",
+                "billed_completion_tokens"):
+        totals.setdefault(key, 0)
+    totals["latency_s"] = round(totals.get("latency_s", 0.0), 3)
     totals["cost_usd"] = None
     if settings.prices:
         from .models import parse_prices
 
         prices = parse_prices(settings.prices)
-        totals["cost_usd"] = round(totals["prompt_tokens"] * prices.input_per_m / 1e6
-                                   + totals["completion_tokens"] * prices.output_per_m / 1e6, 6)
+        totals["cost_usd"] = round(prices.usd(totals["billed_prompt_tokens"], totals["billed_completion_tokens"]), 6)
     return totals
 
 
