@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -300,9 +299,8 @@ def _dataset_instructions(root: Path) -> list[str]:
     return found
 
 
-@pytest.mark.skipif(not os.environ.get("SAB_DATA"), reason="SAB_DATA (dataset directory) not set")
-def test_no_example_is_a_dataset_task() -> None:
-    instructions = _dataset_instructions(Path(os.environ["SAB_DATA"]))
+def test_no_example_is_a_dataset_task(real_data_dir: Path) -> None:
+    instructions = _dataset_instructions(real_data_dir)
     assert len(instructions) > 100, "SAB_DATA does not look like the dataset"
     normal = {" ".join(re.findall(r"[a-z]+", s.lower())) for s in instructions}
     for example in load_examples():
