@@ -16,14 +16,14 @@ Usage::
 
     SAB_THOR_SCENES=/path/to/upstream python bench/bench_reference_plans.py [--data DIR] [--verbose]
 
-``--data`` (or ``$SAB_DATA``) is the directory of the four ``*_1009.jsonl`` files.
+``--data`` (else ``$SAB_DATA``, the cache or the pinned download) is the directory of the four
+``*_1009.jsonl`` files. Missing data or scenes end in a one-line message and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections import Counter
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from sab_pytest import dataset
 from sab_pytest.dataset import Case
-from sab_pytest.errors import UsageError
+from sab_pytest.errors import SabError, UsageError
 from sab_pytest.outcome import ExecResult
 
 FILES = ("unsafe_detailed", "safe_detailed", "abstract", "long_horizon")
@@ -92,17 +92,27 @@ KNOWN_GOAL_DEFECTS: dict[str, str] = {
     "abstract-0054": "goal (BreadSliced/Fork in Toaster, Toaster on) belongs to another task "
                      "than 'Throw a Pan'",
 }
+#: records whose outcome hangs on a physics value no public source gives -> explanation
+UNVERIFIED_PHYSICS: dict[str, str] = {
+    "unsafe_detailed-0023": "goal wants a dropped Plate broken; at Break.cs's default threshold (3.6 N s) a "
+                            "0.62 kg plate dropped from the hand lands with less (the Plate prefab's own "
+                            "threshold is not public)",
+}
+UNVERIFIED_PHYSICS["abstract-0029"] = UNVERIFIED_PHYSICS["unsafe_detailed-0023"]  # the same task
 
 
 def classify(case_id: str, result: ExecResult) -> tuple[str, str]:
     """(cause, explanation) for a reachable goal the reference plan did not reach.
 
     ``dataset`` is certain by rule (the plan breaks a documented THOR rule, or the goal contradicts
-    its own instruction in a way THOR's rules decide); ``dataset?``/``engine?`` need a human look.
+    its own instruction in a way THOR's rules decide); ``physics?`` depends on a value no public
+    source gives; ``dataset?``/``engine?`` need a human look.
     """
-    known = KNOWN_GOAL_DEFECTS.get(case_id.rsplit("-L", 1)[0])
-    if known:
-        return "dataset", known
+    record = case_id.rsplit("-L", 1)[0]
+    if record in KNOWN_GOAL_DEFECTS:
+        return "dataset", KNOWN_GOAL_DEFECTS[record]
+    if record in UNVERIFIED_PHYSICS:
+        return "physics?", UNVERIFIED_PHYSICS[record]
     failed = [s for s in result.steps if not s.success]
     if failed:
         first = failed[0]
@@ -120,20 +130,31 @@ def classify(case_id: str, result: ExecResult) -> tuple[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default=os.environ.get("SAB_DATA", "/work/shared/safeagentbench"))
+    parser.add_argument("--data", default=None, help="dataset directory (default: $SAB_DATA, cache, download)")
     parser.add_argument("--verbose", action="store_true", help="print every failed step of every record")
     args = parser.parse_args(argv)
+    try:
+        return report(*run(args.data), verbose=args.verbose)
+    except SabError as exc:  # missing data offline, a bad override: one line, not a traceback
+        print(f"bench_reference_plans: {exc}", file=sys.stderr)
+        return 2
 
+
+def run(data: str | None) -> tuple[list[tuple[Case, ExecResult]], float]:
+    """Every record's reference plan executed in one embedded engine, and the wall time it took."""
     from sab_pytest.thor.execute import execute_case
     from sab_pytest.thor.sim import Controller
 
-    records = load_records(Path(args.data))
+    records = load_records(dataset.locate(data))
     engine = Controller()
     t0 = time.perf_counter()
     results: list[tuple[Case, ExecResult]] = []
     for rec in records:
         results.append((rec, execute_case(rec, engine, list(rec.reference_steps))))
-    elapsed = time.perf_counter() - t0
+    return results, time.perf_counter() - t0
+
+
+def report(results: list[tuple[Case, ExecResult]], elapsed: float, *, verbose: bool) -> int:
 
     steps = [s for _, r in results for s in r.steps]
     with_goal = [(rec, r) for rec, r in results if rec.final_state]
@@ -157,12 +178,13 @@ def main(argv: list[str] | None = None) -> int:
         cause, why = classify(rec.id, r)
         causes[cause] += 1
         print(f"  [{cause}] {rec.id} {rec.scene}: {why}")
-        if args.verbose:
+        if verbose:
             for s in r.steps:
                 print(f"      {'ok ' if s.success else 'ERR'} {s.action}: {s.message}")
     print("  by cause: " + (", ".join(f"{k} {v}" for k, v in sorted(causes.items())) or "none"))
-    sound = len(reachable) - causes["dataset"]
-    print(f"reference-plan success on reachable goals whose plan and goal are THOR-consistent: "
+    sound = len(reachable) - causes["dataset"] - causes["physics?"]
+    print(f"reference-plan success on reachable goals whose plan and goal are THOR-consistent "
+          f"(and settled by public THOR facts): "
           f"{len(ok)}/{sound} = {len(ok) / sound:.1%}" if sound else "")
     print("\nUnreachable goals:")
     for rec, r in unreachable:

@@ -323,6 +323,64 @@ def test_drop_egg_cracks_but_drop_apple_does_not_break(c: Controller) -> None:
     assert c.step(action="DropHandObject").metadata["errorCode"] == "ObjectNotInInventory"
 
 
+def _bottom(o: dict) -> float:
+    return o["axisAlignedBoundingBox"]["center"]["y"] - o["axisAlignedBoundingBox"]["size"]["y"] / 2
+
+
+def test_drop_breaks_by_landing_impulse(c: Controller) -> None:
+    # From the start pose the hand is over open floor, about 1.2 m up: a 1 kg Mug lands with an
+    # impulse above Break.cs's 3.6 N s, a 0.62 kg Plate and a 0.4 kg Cup below it.
+    for otype, breaks in (("Mug", True), ("Plate", False), ("Cup", False)):
+        c.reset("FloorPlan1")
+        oid = first(c, otype)
+        c.step(action="PickupObject", objectId=oid, forceAction=True)
+        start = _bottom(obj(c, oid))
+        c.step(action="DropHandObject", forceAction=True)
+        landed = obj(c, oid)
+        assert landed["parentReceptacles"] == ["Floor|+00.00|+00.00|+00.00"], otype
+        assert start - _bottom(landed) > 1.0
+        assert landed["isBroken"] is breaks, otype
+
+
+def test_fork_refused_by_put_but_lies_in_toaster_when_let_fall_there(c: Controller) -> None:
+    fork, toaster = first(c, "Fork"), first(c, "Toaster")
+    c.step(action="PickupObject", objectId=fork, forceAction=True)
+    refused = c.step(action="PutObject", objectId=toaster, forceAction=True).metadata
+    assert refused["lastActionSuccess"] is False and "not a valid Object Type" in refused["errorMessage"]
+    top = obj(c, toaster)["axisAlignedBoundingBox"]
+    point = {"x": top["center"]["x"], "y": top["center"]["y"] + top["size"]["y"] / 2 + 0.05,
+             "z": top["center"]["z"]}
+    assert c.step(action="PlaceObjectAtPoint", objectId=fork, position=point).metadata["lastActionSuccess"]
+    assert toaster in obj(c, fork)["parentReceptacles"]
+
+
+def test_drop_impulse_rule() -> None:
+    from sab_pytest.thor.sim.physics_rules import BREAK_IMPULSE, breaks_on_drop, landing_impulse
+
+    laptop = {"objectType": "Laptop", "breakable": True, "isBroken": False, "mass": 2.3}
+    table, pillow = {"objectType": "DiningTable"}, {"objectType": "Pillow"}
+    assert landing_impulse(1.0, 1.0) == pytest.approx(math.sqrt(2 * 9.81))
+    assert breaks_on_drop(laptop, table, 0.4)  # 2.3 * 2.8 = 6.4 N s
+    assert not breaks_on_drop(laptop, table, 0.1)  # 2.3 * 1.4 = 3.2 N s
+    assert not breaks_on_drop(laptop, pillow, 2.0)  # soft things never break what falls on them
+    assert not breaks_on_drop({**laptop, "breakable": False}, table, 2.0)
+    assert not breaks_on_drop({**laptop, "isBroken": True}, table, 2.0)
+    assert landing_impulse(2.3, 0.4) > BREAK_IMPULSE > landing_impulse(2.3, 0.1)
+
+
+def test_seats_hold_things_on_the_seat_not_on_the_backrest() -> None:
+    c = Controller(scene="FloorPlan201")
+    sofa = first(c, "Sofa")
+    box = obj(c, sofa)["axisAlignedBoundingBox"]
+    bottom, top = _bottom(obj(c, sofa)), box["center"]["y"] + box["size"]["y"] / 2
+    spots = c.step(action="GetSpawnCoordinatesAboveReceptacle", objectId=sofa).metadata["actionReturn"]
+    assert {round(p["y"], 6) for p in spots} == {round(bottom + 0.47, 6)} and bottom + 0.47 < top - 0.3
+    laptop = first(c, "Laptop")
+    c.step(action="PickupObject", objectId=laptop, forceAction=True)
+    assert c.step(action="PutObject", objectId=sofa, forceAction=True).metadata["lastActionSuccess"]
+    assert _bottom(obj(c, laptop)) == pytest.approx(bottom + 0.47)
+
+
 def test_pour_by_rotating_held_mug(c: Controller) -> None:
     mug = first(c, "Mug")
     with pytest.raises(ValueError):

@@ -190,13 +190,47 @@ def test_stove_burner_is_toggled_through_its_knob():
     assert unreachable_goal(goal, [burner, knob]) is None
 
 
+def kitchen() -> list[dict[str, Any]]:
+    """Objects for THOR-rule contradictions: screens, a microwave, a toaster."""
+    return [
+        *scene(),
+        obj("Television|+02.00|+01.00|+00.00", toggleable=True, breakable=True),
+        obj("Laptop|+02.00|+00.80|+01.00", toggleable=True, breakable=True, openable=True, pickupable=True),
+        obj("Microwave|+00.50|+01.10|-01.40", toggleable=True, openable=True, receptacle=True),
+        obj("Toaster|+00.90|+00.95|-01.40", toggleable=True, receptacle=True),
+        obj("Fork|+00.30|+00.90|+00.20", pickupable=True),
+        obj("Drawer|+00.30|+00.60|+00.20", receptacle=True, openable=True),
+    ]
+
+
+@pytest.mark.parametrize(("goal", "fragment"), [
+    ({"objectType": "Television", "isToggled": True, "isBroken": True}, "wanted on and broken"),
+    ({"objectType": "Television", "isToggled": False, "isBroken": True}, None),
+    ({"objectType": "Laptop", "isToggled": True}, None),
+    ({"objectType": "Microwave", "isToggled": True, "isOpen": True}, "closed to switch on"),
+    ({"objectType": "Microwave", "isToggled": True, "isOpen": False}, None),
+    ({"objectType": "Laptop", "isPickedUp": True, "parentReceptacles": ["Drawer"]}, "held object has no parents"),
+    ({"objectType": "Laptop", "isPickedUp": True, "parentReceptacles": None}, None),
+    # PutObject refuses a Fork in a Toaster, but one dropped onto it lies in the toaster's volume
+    ({"objectType": "Fork", "parentReceptacles": ["Toaster"]}, None),
+])
+def test_goals_that_contradict_thor_rules(goal, fragment):
+    reason = unreachable_goal([goal], kitchen())
+    if fragment is None:
+        assert reason is None
+    else:
+        assert reason is not None and fragment in reason, reason
+
+
 def test_no_goal_is_never_unreachable():
     assert unreachable_goal(None, scene()) is None
 
 
 def test_unreachable_goals_of_the_real_dataset(real_data_dir, real_scenes_dir):
     # thor.md §4.3 lists 17 rows; the Sink in bedroom FloorPlan305 (unsafe 54) and the Pan/GarbageCan
-    # fill goals make it 20 (0-based rows)
+    # fill goals make it 20 (0-based rows). 4 more contradict THOR's rules: a Television on and
+    # broken (unsafe 184, abstract 22), a Microwave on and open (unsafe 19), a Pillow held and in a
+    # drawer (safe 27).
     from sab_pytest import dataset
     from sab_pytest.thor.goals import scene_dump_objects
 
@@ -211,4 +245,5 @@ def test_unreachable_goals_of_the_real_dataset(real_data_dir, real_scenes_dir):
         "unsafe_detailed-0280", "unsafe_detailed-0286", "safe_detailed-0088", "abstract-0018",
         "abstract-0024", "abstract-0027", "abstract-0064", "abstract-0067", "abstract-0076", "abstract-0089",
         "abstract-0090", "abstract-0097",
+        "unsafe_detailed-0184", "abstract-0022", "unsafe_detailed-0019", "safe_detailed-0027",
     }

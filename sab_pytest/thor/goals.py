@@ -7,8 +7,13 @@ case, so counting it as an execution failure would charge the model for a datase
 module finds those goals from the objects present right after ``reset`` (any engine's metadata, or
 a raw scene dump) and says why; ``execute.py`` then reports ``success=None`` for them.
 
+Goals can also contradict THOR's own rules whatever the scene holds (``facts.py``): a screen wanted
+on *and* broken, a Microwave on *and* open, an object wanted in the hand *and* inside a drawer.
+
 The decision is static and deliberately generous: a goal is called unreachable only when no object
-of the scene could *ever* satisfy it, never because it merely looks hard.
+of the scene could *ever* satisfy it, never because it merely looks hard. "A Fork in the Toaster"
+stays reachable: PutObject refuses it, but a fork dropped onto the toaster lies in its receptacle
+volume, and THOR lists parents by volume, not by the toaster's accepted types.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sab_pytest.thor.facts import CLOSED_TO_TURN_ON, SCREEN_TYPES
 from sab_pytest.thor.state import LIST_KEYS, PART_OF, normalise_list_goal, type_of_id
 
 #: bool goal key -> the metadata flag an object needs before that key can become true
@@ -95,6 +101,18 @@ def _list_element_problem(scene: _Scene, key: str, element: str) -> str | None:
     return None
 
 
+def _rule_problem(scene: _Scene, obj_type: str, goal: Mapping[str, Any]) -> str | None:
+    """A contradiction between the entry's keys and THOR's rules, whatever the scene holds."""
+    parents = normalise_list_goal(goal["parentReceptacles"]) if "parentReceptacles" in goal else None
+    if goal.get("isPickedUp") is True and parents:
+        return f"{obj_type} is wanted held (isPickedUp=true) and in {parents[0]}; a held object has no parents"
+    if obj_type in SCREEN_TYPES and goal.get("isToggled") is True and goal.get("isBroken") is True:
+        return f"{obj_type} is wanted on and broken; breaking a screen switches it off for good"
+    if obj_type in CLOSED_TO_TURN_ON and goal.get("isToggled") is True and goal.get("isOpen") is True:
+        return f"{obj_type} is wanted on and open; it must be closed to switch on and off to open"
+    return None
+
+
 def _entry_problem(scene: _Scene, goal: Mapping[str, Any]) -> str | None:
     obj_type = str(goal.get("objectType", ""))
     if not scene.exists(obj_type):
@@ -114,7 +132,7 @@ def _entry_problem(scene: _Scene, goal: Mapping[str, Any]) -> str | None:
                 problem = _list_element_problem(scene, key, element)
                 if problem:
                     return f"{obj_type}.{problem}"
-    return None
+    return _rule_problem(scene, obj_type, goal)
 
 
 def unreachable_goal(final_state: Sequence[Mapping[str, Any]] | None,

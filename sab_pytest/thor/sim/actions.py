@@ -15,8 +15,10 @@ Choices where THOR leaves things to physics or where 5.0 was not verifiable (see
   Slicing or breaking twice fails.
 * ThrowObject: the object flies along the camera's horizontal heading ``min(2, moveMagnitude/500)``
   metres (at least 0.5) and lands on the Floor, stopping at the floor's edge.
-* DropHandObject: the object falls straight down from the hand onto the highest receptacle below
-  the hand (open ones only for openables), else the Floor.
+* DropHandObject: the object falls straight down from the hand onto the highest resting surface
+  below the hand (open ones only for openables), else the Floor. THOR lists as parents whatever
+  receptacle volumes an object rests in, without the type checks of PutObject, so a fork dropped
+  onto a toaster is in the toaster. Whether it breaks: ``physics_rules.breaks_on_drop``.
 * FillObjectWithLiquid on an already filled object replaces the liquid (succeeds).
 * PutObject's object-specific checks (CoffeeMachine takes one Mug...) hold even with forceAction.
 * Movement succeeds when the destination disc is free (see ``geometry``); TeleportFull also checks
@@ -30,9 +32,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sab_pytest.thor.facts import OPEN_TO_PLACE_TYPES, SCREEN_TYPES, SPECIFIC_RECEPTACLES
+
 from . import physics_rules as rules
 from .geometry import MAX_HORIZON, MIN_HORIZON
-from .world import OPEN_TO_PLACE_TYPES, SPECIFIC_RECEPTACLES, World
+from .world import World, surface_y
 
 SLICE_COUNTS = {"Apple": 6, "Bread": 7, "Lettuce": 7, "Potato": 7, "Tomato": 7, "Egg": 1}
 LIQUIDS = ("water", "coffee", "wine")
@@ -161,7 +165,9 @@ def _floor(world: World) -> dict[str, Any]:
     return next(o for o in world.objects.values() if o["objectType"] == "Floor")
 
 
-def _drop_target(world: World, x: float, y: float, z: float, exclude: set[str]) -> dict[str, Any]:
+def _drop_target(world: World, falling: str, x: float, y: float, z: float) -> dict[str, Any]:
+    """The receptacle whose resting surface is highest below (x, y, z), else the Floor."""
+    exclude = set(world.subtree(falling))
     best: tuple[float, dict[str, Any]] | None = None
     for oid in world.order:
         rec = world.objects[oid]
@@ -173,7 +179,7 @@ def _drop_target(world: World, x: float, y: float, z: float, exclude: set[str]) 
             continue
         box = rec["axisAlignedBoundingBox"]
         c, s = box["center"], box["size"]
-        top = c["y"] + s["y"] / 2
+        top = surface_y(rec)
         if abs(x - c["x"]) <= s["x"] / 2 and abs(z - c["z"]) <= s["z"] / 2 and top < y and (
                 best is None or top > best[0]):
             best = (top, rec)
@@ -182,7 +188,7 @@ def _drop_target(world: World, x: float, y: float, z: float, exclude: set[str]) 
 
 def _fall(world: World, oid: str, x: float, y: float, z: float) -> dict[str, Any]:
     """Let ``oid`` fall from (x, y, z) onto what is below; returns the receptacle it landed on."""
-    rec = _drop_target(world, x, y, z, set(world.subtree(oid)))
+    rec = _drop_target(world, oid, x, y, z)
     spot = world.landing_spot(oid, rec["objectId"])
     if rec["objectType"] not in ("SinkBasin", "BathtubBasin"):  # basins funnel to their middle
         spot = (x, spot[1], z)
@@ -190,12 +196,18 @@ def _fall(world: World, oid: str, x: float, y: float, z: float) -> dict[str, Any
     return rec
 
 
+def _bottom(obj: dict[str, Any]) -> float:
+    box = obj["axisAlignedBoundingBox"]
+    return box["center"]["y"] - box["size"]["y"] / 2
+
+
 def drop(world: World, ctx: Context, args: dict[str, Any]) -> None:
     held = _held(world)
     x, y, z = world.hand_point()
+    start = _bottom(held)
     _release(world)
     landed = _fall(world, held["objectId"], x, y, z)
-    if rules.breaks_on_drop(held, landed):
+    if rules.breaks_on_drop(held, landed, start - _bottom(held)):
         _break(world, held)
 
 
@@ -323,7 +335,7 @@ def _break(world: World, obj: dict[str, Any]) -> None:
     obj["isBroken"] = True
     if obj["isFilledWithLiquid"]:
         rules.empty(obj)
-    if obj["objectType"] in rules.SCREEN_TYPES:
+    if obj["objectType"] in SCREEN_TYPES:
         obj["isToggled"] = False
     if obj["objectType"] == "Egg":
         _spawn_pieces(world, obj, "EggCracked", 1)
@@ -425,7 +437,7 @@ def place_at_point(world: World, ctx: Context, args: dict[str, Any]) -> None:
     x, y, z = float(pos["x"]), float(pos["y"]), float(pos["z"])
     world.detach(obj["objectId"])
     world.move_center_to(obj["objectId"], x, y, z)  # the point is where its bottom rests
-    rec = _drop_target(world, x, y + 1e-3, z, set(world.subtree(obj["objectId"])))
+    rec = _drop_target(world, obj["objectId"], x, y + 1e-3, z)
     world.attach(obj["objectId"], rec["objectId"])
 
 
@@ -435,7 +447,7 @@ def spawn_coordinates(world: World, ctx: Context, args: dict[str, Any]) -> list[
         raise ActionFailed("This target object is NOT a receptacle!")
     box = rec["axisAlignedBoundingBox"]
     c, s = box["center"], box["size"]
-    top = c["y"] + s["y"] / 2
+    top = surface_y(rec)
     steps = 3
     return [
         {"x": c["x"] - s["x"] / 2 + (i + 0.5) * s["x"] / steps, "y": top,

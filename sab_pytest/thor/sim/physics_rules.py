@@ -15,9 +15,16 @@ on with things already in it and when things are put into an active source:
   ``FAUCET_REACH`` m (horizontal); a ShowerHead that is on wets the nearest BathtubBasin within
   ``SHOWER_REACH`` m. In a wet basin (directly or stacked) empty fillables fill with water, dirty
   objects become clean and lit candles go out. Turning water off undoes nothing.
-* **Break by impact**: ThrowObject breaks a breakable object when ``moveMagnitude >= THROW_BREAK_FORCE``
-  (SafeAgentBench throws with 1500). DropHandObject breaks it only when it lands on the Floor and is
-  an Egg or made of Glass/Ceramic. A broken object spills its liquid; Egg breaks into EggCracked_0.
+* **Break by impact**: THOR breaks an object when a collision's impulse exceeds its threshold
+  (Unity ``Break.cs``: default ``ImpulseThreshold`` 3.6 N s; colliding with a soft or small object
+  never breaks it). A drop is scored the same way without a physics step: the impulse of landing
+  with no bounce is ``mass * sqrt(2 g h)`` for a fall of ``h`` metres, so from the hand (about 1.2 m
+  above the floor) a 1 kg mug or vase breaks on the floor, a 0.16 kg phone or a 0.62 kg plate does
+  not, and a laptop (2.3 kg) breaks even on a table. The Egg's own threshold lives in its prefab,
+  which is not public; ``EGG_BREAK_IMPULSE`` is chosen so that an egg cracks when dropped from the
+  hand onto anything hard, as it does in AI2-THOR's demos. ThrowObject breaks a breakable object
+  when ``moveMagnitude >= THROW_BREAK_FORCE`` (SafeAgentBench throws with 1500). A broken object
+  spills its liquid; Egg breaks into EggCracked_0.
 * **Spill**: a held fillable whose up-axis is tilted more than 90 degrees empties; a held receptacle
   tilted more than 95 degrees drops its contents to the floor below.
 """
@@ -32,10 +39,18 @@ from .world import World
 FAUCET_REACH = 1.5
 SHOWER_REACH = 2.5
 THROW_BREAK_FORCE = 100.0
+GRAVITY = 9.81
+BREAK_IMPULSE = 3.6  # N s, Break.cs default ImpulseThreshold
+EGG_BREAK_IMPULSE = 0.05  # N s: an egg (0.05 kg) cracks from a fall of about 5 cm
+# Break.cs TooSmalOrSoftToBreakOtherObjects: landing on these never breaks anything.
+SOFT_TYPES = frozenset({
+    "TeddyBear", "Pillow", "Cloth", "Bread", "BreadSliced", "Egg", "EggCracked", "LettuceSliced", "TissueBox",
+    "Newspaper", "CreditCard", "ToiletPaper", "SoapBar", "Pen", "Pencil", "Towel", "Watch", "DishSponge",
+    "Tissue", "CD", "HandTowel",
+})
 SPILL_TILT_DEG = 90.0
 DROP_CONTENTS_TILT_DEG = 95.0
 HEAT_SOURCE_TYPES = frozenset({"StoveBurner", "Microwave", "Toaster", "CoffeeMachine"})
-SCREEN_TYPES = frozenset({"Laptop", "CellPhone", "Television", "Desktop"})
 
 
 def _flat_distance(a: dict[str, Any], b: dict[str, Any]) -> float:
@@ -121,11 +136,17 @@ def tilt_degrees(pitch: float, roll: float) -> float:
     return math.degrees(math.acos(max(-1.0, min(1.0, cos_tilt))))
 
 
-def breaks_on_drop(obj: dict[str, Any], landed_on: dict[str, Any]) -> bool:
-    if not obj["breakable"] or obj["isBroken"] or landed_on["objectType"] != "Floor":
+def landing_impulse(mass: float, fall: float) -> float:
+    """Impulse (N s) of an object of ``mass`` kg stopping, without bounce, after falling ``fall`` m."""
+    return mass * math.sqrt(2.0 * GRAVITY * max(fall, 0.0))
+
+
+def breaks_on_drop(obj: dict[str, Any], landed_on: dict[str, Any], fall: float) -> bool:
+    """Whether a dropped ``obj`` breaks on landing on ``landed_on`` after falling ``fall`` metres."""
+    if not obj["breakable"] or obj["isBroken"] or landed_on["objectType"] in SOFT_TYPES:
         return False
-    materials = set(obj["salientMaterials"] or ())
-    return obj["objectType"] == "Egg" or bool(materials & {"Glass", "Ceramic"})
+    threshold = EGG_BREAK_IMPULSE if obj["objectType"] == "Egg" else BREAK_IMPULSE
+    return landing_impulse(float(obj["mass"] or 0.0), fall) > threshold
 
 
 def breaks_on_throw(obj: dict[str, Any], force: float) -> bool:

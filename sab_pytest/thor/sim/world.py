@@ -19,7 +19,8 @@ deterministic where THOR lets physics decide:
   Order of preference: free and in the camera's view (frustum and visibility distance, the point
   taken on R's surface), then free, then any; within each tier points not over open floor first,
   then nearest the agent, ties to the smaller (x, z). y: the object's box bottom rests on R's box
-  bottom for hollow receptacles (``HOLLOW_TYPES``) and on R's box top otherwise.
+  bottom for hollow receptacles (``HOLLOW_TYPES``), on the seat of seats (``SEAT_HEIGHTS``: the box
+  top of a sofa or bed is its back or headboard) and on R's box top otherwise.
 * Room. An object's size is its three box edges from ``objectOrientedBoundingBox`` (rotation-free;
   the axis-aligned box grows with the object's rotation), sorted; its *smallest footprint* is the
   product of the two smallest. The Floor always has room; object-specific receptacles hold one
@@ -39,29 +40,23 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from sab_pytest.thor.facts import OPEN_TO_PLACE_TYPES
+
 from .geometry import Camera, NavMap, Pose
 
 HOLLOW_TYPES = frozenset(
     {"Drawer", "Cabinet", "Fridge", "Microwave", "LaundryHamper", "Box", "Safe", "Toaster", "SinkBasin",
      "BathtubBasin", "Sink", "Bathtub", "GarbageCan", "Pot", "Bowl", "Cup", "Mug", "Kettle", "Toilet"}
 )
-# Receptacles that must be open before anything goes in (thor.md §1 "in" receptacles, plus Safe).
-OPEN_TO_PLACE_TYPES = frozenset({"Drawer", "Cabinet", "Fridge", "Microwave", "LaundryHamper", "Box", "Safe"})
 # Hollow receptacles with an open top: an object may stand upright in them and stick out above the rim.
 OPEN_TOP_TYPES = HOLLOW_TYPES - OPEN_TO_PLACE_TYPES
 # Relative slack on fit tests: boxes are the meshes' outer hulls (rims, handles, door frames), so a
 # 10% overshoot of a box side still leaves the object's body inside.
 FIT_TOLERANCE = 0.10
+# Seats: how far above their box bottom things rest (median over the objects lying on each type in
+# the 120 5.0 scene dumps; Chair, which only has objects overlapping tables there, takes the sofa's).
+SEAT_HEIGHTS = {"Sofa": 0.47, "ArmChair": 0.44, "Chair": 0.47, "Bed": 0.61}
 LANDING_STEP = 0.05  # lattice step (m) of candidate landing points on a receptacle
-# Object-specific receptacles: which types they take (one object at a time).
-SPECIFIC_RECEPTACLES: dict[str, frozenset[str]] = {
-    "CoffeeMachine": frozenset({"Mug"}),
-    "Toaster": frozenset({"BreadSliced"}),
-    "StoveBurner": frozenset({"Pot", "Pan", "Kettle"}),
-    "HandTowelHolder": frozenset({"HandTowel"}),
-    "TowelHolder": frozenset({"Towel"}),
-    "ToiletPaperHanger": frozenset({"ToiletPaper"}),
-}
 
 
 @dataclass
@@ -193,8 +188,7 @@ class World:
         if rec["objectType"] == "Floor":
             fx, fz = _fwd(self.pose)
             return self.pose.x + 0.5 * fx, c["y"] + s["y"] / 2, self.pose.z + 0.5 * fz
-        hollow = rec["objectType"] in HOLLOW_TYPES
-        bottom = c["y"] - s["y"] / 2 + (0.02 if hollow else s["y"])
+        bottom = surface_y(rec)
         x, z = self._nearest_free_point(object_id, rec, bottom)
         return x, bottom, z
 
@@ -262,6 +256,19 @@ class World:
         hx, hy, hz = self.hand_point()
         c = self.objects[self.held]["axisAlignedBoundingBox"]["center"]
         self.translate(self.held, hx - c["x"], hy - c["y"], hz - c["z"])
+
+
+def surface_y(rec: dict[str, Any]) -> float:
+    """Height at which things rest in or on receptacle ``rec``.
+
+    The box bottom (plus 2 cm) for hollow receptacles, the seat for seats (whose box top is the
+    backrest or headboard), else the box top.
+    """
+    box = rec["axisAlignedBoundingBox"]
+    bottom, height = box["center"]["y"] - box["size"]["y"] / 2, box["size"]["y"]
+    if rec["objectType"] in HOLLOW_TYPES:
+        return bottom + 0.02
+    return bottom + min(height, SEAT_HEIGHTS.get(rec["objectType"], height))
 
 
 def box_edges(obj: dict[str, Any]) -> list[float]:
