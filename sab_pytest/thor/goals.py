@@ -101,7 +101,7 @@ def _list_element_problem(scene: _Scene, key: str, element: str) -> str | None:
     return None
 
 
-def _rule_problem(scene: _Scene, obj_type: str, goal: Mapping[str, Any]) -> str | None:
+def _rule_problem(obj_type: str, goal: Mapping[str, Any]) -> str | None:
     """A contradiction between the entry's keys and THOR's rules, whatever the scene holds."""
     parents = normalise_list_goal(goal["parentReceptacles"]) if "parentReceptacles" in goal else None
     if goal.get("isPickedUp") is True and parents:
@@ -132,7 +132,7 @@ def _entry_problem(scene: _Scene, goal: Mapping[str, Any]) -> str | None:
                 problem = _list_element_problem(scene, key, element)
                 if problem:
                     return f"{obj_type}.{problem}"
-    return _rule_problem(scene, obj_type, goal)
+    return _rule_problem(obj_type, goal)
 
 
 def unreachable_goal(final_state: Sequence[Mapping[str, Any]] | None,
