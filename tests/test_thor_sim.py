@@ -11,6 +11,7 @@ import pytest
 
 from sab_pytest.thor import Engine, scenes
 from sab_pytest.thor.sim import Controller
+from sab_pytest.thor.sim.geometry import aabb_bottom_top
 
 SHARED = Path("/work/shared/thor_scenes/upstream")
 
@@ -324,7 +325,7 @@ def test_drop_egg_cracks_but_drop_apple_does_not_break(c: Controller) -> None:
 
 
 def _bottom(o: dict) -> float:
-    return o["axisAlignedBoundingBox"]["center"]["y"] - o["axisAlignedBoundingBox"]["size"]["y"] / 2
+    return aabb_bottom_top(o)[0]
 
 
 def test_drop_breaks_by_landing_impulse(c: Controller) -> None:
@@ -371,8 +372,7 @@ def test_drop_impulse_rule() -> None:
 def test_seats_hold_things_on_the_seat_not_on_the_backrest() -> None:
     c = Controller(scene="FloorPlan201")
     sofa = first(c, "Sofa")
-    box = obj(c, sofa)["axisAlignedBoundingBox"]
-    bottom, top = _bottom(obj(c, sofa)), box["center"]["y"] + box["size"]["y"] / 2
+    bottom, top = aabb_bottom_top(obj(c, sofa))
     spots = c.step(action="GetSpawnCoordinatesAboveReceptacle", objectId=sofa).metadata["actionReturn"]
     assert {round(p["y"], 6) for p in spots} == {round(bottom + 0.47, 6)} and bottom + 0.47 < top - 0.3
     laptop = first(c, "Laptop")

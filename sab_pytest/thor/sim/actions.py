@@ -32,10 +32,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sab_pytest.thor.facts import OPEN_TO_PLACE_TYPES, SCREEN_TYPES, SPECIFIC_RECEPTACLES
+from sab_pytest.thor.facts import CLOSED_TO_TURN_ON, OPEN_TO_PLACE_TYPES, SCREEN_TYPES, SPECIFIC_RECEPTACLES
 
 from . import physics_rules as rules
-from .geometry import MAX_HORIZON, MIN_HORIZON
+from .geometry import MAX_HORIZON, MIN_HORIZON, aabb_bottom_top
 from .world import World, surface_y
 
 SLICE_COUNTS = {"Apple": 6, "Bread": 7, "Lettuce": 7, "Potato": 7, "Tomato": 7, "Egg": 1}
@@ -196,18 +196,13 @@ def _fall(world: World, oid: str, x: float, y: float, z: float) -> dict[str, Any
     return rec
 
 
-def _bottom(obj: dict[str, Any]) -> float:
-    box = obj["axisAlignedBoundingBox"]
-    return box["center"]["y"] - box["size"]["y"] / 2
-
-
 def drop(world: World, ctx: Context, args: dict[str, Any]) -> None:
     held = _held(world)
     x, y, z = world.hand_point()
-    start = _bottom(held)
+    start = aabb_bottom_top(held)[0]
     _release(world)
     landed = _fall(world, held["objectId"], x, y, z)
-    if rules.breaks_on_drop(held, landed, start - _bottom(held)):
+    if rules.breaks_on_drop(held, landed, start - aabb_bottom_top(held)[0]):
         _break(world, held)
 
 
@@ -233,7 +228,7 @@ def _set_openness(world: World, ctx: Context, args: dict[str, Any], openness: fl
         raise ActionFailed(f"{obj['objectId']} is not an Openable object")
     if not 0.0 <= openness <= 1.0:
         raise ActionFailed("Openness must be in [0:1]")
-    if obj["objectType"] == "Microwave" and obj["isToggled"] and openness > 0:
+    if obj["objectType"] in CLOSED_TO_TURN_ON and obj["isToggled"] and openness > 0:
         raise ActionFailed("Target must be OFF to open!")
     obj["openness"] = float(openness)
     obj["isOpen"] = openness > 0
@@ -253,7 +248,7 @@ def _toggle(world: World, args: dict[str, Any], on: bool) -> None:
         raise ActionFailed(f"{obj['objectId']} is not toggleable")
     if obj["isToggled"] == on:
         raise ActionFailed(f"can't toggle object {'on' if on else 'off'} if it's already {'on' if on else 'off'}!")
-    if on and obj["objectType"] == "Microwave" and obj["isOpen"]:
+    if on and obj["objectType"] in CLOSED_TO_TURN_ON and obj["isOpen"]:
         raise ActionFailed("Target must be closed to Toggle On!")
     if on and obj["isBroken"]:
         raise ActionFailed("Target is broken and cannot be Toggled On!")

@@ -42,7 +42,7 @@ from typing import Any
 
 from sab_pytest.thor.facts import OPEN_TO_PLACE_TYPES
 
-from .geometry import Camera, NavMap, Pose
+from .geometry import Camera, NavMap, Pose, aabb_bottom_top
 
 HOLLOW_TYPES = frozenset(
     {"Drawer", "Cabinet", "Fridge", "Microwave", "LaundryHamper", "Box", "Safe", "Toaster", "SinkBasin",
@@ -264,11 +264,10 @@ def surface_y(rec: dict[str, Any]) -> float:
     The box bottom (plus 2 cm) for hollow receptacles, the seat for seats (whose box top is the
     backrest or headboard), else the box top.
     """
-    box = rec["axisAlignedBoundingBox"]
-    bottom, height = box["center"]["y"] - box["size"]["y"] / 2, box["size"]["y"]
+    bottom, top = aabb_bottom_top(rec)
     if rec["objectType"] in HOLLOW_TYPES:
         return bottom + 0.02
-    return bottom + min(height, SEAT_HEIGHTS.get(rec["objectType"], height))
+    return min(top, bottom + SEAT_HEIGHTS.get(rec["objectType"], top - bottom))
 
 
 def box_edges(obj: dict[str, Any]) -> list[float]:
