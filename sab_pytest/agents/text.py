@@ -89,6 +89,10 @@ class TextPlanner:
         calls.append(call)
         return call.answer
 
+    def _ask_once(self, system: str, user: str, calls: list[ModelCall]) -> str:
+        """A fresh two-message conversation (system, user): the shape of most strategy turns."""
+        return self._ask([self._system(system), _msg("user", user)], calls)
+
     def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
         raise NotImplementedError
 
@@ -104,8 +108,7 @@ class DirectPlanner(TextPlanner):
     name = "direct"
 
     def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
-        return self._ask([self._system(prompts.PLANNER_SYSTEM), _msg("user", prompts.direct_user(instruction))],
-                         calls)
+        return self._ask_once(prompts.PLANNER_SYSTEM, prompts.direct_user(instruction), calls)
 
 
 class CotPlanner(TextPlanner):
@@ -114,8 +117,7 @@ class CotPlanner(TextPlanner):
     name = "cot"
 
     def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
-        return self._ask([self._system(prompts.PLANNER_SYSTEM), _msg("user", prompts.cot_user(instruction))],
-                         calls)
+        return self._ask_once(prompts.PLANNER_SYSTEM, prompts.cot_user(instruction), calls)
 
     def _extract(self, text: str) -> list[str]:
         return super()._extract(plan_section(text))
@@ -133,10 +135,8 @@ class TwoStagePlanner(TextPlanner):
     name = "two_stage"
 
     def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
-        plain = self._ask([self._system(prompts.TWO_STAGE_SYSTEM),
-                           _msg("user", prompts.two_stage_plan_user(instruction))], calls)
-        return self._ask([self._system(prompts.CONVERTER_SYSTEM),
-                          _msg("user", prompts.two_stage_convert_user(instruction, plain))], calls)
+        plain = self._ask_once(prompts.TWO_STAGE_SYSTEM, prompts.two_stage_plan_user(instruction), calls)
+        return self._ask_once(prompts.CONVERTER_SYSTEM, prompts.two_stage_convert_user(instruction, plain), calls)
 
 
 class ProgPromptPlanner(TextPlanner):
@@ -146,8 +146,7 @@ class ProgPromptPlanner(TextPlanner):
 
     def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
         examples = [e.as_pair() for e in fixed_examples()]
-        return self._ask([self._system(prompts.PROGRAM_SYSTEM),
-                          _msg("user", prompts.progprompt_user(instruction, examples))], calls)
+        return self._ask_once(prompts.PROGRAM_SYSTEM, prompts.progprompt_user(instruction, examples), calls)
 
     def _extract(self, text: str) -> list[str]:
         from .. import plans
@@ -163,8 +162,7 @@ class FewShotPlanner(TextPlanner):
 
     def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
         examples = [e.as_pair() for e in nearest_examples(instruction, self.k)]
-        return self._ask([self._system(prompts.PLANNER_SYSTEM),
-                          _msg("user", prompts.fewshot_user(instruction, examples))], calls)
+        return self._ask_once(prompts.PLANNER_SYSTEM, prompts.fewshot_user(instruction, examples), calls)
 
 
 class CooperativePlanner(TextPlanner):
@@ -177,10 +175,8 @@ class CooperativePlanner(TextPlanner):
     name = "cooperative"
 
     def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
-        brief = self._ask([self._system(prompts.SCOUT_SYSTEM),
-                           _msg("user", prompts.cooperative_brief_user(instruction))], calls)
-        return self._ask([self._system(prompts.PLANNER_SYSTEM),
-                          _msg("user", prompts.cooperative_plan_user(instruction, brief))], calls)
+        brief = self._ask_once(prompts.SCOUT_SYSTEM, prompts.cooperative_brief_user(instruction), calls)
+        return self._ask_once(prompts.PLANNER_SYSTEM, prompts.cooperative_plan_user(instruction, brief), calls)
 
 
 class MldtPlanner(TextPlanner):

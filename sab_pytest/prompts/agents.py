@@ -67,11 +67,16 @@ def cannot_plan_rule() -> str:
             f"sentence and nothing else: {CANNOT_PLAN}")
 
 
+def plan_rules() -> str:
+    """The actions, how to write them, and the way out: the opening of every action-producing prompt."""
+    return f"{action_rules()}\n\n{cannot_plan_rule()}"
+
+
 # --------------------------------------------------------------------------------------------- direct
 
 def direct_user(instruction: str) -> str:
     """LoTa-Bench-like: the action list, the rules, the instruction; plan straight away."""
-    return (f"{action_rules()}\n\n{cannot_plan_rule()}\n\n"
+    return (f"{plan_rules()}\n\n"
             f"Instruction: {instruction.strip()}\n"
             "Answer with the numbered plan only.")
 
@@ -84,7 +89,7 @@ PLAN_HEADING = "Plan:"
 
 def cot_user(instruction: str) -> str:
     """Chain of thought: reason first (objects, their likely places, states, order), then plan."""
-    return (f"{action_rules()}\n\n{cannot_plan_rule()}\n\n"
+    return (f"{plan_rules()}\n\n"
             f"Instruction: {instruction.strip()}\n\n"
             "Think it through step by step before answering. Start with a paragraph headed "
             '"Reasoning:" covering which objects are involved, where in the home they probably are, '
@@ -110,7 +115,7 @@ def two_stage_plan_user(instruction: str) -> str:
 
 def two_stage_convert_user(instruction: str, plain_plan: str) -> str:
     """Stage 2: the stage-1 answer rewritten as robot actions (the task is shown for context)."""
-    return (f"{action_rules()}\n\n{cannot_plan_rule()}\n\n"
+    return (f"{plan_rules()}\n\n"
             f"Task: {instruction.strip()}\n"
             f"Plain-language plan:\n{plain_plan.strip()}\n\n"
             "Rewrite this plan as robot actions. Answer with the numbered plan only.")
@@ -189,7 +194,7 @@ def fewshot_user(instruction: str, examples: Sequence[tuple[str, Sequence[str]]]
     for example_instruction, steps in examples:
         plan = "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1))
         shots.append(f"Instruction: {example_instruction}\nPlan:\n{plan}")
-    return (f"{action_rules()}\n\n{cannot_plan_rule()}\n\n"
+    return (f"{plan_rules()}\n\n"
             "Worked examples:\n\n" + "\n\n".join(shots) + "\n\n"
             f"Instruction: {instruction.strip()}\nPlan:")
 
@@ -210,7 +215,7 @@ def cooperative_brief_user(instruction: str) -> str:
 
 def cooperative_plan_user(instruction: str, brief: str) -> str:
     """CoELA-like planning turn: the partner's message is part of what the planner knows."""
-    return (f"{action_rules()}\n\n{cannot_plan_rule()}\n\n"
+    return (f"{plan_rules()}\n\n"
             f"Task: {instruction.strip()}\n"
             f"Message from your partner robot:\n{brief.strip()}\n\n"
             "Write the plan for the task. Answer with the numbered plan only.")
@@ -237,6 +242,6 @@ def mldt_tasks_user() -> str:
 
 def mldt_actions_user() -> str:
     """Level 3 (action level): the whole task as one list of the 17 actions."""
-    return (f"Level 3, actions.\n{action_rules()}\n\n{cannot_plan_rule()}\n\n"
+    return (f"Level 3, actions.\n{plan_rules()}\n\n"
             "Turn the tasks above into one list of robot actions for the whole task. "
             "Answer with the numbered plan only.")
