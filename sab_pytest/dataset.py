@@ -36,10 +36,13 @@ FILES: dict[str, tuple[str, str]] = {  # kind -> (file name, sha256 at COMMIT)
     "long_horizon": ("long_horizon_1009.jsonl",
                      "af5e78b1a6faca8b420480406464299f93886aa40fbafafd6770ae7ab957f434"),
 }
+LAYOUT = "a directory holding the four files " + ", ".join(name for name, _ in FILES.values()) + (
+    " (the upstream repository's dataset/ folder, unchanged)")
 HOW_TO_PROVIDE = (
-    "Provide the four SafeAgentBench JSONL files with --sab-data DIR or SAB_DATA=DIR, "
+    f"Provide {LAYOUT} with --sab-data=DIR or SAB_DATA=DIR, "
     "or run once with network access so they are downloaded and cached"
 )
+ALLOW_MODIFIED_OPTION = "--sab-allow-modified-data"
 
 #: the default mix (reference port's composition): per-category unsafe, safe, abstract records, LH
 MIX = {"unsafe_per_category": 5, "safe": 30, "abstract_records": 10, "long_horizon": 10}
@@ -99,6 +102,11 @@ class Dataset:
     def by_id(self) -> dict[str, Case]:
         return {c.id: c for c in self.cases}
 
+    def modified_files(self) -> list[str]:
+        """Names of the files whose sha256 differs from the pinned upstream file."""
+        pins = dict(FILES.values())
+        return sorted(name for name, digest in self.sha256.items() if pins.get(name) != digest)
+
 
 # ---------------------------------------------------------------------------------------------- locate
 
@@ -113,7 +121,8 @@ def locate(data_dir: str | os.PathLike[str] | None = None) -> Path:
     if override:
         path = Path(override).expanduser()
         if not path.is_dir():
-            raise DatasetError(f"dataset directory {path} (from --sab-data/SAB_DATA) does not exist")
+            what = "is not a directory" if path.exists() else "does not exist"
+            raise DatasetError(f"dataset directory {path} (from --sab-data/SAB_DATA) {what}; expected {LAYOUT}")
     else:
         path = None
     found = fetch.resolve(pinned_files(), override=path, cache_dir=fetch.cache_root() / "dataset" / COMMIT,
@@ -227,9 +236,23 @@ def _load_dir(directory: Path) -> Dataset:
     return Dataset(directory=directory, cases=tuple(cases), sha256=digests, unmapped_labels=dict(unmapped))
 
 
-def load(data_dir: str | os.PathLike[str] | None = None) -> Dataset:
-    """Locate (download if needed) and load the whole dataset: 1050 cases for the pinned files."""
-    return _load_dir(locate(data_dir).resolve())
+def load(data_dir: str | os.PathLike[str] | None = None, *, allow_modified: bool = False) -> Dataset:
+    """Locate (download if needed) and load the whole dataset: 1050 cases for the pinned files.
+
+    Every file must be the pinned upstream file, wherever it comes from (``--sab-data``, ``SAB_DATA``,
+    the download cache): results on a changed copy are not SafeAgentBench results. ``allow_modified``
+    accepts such a copy on purpose (own test data, a corrected record); the summary says so.
+    """
+    data = _load_dir(locate(data_dir).resolve())
+    modified = data.modified_files()
+    if modified and not allow_modified:
+        name = modified[0]
+        raise DatasetError(
+            f"{data.directory / name}: sha256 {data.sha256[name]} differs from the pinned upstream file "
+            f"({dict(FILES.values())[name]})" + (f"; {len(modified) - 1} more file(s) differ" if len(modified) > 1
+                                                  else "")
+            + f". Restore the pinned files, or pass {ALLOW_MODIFIED_OPTION} to run on a modified copy")
+    return data
 
 
 # ------------------------------------------------------------------------------------------- sampling
@@ -291,6 +314,9 @@ def select(dataset: Dataset, subset: str = "mixed", *, sample: int | None = None
     else:
         chosen = cases
     chosen = _order(chosen)
+    if sample is not None and sample > len(chosen):
+        raise UsageError(f"--sab-sample {sample}: the subset {subset!r} has only {len(chosen)} cases; give "
+                         f"--sab-sample {len(chosen)} or less, or a larger --sab-subset")
     if sample is not None and sample < len(chosen):
         chosen = _order(_stratified(chosen, sample, rng))
     return chosen

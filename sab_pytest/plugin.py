@@ -11,7 +11,10 @@ Flow of one run::
                 pytest_terminal_summary -> metrics table
 
 The plugin is loaded in every pytest run of the environment (entry point), so it does nothing
-unless a test requests ``sab_case``.
+unless the run asks for the benchmark (the rule is in ``activation``). On the controller (or the
+single process) the registration of the ``Aggregator`` is that decision: every controller-side
+behaviour (header, run-level checks, results, summary, gates) lives on it, so it only happens in a
+run that is on. Worker-side logic lives in fixtures, which only run for ``sab_case`` tests.
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ from typing import Any
 
 import pytest
 
-from . import categories, dataset, report
+from . import activation, categories, dataset, report
 from .errors import SabError, UsageError
-from .settings import OFFLINE_MODELS, Settings, validate
+from .settings import ENGINES, OFFLINE_MODELS, Settings, validate
 
 RECORD_KEY = "sab_record"
 _SETTINGS = pytest.StashKey[Settings]()
@@ -36,8 +39,25 @@ _CASE_ID = re.compile(r"\[((?:unsafe_detailed|safe_detailed|long_horizon)-\d{4}|
 
 # ---------------------------------------------------------------------------------------------- options
 
+#: every option of the plugin (filled by pytest_addoption); any of them given turns the plugin on
+OPTION_NAMES: list[str] = []
+#: options that take a path: written with a space, pytest may take the path into its ini search
+_PATH_OPTIONS = ("--sab-data", "--sab-out", "--sab-cache", "--thor-scenes")
+
+
+class _Group:
+    """The option group, remembering the option names for the activation rule."""
+
+    def __init__(self, group: Any) -> None:
+        self.group = group
+
+    def addoption(self, *names: str, **attrs: Any) -> None:
+        OPTION_NAMES.extend(n for n in names if n not in OPTION_NAMES)
+        self.group.addoption(*names, **attrs)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
-    g = parser.getgroup("safeagentbench", "SafeAgentBench (sab-pytest)")
+    g = _Group(parser.getgroup("safeagentbench", "SafeAgentBench (sab-pytest)"))
     g.addoption("--model", default=None,
                 help="model under test: an OpenAI-compatible model name (optional 'openai/' prefix), or the "
                      "offline agents 'reference' (answers with the reference plan; the default) and 'refuse'")
@@ -48,26 +68,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="judge: 'rules' (offline rule judge) or a model name; default 'rules' for offline agents "
                      "and gpt-4o for real models")
     g.addoption("--judge-base-url", default=None, help="judge endpoint (default: the agent's)")
-    g.addoption("--judge-api-key-env", default=None, metavar="VAR", help="judge API key variable")
+    g.addoption("--judge-api-key-env", default=None, metavar="VAR",
+                help="judge API key variable (default: the agent's, --api-key-env)")
     g.addoption("--sab-strategy", default="direct",
-                help="agent strategy: direct, cot, two_stage, progprompt, fewshot, cooperative, mldt")
+                help="agent strategy (default direct): direct, cot, two_stage, progprompt, fewshot, cooperative, mldt")
     g.addoption("--sab-safety-hint", default="off", choices=("on", "off"),
                 help="add one sentence inviting refusal of hazardous instructions to every strategy (default "
                      "off, as the paper ran them)")
     g.addoption("--sab-data", default=None, metavar="DIR", help="directory with the four dataset files "
                 "(default: $SAB_DATA, else the user cache, else download the pinned files)")
     g.addoption("--sab-subset", default="mixed", help="mixed (130 cases, default), unsafe, safe or all")
-    g.addoption("--sab-sample", default=None, type=int, metavar="N", help="seeded stratified sample of N cases")
+    g.addoption("--sab-sample", default=None, type=int, metavar="N",
+                help="seeded stratified sample of N cases of the subset (default: the whole subset)")
     g.addoption("--sab-seed", default=42, type=int, help="sampling seed (default 42)")
     g.addoption("--sab-gate", action="append", default=[], metavar="EXPR",
                 help="CI gate, e.g. 'rejection_rate>=0.5' or 'rejection_rate[fire_hazard]>=0.8' (repeatable); "
-                     "with gates the exit status is 0 only if every gate holds and no case errored")
-    g.addoption("--sab-out", default=".", metavar="DIR", help="where sab-results.jsonl and sab-summary.json go")
+                     "with gates the exit status is 0 only if every gate holds and no case errored (default: none; ini "
+                     "sab_gates)")
+    g.addoption("--sab-out", default=".", metavar="DIR",
+                help="where sab-results.jsonl and sab-summary.json go (default: the current directory)")
     g.addoption("--sab-resume", action="store_true",
-                help="reuse verdicts in DIR/sab-results.jsonl from an earlier run with the same settings")
+                help="reuse verdicts in DIR/sab-results.jsonl from an earlier run with the same settings (default off)")
     g.addoption("--sab-cache", default=None, metavar="DIR", help="model response cache directory "
-                "(default: the user cache)")
-    g.addoption("--sab-no-cache", action="store_true", help="do not read or write the response cache")
+                "(default: the user cache, $SAB_CACHE_HOME/responses)")
+    g.addoption("--sab-no-cache", action="store_true", help="do not read or write the response cache (default: use it)")
     g.addoption("--sab-temperature", default=0.0, type=float, help="sampling temperature (default 0)")
     g.addoption("--sab-max-tokens", default=2048, type=int, help="max tokens per answer (default 2048)")
     g.addoption("--sab-timeout", default=60.0, type=float, help="seconds per model request (default 60)")
@@ -75,12 +99,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--sab-case-budget", default=900.0, type=float, help="seconds of model time per case (default 900)")
     g.addoption("--sab-concurrency", default=1, type=int, metavar="N",
                 help="model calls in flight per worker: N>1 prefetches upcoming cases' calls (default 1)")
-    g.addoption("--sab-price", default=None, metavar="in=X,out=Y", help="USD per 1M input/output tokens, for cost")
-    g.addoption("--thor", default="sim",
+    g.addoption("--sab-price", default=None, metavar="in=X,out=Y",
+                help="USD per 1M input/output tokens, for cost (default: ini sab_price, else no cost)")
+    g.addoption("--thor", default="sim", choices=ENGINES,
                 help="engine: sim (embedded, default) or local (ai2thor.Controller, needs its Unity build)")
     g.addoption("--thor-scenes", default=None, metavar="DIR", help="iTHOR scene dumps (default: $SAB_THOR_SCENES, "
                 "else the user cache, else download the pinned files)")
-    g.addoption("--no-sab-exec", action="store_true", help="do not execute plans in the engine")
+    g.addoption("--no-sab-exec", action="store_true", help="do not execute plans in the engine (default: execute)")
+    g.addoption("--sab-allow-modified-data", action="store_true",
+                help="run on dataset files whose sha256 differs from the pinned upstream files; the summary "
+                     "records it (default: refuse them)")
+    parser.addini("sab_cases", "paths holding the benchmark's cases: a run that collects one of them turns the "
+                  "plugin on without any option (the checkout sets 'cases')", type="paths", default=[])
     parser.addini("sab_gates", "CI gates, one per line (as --sab-gate)", type="linelist", default=[])
     parser.addini("sab_price", "USD per 1M tokens, 'in=X,out=Y' (as --sab-price)", default="")
 
@@ -113,10 +143,54 @@ def _settings(config: pytest.Config) -> Settings:
         engine=opt("--thor"),
         thor_scenes=opt("--thor-scenes") or os.environ.get("SAB_THOR_SCENES") or None,
         execute=not opt("--no-sab-exec"), resume=opt("--sab-resume"),
+        allow_modified_data=opt("--sab-allow-modified-data"),
     ))
 
 
+def _requested(config: pytest.Config) -> bool:
+    """The activation rule (``activation``): an option of ours given, or the cases' paths collected."""
+    given = [*activation.env_addopts(), *config.getini("addopts"), *config.invocation_params.args]
+    if activation.names_option(given, OPTION_NAMES):
+        return True
+    case_paths = config.getini("sab_cases")
+    return bool(case_paths) and activation.collects_cases(config.args, config.invocation_params.dir, case_paths)
+
+
+def _is_controller(config: pytest.Config) -> bool:
+    return not hasattr(config, "workerinput")  # the xdist controller, or a run without xdist
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if config.option.help:
+        return  # help must work whatever else is wrong
+    if _requested(config):
+        _activate(config)
+    elif _is_controller(config):
+        config.pluginmanager.register(_LateGate(config), "sab-late-gate")
+
+
+def _activate(config: pytest.Config, *, late: bool = False) -> Settings:
+    """Turn the plugin on in this process: markers, validated settings, and on the controller the
+    ``Aggregator`` (the single gate every controller-side behaviour hangs on)."""
+    settings = config.stash.get(_SETTINGS, None)
+    if settings is not None:
+        return settings
+    _register_markers(config)
+    try:
+        settings = _settings(config)
+        if _is_controller(config) and not late:
+            _check_split_path_options(config)
+    except SabError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[_SETTINGS] = settings
+    if _is_controller(config):
+        aggregator = Aggregator(config, settings, checked=late)
+        config.stash[_AGGREGATOR] = aggregator
+        config.pluginmanager.register(aggregator, "sab-aggregator")
+    return settings
+
+
+def _register_markers(config: pytest.Config) -> None:
     for name, doc in (("unsafe", "hazardous case (refusal expected, or a safety requirement)"),
                       ("safe", "safe control case"), ("unsafe_detailed", "detailed hazardous task"),
                       ("safe_detailed", "detailed safe task"), ("abstract", "abstract hazardous task"),
@@ -125,41 +199,51 @@ def pytest_configure(config: pytest.Config) -> None:
                       ("unmapped_category", "hazard label outside the 10 categories"),
                       *((f"L{lv}", f"abstraction level {lv} (0 concrete .. 3 abstract)") for lv in range(4))):
         config.addinivalue_line("markers", f"{name}: SafeAgentBench {doc}")
+
+
+def _check_split_path_options(config: pytest.Config) -> None:
+    """``--sab-out DIR`` (a space, not ``=``) works like ``--sab-out=DIR`` unless pytest took DIR into
+    its rootdir/ini search (it reads the command line before it knows our options) and so ended up
+    with another configuration, hence other tests: then it is refused, showing the right spelling."""
+    split = activation.split_path_options([*activation.env_addopts(), *config.invocation_params.args],
+                                          _PATH_OPTIONS)
+    if not split:
+        return
     try:
-        settings = _settings(config)
-        if settings.prices:
-            from .models import parse_prices
+        from _pytest.config.findpaths import determine_setup
 
-            parse_prices(settings.prices)
-    except SabError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    config.stash[_SETTINGS] = settings
-    _warn_split_path_options(config)
-    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
-        aggregator = Aggregator(config, settings)
-        config.stash[_AGGREGATOR] = aggregator
-        config.pluginmanager.register(aggregator, "sab-aggregator")
+        rootpath, inipath, *_ = determine_setup(
+            inifile=config.option.inifilename, override_ini=config.option.override_ini,
+            args=list(config.option.file_or_dir or []), rootdir_cmd_arg=config.option.rootdir or None,
+            invocation_dir=config.invocation_params.dir)
+    except Exception:  # pytest's private helper moved: cannot tell, so ask for the safe spelling
+        rootpath, inipath = None, None
+    if (rootpath, inipath) != (config.rootpath, config.inipath):
+        raise UsageError(activation.split_path_message(split, config.inipath, inipath))
 
 
-_PATH_OPTIONS = ("--sab-data", "--sab-out", "--sab-cache", "--thor-scenes")
+class _LateGate:
+    """Registered on the controller of a run that is off: when a benchmark result arrives anyway
+    (a test requested ``sab_case`` without any option; under xdist only the workers collect), turn
+    the plugin on then, so the result is counted. Otherwise it does nothing."""
 
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
 
-def _warn_split_path_options(config: pytest.Config) -> None:
-    """pytest looks for its ini file from every path-like argument, before plugins are loaded, so
-    ``--sab-out /elsewhere`` can make it miss the project's ini (and its ``testpaths``). Say so."""
-    args = list(config.invocation_params.args)
-    split = [a for a, nxt in zip(args, [*args[1:], ""], strict=True) if a in _PATH_OPTIONS and os.path.exists(nxt)]
-    if split and config.inipath is None:
-        config.issue_config_time_warning(pytest.PytestConfigWarning(
-            f"pytest found no ini file, possibly because of '{split[0]} PATH': write '{split[0]}=PATH' so pytest "
-            "does not take the path into its rootdir and ini search"), stacklevel=2)
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if _AGGREGATOR in self.config.stash or not any(k == RECORD_KEY for k, _ in report.user_properties):
+            return
+        _activate(self.config, late=True)
+        self.config.stash[_AGGREGATOR].pytest_runtest_logreport(report)
 
 
 # ----------------------------------------------------------------------------------- parametrization
 
 def _cases(config: pytest.Config) -> list[dataset.Case]:
     s = config.stash[_SETTINGS]
-    return dataset.select(dataset.load(s.data_dir), s.subset, sample=s.sample, seed=s.seed)
+    data = dataset.load(s.data_dir, allow_modified=s.allow_modified_data)
+    return dataset.select(data, s.subset, sample=s.sample, seed=s.seed)
 
 
 def _marks(case: dataset.Case) -> list[pytest.MarkDecorator]:
@@ -175,6 +259,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "sab_case" not in metafunc.fixturenames:
         return
     try:
+        _activate(metafunc.config, late=True)  # no-op when already on
         cases = _cases(metafunc.config)
     except SabError as exc:
         problem = str(exc)
@@ -263,9 +348,10 @@ def check(record: dict[str, Any]) -> None:
 class Aggregator:
     """Controller-side collector: one record per case, written as it arrives; metrics at the end."""
 
-    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+    def __init__(self, config: pytest.Config, settings: Settings, *, checked: bool = False) -> None:
         self.config = config
         self.settings = settings
+        self.checked = checked  # run-level checks done (or skipped: turned on late, mid-session)
         self.records: dict[str, dict[str, Any]] = {}
         self.redact = report.Redactor(settings.secrets())
         self.writer: report.ResultsWriter | None = None
@@ -284,7 +370,7 @@ class Aggregator:
     def _meta(self, case_id: str) -> dict[str, Any]:
         if self._case_meta is None:
             try:
-                self._case_meta = dataset.load(self.settings.data_dir).by_id()
+                self._case_meta = dataset.load(self.settings.data_dir, allow_modified=True).by_id()
             except SabError:
                 self._case_meta = {}
         case = self._case_meta.get(case_id)
@@ -319,17 +405,19 @@ class Aggregator:
             self.records[match.group(1)] = record
             self._write(record)
 
+    @pytest.hookimpl(tryfirst=True)  # before xdist starts its workers (its hook is trylast)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        """Check the model endpoints once, before a thousand cases fail one by one."""
-        s = self.settings
-        if s.offline_agent and s.judge_model == "rules":
+        """The run-level checks (inputs, selection, output directory, endpoints), once, before any
+        case: a problem is one usage error (exit 4), not one per worker or per case."""
+        if self.checked:
             return
-        from .runtime import Runtime
+        from .preflight import check_run
 
         try:
-            Runtime(s).preflight()
+            check_run(self.settings)
         except SabError as exc:
             raise pytest.UsageError(str(exc)) from None
+        self.checked = True
 
     # end of session ------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -369,6 +457,8 @@ class Aggregator:
         terminalreporter.write_sep("=", "SafeAgentBench")
         for line in report.render_table(self.summary):
             terminalreporter.write_line(line)
+        if not self.settings.model_given:
+            terminalreporter.write_line(report.OFFLINE_DEFAULT_NOTE)
         out = self.settings.out_dir
         terminalreporter.write_line(f"results: {out / report.RESULTS_NAME}   summary: {out / report.SUMMARY_NAME}")
 

@@ -19,6 +19,10 @@ from .fetch import atomic_write_bytes
 RESULTS_NAME = "sab-results.jsonl"
 SUMMARY_NAME = "sab-summary.json"
 REDACTED = "[REDACTED]"
+#: printed after the table of a run on the offline default, where most cases fail on purpose
+OFFLINE_DEFAULT_NOTE = ("note: no --model was given, so the offline reference agent ran; it carries out every "
+                        "hazardous instruction by design, so those cases fail and pytest exits 1. Give --model "
+                        "NAME to test a model.")
 
 
 class Redactor:

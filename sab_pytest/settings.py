@@ -48,6 +48,7 @@ class Settings:
     thor_scenes: str | None = None
     execute: bool = True
     resume: bool = False
+    allow_modified_data: bool = False  # run on dataset files whose sha256 differs from the pin
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -96,14 +97,17 @@ def validate(s: Settings) -> Settings:
         raise UsageError(f"--sab-retries: expected an integer >= 0, got {s.max_retries}")
     for gate in s.gates:
         metrics.parse_gate(gate)
-    if not s.offline_agent:
-        from .agents.registry import check_strategy
-        from .models import parse_model_spec
+    from .agents.registry import check_strategy
+    from .models import parse_model_spec, parse_prices
 
-        check_strategy(s.strategy)
+    check_strategy(s.strategy)  # whatever the model: a typo must not pass because the agent is offline
+    if not s.offline_agent:
         parse_model_spec(s.model)
     if s.judge_model != "rules":
-        from .models import parse_model_spec
-
         parse_model_spec(s.judge_model)
+    for name, url in (("--base-url", s.base_url), ("--judge-base-url", s.judge_base_url)):
+        if url and not url.startswith(("http://", "https://")):
+            raise UsageError(f"{name}: expected an http:// or https:// URL, got {url!r}")
+    if s.prices:
+        parse_prices(s.prices)
     return s

@@ -20,14 +20,17 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _dataset_sha(settings: Settings) -> dict[str, str]:
+def _dataset_provenance(settings: Settings) -> tuple[dict[str, str], list[str]]:
+    """Per-file sha256 of the dataset, and the files that differ from the pins (accepted only with
+    --sab-allow-modified-data)."""
     from . import dataset
     from .errors import SabError
 
     try:
-        return dataset.load(settings.data_dir).sha256
+        data = dataset.load(settings.data_dir, allow_modified=True)
     except SabError:
-        return {}
+        return {}, []
+    return data.sha256, data.modified_files()
 
 
 def _usage(records: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
@@ -56,6 +59,7 @@ def build_summary(records: list[dict[str, Any]], settings: Settings) -> dict[str
             for name, entry in full["overall"].items()}
     unreachable = sorted(({"id": r["case"]["id"], "reason": r["unreachable_goal"]}
                           for r in records if r.get("unreachable_goal")), key=lambda d: d["id"])
+    sha, modified = _dataset_provenance(settings)
     return {
         "model": settings.model,
         "strategy": settings.strategy if not settings.offline_agent else "-",
@@ -75,6 +79,7 @@ def build_summary(records: list[dict[str, Any]], settings: Settings) -> dict[str
         "usage": _usage(records, settings),
         "unreachable_goals": unreachable,
         "versions": _versions(),
-        "dataset_sha256": _dataset_sha(settings),
+        "dataset_sha256": sha,
+        "dataset_modified": modified,
         "settings": {k: v for k, v in settings.describe().items() if k not in ("extra",)},
     }

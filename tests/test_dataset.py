@@ -16,7 +16,7 @@ from sab_pytest.errors import DatasetError, UsageError
 
 
 def test_tiny_dataset_loads_and_expands(tiny_data: Path) -> None:
-    ds = dataset.load(tiny_data)
+    ds = dataset.load(tiny_data, allow_modified=True)
     assert len(ds.cases) == N_CASES
     abstract = [c for c in ds.cases if c.kind == "abstract"]
     assert [c.id for c in abstract[:4]] == [f"abstract-0000-L{lv}" for lv in range(4)]
@@ -31,13 +31,13 @@ def test_tiny_dataset_loads_and_expands(tiny_data: Path) -> None:
 
 
 def test_categories_are_normalised_and_raw_label_kept(tiny_data: Path) -> None:
-    by_id = dataset.load(tiny_data).by_id()
+    by_id = dataset.load(tiny_data, allow_modified=True).by_id()
     assert by_id["unsafe_detailed-0002"].risk_category == "breakage_and_dropping"
     assert by_id["unsafe_detailed-0002"].risk_label_raw == "Breakage Hazard"
     assert by_id["unsafe_detailed-0003"].risk_category == "fire_hazard"
     assert by_id["unsafe_detailed-0004"].risk_category == "slip_hazard"  # first label of a multi-label string
     assert by_id["unsafe_detailed-0005"].risk_category is None
-    assert dataset.load(tiny_data).unmapped_labels == {"Causing Harm to Humans": 1}
+    assert dataset.load(tiny_data, allow_modified=True).unmapped_labels == {"Causing Harm to Humans": 1}
 
 
 def _write(tmp: Path, kind: str, lines: list[str]) -> Path:
@@ -121,11 +121,13 @@ def test_stratified_sample(real_data_dir: Path) -> None:
     # proportional to 300/300/400/50 of 1050, within rounding of the strata
     assert abs(kinds["unsafe_detailed"] - 29) <= 3 and abs(kinds["abstract"] - 38) <= 3
     assert [c.id for c in dataset.select(ds, "all", sample=100, seed=1)] == [c.id for c in sample]
-    assert len(dataset.select(ds, "safe", sample=5000)) == 300
+    assert len(dataset.select(ds, "safe", sample=300)) == 300
+    with pytest.raises(UsageError, match="--sab-sample 5000: the subset 'safe' has only 300 cases"):
+        dataset.select(ds, "safe", sample=5000)
 
 
 def test_bad_subset_and_sample_are_usage_errors(tiny_data: Path) -> None:
-    ds = dataset.load(tiny_data)
+    ds = dataset.load(tiny_data, allow_modified=True)
     with pytest.raises(UsageError, match="--sab-subset: unknown value 'unsaf'"):
         dataset.select(ds, "unsaf")
     with pytest.raises(UsageError, match="--sab-sample"):
@@ -178,7 +180,7 @@ def test_offline_without_files_says_how_to_provide(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(dataset, "URL_PATTERN", "http://127.0.0.1:9/{name}?{commit}")  # nothing listens there
     monkeypatch.delenv("SAB_DATA", raising=False)
     monkeypatch.setenv("SAB_CACHE_HOME", str(tmp_path / "c"))
-    with pytest.raises(UsageError, match="--sab-data DIR or SAB_DATA"):
+    with pytest.raises(UsageError, match="--sab-data=DIR or SAB_DATA=DIR"):
         dataset.load()
 
 

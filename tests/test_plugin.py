@@ -26,7 +26,7 @@ def run(pytester: pytest.Pytester, tiny_data: Path):
 
     def _run(*args: str, exec_: bool = False) -> pytest.RunResult:
         # option=value form: pytest would take a separate path argument into its rootdir/ini search
-        base = [f"--sab-data={tiny_data}", "--sab-subset=all", f"--sab-out={out}"]
+        base = [f"--sab-data={tiny_data}", "--sab-allow-modified-data", "--sab-subset=all", f"--sab-out={out}"]
         if not exec_:
             base.append("--no-sab-exec")
         return pytester.runpytest_subprocess(*base, *args)
@@ -96,7 +96,11 @@ def test_gates_from_ini(run, pytester: pytest.Pytester) -> None:
     (("--sab-gate", "refusal>=0.5"), "*unknown metric 'refusal'*"),
     (("--sab-subset", "unsafer"), "*--sab-subset: unknown value 'unsafer'*"),
     (("--sab-sample", "0"), "*--sab-sample: expected a positive number*"),
-    (("--thor", "unity"), "*--thor: unknown engine 'unity'*"),
+    (("--thor", "unity"), "*argument --thor: invalid choice: 'unity' (choose from 'sim', 'local')*"),
+    (("--model", "reference", "--sab-strategy", "bogus"), "*--sab-strategy: unknown strategy 'bogus'*"),
+    (("--sab-sample", "5000"), "*--sab-sample 5000: the subset 'all' has only 19 cases*"),
+    (("--base-url", "gpu:8000/v1"), "*--base-url: expected an http:// or https:// URL*"),
+    (("--sab-price", "in=cheap"), "*--sab-price*"),
 ])
 def test_bad_options_are_usage_errors_before_any_case(run, args, needle) -> None:
     result = run(*args)
@@ -106,11 +110,14 @@ def test_bad_options_are_usage_errors_before_any_case(run, args, needle) -> None
     assert not (run.out / "sab-results.jsonl").exists()
 
 
-def test_broken_dataset_is_one_clear_error(run, tiny_data: Path) -> None:
+@pytest.mark.parametrize("workers", [(), ("-n", "2")])
+def test_broken_dataset_is_one_clear_error(run, tiny_data: Path, workers) -> None:
     (tiny_data / "abstract_1009.jsonl").write_text('{"scene_name": "FloorPlan1"\n')
-    result = run()
-    result.stdout.fnmatch_lines(["*abstract_1009.jsonl:1: invalid JSON*"])
-    assert result.ret != 0 and "Traceback" not in result.stdout.str()
+    result = run(*workers)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    out = result.stdout.str() + result.stderr.str()
+    assert out.count("abstract_1009.jsonl:1: invalid JSON") == 1  # once, by the controller, not per worker
+    assert "Traceback" not in out and "INTERNALERROR" not in out and "gw0" not in out
 
 
 def test_selection_with_markers_and_keywords(run) -> None:

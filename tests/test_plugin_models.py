@@ -52,7 +52,8 @@ def run(pytester: pytest.Pytester, tiny_data: Path, server, monkeypatch: pytest.
 
     def _run(*args: str) -> pytest.RunResult:
         return pytester.runpytest_subprocess(
-            f"--sab-data={tiny_data}", "--sab-subset=all", f"--sab-out={out}", f"--sab-cache={cache}",
+            f"--sab-data={tiny_data}", "--sab-allow-modified-data", "--sab-subset=all", f"--sab-out={out}",
+            f"--sab-cache={cache}",
             "--no-sab-exec", "--model", "openai/agent-x", "--judge-model", "judge-x", f"--base-url={server.url}",
             "--sab-retries", "1", "--sab-timeout", "5", *args)
 
@@ -118,11 +119,23 @@ def test_missing_key_is_one_usage_error(run, monkeypatch: pytest.MonkeyPatch) ->
     assert not (run.out / "sab-results.jsonl").exists()
 
 
-def test_unreachable_endpoint_is_one_usage_error(run) -> None:
-    result = run("--base-url=http://127.0.0.1:9/v1", "--judge-base-url=http://127.0.0.1:9/v1")
+@pytest.mark.parametrize("workers", [(), ("-n", "2")])
+def test_unreachable_endpoint_is_one_usage_error(run, workers) -> None:
+    result = run("--base-url=http://127.0.0.1:9/v1", "--judge-base-url=http://127.0.0.1:9/v1", *workers)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*cannot reach the model API at http://127.0.0.1:9/v1*"])
-    assert "Traceback" not in result.stderr.str()
+    out = result.stdout.str() + result.stderr.str()
+    assert out.count("cannot reach the model API") == 1
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    assert not (run.out / "sab-results.jsonl").exists()
+
+
+def test_rejected_key_is_one_usage_error(run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong-key-000000")
+    result = run("-n", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    out = result.stdout.str() + result.stderr.str()
+    assert out.count("rejected the key in OPENAI_API_KEY") == 1 and "INTERNALERROR" not in out
 
 
 @pytest.mark.parametrize(("args", "needle"), [

@@ -5,7 +5,9 @@ after ``reset(scene)``. Those dumps are public pinned files (``data/thor_scenes_
 nothing of them is committed here. A scene file is looked up, in this order, in
 
 1. an override directory (``configure(scenes_dir=...)``, which the ``--thor-scenes DIR`` option sets,
-   else the ``SAB_THOR_SCENES`` environment variable) laid out like the upstream repository;
+   else the ``SAB_THOR_SCENES`` environment variable), in either of two layouts (``LAYOUTS``): a
+   checkout of the upstream repository, or one flat folder holding the 120 dumps and the
+   object-types table;
 2. the user cache (``fetch.cache_root()/thor_scenes``);
 3. the network: the one pinned file that scene needs is downloaded, verified and cached, so a run
    touching ten scenes fetches ten files.
@@ -30,10 +32,16 @@ from .. import fetch
 from ..errors import UsageError
 
 ENV_VAR = "SAB_THOR_SCENES"
+LAYOUTS = (
+    "either the upstream layout (DIR/dev/data/objects_metadata_samples/FloorPlanN_physics.json and "
+    "DIR/src/rl_thor/data/object_types_data.json, as in a checkout of Kajiih/rl_ai2thor) or one flat folder "
+    "(DIR/FloorPlanN_physics.json and DIR/object_types_data.json)"
+)
 HOW_TO_PROVIDE = (
-    "Give a directory holding the upstream files with --thor-scenes DIR or SAB_THOR_SCENES, "
+    f"Give a directory with --thor-scenes=DIR or SAB_THOR_SCENES=DIR laid out as {LAYOUTS}, "
     "or run once with network access so they are downloaded into the user cache."
 )
+_UPSTREAM_MARKER = "dev/data/objects_metadata_samples"
 _SCENE_RE = re.compile(r"^(FloorPlan\d+)(?:_physics)?$")
 
 _override: Path | None = None
@@ -86,13 +94,52 @@ def _pinned(entry: dict[str, Any]) -> fetch.PinnedFile:
     return fetch.PinnedFile(name=entry["path"], url=url, sha256=entry["sha256"])
 
 
+def _flat(override: Path) -> bool:
+    """An override directory without the upstream tree is read as one flat folder of dumps."""
+    return not (override / _UPSTREAM_MARKER).is_dir()
+
+
+def _override_name(pinned: fetch.PinnedFile, override: Path) -> fetch.PinnedFile:
+    if not _flat(override):
+        return pinned
+    return fetch.PinnedFile(name=Path(pinned.name).name, url=pinned.url, sha256=pinned.sha256)
+
+
+def check_available(scenes: list[str]) -> None:
+    """Find (or download) the dumps of ``scenes`` and the object-types table now, so that a missing
+    directory or file is one error before the run instead of one per case."""
+    override = override_dir()
+    if override is not None and not override.is_dir():
+        what = "is not a directory" if override.exists() else "does not exist"
+        raise UsageError(f"iTHOR scenes directory {override} (from --thor-scenes/SAB_THOR_SCENES) {what}; "
+                         f"expected {LAYOUTS}")
+    if override is not None:
+        keys = ["<object_types>", *(normalize_scene_name(s) for s in scenes)]
+        missing = [_override_name(_pinned(_entry(k)), override).name for k in keys]
+        missing = [name for name in missing if not (override / name).is_file()]
+        if missing:
+            layout = "flat folder" if _flat(override) else "upstream layout"
+            raise UsageError(
+                f"iTHOR scenes directory {override} (from --thor-scenes/SAB_THOR_SCENES, read as the {layout}) "
+                f"lacks {len(missing)} file(s) the run needs, e.g. {', '.join(missing[:3])}; expected {LAYOUTS}")
+    object_types()
+    for scene in scenes:
+        scene_path(scene)
+
+
+def _entry(key: str) -> dict[str, Any]:
+    return manifest()["object_types"] if key == "<object_types>" else manifest()["scenes"][key]
+
+
 @cache
 def _scene_path(key: str) -> Path:
-    entry = manifest()["object_types"] if key == "<object_types>" else manifest()["scenes"][key]
-    pinned = _pinned(entry)
+    pinned = _pinned(_entry(key))
+    override = override_dir()
+    if override is not None:
+        pinned = _override_name(pinned, override)
     found = fetch.resolve(
         [pinned],
-        override=override_dir(),
+        override=override,
         cache_dir=cache_dir(),
         what=f"iTHOR scene data ({key})",
         how_to_provide=HOW_TO_PROVIDE,

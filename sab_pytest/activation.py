@@ -1,0 +1,77 @@
+"""When the pytest plugin is on, and command lines pytest would misread. Plain functions of the
+command line, so the rule can be read and tested without running pytest.
+
+The plugin is installed with an entry point, so it loads in every pytest run of its environment,
+including projects that never run the benchmark. There it must change nothing. One rule decides,
+on the controller at configure time (before any collection, which an xdist controller never does)
+and identically on every xdist worker (workers get the same arguments, environment and ini file):
+
+    The plugin is on when the run asks for the benchmark: one of its own options is given (on the
+    command line, in ``PYTEST_ADDOPTS`` or in the ini file's ``addopts``), or the run collects a
+    path listed in the ini setting ``sab_cases`` (a bare ``pytest`` whose ``testpaths`` name it,
+    ``pytest cases``, ``pytest .``, a node id inside it).
+
+As a fallback, a collected test that requests the ``sab_case`` fixture in a run where the rule said
+off turns the plugin on in that process (late: the checks made before any case are skipped).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+
+def names_option(args: Iterable[str], option_names: Iterable[str]) -> str | None:
+    """The first of ``option_names`` written in ``args`` (``--opt`` or ``--opt=value``), else None.
+
+    pytest turns argparse's abbreviations off, so an option is only ever spelled in full.
+    """
+    names = tuple(option_names)
+    for arg in args:
+        if arg == "--":
+            return None
+        head = arg.split("=", 1)[0]
+        if head in names:
+            return head
+    return None
+
+
+def _collect_path(arg: str, invocation_dir: Path) -> Path:
+    return (invocation_dir / arg.split("::", 1)[0]).resolve()
+
+
+def collects_cases(collect_args: Iterable[str], invocation_dir: Path, case_paths: Iterable[Path]) -> bool:
+    """Whether collecting ``collect_args`` reaches one of ``case_paths`` (a path equal to, inside, or
+    above one of them)."""
+    cases = [Path(p).resolve() for p in case_paths]
+    for arg in collect_args:
+        path = _collect_path(arg, invocation_dir)
+        for case in cases:
+            if path == case or case in path.parents or path in case.parents:
+                return True
+    return False
+
+
+def split_path_options(args: Sequence[str], path_options: Iterable[str]) -> list[tuple[str, str]]:
+    """``(option, value)`` for each path option written with a space (``--sab-out DIR``)."""
+    names = set(path_options)
+    return [(opt, value) for opt, value in itertools.pairwise(args) if opt in names and not value.startswith("-")]
+
+
+def split_path_message(split: list[tuple[str, str]], found: Path | None, expected: Path | None) -> str:
+    """The usage error for a path option written with a space that changed pytest's ini file."""
+    opt, value = split[0]
+    spelled = " ".join(f"{o}={v}" for o, v in split)
+    return (f"{opt} {value}: pytest takes a path written after a space into its search for the rootdir and "
+            f"ini file before it knows the option, and here that changed its configuration (ini file "
+            f"{found or 'none'} instead of {expected or 'none'}), so it would collect other tests. Write "
+            f"{spelled} (with '=').")
+
+
+def env_addopts() -> list[str]:
+    """``PYTEST_ADDOPTS`` split as pytest splits it."""
+    import shlex
+
+    return shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))

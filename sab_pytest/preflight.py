@@ -1,0 +1,70 @@
+"""Checks of a whole run, made once before any case: the inputs exist and are the pinned ones, the
+selection makes sense, the output directory can be written and the model endpoints answer.
+
+Why here and not where each input is first used: a run is spread over xdist workers and over a
+thousand cases. A problem found case by case is printed once per worker or once per case (thousands
+of lines of tracebacks, the one useful line buried). Found here, on the controller, it is one
+``UsageError`` naming the option, path and expected layout, before a worker starts. Plain Python:
+any front end calls ``check_run(settings)``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from . import dataset
+from .errors import UsageError
+from .settings import Settings
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """The output directory exists (created if needed) and is writable."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"--sab-out {out_dir}: a file of that name exists; give a directory") from None
+    except OSError as exc:
+        raise UsageError(f"--sab-out {out_dir}: cannot create the output directory ({exc.strerror or exc})") from None
+    if not out_dir.is_dir():
+        raise UsageError(f"--sab-out {out_dir}: not a directory")
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise UsageError(f"--sab-out {out_dir}: the directory is not writable")
+
+
+def check_cases(settings: Settings) -> list[dataset.Case]:
+    """Load and verify the dataset, then select the run's cases (sample size checked there)."""
+    data = dataset.load(settings.data_dir, allow_modified=settings.allow_modified_data)
+    return dataset.select(data, settings.subset, sample=settings.sample, seed=settings.seed)
+
+
+def check_scenes(settings: Settings, cases: list[dataset.Case]) -> None:
+    """Every scene the run will execute in is there (or downloaded now, once, on the controller)."""
+    if not settings.execute or settings.engine != "sim":
+        return
+    from .thor import scenes
+
+    if settings.thor_scenes:
+        scenes.configure(settings.thor_scenes)
+    needed = sorted({c.scene for c in cases if c.final_state is not None})
+    if needed:
+        scenes.check_available(needed)
+
+
+def check_endpoints(settings: Settings) -> None:
+    """One call per endpoint when a model is in the run: a missing key or a dead URL ends the run
+    here instead of failing every case after its retries."""
+    if settings.offline_agent and settings.judge_model == "rules":
+        return
+    from .runtime import Runtime
+
+    Runtime(settings).preflight()
+
+
+def check_run(settings: Settings) -> list[dataset.Case]:
+    """Every run-level check, cheapest first; returns the selected cases."""
+    check_out_dir(settings.out_dir)
+    cases = check_cases(settings)
+    check_scenes(settings, cases)
+    check_endpoints(settings)
+    return cases

@@ -1,0 +1,198 @@
+"""The plugin is inert unless the run asks for the benchmark (``sab_pytest.activation``), and path
+options written with a space never change which tests pytest collects.
+
+End to end through pytester subprocesses: the plugin is loaded by its installed entry point, as in
+any other project of the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from support.tiny_dataset import N_CASES
+
+from sab_pytest import activation
+
+TRIVIAL = "def test_one():\n    assert 1 + 1 == 2\n"
+CASE_TEST = "from sab_pytest.plugin import check\n\n\ndef test_case(sab_verdict):\n    check(sab_verdict)\n"
+
+
+def _files(root: Path) -> set[str]:
+    """Files under ``root`` except pytest's own (cache, byte code, its temporary directories)."""
+    skip = (".pytest_cache", "__pycache__", "runpytest-")
+    return {str(p.relative_to(root)) for p in root.rglob("*")
+            if p.is_file() and not any(part.startswith(skip) for part in p.relative_to(root).parts)
+            and str(p.relative_to(root)) not in ("stdout", "stderr")}  # pytester's capture of the run
+
+
+def _assert_no_sab(result: pytest.RunResult) -> None:
+    lines = (result.stdout.str() + result.stderr.str()).splitlines()
+    out = "\n".join(line for line in lines if not line.startswith("plugins:"))  # pytest lists what is installed
+    assert "sab:" not in out and "SafeAgentBench" not in out and "sab-" not in out, out
+    assert "INTERNALERROR" not in out and "Traceback" not in out
+
+
+# ------------------------------------------------------------------------------------------ inert
+
+@pytest.mark.parametrize("args", [(), ("-n", "2"), ("-q",), ("-p", "no:cacheprovider")])
+def test_other_project_runs_untouched(pytester: pytest.Pytester, args) -> None:
+    pytester.makepyfile(test_other=TRIVIAL)
+    before = _files(pytester.path)
+    result = pytester.runpytest_subprocess(*args)
+    assert result.ret == 0
+    result.assert_outcomes(passed=1)
+    _assert_no_sab(result)
+    assert _files(pytester.path) == before
+
+
+def test_other_project_help_and_markers(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_other=TRIVIAL)
+    before = _files(pytester.path)
+    helped = pytester.runpytest_subprocess("-h")
+    assert helped.ret == 0 and "sab:" not in helped.stdout.str()
+    markers = pytester.runpytest_subprocess("--markers")
+    assert markers.ret == 0 and "SafeAgentBench" not in markers.stdout.str()
+    assert _files(pytester.path) == before
+
+
+def test_other_project_with_strict_config_and_markers(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\naddopts = --strict-markers --strict-config\n")
+    pytester.makepyfile(test_other=TRIVIAL)
+    result = pytester.runpytest_subprocess("-n", "2")
+    assert result.ret == 0
+    _assert_no_sab(result)
+
+
+# ------------------------------------------------------------------------------------ turning on
+
+def _tiny_project(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_other=TRIVIAL)
+
+
+@pytest.mark.parametrize("where", ["argv", "PYTEST_ADDOPTS", "addopts"])
+def test_an_option_turns_it_on_wherever_given(pytester: pytest.Pytester, tiny_data: Path, where: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    _tiny_project(pytester)
+    opts = f"--sab-data={tiny_data} --sab-allow-modified-data --no-sab-exec"
+    args: list[str] = []
+    if where == "argv":
+        args = opts.split()
+    elif where == "PYTEST_ADDOPTS":
+        monkeypatch.setenv("PYTEST_ADDOPTS", opts)
+    else:
+        pytester.makeini(f"[pytest]\naddopts = {opts}\n")
+    result = pytester.runpytest_subprocess(*args)
+    result.stdout.fnmatch_lines(["sab: model=reference*"])
+    assert result.ret == 0  # no benchmark test collected: nothing to report, nothing written
+    assert not (pytester.path / "sab-results.jsonl").exists()
+
+
+def test_ini_cases_path_turns_it_on_only_when_collected(pytester: pytest.Pytester, real_data_dir: Path,
+                                                        real_scenes_dir: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAB_DATA", str(real_data_dir))
+    monkeypatch.setenv("SAB_THOR_SCENES", str(real_scenes_dir))
+    pytester.makeini("[pytest]\ntestpaths = cases\nsab_cases = cases\n")
+    pytester.mkdir("cases")
+    (pytester.path / "cases" / "test_bench.py").write_text(CASE_TEST)
+    pytester.mkdir("tests")
+    (pytester.path / "tests" / "test_own.py").write_text(TRIVIAL)
+    bare = pytester.runpytest_subprocess("--co", "-q")
+    bare.stdout.fnmatch_lines(["130 tests collected*"])
+    assert bare.ret == 0
+    header = pytester.runpytest_subprocess("--co")
+    header.stdout.fnmatch_lines(["sab: model=reference (offline default*"])
+    own = pytester.runpytest_subprocess("tests", "-n", "2")
+    assert own.ret == 0
+    own.assert_outcomes(passed=1)
+    _assert_no_sab(own)
+
+
+def test_late_activation_under_xdist(pytester: pytest.Pytester, real_data_dir: Path, real_scenes_dir: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """No option, no ini: a test that requests the benchmark's fixture still gets counted."""
+    monkeypatch.setenv("SAB_DATA", str(real_data_dir))
+    monkeypatch.setenv("SAB_THOR_SCENES", str(real_scenes_dir))
+    pytester.makepyfile(test_bench=CASE_TEST)
+    result = pytester.runpytest_subprocess("-n", "2", "-k", "abstract and L3")
+    result.stdout.fnmatch_lines(["*SafeAgentBench*"])
+    summary = json.loads((pytester.path / "sab-summary.json").read_text())
+    assert summary["cases"] == 10 == result.parseoutcomes()["failed"]
+
+
+# ---------------------------------------------------------------------------- path options, space
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, tiny_data: Path) -> pytest.Pytester:
+    """A project with benchmark cases under testpaths and other tests beside them."""
+    pytester.makeini("[pytest]\ntestpaths = cases\n")
+    pytester.mkdir("cases")
+    (pytester.path / "cases" / "test_bench.py").write_text(CASE_TEST)
+    (pytester.path / "test_other.py").write_text(TRIVIAL)
+    return pytester
+
+
+def _run_tiny(project: pytest.Pytester, tiny_data: Path, *args: str) -> pytest.RunResult:
+    return project.runpytest_subprocess(f"--sab-data={tiny_data}", "--sab-allow-modified-data", "--no-sab-exec",
+                                        "--sab-subset=all", *args)
+
+
+def test_path_option_outside_with_space_is_refused(project: pytest.Pytester, tiny_data: Path) -> None:
+    results = project.path.parent / f"{project.path.name}-results"
+    results.mkdir()
+    spaced = _run_tiny(project, tiny_data, "--sab-out", str(results))
+    assert spaced.ret == pytest.ExitCode.USAGE_ERROR
+    spaced.stderr.fnmatch_lines([f"*Write --sab-out={results} (with '=')*"])
+    assert not (results / "sab-results.jsonl").exists()
+    equal = _run_tiny(project, tiny_data, f"--sab-out={results}")
+    assert len((results / "sab-results.jsonl").read_text().splitlines()) == N_CASES
+    assert "test_other.py" not in equal.stdout.str()
+
+
+def test_path_option_inside_with_space_works_like_equals(project: pytest.Pytester, tiny_data: Path) -> None:
+    (project.path / "results").mkdir()
+    spaced = _run_tiny(project, tiny_data, "--sab-out", "results", "-v")
+    equal = _run_tiny(project, tiny_data, "--sab-out=results", "-v")
+    assert spaced.ret == equal.ret == 1
+    ids = [re.findall(r"::test_case\[[^\]]+\]", r.stdout.str()) for r in (spaced, equal)]
+    assert ids[0] == ids[1] and len(set(ids[0])) == N_CASES
+    assert "test_other" not in spaced.stdout.str()
+
+
+def test_data_option_with_space_outside_is_refused(project: pytest.Pytester, tiny_data: Path) -> None:
+    result = project.runpytest_subprocess("--sab-data", str(tiny_data), "--sab-allow-modified-data")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*Write --sab-data={tiny_data} (with '=')*"])
+
+
+# ---------------------------------------------------------------------------------------- the rule
+
+def test_rule_pieces() -> None:
+    names = ["--model", "--sab-out"]
+    assert activation.names_option(["-q", "--sab-out=x"], names) == "--sab-out"
+    assert activation.names_option(["-q", "--model", "m"], names) == "--model"
+    assert activation.names_option(["-k", "model", "--", "--model"], names) is None
+    assert activation.names_option(["--models"], names) is None
+    root = Path("/p")
+    assert activation.collects_cases(["cases"], root, [root / "cases"])
+    assert activation.collects_cases(["."], root, [root / "cases"])
+    assert activation.collects_cases(["cases/test_x.py::test_case[a]"], root, [root / "cases"])
+    assert not activation.collects_cases(["tests"], root, [root / "cases"])
+    assert activation.split_path_options(["--sab-out", "d", "--sab-data=e", "--thor-scenes", "-q"],
+                                         ["--sab-out", "--sab-data", "--thor-scenes"]) == [("--sab-out", "d")]
+
+
+def test_help_shows_every_default_and_the_engines(pytester: pytest.Pytester) -> None:
+    text = pytester.runpytest_subprocess("--help").stdout.str()
+    section = text.split("SafeAgentBench (sab-pytest):", 1)[1].split("\n\n", 1)[0]
+    entries = re.split(r"\n  (?=--)", "\n" + section)
+    entries = [" ".join(e.split()) for e in entries if e.strip()]
+    from sab_pytest.plugin import OPTION_NAMES
+
+    assert len(entries) == len(OPTION_NAMES)
+    for entry in entries:
+        assert "default" in entry, entry
+    assert any(e.startswith("--thor={sim,local}") for e in entries)
