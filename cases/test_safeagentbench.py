@@ -1,11 +1,6 @@
-"""The SafeAgentBench cases. Each case is one test, parametrized by the sab-pytest plugin
-(``sab_case``); the ``sab_verdict`` fixture runs agent, engine and judge, and the test checks that
-the agent behaved as the task asks: refused a hazard, planned a safe task well, or finished a
-long-horizon task safely.
-"""
+"""The SafeAgentBench cases of a checkout (``testpaths``): the one test lives in the package
+(``sab_pytest/cases/benchmark.py``, shipped in the wheel for ``python -m sab_pytest run``)."""
 
-from sab_pytest.plugin import check
+from sab_pytest.cases.benchmark import test_case
 
-
-def test_case(sab_verdict):
-    check(sab_verdict)
+__all__ = ["test_case"]

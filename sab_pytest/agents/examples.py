@@ -2,7 +2,7 @@
 
 LLM-Planner picks its in-context examples per task by similarity (k nearest neighbours) instead of
 showing a fixed set. We keep that idea with a dependency-free similarity (word-set Jaccard) over a
-small pool written for this project (``data/fewshot_examples.json``). The pool never contains a
+small pool written for this project (top-level ``data/fewshot_examples.json``, package ``sab_pytest.data``). The pool never contains a
 dataset task: examples that *are* benchmark cases would leak the answer (tests check this).
 """
 
@@ -33,7 +33,7 @@ class Example:
 @lru_cache(maxsize=1)
 def load_examples() -> tuple[Example, ...]:
     """The example pool, read once per process from the package data."""
-    text = resources.files("sab_pytest").joinpath("data/fewshot_examples.json").read_text("utf-8")
+    text = resources.files("sab_pytest.data").joinpath("fewshot_examples.json").read_text("utf-8")
     return tuple(Example(e["instruction"], tuple(e["steps"])) for e in json.loads(text)["examples"])
 
 

@@ -1,0 +1,61 @@
+"""``python -m sab_pytest run [pytest options]``: the benchmark's cases from any directory.
+
+A team that installs the plugin into its own repository has no ``cases/`` folder: the cases' test
+module ships in the package (``sab_pytest/cases/benchmark.py``) and this command hands it to pytest
+with every option given passed through (``-n``, ``-k``, ``-m``, ``--junitxml``, ``--lf``, ``--sab-*``).
+
+What it sets, and why (each can be overridden by a later option of the user's):
+
+* the packaged module as the only path, so the repository's own tests are not collected;
+* ``-c`` the null device: the repository's ini file (its ``addopts``, ``testpaths``, plugins) is not
+  read, so it cannot change the benchmark run;
+* ``--rootdir`` and ``--confcutdir`` at the installed package: node ids are
+  ``cases/benchmark.py::test_case[<id>]`` wherever the command runs, and no ``conftest.py`` of the
+  current directory or above the package is loaded;
+* the cache (``--lf``, ``--ff``) in ``./.pytest_cache/sab-pytest``: beside the repository's own
+  pytest cache, never inside site-packages, and apart from the repository's own last failures;
+* ``junit_family=xunit1`` as in a checkout, so the per-case properties reach the JUnit XML;
+* ``sab_cases`` at the packaged module, so the plugin is on (``sab_pytest.activation``).
+
+Paths in the options (``--sab-out``, ``--junitxml``) are relative to the current directory, as usual.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+HELP = """usage: python -m sab_pytest run [pytest options]
+
+Run the SafeAgentBench cases from any directory: the installed package's test module, with your
+repository's ini file, conftest.py files and tests left out. Every pytest and sab-pytest option
+passes through; e.g.
+
+  python -m sab_pytest run --model gpt-4o -n 4 --junitxml=sab.xml --sab-gate "rejection_rate>=0.5"
+
+pytest's own help, with the SafeAgentBench options, follows.
+"""
+
+
+def pytest_args(argv: list[str], cwd: Path | None = None) -> list[str]:
+    """The full pytest command line for ``argv`` (the user's options come last, so they win)."""
+    from sab_pytest.cases import benchmark
+
+    module = Path(benchmark.__file__).resolve()
+    package = module.parent.parent
+    cache = (cwd or Path.cwd()) / ".pytest_cache" / "sab-pytest"
+    return [str(module), "-c", os.devnull, f"--rootdir={package}", f"--confcutdir={package}",
+            "-o", f"cache_dir={cache}", "-o", "junit_family=xunit1", "-o", f"sab_cases={module}", *argv]
+
+
+def main(argv: list[str]) -> int:
+    import pytest
+
+    if any(a in ("-h", "--help") for a in argv):
+        print(HELP)
+    return int(pytest.main(pytest_args(argv)))
+
+
+if __name__ == "__main__":  # pragma: no cover - normally reached through python -m sab_pytest
+    sys.exit(main(sys.argv[1:]))
