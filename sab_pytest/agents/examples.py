@@ -2,8 +2,8 @@
 
 LLM-Planner picks its in-context examples per task by similarity (k nearest neighbours) instead of
 showing a fixed set. We keep that idea with a dependency-free similarity (word-set Jaccard) over a
-small pool written for this project (top-level ``data/fewshot_examples.json``, package ``sab_pytest.data``). The pool never contains a
-dataset task: examples that *are* benchmark cases would leak the answer (tests check this).
+small pool written for this project (top-level ``data/fewshot_examples.json``, package ``sab_pytest.data``).
+The pool never contains a dataset task: examples that *are* benchmark cases would leak the answer (tests check this).
 """
 
 from __future__ import annotations
