@@ -92,6 +92,8 @@ def test_readme_block_runs(block: list[str], tmp_path: Path, real_data_dir: Path
         for line in block:
             if _command(line) in _ci_lines():
                 continue  # run by .ci/run (checked above)
+            # an install would replace the environment running these tests: it must be one .ci/run runs
+            assert not re.match(r"(python -m )?pip install", line), f"not in .ci/run literally: {line}"
             if _command(line).endswith("&"):
                 proc = subprocess.Popen(["bash", "-c", _command(line)[:-1]], cwd=checkout, env=env,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
