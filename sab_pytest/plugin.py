@@ -156,6 +156,16 @@ def _requested(config: pytest.Config) -> bool:
     return bool(case_paths) and activation.collects_cases(config.args, config.invocation_params.dir, case_paths)
 
 
+def aggregator(config: pytest.Config) -> Aggregator | None:
+    """The controller's ``Aggregator`` when the plugin is on in this run, else None.
+
+    The one gate for controller-side behaviour: hook methods go on the ``Aggregator`` (or on objects
+    it registers), and code outside it asks here, so nothing happens in a project that did not ask
+    for the benchmark. Worker-side behaviour goes into fixtures that only ``sab_case`` tests request.
+    """
+    return config.stash.get(_AGGREGATOR, None)
+
+
 def _is_controller(config: pytest.Config) -> bool:
     return not hasattr(config, "workerinput")  # the xdist controller, or a run without xdist
 
@@ -482,4 +492,4 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         aggregator.writer.close()
 
 
-__all__ = ["RECORD_KEY", "UsageError", "check"]
+__all__ = ["RECORD_KEY", "UsageError", "aggregator", "check"]

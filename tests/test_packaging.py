@@ -29,6 +29,13 @@ def test_editable_install_finds_the_data_folder() -> None:
     assert Path(str(manifest)).resolve() == (ROOT / "data" / "thor_scenes_manifest.json").resolve()
 
 
+def test_checkout_without_install_reads_the_data_folder() -> None:
+    from sab_pytest import datafiles
+
+    assert Path(str(datafiles.folder("sab_pytest.not_installed"))) == ROOT / "data"
+    assert "examples" in datafiles.read_text("fewshot_examples.json")
+
+
 def _run(*cmd: str, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(list(cmd), capture_output=True, text=True, timeout=300, **kw)
 

@@ -12,7 +12,8 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
+
+from .. import datafiles
 
 #: Words too common to say anything about which example is closest.
 _STOPWORDS = frozenset({"a", "an", "the", "and", "then", "it", "its", "in", "on", "into", "onto", "of", "to",
@@ -33,7 +34,7 @@ class Example:
 @lru_cache(maxsize=1)
 def load_examples() -> tuple[Example, ...]:
     """The example pool, read once per process from the package data."""
-    text = resources.files("sab_pytest.data").joinpath("fewshot_examples.json").read_text("utf-8")
+    text = datafiles.read_text("fewshot_examples.json")
     return tuple(Example(e["instruction"], tuple(e["steps"])) for e in json.loads(text)["examples"])
 
 

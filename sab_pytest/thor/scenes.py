@@ -24,11 +24,10 @@ import os
 import re
 import threading
 from functools import cache, lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .. import fetch
+from .. import datafiles, fetch
 from ..errors import UsageError
 
 ENV_VAR = "SAB_THOR_SCENES"
@@ -70,7 +69,7 @@ def cache_dir() -> Path:
 @lru_cache(maxsize=1)
 def manifest() -> dict[str, Any]:
     """The project's manifest: pinned commit, raw URL pattern, per-scene path/sha256/size."""
-    text = resources.files("sab_pytest.data").joinpath("thor_scenes_manifest.json").read_text("utf-8")
+    text = datafiles.read_text("thor_scenes_manifest.json")
     return json.loads(text)
 
 
