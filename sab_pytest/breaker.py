@@ -146,8 +146,8 @@ class RunState:
             state.update(streak=streak, failures=int(state.get("failures", 0)) + 1, last=message)
             _write_json(self.directory / _STATE, state)
         if self.max_failures and streak >= self.max_failures:
-            self.request_stop(ENDPOINT_DOWN, f"the model endpoint failed {streak} calls in a row (each after its "
-                              f"retries, across all workers); last: {message}")
+            self.request_stop(ENDPOINT_DOWN, f"the model endpoint failed {streak} calls in a row with no success "
+                              f"between them (across all workers); last: {message}")
         return streak
 
     def failures(self) -> int:
