@@ -160,6 +160,16 @@ def test_breaker_stops_a_run_whose_endpoint_dies_and_resume_does_the_rest(run, b
     again.stdout.fnmatch_lines([f"*run RESUMED; {N_CASES} of {N_CASES} cases have a verdict, {kept} reused*"])
 
 
+def test_breaker_stops_a_run_without_xdist(run) -> None:
+    with fake_openai_server(responder=Dies(healthy=2, broken=Reply.error(500))) as server:
+        result = run(server, "-n", "0", "--sab-max-failures", "2", "--sab-retries", "0")
+        calls = len(_case_calls(server))
+    run_info = _summary(run.out)["run"]
+    assert result.ret == pytest.ExitCode.INTERRUPTED and calls == 2 + 2
+    assert run_info["status"] == "stopped" and run_info["finished"] == 4 and run_info["not_run"] == N_CASES - 4
+    result.stdout.fnmatch_lines(["*Interrupted: sab-pytest: the model endpoint failed 2 calls*", "*1 skipped*"])
+
+
 def test_breaker_off_with_zero(run) -> None:
     with fake_openai_server(responder=Dies(healthy=0, broken=Reply.error(500))) as server:
         result = run(server, "--sab-max-failures", "0", "--sab-retries", "0", "--sab-subset=unsafe")
