@@ -176,6 +176,10 @@ def scrub(text: str, *secrets: str | None) -> str:
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 MAX_RETRY_AFTER_S = 120.0  # a server asking for a longer pause is treated as a permanent refusal
 PREFLIGHT_TIMEOUT_S = 15.0  # per preflight attempt (also bounded by --sab-timeout)
+# Longest pause between two attempts. With the default 6 retries, a call rides out an outage of
+# 25-51 s (jittered) before it fails for good; that first failure is also how long a run against
+# an endpoint that died takes to stop (the breaker's other calls then fail fast).
+BACKOFF_MAX_S = 20.0
 SAMPLING_KEYS = ("top_p", "seed", "stop", "tools", "tool_choice", "response_format", "n",
                  "presence_penalty", "frequency_penalty", "logit_bias")
 
@@ -267,7 +271,7 @@ class OpenAIChatModel:
         timeout: float = 60.0,
         max_retries: int = 5,
         backoff_base: float = 1.0,
-        backoff_max: float = 30.0,
+        backoff_max: float = BACKOFF_MAX_S,
         max_retry_after: float = MAX_RETRY_AFTER_S,
         cache: ResponseCache | None = None,
         cache_salt: str | None = None,
