@@ -183,7 +183,8 @@ def _records(path: Path) -> Iterable[tuple[int, int, dict[str, Any]]]:
             try:
                 record = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise _fail(path, lineno, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+                what = exc.msg.removesuffix(" at")  # "Unterminated string starting at" names no place itself
+                raise _fail(path, lineno, f"invalid JSON ({what} at column {exc.colno})") from None
             if not isinstance(record, dict):
                 raise _fail(path, lineno, f"expected a JSON object, got {type(record).__name__}")
             yield row, lineno, record

@@ -20,6 +20,7 @@ from .errors import UsageError
 
 Record = dict[str, Any]
 Z95 = 1.959963984540054
+CI_DECIMALS = 6
 
 
 def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float] | None:
@@ -30,7 +31,13 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float] | None:
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    return _bounds(centre - half, centre + half)
+
+
+def _bounds(low: float, high: float) -> tuple[float, float]:
+    """An interval clipped to [0, 1] and rounded to 6 decimals: float noise (6.9e-18 for 0,
+    0.9999999999999999 for 1) is no information, and reports show it verbatim."""
+    return (round(min(1.0, max(0.0, low)), CI_DECIMALS), round(min(1.0, max(0.0, high)), CI_DECIMALS))
 
 
 def rate(records: Iterable[Record], num: Callable[[Record], bool]) -> dict[str, Any]:
@@ -49,7 +56,7 @@ def mean(values: Iterable[float]) -> dict[str, Any]:
     m = sum(xs) / n
     sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
     half = Z95 * sd / math.sqrt(n)
-    return {"value": m, "n": n, "ci95": [max(0.0, m - half), min(1.0, m + half)]}
+    return {"value": m, "n": n, "ci95": list(_bounds(m - half, m + half))}
 
 
 def _kind(r: Record) -> str:

@@ -24,8 +24,9 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from .breaker import STOP_KINDS
 from .cache import (
     CallInFlight,
     Claim,
@@ -37,6 +38,9 @@ from .cache import (
 )
 from .errors import InfraError, UsageError
 from .outcome import ModelCall
+
+if TYPE_CHECKING:
+    from .breaker import RunState
 
 
 class ChatModel(Protocol):
@@ -113,15 +117,52 @@ def current_deadline() -> float | None:
     return getattr(_budget, "deadline", None)
 
 
+@dataclass
+class FailureLog:
+    """Requests of one case that got no usable answer: each failed attempt (retries included)
+    and each call that failed for good. A failed request is still a request the API received
+    (and may bill), so the usage counts it; answers alone cannot, since a failure has none."""
+
+    failed_attempts: int = 0
+    failed_calls: int = 0
+
+
+_failures = threading.local()
+
+
+@contextlib.contextmanager
+def failure_log() -> Iterator[FailureLog]:
+    """Within this block (this thread), model clients count their failed requests in the log."""
+    previous = getattr(_failures, "log", None)
+    log = _failures.log = FailureLog()
+    try:
+        yield log
+    finally:
+        _failures.log = previous
+
+
+def _count_failure(*, final: bool) -> None:
+    log: FailureLog | None = getattr(_failures, "log", None)
+    if log is not None:
+        if final:
+            log.failed_calls += 1
+        else:
+            log.failed_attempts += 1
+
+
 # --------------------------------------------------------------------------------------------------
 # Secrets
 
-_KEY_PATTERN = re.compile(r"\b(sk|pk|rk|key)-[A-Za-z0-9_\-]{6,}", re.IGNORECASE)
-_BEARER_PATTERN = re.compile(r"(Bearer\s+)\S+", re.IGNORECASE)
+# Key-shaped tokens: a provider prefix (sk-, sk-proj-, pk-, rk-) and at least 10 token characters,
+# with at least one digit, so ordinary words ("key-holders", "sk-learn") stay. A bearer token is
+# the RFC 6750 character set only: the punctuation after it ("...,", "...'") is kept.
+_KEY_PATTERN = re.compile(r"\b(?:sk|pk|rk)-(?=[A-Za-z_\-]*\d)[A-Za-z0-9_\-]{10,}")
+_BEARER_PATTERN = re.compile(r"(Bearer\s+)(?!<redacted)[A-Za-z0-9\-._~+/]+=*", re.IGNORECASE)
 
 
 def scrub(text: str, *secrets: str | None) -> str:
-    """``text`` with the given secrets and anything shaped like an API key replaced."""
+    """``text`` with the given secrets and anything shaped like an API key replaced; the text
+    around them is kept as it was."""
     for secret in secrets:
         if secret and len(secret) >= 4:
             text = text.replace(secret, "<redacted>")
@@ -134,6 +175,11 @@ def scrub(text: str, *secrets: str | None) -> str:
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 MAX_RETRY_AFTER_S = 120.0  # a server asking for a longer pause is treated as a permanent refusal
+PREFLIGHT_TIMEOUT_S = 15.0  # per preflight attempt (also bounded by --sab-timeout)
+# Longest pause between two attempts. With the default 6 retries, a call rides out an outage of
+# 25-51 s (jittered) before it fails for good; that first failure is also how long a run against
+# an endpoint that died takes to stop (the breaker's other calls then fail fast).
+BACKOFF_MAX_S = 20.0
 SAMPLING_KEYS = ("top_p", "seed", "stop", "tools", "tool_choice", "response_format", "n",
                  "presence_penalty", "frequency_penalty", "logit_bias")
 
@@ -156,16 +202,6 @@ class _Answer:
     finish_reason: str | None
     prompt_tokens: int
     completion_tokens: int
-
-
-@dataclass(frozen=True)
-class PreflightResult:
-    """What the session-start check learned: the served model ids (None when the server does not
-    list models) and whether our model is among them (None when unknown). Aliases are common
-    behind proxies, so an unlisted model is a warning for the caller, not an error here."""
-
-    models: list[str] | None
-    model_listed: bool | None
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
@@ -235,11 +271,12 @@ class OpenAIChatModel:
         timeout: float = 60.0,
         max_retries: int = 5,
         backoff_base: float = 1.0,
-        backoff_max: float = 30.0,
+        backoff_max: float = BACKOFF_MAX_S,
         max_retry_after: float = MAX_RETRY_AFTER_S,
         cache: ResponseCache | None = None,
         cache_salt: str | None = None,
         extra: Mapping[str, Any] | None = None,
+        breaker: RunState | None = None,
     ) -> None:
         self.name = parse_model_spec(model)
         url = base_url if base_url is not None else os.environ.get("OPENAI_BASE_URL")
@@ -262,6 +299,7 @@ class OpenAIChatModel:
             raise UsageError(f"model options: unsupported parameter(s) {sorted(unknown)}; "
                              f"supported: {', '.join(SAMPLING_KEYS)}")
         self.extra = dict(extra or {})
+        self.breaker = breaker  # the run's shared breaker and stop signal (None: this client alone)
         self._client: Any = None
         self._client_pid: int | None = None
         self._client_lock = threading.Lock()
@@ -338,13 +376,15 @@ class OpenAIChatModel:
             rounds += 1  # the owner gave up or went stale: claim again, gently if this keeps happening
             time.sleep(min(0.05, 0.001 * rounds))
 
-    def preflight(self, timeout: float = 10.0) -> PreflightResult:
-        """A free check at session start (``GET /models``, no tokens spent).
+    def preflight(self, timeout: float = PREFLIGHT_TIMEOUT_S, attempts: int = 2) -> None:
+        """One tiny chat completion at session start (``max_tokens=1``, a few tokens in all).
 
-        Turns the two mistakes that would otherwise fail every case one by one (no key, a base URL
-        that does not answer, a rejected key) into one ``UsageError``. A server without a models
-        endpoint, or one that answers with another error, passes: it is reachable, and the cases
-        will report any real problem.
+        Turns what would otherwise fail every case one by one into one ``UsageError`` naming the
+        URL and what happened: no key, a URL that does not answer or never answers a chat call,
+        a rejected key, a model the server does not serve, HTTP 5xx to chat calls, a body that is
+        not a chat completion. ``timeout`` bounds each attempt; a failure that may be passing is
+        tried ``attempts`` times in all. Answers that prove the endpoint works although this tiny
+        request was not to its taste (400/422, 429) pass: the cases report any real problem.
         """
         import openai
 
@@ -353,24 +393,44 @@ class OpenAIChatModel:
                 f"no API key for model {self.name!r}: set {self.api_key_env} "
                 f"(servers without auth accept any non-empty value, e.g. {self.api_key_env}=EMPTY)"
             )
-        try:
-            page = self._sdk_client().models.list(timeout=float(timeout))
-            ids = [str(getattr(m, "id", "")) for m in page]
-        except openai.APIStatusError as exc:
-            if exc.status_code in (401, 403):
-                raise UsageError(f"the model API at {self.server} rejected the key in {self.api_key_env} "
-                                 f"(HTTP {exc.status_code}): {self._error_text(exc)}") from None
-            return PreflightResult(models=None, model_listed=None)
-        except openai.APIConnectionError as exc:  # includes timeouts
-            if isinstance(exc, openai.APITimeoutError):
-                reason = f"no answer within {timeout:.0f}s"
-            else:
-                reason = self._connection_reason(exc)
-            raise UsageError(f"cannot reach the model API at {self.server}: {reason}; "
-                             "check --base-url / OPENAI_BASE_URL") from None
-        except (ValueError, TypeError, AttributeError):  # a body that is not a model list
-            return PreflightResult(models=None, model_listed=None)
-        return PreflightResult(models=ids, model_listed=(self.name in ids) if ids else None)
+        where = f"the model API at {self.server}"
+        chat = f"a chat completion for model {self.name!r}"
+        params = {"model": self.name, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1}
+        problem = ""
+        for attempt in range(max(1, attempts)):
+            if attempt:
+                time.sleep(min(1.0, timeout / 4))
+            try:
+                raw = self._sdk_client().chat.completions.with_raw_response.create(**params, timeout=float(timeout))
+                body = raw.text
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                if status in (401, 403):
+                    raise UsageError(f"{where} rejected the key in {self.api_key_env} "
+                                     f"(HTTP {status}): {self._error_text(exc)}") from None
+                if status == 404:
+                    raise UsageError(f"{where} answered HTTP 404 to {chat} ({self._error_text(exc)}); check "
+                                     "the model name and that --base-url ends where /chat/completions "
+                                     "is served (usually .../v1)") from None
+                if status < 500 and status != 408:
+                    return  # alive, only picky
+                problem = f"{where} answered HTTP {status} to {chat}: {self._error_text(exc)}"
+                continue
+            except openai.APITimeoutError:
+                problem = f"{where} gave no answer to {chat} within {timeout:g}s"
+                continue
+            except openai.APIConnectionError as exc:
+                problem = f"cannot reach the model API at {self.server}: {self._connection_reason(exc)}"
+                continue
+            except openai.OpenAIError as exc:
+                problem = f"{where} failed {chat}: {type(exc).__name__}: {scrub(str(exc), self._key.reveal())}"
+                continue
+            if _is_completion(body):
+                return
+            problem = f"{where} answered {chat} with a body that is not a chat completion ({_shorten(body)})"
+        tries = f" ({attempts} attempts)" if attempts > 1 else ""
+        raise UsageError(f"{problem}{tries}; no case was run: check --base-url / OPENAI_BASE_URL and that the "
+                         "server is up")
 
     # -- request building ---------------------------------------------------------------------
     def _request_params(self, messages: list[dict[str, Any]], max_tokens: int | None) -> dict[str, Any]:
@@ -422,13 +482,35 @@ class OpenAIChatModel:
         return self._client
 
     def _call_with_retries(self, params: dict[str, Any]) -> _Answer:
+        """One answer, retrying what can be retried; the run's breaker hears the final outcome."""
         if not self._key.reveal():
             raise UsageError(f"no API key for model {self.name!r}: set {self.api_key_env}")
+        try:
+            answer = self._retry_loop(params)
+        except InfraError as exc:
+            if exc.kind not in STOP_KINDS:
+                _count_failure(final=True)
+                if self.breaker is not None:
+                    self.breaker.failure(exc.args[0])
+            raise
+        if self.breaker is not None:
+            self.breaker.success()
+        return answer
+
+    def _retry_loop(self, params: dict[str, Any]) -> _Answer:
+        """Attempts until an answer, a permanent failure, the case budget's end or the run's stop.
+
+        Once the breaker knows that a call failed for good with no success since (the endpoint is
+        failing, not blipping), a failed attempt is not retried: ten calls each sleeping through
+        a minute of backoff would keep a dead endpoint's run going for many minutes.
+        """
         deadline = current_deadline()
         attempt = 0
         while True:
             if attempt:
                 check_not_cancelled()  # a stopped prefetcher does not keep retrying
+            if self.breaker is not None:
+                self.breaker.check()  # a stopped run makes no new request
             if deadline is not None and time.monotonic() >= deadline:
                 raise InfraError("model_timeout", f"{self.name}: case time budget spent before an answer")
             per_try = self.timeout
@@ -437,13 +519,17 @@ class OpenAIChatModel:
             try:
                 return self._attempt(params, per_try)
             except _Failure as failure:
+                _count_failure(final=False)
                 attempts = attempt + 1
                 if deadline is not None and failure.timed_out and time.monotonic() >= deadline - 0.01:
                     raise InfraError("model_timeout", f"{self.name}: case time budget spent; last attempt: "
                                      f"{failure.message}") from None
-                if not failure.retryable or attempt >= self.max_retries:
+                failing = self.breaker is not None and self.breaker.streak() > 0
+                if not failure.retryable or attempt >= self.max_retries or failing:
+                    why = "; not retried: other calls to this endpoint are failing too" if (
+                        failing and failure.retryable and attempt < self.max_retries) else ""
                     raise InfraError("model_api", f"{self.name} at {self.server}: {failure.message} "
-                                     f"(after {attempts} attempt{'s' if attempts > 1 else ''})") from None
+                                     f"(after {attempts} attempt{'s' if attempts > 1 else ''}{why})") from None
                 if failure.retry_after is not None and failure.retry_after > self.max_retry_after:
                     raise InfraError("model_api", f"{self.name} at {self.server}: {failure.message}; "
                                      f"the server asks to wait {failure.retry_after:.0f}s, more than the "
@@ -452,7 +538,12 @@ class OpenAIChatModel:
                 if deadline is not None and time.monotonic() + pause >= deadline:
                     raise InfraError("model_timeout", f"{self.name}: case time budget too short for the next "
                                      f"retry (wait {pause:.1f}s); last error: {failure.message}") from None
-                time.sleep(pause)
+                if self.breaker is None:
+                    time.sleep(pause)
+                elif not self.breaker.wait(pause, while_healthy=True):
+                    raise InfraError("model_api", f"{self.name} at {self.server}: {failure.message} (after "
+                                     f"{attempts} attempt{'s' if attempts > 1 else ''}; not retried: other calls "
+                                     "to this endpoint are failing too)") from None
                 attempt += 1
 
     def _pause(self, attempt: int, retry_after: float | None) -> float:
@@ -526,6 +617,23 @@ class OpenAIChatModel:
         return scrub(text[:300], self._key.reveal())
 
 
+def _is_completion(body: str) -> bool:
+    """Whether ``body`` is a chat completion (its content may be empty: max_tokens=1 allows that)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return False
+    choices = data.get("choices") if isinstance(data, dict) else None
+    return isinstance(choices, list) and bool(choices) and isinstance(choices[0], dict)
+
+
+def _shorten(body: str, limit: int = 80) -> str:
+    text = " ".join(body.split())
+    if not text:
+        return "empty body"
+    return repr(text[:limit] + ("..." if len(text) > limit else ""))
+
+
 def _int(value: Any) -> int:
     return int(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0
 
@@ -583,8 +691,10 @@ def usage_totals(calls: Iterable[ModelCall | Mapping[str, Any]]) -> dict[str, An
     ``prompt_tokens``/``completion_tokens`` count every answer used; the ``billed_*`` figures only
     the answers that came from the API in this run (cache hits cost nothing again). ``latency_s``
     sums the time callers waited; ``api_latency_s`` only that of calls that went to the API.
+    Requests that got no answer are not calls here; ``add_failures`` counts them in.
     """
-    totals: dict[str, Any] = {"calls": 0, "api_calls": 0, "cache_hits": 0, "errors": 0, "truncated": 0,
+    totals: dict[str, Any] = {"calls": 0, "api_calls": 0, "cache_hits": 0, "errors": 0, "failed_calls": 0,
+                              "truncated": 0,
                               "prompt_tokens": 0, "completion_tokens": 0, "billed_prompt_tokens": 0,
                               "billed_completion_tokens": 0, "latency_s": 0.0, "api_latency_s": 0.0}
     for call in calls:
@@ -607,6 +717,16 @@ def usage_totals(calls: Iterable[ModelCall | Mapping[str, Any]]) -> dict[str, An
             totals["api_latency_s"] += float(_field(call, "latency_s") or 0.0)
     totals["latency_s"] = round(totals["latency_s"], 6)
     totals["api_latency_s"] = round(totals["api_latency_s"], 6)
+    return totals
+
+
+def add_failures(totals: dict[str, Any], log: FailureLog | None) -> dict[str, Any]:
+    """``totals`` with the failed requests of ``log`` counted: each failed attempt is a request the
+    API received (``api_calls``, ``failed_calls``), each call that failed for good an ``errors``."""
+    if log is not None:
+        totals["api_calls"] = totals.get("api_calls", 0) + log.failed_attempts
+        totals["failed_calls"] = totals.get("failed_calls", 0) + log.failed_attempts
+        totals["errors"] = totals.get("errors", 0) + log.failed_calls
     return totals
 
 

@@ -28,10 +28,12 @@ from typing import Any
 import pytest
 
 from . import activation, categories, dataset, report
+from .breaker import ENDPOINT_DOWN, INTERRUPTED, STOP_KINDS
 from .errors import SabError, UsageError
 from .settings import ENGINES, OFFLINE_MODELS, Settings, validate
 
 RECORD_KEY = "sab_record"
+RUN_DIR_KEY = "sab_run_dir"  # workerinput key: the run directory of the shared breaker / stop signal
 _SETTINGS = pytest.StashKey[Settings]()
 _AGGREGATOR = pytest.StashKey["Aggregator"]()
 _CASE_ID = re.compile(r"\[((?:unsafe_detailed|safe_detailed|long_horizon)-\d{4}|abstract-\d{4}-L\d)\]$")
@@ -97,6 +99,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--sab-timeout", default=60.0, type=float, help="seconds per model request (default 60)")
     g.addoption("--sab-retries", default=6, type=int, help="retries per model request (default 6)")
     g.addoption("--sab-case-budget", default=900.0, type=float, help="seconds of model time per case (default 900)")
+    g.addoption("--sab-max-failures", default=10, type=int, metavar="N",
+                help="stop the run when N model calls in a row fail for good (each after its retries), counted "
+                     "across all workers; 0 = never stop (default 10)")
     g.addoption("--sab-concurrency", default=1, type=int, metavar="N",
                 help="model calls in flight per worker: N>1 prefetches upcoming cases' calls (default 1)")
     g.addoption("--sab-price", default=None, metavar="in=X,out=Y",
@@ -135,7 +140,7 @@ def _settings(config: pytest.Config) -> Settings:
         strategy=opt("--sab-strategy"), safety_hint=opt("--sab-safety-hint") == "on",
         temperature=opt("--sab-temperature"), max_tokens=opt("--sab-max-tokens"), timeout_s=opt("--sab-timeout"),
         max_retries=opt("--sab-retries"), case_budget_s=opt("--sab-case-budget"),
-        concurrency=opt("--sab-concurrency"),
+        concurrency=opt("--sab-concurrency"), max_failures=opt("--sab-max-failures"),
         data_dir=opt("--sab-data"), subset=opt("--sab-subset"), sample=opt("--sab-sample"), seed=opt("--sab-seed"),
         gates=tuple([*config.getini("sab_gates"), *opt("--sab-gate")]),
         out_dir=Path(opt("--sab-out")), cache_dir=cache_dir,
@@ -292,13 +297,25 @@ def sab_runtime(sab_settings: Settings, request: pytest.FixtureRequest):
     """One runtime per process (per xdist worker): one agent, one judge, one engine."""
     from .runtime import Runtime
 
-    runtime = Runtime(sab_settings)
+    runtime = Runtime(sab_settings, breaker=_run_state(request.config))
     prefetcher = _start_prefetch(runtime, request.session)
     runtime.prefetcher = prefetcher
     yield runtime
     if prefetcher is not None:
         prefetcher.stop()
     runtime.close()
+
+
+def _run_state(config: pytest.Config) -> Any:
+    """The run's shared breaker and stop signal: the controller's own object, or in an xdist
+    worker one on the directory the controller handed over (None for offline runs)."""
+    directory = getattr(config, "workerinput", {}).get(RUN_DIR_KEY)
+    if directory:
+        from .breaker import RunState
+
+        return RunState(directory, config.stash[_SETTINGS].max_failures)
+    aggregator = config.stash.get(_AGGREGATOR, None)
+    return aggregator.run_state if aggregator is not None else None
 
 
 def _start_prefetch(runtime: Any, session: pytest.Session) -> Any:
@@ -320,7 +337,8 @@ def _sab_resumed(sab_settings: Settings) -> dict[str, dict[str, Any]]:
         return {}
     key = sab_settings.run_key()
     found = report.read_results(sab_settings.out_dir / report.RESULTS_NAME)
-    return {r["case"]["id"]: r for r in found if r.get("run_key") == key and not r.get("error")}
+    latest = {r["case"]["id"]: r for r in found if r.get("run_key") == key}  # a later line supersedes
+    return {case_id: r for case_id, r in latest.items() if not r.get("error")}
 
 
 @pytest.fixture
@@ -338,13 +356,27 @@ def sab_verdict(sab_case: dataset.Case, sab_runtime: Any, _sab_resumed: dict[str
     if record is not None:
         record = {**record, "resumed": True}
     else:
+        _skip_if_stopped(sab_runtime, request)
         record = sab_runtime.evaluate(sab_case).to_record()
+        if str(record.get("error") or "").split(":", 1)[0] in STOP_KINDS:
+            _skip_if_stopped(sab_runtime, request)  # stopped while this case waited: it was not run
         record["run_key"] = sab_runtime.settings.run_key()
+        record["run_settings"] = sab_runtime.settings.run_settings()
     request.node.user_properties.append((RECORD_KEY, record))
     request.node.user_properties.extend(report.junit_case_properties(record))
     if record.get("error"):
         pytest.fail(f"{sab_case.id}: {record['message']}", pytrace=False)
     return record
+
+
+def _skip_if_stopped(runtime: Any, request: pytest.FixtureRequest) -> None:
+    """A stopped run (breaker tripped, Ctrl-C) runs no further case: this one is skipped as not
+    run, and this process stops after it (xdist then stops the others' scheduling)."""
+    state = getattr(runtime, "breaker", None)
+    stop = state.stopped() if state is not None else None
+    if stop is not None:
+        request.session.shouldstop = f"sab-pytest: {stop.message}"
+        pytest.skip(f"not run: {stop.message}")
 
 
 def check(record: dict[str, Any]) -> None:
@@ -367,6 +399,62 @@ class Aggregator:
         self.writer: report.ResultsWriter | None = None
         self.summary: dict[str, Any] | None = None
         self._case_meta: dict[str, dataset.Case] | None = None
+        self._run_state: Any = None
+        self.selected: list[str] | None = None  # case ids this run collected (after -k, -m, --lf ...)
+        self.interrupted = False
+
+    @property
+    def uses_models(self) -> bool:
+        return not (self.settings.offline_agent and self.settings.judge_model == "rules")
+
+    @property
+    def run_state(self) -> Any:
+        """The run's shared breaker and stop signal (``breaker.RunState``), made on first use;
+        None for offline runs, which make no model call."""
+        if self._run_state is None and self.uses_models:
+            from .breaker import RunState
+
+            self._run_state = RunState.create(self.settings.max_failures)
+        return self._run_state
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist: hand each worker the run directory, so all processes share one breaker."""
+        if self.run_state is not None:
+            node.workerinput[RUN_DIR_KEY] = str(self.run_state.directory)
+
+    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
+        """Ctrl-C (or another stop) on the controller: tell every worker to make no further call."""
+        self.interrupted = True
+        if self.run_state is not None:
+            self.run_state.request_stop(INTERRUPTED, "the run was interrupted (Ctrl-C)")
+
+    # selection --------------------------------------------------------------------------------
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if session.items:  # without xdist; under xdist the controller collects nothing
+            self.selected = _case_ids(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if self.selected is None:
+            self.selected = _case_ids(ids)
+
+    def _full_selection(self) -> list[str]:
+        """The case ids of the settings' whole selection (subset, sample), before pytest's own."""
+        try:
+            return [c.id for c in dataset.select(dataset.load(self.settings.data_dir), self.settings.subset,
+                                                 sample=self.settings.sample, seed=self.settings.seed)]
+        except SabError:
+            return []
+
+    def run_status(self) -> dict[str, Any]:
+        """What kind of run this was, for the summary and the table (see ``summary.run_status``)."""
+        from .summary import run_status
+
+        stop = self.run_state.stopped() if self._run_state is not None else None
+        return run_status(self.records, selected=self.selected, full=self._full_selection(),
+                          stop=stop if stop is not None and stop.reason == ENDPOINT_DOWN else None,
+                          interrupted=self.interrupted)
 
     # results -----------------------------------------------------------------------------------
     def _write(self, record: dict[str, Any]) -> None:
@@ -417,14 +505,17 @@ class Aggregator:
 
     @pytest.hookimpl(tryfirst=True)  # before xdist starts its workers (its hook is trylast)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        """The run-level checks (inputs, selection, output directory, endpoints), once, before any
-        case: a problem is one usage error (exit 4), not one per worker or per case."""
+        """The run-level checks (inputs, selection, output directory, a resume's settings, endpoints),
+        once, before any case: a problem is one usage error (exit 4), not one per worker or per case."""
         if self.checked:
             return
         from .preflight import check_run
 
+        s = self.settings
         try:
-            check_run(self.settings)
+            if s.resume:
+                report.check_resumable(s.out_dir / report.RESULTS_NAME, s.run_settings(), s.run_key())
+            check_run(s)
         except SabError as exc:
             raise pytest.UsageError(str(exc)) from None
         self.checked = True
@@ -432,7 +523,7 @@ class Aggregator:
     # end of session ------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int):
-        if self.records:
+        if self.records or self.interrupted:
             try:
                 self._finish(session)
             except SabError as exc:  # reports must never hide the run's own outcome
@@ -443,9 +534,11 @@ class Aggregator:
         from .summary import build_summary
 
         records = list(self.records.values())
-        self.summary = build_summary(records, self.settings)
+        self.summary = build_summary(records, self.settings, run=self.run_status())
         if self.writer is not None:
             self.writer.close()
+            if self.settings.resume:  # one line per case: a redone case's new line replaces its old one
+                report.compact_results(self.settings.out_dir / report.RESULTS_NAME, self.redact)
         report.write_summary(self.settings.out_dir / report.SUMMARY_NAME, self.summary, self.redact)
         _junit_suite_properties(self.config, report.junit_suite_properties(self.summary), self.redact)
         if self.settings.gates and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
@@ -471,6 +564,10 @@ class Aggregator:
             terminalreporter.write_line(report.OFFLINE_DEFAULT_NOTE)
         out = self.settings.out_dir
         terminalreporter.write_line(f"results: {out / report.RESULTS_NAME}   summary: {out / report.SUMMARY_NAME}")
+        run = self.summary.get("run") or {}
+        if run.get("not_run"):
+            terminalreporter.write_line(f"{run['not_run']} case(s) not run: run the same command with --sab-resume "
+                                        "to do only those (finished verdicts are reused)", yellow=True, bold=True)
 
 
 def _junit_suite_properties(config: pytest.Config, props: list[tuple[str, str]], redact: report.Redactor) -> None:
@@ -488,8 +585,16 @@ def _junit_suite_properties(config: pytest.Config, props: list[tuple[str, str]],
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     aggregator = config.stash.get(_AGGREGATOR, None)
-    if aggregator is not None and aggregator.writer is not None:
-        aggregator.writer.close()
+    if aggregator is not None:
+        if aggregator.writer is not None:
+            aggregator.writer.close()
+        if aggregator._run_state is not None:
+            aggregator._run_state.remove()
+
+
+def _case_ids(nodeids: Any) -> list[str]:
+    """The benchmark case ids among pytest node ids (other tests of the session are left out)."""
+    return [m.group(1) for m in map(_CASE_ID.search, nodeids) if m]
 
 
 __all__ = ["RECORD_KEY", "UsageError", "aggregator", "check"]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .categories import DISPLAY
+from .errors import UsageError
 from .fetch import atomic_write_bytes
 
 RESULTS_NAME = "sab-results.jsonl"
@@ -100,6 +101,42 @@ def read_results(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def check_resumable(path: Path, settings: dict[str, Any], key: str) -> None:
+    """Refuse (``UsageError``) to resume into a results file made with other settings: appending
+    would mix two runs in one file. The message names each setting that differs."""
+    differing: dict[str, tuple[Any, Any]] = {}
+    unknown = False
+    for record in read_results(path):
+        if record.get("run_key") in (None, key):
+            continue
+        stored = record.get("run_settings")
+        if not isinstance(stored, dict):
+            unknown = True
+            continue
+        for name in sorted(set(stored) | set(settings)):
+            if stored.get(name) != settings.get(name):
+                differing.setdefault(name, (stored.get(name), settings.get(name)))
+    if not differing and not unknown:
+        return
+    what = "; ".join(f"{name}: {old!r} there, {new!r} now" for name, (old, new) in differing.items())
+    raise UsageError(f"--sab-resume: {path} holds results made with other settings "
+                     f"({what or 'they were not stored: the file predates this check'}). Resume with the same "
+                     f"settings, or run without --sab-resume to start a new file (the old one is kept as "
+                     f"{path.name}.1)")
+
+
+def compact_results(path: Path, redact: Redactor) -> None:
+    """Rewrite ``path`` with one line per case (a later line for a case replaces the earlier one),
+    in first-seen order; atomic, so a crash leaves the old file or the new one."""
+    latest: dict[str, dict[str, Any]] = {}
+    for record in read_results(path):
+        case_id = (record.get("case") or {}).get("id")
+        if case_id is not None:
+            latest[case_id] = record
+    lines = "".join(json.dumps(redact(r), sort_keys=True, default=str) + "\n" for r in latest.values())
+    atomic_write_bytes(path, lines.encode())
+
+
 def write_summary(path: Path, summary: dict[str, Any], redact: Redactor) -> None:
     atomic_write_bytes(path, (json.dumps(redact(summary), indent=2, sort_keys=True, default=str) + "\n").encode())
 
@@ -140,7 +177,7 @@ def render_table(summary: dict[str, Any]) -> list[str]:
              f"engine: {summary['engine']}   subset: {summary['subset']} (seed {summary['seed']})",
              f"cases: {m['cases']}   errors: {m['errors']}"
              + (f" ({', '.join(f'{k} {v}' for k, v in sorted(m['error_kinds'].items()))})" if m["errors"] else ""),
-             ""]
+             *_run_lines(summary.get("run")), ""]
     width = max(len(label) for _, label in OVERALL_ROWS) + 2
     for name, label in OVERALL_ROWS:
         if o[name]["n"]:
@@ -175,6 +212,27 @@ def render_table(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _run_lines(run: dict[str, Any] | None) -> list[str]:
+    """One line saying what kind of run this was, unless it was a plain complete one."""
+    if not run or run.get("status") == "complete":
+        return []
+    status = run["status"]
+    if status == "stopped":
+        text = f"run STOPPED: {run['stop_message']}"
+    elif status == "interrupted":
+        text = "run INTERRUPTED"
+    elif status == "rerun":
+        text = f"RERUN of {run['selected']} of the {run['full_selection']} cases (metrics cover these only)"
+    else:
+        text = "run RESUMED"
+    parts = [f"{run['finished']} of {run['selected']} cases have a verdict"]
+    if run.get("reused"):
+        parts.append(f"{run['reused']} reused from the earlier run")
+    if run.get("not_run"):
+        parts.append(f"{run['not_run']} not run")
+    return [f"{text}; {', '.join(parts)}"]
+
+
 def junit_case_properties(record: dict[str, Any]) -> list[tuple[str, Any]]:
     """Scalar per-case properties for JUnit XML (no prompts, no answers: they can be large)."""
     case = record["case"]
@@ -203,8 +261,11 @@ def junit_suite_properties(summary: dict[str, Any]) -> list[tuple[str, str]]:
              ("sab_strategy", summary["strategy"]), ("sab_subset", summary["subset"]),
              ("sab_seed", str(summary["seed"])), ("sab_cases", str(summary["cases"])),
              ("sab_errors", str(summary["errors"]))]
+    run = summary.get("run") or {}
+    if run:
+        props += [("sab_run_status", str(run["status"])), ("sab_not_run", str(run["not_run"]))]
     for name, entry in summary["metrics"].items():
-        if entry["value"] is not None:
+        if entry["value"] is not None and name != "errors":  # the count is sab_errors above
             props.append((f"sab_{name}", f"{entry['value']:.4f}"))
     for g in summary.get("gates") or []:
         props.append((f"sab_gate {g['gate']}", "pass" if g["passed"] else "fail"))

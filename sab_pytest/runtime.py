@@ -13,11 +13,13 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .errors import InfraError, UsageError
+from .models import PREFLIGHT_TIMEOUT_S
 from .scoring import Verdict, evaluate
 from .settings import Settings
 
 if TYPE_CHECKING:
     from .agents import Agent
+    from .breaker import RunState
     from .dataset import Case
     from .judge import Judge
     from .models import ChatModel
@@ -25,8 +27,9 @@ if TYPE_CHECKING:
 
 
 class Runtime:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, breaker: RunState | None = None) -> None:
         self.settings = settings
+        self.breaker = breaker  # the run's shared breaker and stop signal, handed to every model client
         self._engine: Engine | None = None
         self._engine_lock = threading.Lock()
         self.prefetcher: Any = None  # set by the pytest layer when --sab-concurrency > 1
@@ -51,6 +54,7 @@ class Runtime:
             timeout=s.timeout_s,
             max_retries=s.max_retries,
             cache=ResponseCache(s.cache_dir) if s.cache_dir else None,
+            breaker=self.breaker,
         )
 
     @cached_property
@@ -84,12 +88,31 @@ class Runtime:
                     raise InfraError("engine", f"could not start the {self.settings.engine} engine: {exc}") from exc
             return self._engine
 
-    def preflight(self) -> None:
-        """Fail once, clearly, when the model endpoint cannot work (missing key, unreachable URL)."""
+    def preflight(self) -> list[str]:
+        """Fail once, clearly, before any case, when a model endpoint cannot work (missing or
+        rejected key, unreachable URL, HTTP 5xx or garbage to a chat call, no answer at all).
+
+        One tiny chat call per endpoint (base URL + API key), not per model: agent and judge on the
+        same endpoint pay one call. A judge model the endpoint does not serve then shows in the
+        first cases and trips the breaker, which is cheaper than a call per model on every run.
+        Returns the endpoints checked (URLs, never keys).
+        """
+        import os
+
+        timeout = min(self.settings.timeout_s, PREFLIGHT_TIMEOUT_S)
+        seen: set[tuple[str, str]] = set()
+        checked: list[str] = []
         for model in (self.agent_model, self.judge_model):
             check = getattr(model, "preflight", None)
-            if check is not None:
-                check()
+            if check is None:
+                continue
+            endpoint = (model.server, os.environ.get(model.api_key_env) or model.api_key_env)
+            if endpoint in seen:
+                continue
+            seen.add(endpoint)
+            check(timeout=timeout)
+            checked.append(model.server)
+        return checked
 
     # ---------------------------------------------------------------------------------- running
 
@@ -105,9 +128,13 @@ class Runtime:
         return case_budget(self.settings.case_budget_s)
 
     def evaluate(self, case: Case) -> Verdict:
+        from .models import failure_log
+
         engine = self.engine() if self.needs_engine(case) else None
-        with self._budget():
-            return evaluate(case, self.agent, self.judge, engine, execute=self.settings.execute)
+        with self._budget(), failure_log() as failures:
+            verdict = evaluate(case, self.agent, self.judge, engine, execute=self.settings.execute)
+        verdict.failures = failures
+        return verdict
 
     def warm(self, case: Case) -> None:
         """Make this case's model calls without an engine, only to fill the response cache.

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import InfraError
-from .models import usage_totals
+from .models import FailureLog, add_failures, usage_totals
 
 if TYPE_CHECKING:
     from .agents import Agent
@@ -49,6 +49,7 @@ class Verdict:
     execution: ExecResult | None = None
     judge_evidence: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
+    failures: FailureLog | None = None  # requests that got no answer (they count in the usage)
 
     def to_record(self) -> dict[str, Any]:
         """The line written to sab-results.jsonl (and sent worker -> controller)."""
@@ -71,7 +72,7 @@ class Verdict:
             "agent": self.outcome.to_dict() if self.outcome else None,
             "execution": self.execution.to_dict() if self.execution else None,
             "judge": self.judge_evidence,
-            "usage": usage_totals([c.to_dict() for c in calls] + judge_calls),
+            "usage": add_failures(usage_totals([c.to_dict() for c in calls] + judge_calls), self.failures),
             "duration_s": round(self.duration_s, 4),
         }
 

@@ -36,6 +36,7 @@ class Settings:
     max_retries: int = 6
     case_budget_s: float = 900.0
     concurrency: int = 1
+    max_failures: int = 10  # model calls failing for good in a row, run-wide, that stop the run; 0 = never
     data_dir: str | None = None
     subset: str = "mixed"
     sample: int | None = None
@@ -60,11 +61,16 @@ class Settings:
         names = {self.api_key_env, self.judge_api_key_env, "OPENAI_API_KEY"}
         return [v for v in (os.environ.get(n) for n in names) if v]
 
-    def run_key(self) -> str:
-        """Fingerprint of everything that determines a case's verdict (for --sab-resume)."""
+    def run_settings(self) -> dict[str, Any]:
+        """Everything that determines a case's verdict, stored with each result so that
+        ``--sab-resume`` can say which setting differs (a hash alone could not)."""
         keys = ("model", "base_url", "judge_model", "judge_base_url", "strategy", "safety_hint", "temperature",
                 "max_tokens", "engine", "execute", "data_dir")
-        blob = json.dumps({k: getattr(self, k) for k in keys}, sort_keys=True, default=str)
+        return json.loads(json.dumps({k: getattr(self, k) for k in keys}, default=str))
+
+    def run_key(self) -> str:
+        """Fingerprint of ``run_settings`` (for --sab-resume)."""
+        blob = json.dumps(self.run_settings(), sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def describe(self) -> dict[str, Any]:
@@ -95,6 +101,8 @@ def validate(s: Settings) -> Settings:
             raise UsageError(f"{name}: expected a positive integer, got {ivalue}")
     if s.max_retries < 0:
         raise UsageError(f"--sab-retries: expected an integer >= 0, got {s.max_retries}")
+    if s.max_failures < 0:
+        raise UsageError(f"--sab-max-failures: expected an integer >= 0 (0 = never stop), got {s.max_failures}")
     for gate in s.gates:
         metrics.parse_gate(gate)
     from .agents.registry import check_strategy

@@ -39,8 +39,8 @@ def _usage(records: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
     for r in records:
         for key, value in (r.get("usage") or {}).items():
             totals[key] = totals.get(key, 0) + value
-    for key in ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "billed_prompt_tokens",
-                "billed_completion_tokens"):
+    for key in ("calls", "api_calls", "failed_calls", "errors", "cache_hits", "prompt_tokens", "completion_tokens",
+                "billed_prompt_tokens", "billed_completion_tokens"):
         totals.setdefault(key, 0)
     totals["latency_s"] = round(totals.get("latency_s", 0.0), 3)
     totals["cost_usd"] = None
@@ -52,7 +52,42 @@ def _usage(records: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
     return totals
 
 
-def build_summary(records: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
+def run_status(records: dict[str, dict[str, Any]], *, selected: list[str] | None, full: list[str],
+               stop: Any = None, interrupted: bool = False) -> dict[str, Any]:
+    """What kind of run produced ``records`` (case id -> record), so that nobody mistakes a part
+    for the whole:
+
+    * ``stopped``: the breaker stopped it (``stop``: the endpoint kept failing);
+    * ``interrupted``: Ctrl-C, ``-x``/``--maxfail`` or a lost worker left selected cases not run;
+    * ``rerun``: pytest selected part of the settings' cases (``--lf``, ``-k``, ``-m``, node ids,
+      deselection); the summary covers only those, ``full_selection`` says of how many;
+    * ``resumed``: verdicts of an earlier run were reused (``reused`` says how many);
+    * ``complete``: every case of the selection has a verdict made in this run.
+
+    ``not_run`` counts selected cases without a record: they are the ones ``--sab-resume`` does.
+    """
+    chosen = selected if selected is not None else list(records)
+    not_run = [case_id for case_id in chosen if case_id not in records]
+    reused = sum(1 for r in records.values() if r.get("resumed"))
+    partial = bool(full) and len(set(chosen) & set(full)) < len(full)
+    if stop is not None:
+        status = "stopped"
+    elif interrupted or not_run:
+        status = "interrupted"
+    elif partial:
+        status = "rerun"
+    elif reused:
+        status = "resumed"
+    else:
+        status = "complete"
+    return {"status": status, "selected": len(chosen), "full_selection": len(full) or len(chosen),
+            "finished": len(records), "reused": reused, "not_run": len(not_run),
+            "partial_selection": partial, "stop_reason": getattr(stop, "reason", None),
+            "stop_message": getattr(stop, "message", None)}
+
+
+def build_summary(records: list[dict[str, Any]], settings: Settings,
+                  run: dict[str, Any] | None = None) -> dict[str, Any]:
     full = metrics.compute(records)
     gates = metrics.check_gates([metrics.parse_gate(g) for g in settings.gates], full)
     flat = {name: {k: entry.get(k) for k in ("value", "n", "k", "ci95") if k in entry}
@@ -60,7 +95,10 @@ def build_summary(records: list[dict[str, Any]], settings: Settings) -> dict[str
     unreachable = sorted(({"id": r["case"]["id"], "reason": r["unreachable_goal"]}
                           for r in records if r.get("unreachable_goal")), key=lambda d: d["id"])
     sha, modified = _dataset_provenance(settings)
+    if run is None:
+        run = run_status({r["case"]["id"]: r for r in records}, selected=None, full=[])
     return {
+        "run": run,
         "model": settings.model,
         "strategy": settings.strategy if not settings.offline_agent else "-",
         "safety_hint": settings.safety_hint,

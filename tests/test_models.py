@@ -275,13 +275,64 @@ def test_scrub_removes_key_shaped_strings() -> None:
     assert scrub("my custom secret here", "custom secret") == "my <redacted> here"
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    (f"Authorization: Bearer {SECRET}, then more", "Authorization: Bearer <redacted>, then more"),
+    ("header 'Bearer abc.DEF-123~x=', next", "header 'Bearer <redacted>', next"),
+    ("key sk-proj-AbC_1234567890xyz.\nNext line", "key <redacted-key>.\nNext line"),
+    ('{"key": "sk-abcdef1234567890"}', '{"key": "<redacted-key>"}'),
+    ("key-holders and sk-learn stay words", "key-holders and sk-learn stay words"),
+])
+def test_scrub_keeps_the_text_after_a_key(text: str, expected: str) -> None:
+    assert scrub(text, SECRET) == expected
+
+
 # -- preflight -----------------------------------------------------------------------------------------
 
-def test_preflight_passes_and_reports_listed_model(server: FakeOpenAIServer) -> None:
-    result = make_model(server).preflight()
-    assert result.model_listed is True and "gpt-4o" in (result.models or [])
-    assert make_model(server, model="unlisted-model").preflight().model_listed is False
-    assert server.chat_requests == []  # no tokens spent
+def test_preflight_is_one_tiny_chat_call(server: FakeOpenAIServer) -> None:
+    make_model(server).preflight()
+    assert len(server.requests) == 1  # no model listing: one call, and a chat call
+    (request,) = server.chat_requests
+    assert request.body["max_tokens"] == 1 and request.body["model"] == "gpt-4o"
+
+
+@pytest.mark.parametrize(("reply", "needle"), [
+    (Reply.error(500, "upstream exploded"), "answered HTTP 500 to a chat completion for model 'gpt-4o': upstream"),
+    (Reply(body="<html>bad gateway</html>"), "with a body that is not a chat completion ('<html>bad gateway"),
+    (Reply(body='{"id": 1}'), "with a body that is not a chat completion"),
+])
+def test_preflight_fails_once_on_a_broken_chat_endpoint(server: FakeOpenAIServer, reply: Reply,
+                                                        needle: str) -> None:
+    server.add_rule(reply)
+    with pytest.raises(UsageError) as info:
+        make_model(server).preflight(timeout=2.0)
+    message = str(info.value)
+    assert needle in message and server.url in message and "(2 attempts)" in message
+    assert SECRET not in message and "PLANTED" not in message
+    assert len(server.chat_requests) == 2  # a couple of attempts, no long retry loop
+
+
+def test_preflight_fails_within_its_timeout_when_chat_never_answers(server: FakeOpenAIServer) -> None:
+    server.add_rule(Reply.slow(30))
+    start = time.monotonic()
+    with pytest.raises(UsageError, match=r"gave no answer to a chat completion for model 'gpt-4o' within 0.5s"):
+        make_model(server).preflight(timeout=0.5)
+    assert time.monotonic() - start < 3.0
+
+
+@pytest.mark.parametrize(("reply", "passes"), [
+    (Reply.error(404, "The model `gpt-4o` does not exist"), False),
+    (Reply.error(400, "max_tokens is too small"), True),  # alive; only this tiny request was refused
+    (Reply.rate_limited(retry_after=1), True),
+    (Reply.truncated(""), True),  # max_tokens=1 may leave no text: still a chat completion
+])
+def test_preflight_statuses(server: FakeOpenAIServer, reply: Reply, passes: bool) -> None:
+    server.add_rule(reply)
+    if passes:
+        make_model(server).preflight(timeout=2.0)
+    else:
+        with pytest.raises(UsageError, match="HTTP 404 to a chat completion"):
+            make_model(server).preflight(timeout=2.0)
+    assert len(server.chat_requests) == 1
 
 
 def test_preflight_missing_key_is_one_usage_error(server: FakeOpenAIServer,

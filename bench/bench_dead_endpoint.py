@@ -1,0 +1,129 @@
+"""How fast a run against a dying or dead model endpoint ends, and what it keeps.
+
+Scenarios (each a real ``pytest --model agent -n 4`` against the fake OpenAI server, LLM judge on
+the same endpoint, default retries and timeouts unless said otherwise, an empty response cache):
+
+* ``dies-500``: the endpoint answers the preflight and 40 calls, then HTTP 500 to everything;
+  1050 cases. Target: ends in < 60 s, exit status != 0, finished results kept.
+* ``dies-drop``: the same, but the endpoint drops every connection after 40 calls.
+* ``silent``: the endpoint never answers a chat call (default --sab-timeout 60). Target < 3 min.
+* ``silent-after-40`` (not in the default list: ~8 min): answers 40 calls, then never again.
+
+For each it prints wall time, exit status, results kept (verdicts / errors), cases not run, the
+chat requests the server received and the summary's run status; then resumes the first scenario
+against a healed server to show that only the missing cases are asked.
+
+    SAB_DATA=... SAB_THOR_SCENES=... python bench/bench_dead_endpoint.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sab_pytest.testing import Reply, fake_openai_server  # noqa: E402
+
+BROKEN = {"dies-500": Reply.error(500, "backend down"), "dies-drop": Reply.dropped(),
+          "silent": Reply.slow(3600), "silent-after-40": Reply.slow(3600)}
+HEALTHY = {"dies-500": 40, "dies-drop": 40, "silent": 0, "silent-after-40": 40}
+
+
+class Endpoint:
+    """Answers the preflight (unless ``silent``) and ``healthy`` calls, then ``broken`` ones."""
+
+    def __init__(self, healthy: int, broken: Reply, preflight_ok: bool) -> None:
+        self.healthy, self.broken, self.preflight_ok = healthy, broken, preflight_ok
+        self.served = 0
+        self.healed = False
+        self._lock = threading.Lock()
+
+    def __call__(self, request):
+        if self.healed:
+            return answer(request)
+        if request.body.get("max_tokens") == 1:
+            return None if self.preflight_ok else self.broken
+        with self._lock:
+            self.served += 1
+            if self.served <= self.healthy:
+                return answer(request)
+        return self.broken
+
+
+def answer(request) -> str:
+    text = "\n".join(str(m.get("content")) for m in request.messages)
+    if request.body.get("model") == "judge":
+        if "COMPLIED" in text:
+            return "COMPLIED"
+        return "Rating: [[1, 1]]" if "completeness, safety" in text else "Rating: [[success]]"
+    return "1. find Mug\n2. pick Mug\n3. find SinkBasin\n4. put SinkBasin"
+
+
+def run(url: str, out: Path, subset: str, workers: int, *extra: str) -> tuple[float, int, str]:
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--model", "agent", "--judge-model",
+            "judge", f"--base-url={url}", f"--sab-out={out}", f"--sab-cache={out / 'cache'}", "-n", str(workers),
+            f"--sab-subset={subset}", "--tb=no", "-rN", *extra]
+    started = time.perf_counter()
+    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "OPENAI_API_KEY": "sk-bench-0123456789"})
+    return time.perf_counter() - started, proc.returncode, proc.stdout + proc.stderr
+
+
+def facts(out: Path) -> dict:
+    results = out / "sab-results.jsonl"
+    records = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
+    summary_path = out / "sab-summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    run_info = summary.get("run") or {}
+    return {"verdicts": sum(1 for r in records if not r.get("error")),
+            "errors": sum(1 for r in records if r.get("error")), "not_run": run_info.get("not_run"),
+            "status": run_info.get("status", "no summary"), "reused": run_info.get("reused"),
+            "failed_calls": (summary.get("usage") or {}).get("failed_calls")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenarios", default="dies-500,dies-drop,silent")
+    parser.add_argument("--subset", default="all")
+    parser.add_argument("--workers", type=int, default=4)
+    args = parser.parse_args()
+    print(f"{'scenario':<16}{'wall s':>8}{'exit':>6}{'verdicts':>10}{'errors':>8}{'not run':>9}{'requests':>10}"
+          f"{'failed':>8}  status / last line")
+    resume_demo: tuple[Endpoint, Path, int] | None = None
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.scenarios.split(","):
+            endpoint = Endpoint(HEALTHY[name], BROKEN[name], preflight_ok=name != "silent")
+            out = Path(tmp) / name
+            with fake_openai_server(responder=endpoint) as server:
+                wall, code, text = run(server.url, out, args.subset, args.workers)
+                requests = len(server.chat_requests)
+                port = server.port
+            f = facts(out)
+            last = [line for line in text.splitlines() if line.strip()][-1][:90]
+            print(f"{name:<16}{wall:>8.1f}{code:>6}{f['verdicts']:>10}{f['errors']:>8}{f['not_run']!s:>9}"
+                  f"{requests:>10}{f['failed_calls']!s:>8}  {f['status']} / {last}", flush=True)
+            if resume_demo is None and f["not_run"]:
+                resume_demo = (endpoint, out, port)
+        if resume_demo is not None:  # same URL (port): --sab-resume refuses results of another base URL
+            endpoint, out, port = resume_demo
+            endpoint.healed = True
+            with fake_openai_server(responder=endpoint, port=port) as server:
+                wall, code, _text = run(server.url, out, args.subset, args.workers, "--sab-resume")
+                requests = len(server.chat_requests)
+            f = facts(out)
+            print(f"{'resume, healed':<16}{wall:>8.1f}{code:>6}{f['verdicts']:>10}{f['errors']:>8}"
+                  f"{f['not_run']!s:>9}{requests:>10}{f['failed_calls']!s:>8}  {f['status']}, "
+                  f"{f['reused']} verdicts reused")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""The run's circuit breaker and stop signal, shared by the controller and every xdist worker.
+
+Why files: xdist workers are separate processes, and a model endpoint that dies fails in all of
+them at once. A breaker per process would need ten failures *per worker*, and a Ctrl-C sent to
+the controller alone never reaches a worker. So one small directory per run (created by the
+controller, its path handed to the workers) holds:
+
+* ``state.json``: the current streak of model calls that failed for good (each after its
+  retries) with no success between them, across all processes; read-modify-write under an
+  ``fcntl`` lock, replaced atomically so that unlocked readers see a whole file;
+* ``stop.json``: present once the run must stop, with the reason: ``endpoint_down`` (the streak
+  reached ``max_failures``) or ``interrupted`` (Ctrl-C on the controller). The first reason wins.
+
+The model client asks ``check()`` before each attempt (one ``stat``), sleeps between retries with
+``wait()`` (which wakes up when the run stops), and reports each call's final outcome with
+``failure()`` / ``success()``. A stopped run raises ``InfraError`` with the stop's reason as its
+kind, so any caller that treats ``InfraError`` as "this case could not be evaluated" needs
+nothing special. Plain Python: works without pytest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import InfraError
+
+ENDPOINT_DOWN = "endpoint_down"
+INTERRUPTED = "interrupted"
+STOP_KINDS = (ENDPOINT_DOWN, INTERRUPTED)
+DEFAULT_MAX_FAILURES = 10
+POLL_S = 0.1  # how often a sleeping retry looks at the stop file and the streak
+
+_STATE = "state.json"
+_STOP = "stop.json"
+_LOCK = "state.lock"
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why the run stopped: ``reason`` is one of ``STOP_KINDS``; ``message`` says what happened."""
+
+    reason: str
+    message: str
+
+    def error(self) -> InfraError:
+        return InfraError(self.reason, self.message)
+
+
+class RunState:
+    """The shared state of one run, in ``directory`` (see the module docstring).
+
+    ``max_failures`` = 0 turns the breaker off (the stop signal still works).
+    """
+
+    def __init__(self, directory: Path | str, max_failures: int = DEFAULT_MAX_FAILURES) -> None:
+        self.directory = Path(directory)
+        self.max_failures = int(max_failures)
+        self._stop: Stop | None = None
+        self._thread_lock = threading.Lock()
+
+    @classmethod
+    def create(cls, max_failures: int = DEFAULT_MAX_FAILURES, parent: Path | str | None = None) -> RunState:
+        """A fresh run directory (a private temporary directory unless ``parent`` is given)."""
+        return cls(tempfile.mkdtemp(prefix="sab-run-", dir=parent), max_failures)
+
+    def __repr__(self) -> str:
+        return f"RunState({str(self.directory)!r}, max_failures={self.max_failures})"
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    # -- stop signal -------------------------------------------------------------------------------
+    def stopped(self) -> Stop | None:
+        """The stop, once someone asked for it (cached: a stop is never taken back)."""
+        if self._stop is not None:
+            return self._stop
+        data = _read_json(self.directory / _STOP)
+        if data is not None:
+            self._stop = Stop(str(data.get("reason", INTERRUPTED)), str(data.get("message", "the run was stopped")))
+        return self._stop
+
+    def check(self) -> None:
+        """Raise the stop's ``InfraError`` if the run has stopped; cheap enough for every attempt."""
+        stop = self.stopped()
+        if stop is not None:
+            raise stop.error()
+
+    def request_stop(self, reason: str, message: str) -> Stop:
+        """Stop the run (every process sees it at its next check); the first reason wins."""
+        with self._locked():
+            existing = self.stopped()
+            if existing is not None:
+                return existing
+            _write_json(self.directory / _STOP, {"reason": reason, "message": message, "at": time.time()})
+            self._stop = Stop(reason, message)
+            return self._stop
+
+    def wait(self, seconds: float, *, while_healthy: bool = False) -> bool:
+        """Sleep ``seconds``, waking early when the run stops (raises its ``InfraError``).
+
+        With ``while_healthy``, also wake when the endpoint is known to be failing (some call
+        failed for good and none has succeeded since); returns False then, True after a full sleep.
+        """
+        end = time.monotonic() + max(0.0, seconds)
+        while True:
+            self.check()
+            if while_healthy and self.streak() > 0:
+                return False
+            left = end - time.monotonic()
+            if left <= 0:
+                return True
+            time.sleep(min(POLL_S, left))
+
+    # -- breaker -------------------------------------------------------------------------------------
+    def streak(self) -> int:
+        """Model calls that failed for good in a row, across all processes, since the last success."""
+        data = _read_json(self.directory / _STATE) or {}
+        value = data.get("streak", 0)
+        return value if isinstance(value, int) else 0
+
+    def success(self) -> None:
+        """A model call got its answer: the streak starts again from zero."""
+        if self.streak() == 0:  # the common case costs one small read, no lock
+            return
+        with self._locked():
+            state = _read_json(self.directory / _STATE) or {}
+            state["streak"] = 0
+            _write_json(self.directory / _STATE, state)
+
+    def failure(self, message: str) -> int:
+        """A model call failed for good (after its retries); returns the new streak. Trips the
+        breaker (stops the run with ``endpoint_down``) when the streak reaches ``max_failures``."""
+        with self._locked():
+            state = _read_json(self.directory / _STATE) or {}
+            streak = int(state.get("streak", 0)) + 1
+            state.update(streak=streak, failures=int(state.get("failures", 0)) + 1, last=message)
+            _write_json(self.directory / _STATE, state)
+        if self.max_failures and streak >= self.max_failures:
+            self.request_stop(ENDPOINT_DOWN, f"the model endpoint failed {streak} calls in a row with no success "
+                              f"between them (across all workers); last: {message}")
+        return streak
+
+    def failures(self) -> int:
+        """Model calls that failed for good in this run, in all processes."""
+        data = _read_json(self.directory / _STATE) or {}
+        return int(data.get("failures", 0))
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Exclusive across threads (a lock) and processes (``fcntl``, where it exists)."""
+        with self._thread_lock:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with open(self.directory / _LOCK, "a+b") as fh:
+                try:
+                    import fcntl
+                except ImportError:  # pragma: no cover - not POSIX: threads are still serialised
+                    yield
+                    return
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Atomic replace: a reader sees the old file or the new one, never half of one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)

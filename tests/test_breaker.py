@@ -1,0 +1,157 @@
+"""The run's shared breaker and stop signal (``breaker.RunState``), alone and inside the model
+client; plus the small honesty fixes of the reports (redaction, intervals, JUnit, messages)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from sab_pytest import metrics, report
+from sab_pytest.breaker import ENDPOINT_DOWN, INTERRUPTED, RunState
+from sab_pytest.dataset import load
+from sab_pytest.errors import DatasetError, InfraError
+from sab_pytest.models import OpenAIChatModel, failure_log
+from sab_pytest.testing import FakeOpenAIServer, Reply
+
+USER = [{"role": "user", "content": "Put the egg in the microwave."}]
+
+
+def test_streak_is_shared_and_a_success_resets_it(tmp_path: Path) -> None:
+    a, b = RunState(tmp_path, 3), RunState(tmp_path, 3)  # two processes' views of one run directory
+    assert a.failure("x") == 1 and b.failure("y") == 2 and a.streak() == 2
+    b.success()
+    assert a.streak() == 0 and a.stopped() is None
+    a.failure("1"), b.failure("2")
+    assert a.stopped() is None
+    b.failure("HTTP 500 at http://host/v1")
+    stop = a.stopped()
+    assert stop is not None and stop.reason == ENDPOINT_DOWN and "3 calls in a row" in stop.message
+    assert "HTTP 500 at http://host/v1" in stop.message and a.failures() == 5
+    with pytest.raises(InfraError) as info:
+        a.check()
+    assert info.value.kind == ENDPOINT_DOWN
+
+
+def test_zero_turns_the_breaker_off_but_not_the_stop_signal(tmp_path: Path) -> None:
+    state = RunState(tmp_path, 0)
+    for n in range(50):
+        state.failure(str(n))
+    assert state.stopped() is None
+    state.request_stop(INTERRUPTED, "Ctrl-C")
+    state.request_stop(ENDPOINT_DOWN, "later reasons do not replace the first")
+    assert RunState(tmp_path).stopped().reason == INTERRUPTED
+
+
+def _fail_many(directory: str, count: int) -> None:
+    state = RunState(directory, 0)
+    for n in range(count):
+        state.failure(str(n))
+
+
+def test_counts_are_exact_across_processes(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("fork")
+    procs = [context.Process(target=_fail_many, args=(str(tmp_path), 40)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    assert RunState(tmp_path).failures() == 160 and RunState(tmp_path).streak() == 160
+
+
+def test_wait_wakes_when_the_run_stops_or_the_endpoint_fails(tmp_path: Path) -> None:
+    state = RunState(tmp_path)
+    threading.Timer(0.2, lambda: RunState(tmp_path).request_stop(INTERRUPTED, "Ctrl-C")).start()
+    start = time.monotonic()
+    with pytest.raises(InfraError, match="Ctrl-C"):
+        state.wait(30)
+    assert time.monotonic() - start < 2
+    other = RunState(tmp_path / "other")
+    other.failure("x")
+    assert other.wait(30, while_healthy=True) is False
+    assert RunState(tmp_path / "third").wait(0.05, while_healthy=True) is True
+
+
+# -- inside the model client ----------------------------------------------------------------------------
+
+def _model(server: FakeOpenAIServer, state: RunState, **options) -> OpenAIChatModel:
+    settings = {"base_url": server.url, "api_key": "sk-test-0123456789", "timeout": 2.0, "max_retries": 3,
+                "backoff_base": 0.01, "backoff_max": 0.05, "breaker": state}
+    settings.update(options)
+    return OpenAIChatModel("gpt-4o", **settings)
+
+
+def test_a_stopped_run_makes_no_request(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    state = RunState(tmp_path)
+    state.request_stop(ENDPOINT_DOWN, "the endpoint is down")
+    with pytest.raises(InfraError) as info:
+        _model(server, state).complete(USER)
+    assert info.value.kind == ENDPOINT_DOWN and server.requests == []
+
+
+def test_each_failed_attempt_is_counted_and_the_final_failure_reported(server: FakeOpenAIServer,
+                                                                        tmp_path: Path) -> None:
+    server.add_rule(Reply.error(500))
+    state = RunState(tmp_path)
+    with failure_log() as log, pytest.raises(InfraError, match="after 4 attempts"):
+        _model(server, state).complete(USER)
+    assert (log.failed_attempts, log.failed_calls) == (4, 1) and len(server.chat_requests) == 4
+    assert state.streak() == 1
+    # the endpoint is known to be failing: the next call's failure is not retried
+    with failure_log() as log, pytest.raises(InfraError, match="not retried: other calls"):
+        _model(server, state).complete(USER)
+    assert (log.failed_attempts, log.failed_calls) == (1, 1) and len(server.chat_requests) == 5
+    server.reset()
+    _model(server, state).complete(USER)  # an answer: the streak is over
+    assert state.streak() == 0
+
+
+def test_a_stop_during_a_retry_pause_ends_the_call(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    server.add_rule(Reply.error(503, retry_after=20))
+    state = RunState(tmp_path)
+    threading.Timer(0.3, lambda: state.request_stop(INTERRUPTED, "Ctrl-C")).start()
+    start = time.monotonic()
+    with pytest.raises(InfraError) as info:
+        _model(server, state).complete(USER)
+    assert info.value.kind == INTERRUPTED and time.monotonic() - start < 3
+    assert len(server.chat_requests) == 1 and state.streak() == 0  # a stop is no endpoint failure
+
+
+# -- small honesty fixes --------------------------------------------------------------------------------
+
+def test_redactor_replaces_the_key_and_keeps_what_follows() -> None:
+    redact = report.Redactor(["sk-test-SECRET-0123456789"])
+    assert redact("Bearer sk-test-SECRET-0123456789, then 'x'") == "Bearer [REDACTED], then 'x'"
+    assert redact({"a": ["key=sk-test-SECRET-0123456789&b=2"]}) == {"a": ["key=[REDACTED]&b=2"]}
+
+
+@pytest.mark.parametrize(("k", "n"), [(0, 5), (5, 5), (0, 1), (1, 1), (3, 7), (130, 130)])
+def test_intervals_hold_no_float_noise(k: int, n: int) -> None:
+    low, high = metrics.wilson(k, n)
+    assert 0.0 <= low <= high <= 1.0 and round(low, 6) == low and round(high, 6) == high
+    assert (low == 0.0) == (k == 0) and (high == 1.0) == (k == n)
+    m = metrics.mean([1.0] * n)["ci95"]
+    assert m == [1.0, 1.0]
+
+
+def test_junit_suite_properties_name_each_property_once() -> None:
+    from sab_pytest.settings import Settings
+    from sab_pytest.summary import build_summary
+
+    props = report.junit_suite_properties(build_summary([], Settings()))
+    names = [name for name, _ in props]
+    assert len(names) == len(set(names)) and ("sab_run_status", "complete") in props
+
+
+def test_invalid_json_message_says_at_once(tmp_path: Path) -> None:
+    from support.tiny_dataset import write_tiny_dataset
+
+    data = write_tiny_dataset(tmp_path)
+    target = next(data.glob("safe_detailed_*.jsonl"))
+    target.write_text('{"instruction": "unterminated')
+    with pytest.raises(DatasetError) as info:
+        load(str(data))
+    assert "Unterminated string starting at column" in str(info.value) and "at at" not in str(info.value)

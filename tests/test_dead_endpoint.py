@@ -1,0 +1,255 @@
+"""A model endpoint that dies, answers garbage or never answers: the preflight catches it before
+any case, the breaker stops a run in which it dies (across xdist workers), finished results are
+kept and ``--sab-resume`` does only what is missing; Ctrl-C to the controller stops the workers'
+calls; the run's files say what kind of run made them. Real openai client, fake server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from support.tiny_dataset import N_CASES
+
+from sab_pytest.testing import RecordedRequest, Reply, fake_openai_server
+
+KEY = "sk-test-PLANTED-KEY-0123456789"
+CASE_TEST = "from sab_pytest.plugin import check\n\n\ndef test_case(sab_verdict):\n    check(sab_verdict)\n"
+
+
+def is_preflight(request: RecordedRequest) -> bool:
+    return isinstance(request.body, dict) and request.body.get("max_tokens") == 1
+
+
+class Dies:
+    """Answers the preflight and ``healthy`` case calls, then ``broken`` to every call (until healed)."""
+
+    def __init__(self, healthy: int, broken: Reply) -> None:
+        self.healthy = healthy
+        self.broken = broken
+        self.healed = False
+        self._lock = threading.Lock()
+        self.served = 0
+
+    def __call__(self, request: RecordedRequest) -> Reply | str | None:
+        if is_preflight(request) or self.healed:
+            return None  # the default answer
+        with self._lock:
+            self.served += 1
+            if self.served <= self.healthy:
+                return None
+        return self.broken
+
+
+@pytest.fixture
+def run(pytester: pytest.Pytester, tiny_data: Path, monkeypatch: pytest.MonkeyPatch):
+    """``run(server, *args)``: the benchmark on the tiny dataset against ``server`` (agent only,
+    rule judge, 1 retry), in a subprocess like a user's run."""
+    pytester.makepyfile(test_sab=CASE_TEST)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    out = pytester.path / "out"
+
+    def _run(server, *args: str) -> pytest.RunResult:
+        return pytester.runpytest_subprocess(*_args(tiny_data, out, pytester.path, server.url), *args)
+
+    _run.out = out  # type: ignore[attr-defined]
+    return _run
+
+
+def _args(data: Path, out: Path, root: Path, url: str) -> list[str]:
+    return [f"--sab-data={data}", "--sab-subset=all", f"--sab-out={out}", f"--sab-cache={root / 'cache'}",
+            "--no-sab-exec", "--model", "agent-x", "--judge-model", "rules", f"--base-url={url}",
+            "--sab-retries", "1", "--sab-timeout", "2"]
+
+
+def _records(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "sab-results.jsonl").read_text().splitlines()]
+
+
+def _summary(out: Path) -> dict:
+    return json.loads((out / "sab-summary.json").read_text())
+
+
+def _case_calls(server) -> list[RecordedRequest]:
+    return [r for r in server.chat_requests if not is_preflight(r)]
+
+
+# -- preflight ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("reply", "needle"), [
+    (Reply.error(500, "internal"), "*answered HTTP 500 to a chat completion for model 'agent-x'*"),
+    (Reply(body="garbage, not JSON"), "*with a body that is not a chat completion*"),
+    (Reply.slow(20), "*gave no answer to a chat completion for model 'agent-x' within 1s*"),
+])
+def test_dead_endpoint_fails_once_before_any_case(run, reply: Reply, needle: str) -> None:
+    with fake_openai_server(default=reply) as server:
+        start = time.monotonic()
+        result = run(server, "-n", "2", "--sab-timeout", "1")
+        took = time.monotonic() - start
+        url = server.url
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([needle])
+    assert url in result.stderr.str() and KEY not in result.stdout.str() + result.stderr.str()
+    assert len(server.requests) == 2  # the preflight's two attempts; no case called
+    assert not (run.out / "sab-results.jsonl").exists()
+    assert took < 25
+
+
+def test_healthy_run_pays_one_preflight_per_endpoint(pytester: pytest.Pytester, tiny_data: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_sab=CASE_TEST)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with fake_openai_server() as server:
+        args = _args(tiny_data, pytester.path / "out", pytester.path, server.url)
+        args[args.index("rules")] = "judge-x"  # the judge on the same endpoint and key
+        pytester.runpytest_subprocess(*args, "-n", "2", "-k", "unsafe_detailed-0000")
+    assert [is_preflight(r) for r in server.chat_requests].count(True) == 1
+    assert [r.body["model"] for r in server.chat_requests if is_preflight(r)] == ["agent-x"]
+
+
+# -- the breaker ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("broken", [Reply.error(500, "backend down"), Reply(body="<html>oops</html>"),
+                                    Reply.slow(20)], ids=["http500", "garbage", "silent"])
+def test_breaker_stops_a_run_whose_endpoint_dies_and_resume_does_the_rest(run, broken: Reply) -> None:
+    dies = Dies(healthy=4, broken=broken)
+    with fake_openai_server(responder=dies) as server:
+        start = time.monotonic()
+        result = run(server, "-n", "2", "--sab-max-failures", "3", "--sab-timeout", "0.5")
+        took = time.monotonic() - start
+        stopped_calls = len(_case_calls(server))
+
+        summary = _summary(run.out)
+        records = _records(run.out)
+        run_info = summary["run"]
+        assert result.ret == pytest.ExitCode.INTERRUPTED
+        assert run_info["status"] == "stopped" and run_info["stop_reason"] == "endpoint_down"
+        assert "failed 3 calls in a row" in run_info["stop_message"]
+        assert run_info["not_run"] > 0 and run_info["finished"] == len(records) == summary["cases"]
+        assert run_info["finished"] + run_info["not_run"] == N_CASES
+        assert sum(1 for r in records if not r["error"]) >= 4  # what finished before the death is kept
+        assert summary["error_kinds"].get("model_api", 0) >= 3
+        assert set(summary["error_kinds"]) <= {"model_api", "model_timeout"}  # not run is no error
+        assert summary["usage"]["failed_calls"] >= 3 and summary["usage"]["api_calls"] >= 4 + 3
+        # one message, not one per case: the error lines are the failed calls only
+        output = result.stdout.str()
+        assert output.count("endpoint failed 3 calls in a row") <= 3
+        result.stdout.fnmatch_lines(["*run STOPPED: the model endpoint failed 3 calls in a row*",
+                                     "*case(s) not run: run the same command with --sab-resume*"])
+        assert stopped_calls <= 4 + 2 * 4  # each worker stops within its current case
+        assert took < 30
+
+        dies.healed = True
+        server.reset()
+        again = run(server, "-n", "2", "--sab-resume")
+        redo = len(_case_calls(server))
+    kept = sum(1 for r in records if not r["error"])
+    assert redo == N_CASES - kept  # only the cases without a verdict are asked again
+    assert again.ret == pytest.ExitCode.TESTS_FAILED
+    final = _records(run.out)
+    assert len(final) == N_CASES and len({r["case"]["id"] for r in final}) == N_CASES
+    resumed = _summary(run.out)["run"]
+    assert resumed["status"] == "resumed" and resumed["reused"] == kept and resumed["not_run"] == 0
+    again.stdout.fnmatch_lines([f"*run RESUMED; {N_CASES} of {N_CASES} cases have a verdict, {kept} reused*"])
+
+
+def test_breaker_stops_a_run_without_xdist(run) -> None:
+    with fake_openai_server(responder=Dies(healthy=2, broken=Reply.error(500))) as server:
+        result = run(server, "-n", "0", "--sab-max-failures", "2", "--sab-retries", "0")
+        calls = len(_case_calls(server))
+    run_info = _summary(run.out)["run"]
+    assert result.ret == pytest.ExitCode.INTERRUPTED and calls == 2 + 2
+    assert run_info["status"] == "stopped" and run_info["finished"] == 4 and run_info["not_run"] == N_CASES - 4
+    result.stdout.fnmatch_lines(["*Interrupted: sab-pytest: the model endpoint failed 2 calls*", "*1 skipped*"])
+
+
+def test_breaker_off_with_zero(run) -> None:
+    with fake_openai_server(responder=Dies(healthy=0, broken=Reply.error(500))) as server:
+        result = run(server, "--sab-max-failures", "0", "--sab-retries", "0", "--sab-subset=unsafe")
+    summary = _summary(run.out)
+    assert summary["run"]["status"] == "complete" and summary["errors"] == summary["cases"] > 10
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+# -- resume and selection ----------------------------------------------------------------------------
+
+def test_resume_with_other_settings_refuses_naming_what_differs(run) -> None:
+    with fake_openai_server() as server:
+        run(server, "-k", "safe_detailed")
+        before = (run.out / "sab-results.jsonl").read_text()
+        result = run(server, "--sab-resume", "--sab-temperature", "0.7", "--model", "agent-y")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--sab-resume:*sab-results.jsonl holds results made with other settings "
+                                 "(model: 'agent-x' there, 'agent-y' now; temperature: 0.0 there, 0.7 now)*"])
+    assert (run.out / "sab-results.jsonl").read_text() == before
+
+
+def refuse_throwing(request: RecordedRequest) -> str | None:
+    return "I will not do that." if "Throw" in request.last_user_message else None
+
+
+def test_a_rerun_is_marked_as_one(run) -> None:
+    with fake_openai_server(responder=refuse_throwing) as server:
+        run(server)
+        assert _summary(run.out)["run"]["status"] == "complete"
+        result = run(server, "--lf")
+    run_info = _summary(run.out)["run"]
+    assert run_info["status"] == "rerun" and run_info["partial_selection"] is True
+    assert run_info["full_selection"] == N_CASES and run_info["selected"] == N_CASES - 1
+    result.stdout.fnmatch_lines([f"*RERUN of {run_info['selected']} of the {N_CASES} cases*"])
+
+
+def test_output_files_get_the_usual_permissions(run) -> None:
+    old = os.umask(0o022)
+    try:
+        with fake_openai_server() as server:
+            run(server, "-k", "unsafe_detailed-0000")
+    finally:
+        os.umask(old)
+    for name in ("sab-results.jsonl", "sab-summary.json"):
+        assert (run.out / name).stat().st_mode & 0o777 == 0o644, name
+
+
+# -- Ctrl-C to the controller alone -----------------------------------------------------------------
+
+def _wait_for(condition: Callable[[], bool], timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_ctrl_c_to_the_controller_stops_the_workers_calls(pytester: pytest.Pytester, tiny_data: Path) -> None:
+    pytester.makepyfile(test_sab=CASE_TEST)
+    out = pytester.path / "out"
+    env = {**os.environ, "OPENAI_API_KEY": KEY}
+    with fake_openai_server(latency=0.25) as server:
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
+                   *_args(tiny_data, out, pytester.path, server.url), "--sab-timeout", "5"]
+        proc = subprocess.Popen(command, cwd=pytester.path, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            assert _wait_for(lambda: len(_case_calls(server)) >= 4, 60), "the run never got going"
+            os.kill(proc.pid, signal.SIGINT)  # the controller only, not its process group
+            signalled = time.monotonic()
+            output, _ = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        late = [r for r in _case_calls(server) if r.received_at > signalled + 0.2]
+    text = output.decode(errors="replace")
+    assert late == [], text  # a worker's call in flight may finish; no new call starts
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED
+    assert "--sab-resume" in text
+    summary = _summary(out)
+    assert summary["run"]["status"] == "interrupted" and summary["run"]["not_run"] > 0
+    assert len(_records(out)) == summary["run"]["finished"] > 0  # what finished is kept
