@@ -74,7 +74,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--sab-retries", default=6, type=int, help="retries per model request (default 6)")
     g.addoption("--sab-case-budget", default=900.0, type=float, help="seconds of model time per case (default 900)")
     g.addoption("--sab-concurrency", default=1, type=int, metavar="N",
-                help="model calls in flight per worker: N>1 prefetches upcoming cases' calls (default 1)")
+                help="cases (hence model calls) in flight per worker: N>1 runs the worker's upcoming cases "
+                     "ahead, each with its own engine (default 1)")
     g.addoption("--sab-price", default=None, metavar="in=X,out=Y", help="USD per 1M input/output tokens, for cost")
     g.addoption("--thor", default="sim",
                 help="engine: sim (embedded, default) or local (ai2thor.Controller, needs its Unity build)")
@@ -139,6 +140,7 @@ def pytest_configure(config: pytest.Config) -> None:
         aggregator = Aggregator(config, settings)
         config.stash[_AGGREGATOR] = aggregator
         config.pluginmanager.register(aggregator, "sab-aggregator")
+        config.pluginmanager.register(CaseDistribution(), "sab-case-distribution")
 
 
 _PATH_OPTIONS = ("--sab-data", "--sab-out", "--sab-cache", "--thor-scenes")
@@ -193,30 +195,16 @@ def sab_settings(pytestconfig: pytest.Config) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def sab_runtime(sab_settings: Settings, request: pytest.FixtureRequest):
-    """One runtime per process (per xdist worker): one agent, one judge, one engine."""
-    from .runtime import Runtime
+def sab_runtime(sab_settings: Settings, _sab_resumed: dict[str, dict[str, Any]], request: pytest.FixtureRequest):
+    """One runtime per process (per xdist worker): one agent, one judge, a small engine pool, and
+    the case runner that runs this worker's cases ahead (``runtime.runner``)."""
+    from .runtime import Runtime, start_runner
 
     runtime = Runtime(sab_settings)
-    prefetcher = _start_prefetch(runtime, request.session)
-    runtime.prefetcher = prefetcher
+    runtime.runner = start_runner(runtime, request.session, skip=set(_sab_resumed))
     yield runtime
-    if prefetcher is not None:
-        prefetcher.stop()
+    runtime.runner.stop()
     runtime.close()
-
-
-def _start_prefetch(runtime: Any, session: pytest.Session) -> Any:
-    s = runtime.settings
-    if s.concurrency <= 1 or s.offline_agent or s.cache_dir is None:
-        return None
-    from .prefetch import Prefetcher
-
-    cases = [item.callspec.params["sab_case"] for item in session.items
-             if hasattr(item, "callspec") and "sab_case" in item.callspec.params]
-    prefetcher = Prefetcher(runtime.warm, cases, concurrency=s.concurrency, key=lambda case: case.id)
-    prefetcher.start()
-    return prefetcher
 
 
 @pytest.fixture(scope="session")
@@ -236,14 +224,17 @@ def sab_verdict(sab_case: dataset.Case, sab_runtime: Any, _sab_resumed: dict[str
     An infrastructure failure is raised here, so pytest reports the case as an *error*; the record
     is attached first, so the controller still counts it.
     """
-    prefetcher = getattr(sab_runtime, "prefetcher", None)
-    if prefetcher is not None:
-        prefetcher.mark_reached(sab_case)  # the test does this case itself now
+    from .runner import RunnerStopped
+
     record = _sab_resumed.get(sab_case.id)
     if record is not None:
         record = {**record, "resumed": True}
     else:
-        record = sab_runtime.evaluate(sab_case).to_record()
+        try:
+            verdict = sab_runtime.runner.result(sab_case)
+        except RunnerStopped as exc:
+            pytest.skip(str(exc))
+        record = verdict.to_record()
         record["run_key"] = sab_runtime.settings.run_key()
     request.node.user_properties.append((RECORD_KEY, record))
     request.node.user_properties.extend(report.junit_case_properties(record))
@@ -371,6 +362,21 @@ class Aggregator:
             terminalreporter.write_line(line)
         out = self.settings.out_dir
         terminalreporter.write_line(f"results: {out / report.RESULTS_NAME}   summary: {out / report.SUMMARY_NAME}")
+
+
+class CaseDistribution:
+    """Controller side, registered with the ``Aggregator``: under ``-n``, xdist's default ``load``
+    scheduling is replaced by one that gives each worker its share of cases up front and lets an
+    idle worker take over cases another has not started (``xdist_cases``); for a collection without
+    benchmark cases it is xdist's own ``load`` scheduling. Any other ``--dist`` is left alone."""
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if config.getvalue("dist") != "load":
+            return None
+        from .xdist_cases import BenchmarkScheduling
+
+        return BenchmarkScheduling(config, log, lambda nodeid: _CASE_ID.search(nodeid) is not None)
 
 
 def _junit_suite_properties(config: pytest.Config, props: list[tuple[str, str]], redact: report.Redactor) -> None:
