@@ -1,12 +1,23 @@
 """End-to-end throughput of ``pytest --model X -n 4`` against the fake OpenAI server.
 
-The 130-case default sample, direct strategy, LLM judge, a fake server answering every call after
-``--latency`` seconds. For each in-flight setting C (``--sab-concurrency`` per worker = C / workers)
-it prints wall time against the latency floor = (sum over cases of the calls the case needs) x
-latency / C, where the calls are counted from the run's own results. Target: wall <= 1.1 x floor
-+ 2 s. Every scenario starts with an empty response cache.
+The 130-case default sample, direct strategy, LLM judge, execution on the embedded engine, a fake
+server answering every call after ``--latency`` seconds. C is the number of calls in flight for
+the whole run: ``-n W --sab-concurrency C/W``. Every scenario starts with an empty response cache
+(``cache on``) or runs with ``--sab-no-cache`` (``cache off``).
 
-    SAB_DATA=... python bench/bench_pytest_throughput.py --latency 0.5 --concurrency 4,16,64
+Figures, per scenario:
+
+* calls: chat requests the fake server received (each is paid once; the run's own usage must count
+  the same number of API calls, shown as ``usage``);
+* floor = calls x latency / C: the time the calls take if C are always in flight (the issue's
+  definition; it ignores that a case's calls are a chain and that the workers start one by one);
+* start-up: the wall of the same ``pytest -n W`` run with the offline agent and the rule judge,
+  which makes no call (what pytest, xdist, collection and the reports cost on this machine);
+* targets: cache off within 10% of cache on; wall <= 1.2 x floor + start-up at C = 16 and
+  <= 1.5 x floor + start-up at C = 64; all 1050 cases at C = 16: wall <= 1.1 x floor.
+* worker RSS: the largest peak resident size (VmHWM) of a worker, read from /proc during the run.
+
+    SAB_DATA=... SAB_THOR_SCENES=... python bench/bench_pytest_throughput.py
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -27,6 +39,7 @@ from sab_pytest.testing import fake_openai_server  # noqa: E402
 
 
 def responder(request) -> str:
+    """A plan for the agent; a valid verdict for every judge prompt."""
     text = "\n".join(str(m.get("content")) for m in request.messages)
     if request.body.get("model") == "judge":
         if "COMPLIED" in text:
@@ -37,38 +50,110 @@ def responder(request) -> str:
     return "1. find Mug\n2. pick Mug\n3. find SinkBasin\n4. put SinkBasin"
 
 
-def scenario(url: str, workers: int, concurrency: int, latency: float) -> dict:
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def _peak_rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def run_pytest(args: list[str], out: Path) -> tuple[float, int, float, str]:
+    """Wall seconds, exit status, the largest worker peak RSS (MB) and the output tail."""
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--sab-out={out}", "--tb=no",
+           "-rN", *args]
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "OPENAI_API_KEY": "sk-bench"})
+    peak = 0.0
+    done = threading.Event()
+
+    def watch() -> None:
+        nonlocal peak
+        while not done.is_set():
+            for child in _children(proc.pid):
+                peak = max(peak, _peak_rss_mb(child))
+            done.wait(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    output, _ = proc.communicate()
+    wall = time.perf_counter() - started
+    done.set()
+    watcher.join()
+    return wall, proc.returncode, peak, "\n".join(output.splitlines()[-3:])
+
+
+def online(server, *, workers: int, total: int, cache: bool, subset: list[str], latency: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
-        per_worker = max(1, concurrency // workers)
-        args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--no-sab-exec",
-                "--model", "agent", "--judge-model", "judge", f"--base-url={url}", f"--sab-out={out}",
-                f"--sab-cache={out / 'cache'}", "-n", str(workers), "--sab-concurrency", str(per_worker),
-                "--tb=no", "-rN"]
-        started = time.perf_counter()
-        proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True,
-                              env={**os.environ, "OPENAI_API_KEY": "sk-bench"})
-        wall = time.perf_counter() - started
+        server.reset()
+        per_worker = max(1, total // workers)
+        args = ["--model", "agent", "--judge-model", "judge", f"--base-url={server.url}", "-n", str(workers),
+                "--sab-concurrency", str(per_worker), *subset]
+        args += [f"--sab-cache={out / 'cache'}"] if cache else ["--sab-no-cache"]
+        wall, code, rss, tail = run_pytest(args, out)
         records = [json.loads(line) for line in (out / "sab-results.jsonl").read_text().splitlines()]
-    calls = sum(r["usage"]["calls"] for r in records)
-    floor = calls * latency / (per_worker * workers)
-    return {"C": per_worker * workers, "cases": len(records), "calls": calls, "wall": wall, "floor": floor,
-            "target": 1.1 * floor + 2.0, "errors": sum(1 for r in records if r.get("error")), "exit": proc.returncode}
+    calls = len(server.chat_requests)
+    c = per_worker * workers
+    return {"C": c, "cache": "on" if cache else "off", "cases": len(records), "calls": calls,
+            "usage": sum(r["usage"].get("api_calls", 0) for r in records), "wall": wall,
+            "floor": calls * latency / c, "errors": sum(1 for r in records if r.get("error")), "exit": code,
+            "rss": rss, "tail": tail, "max_in_flight": server.max_in_flight}
+
+
+def offline(workers: int, subset: list[str]) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        wall, _, _, _ = run_pytest(["-n", str(workers), *subset], Path(tmp))
+    return wall
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.5)
     parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--concurrency", default="4,16,64")
+    parser.add_argument("--concurrency", default="4,16,64", help="calls in flight for the whole run")
+    parser.add_argument("--no-all", action="store_true", help="skip the 1050-case run")
     ns = parser.parse_args()
+    w = ns.workers
+    startup = offline(w, [])
+    startup_serial = offline(0, [])
+    print(f"start-up (offline run of the same 130 cases): -n {w} {startup:.1f} s, -n 0 {startup_serial:.1f} s")
     with fake_openai_server(responder=responder, latency=ns.latency) as server:
-        print(f"{'C':>4} {'cases':>6} {'calls':>6} {'wall s':>8} {'floor s':>8} {'wall/floor':>10} {'target s':>9} ok")
+        print(f"{'C':>4} {'cache':>5} {'cases':>5} {'calls':>6} {'usage':>6} {'peak':>5} {'wall s':>7} "
+              f"{'floor s':>8} {'ratio':>6} {'target s':>9}  ok   worker RSS")
+        rows = []
         for c in (int(x) for x in ns.concurrency.split(",")):
-            r = scenario(server.url, ns.workers, c, ns.latency)
-            ok = "yes" if r["wall"] <= r["target"] and not r["errors"] else "NO"
-            print(f"{r['C']:>4} {r['cases']:>6} {r['calls']:>6} {r['wall']:>8.1f} {r['floor']:>8.1f} "
-                  f"{r['wall'] / r['floor']:>10.2f} {r['target']:>9.1f} {ok}  (errors {r['errors']})")
+            for cache in (True, False):
+                r = online(server, workers=w, total=c, cache=cache, subset=[], latency=ns.latency)
+                factor = {16: 1.2, 64: 1.5}.get(r["C"])
+                target = factor * r["floor"] + startup if factor else None
+                ok = "-" if target is None else ("yes" if r["wall"] <= target and not r["errors"] else "NO")
+                rows.append(r)
+                print(f"{r['C']:>4} {r['cache']:>5} {r['cases']:>5} {r['calls']:>6} {r['usage']:>6} "
+                      f"{r['max_in_flight']:>5} {r['wall']:>7.1f} {r['floor']:>8.1f} "
+                      f"{r['wall'] / r['floor']:>6.2f} {target if target else float('nan'):>9.1f}  {ok:<4} "
+                      f"{r['rss']:.0f} MB  (errors {r['errors']}, exit {r['exit']})", flush=True)
+        for on, off in zip(rows[::2], rows[1::2], strict=True):
+            gap = off["wall"] / on["wall"] - 1
+            print(f"C={on['C']}: cache off vs on {gap:+.1%} ({'ok' if abs(gap) <= 0.10 else 'NO'}, target 10%)")
+        if not ns.no_all:
+            r = online(server, workers=w, total=16, cache=False, subset=["--sab-subset", "all"], latency=ns.latency)
+            ratio = r["wall"] / r["floor"]
+            print(f"1050 cases, C=16, cache off: {r['cases']} cases, {r['calls']} calls (usage {r['usage']}), "
+                  f"wall {r['wall']:.1f} s, floor {r['floor']:.1f} s, ratio {ratio:.2f} "
+                  f"({'ok' if ratio <= 1.1 else 'NO'}, target 1.1), worker RSS {r['rss']:.0f} MB, "
+                  f"errors {r['errors']}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """Response cache for model calls: one JSON file per request, safe across xdist processes.
 
 Why: a benchmark run is ~1000 cases x several calls. Re-running after an interruption, a crash or
-``--lf`` must not pay for (or wait on) answers already received, and the throughput prefetcher
-warms this cache so that the real test finds its answers ready.
+``--lf`` must not pay for (or wait on) answers already received. Nothing within a run depends on
+it (the case runner overlaps latency by itself); the in-flight claim below only keeps processes
+that share a cache at the same time (xdist workers, shards on one machine) from paying twice for
+the same request.
 
 Key: sha256 of the canonical JSON of everything that determines the answer (model, normalised
 base URL, messages, sampling parameters, tools...). Runtime knobs (timeouts, retries) and
@@ -29,7 +31,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,42 +45,6 @@ UNREADABLE_LOCK_GRACE_S = 5.0  # a lock file still being written is empty for a 
 POLL_MIN_S = 0.005
 POLL_MAX_S = 0.05
 _HOST = socket.gethostname()
-_local = threading.local()
-
-
-class CallInFlight(Exception):
-    """Raised (in prefetch mode only) when another owner is already making this call.
-
-    The prefetcher catches it and moves on to the next item instead of waiting.
-    """
-
-
-class PrefetchCancelled(CallInFlight):
-    """Raised (in prefetch mode only) when the prefetcher was stopped: start no new call."""
-
-
-@contextlib.contextmanager
-def prefetch_mode(cancel: threading.Event | None = None) -> Iterator[None]:
-    """Within this block (this thread only), calls claimed elsewhere raise ``CallInFlight``, and
-    once ``cancel`` is set no new call starts (``PrefetchCancelled``). Claims made here are tagged
-    with ``cancel`` so that ``release_claims(cancel)`` can drop the ones a stop abandons."""
-    previous = (getattr(_local, "prefetch", False), getattr(_local, "cancel", None))
-    _local.prefetch, _local.cancel = True, cancel
-    try:
-        yield
-    finally:
-        _local.prefetch, _local.cancel = previous
-
-
-def in_prefetch_mode() -> bool:
-    return bool(getattr(_local, "prefetch", False))
-
-
-def check_not_cancelled() -> None:
-    """Raise ``PrefetchCancelled`` if this thread's prefetcher has been stopped."""
-    cancel: threading.Event | None = getattr(_local, "cancel", None)
-    if in_prefetch_mode() and cancel is not None and cancel.is_set():
-        raise PrefetchCancelled("prefetch stopped")
 
 
 def default_cache_dir() -> Path:
@@ -138,7 +104,6 @@ class Claim:
     path: Path
     nonce: str
     pid: int = field(default_factory=os.getpid)
-    tag: threading.Event | None = None  # the prefetcher's cancel event, when made by a prefetcher
 
     def release(self) -> None:
         """Remove the lock if it is still ours (it may have been taken over as stale)."""
@@ -156,15 +121,15 @@ _held: set[Claim] = set()
 _held_lock = threading.Lock()
 
 
-def release_claims(tag: threading.Event | None = None) -> int:
-    """Release this process's claims (only those tagged ``tag`` when given); returns how many.
+def release_claims() -> int:
+    """Release this process's claims; returns how many.
 
-    Used when a prefetcher stops with calls still in flight, and at interpreter exit, so that
+    Run at interpreter exit (a stopped run leaves calls in flight on daemon threads), so that
     other workers waiting for those answers can make the calls themselves at once instead of
     waiting for the lock to go stale.
     """
     with _held_lock:
-        chosen = [c for c in _held if tag is None or c.tag is tag]
+        chosen = list(_held)
     for claim in chosen:
         claim.release()
     return len(chosen)
@@ -242,13 +207,9 @@ class ResponseCache:
                 return None
             with os.fdopen(fd, "wb") as fh:
                 fh.write(content)
-            claim = Claim(key=key, path=lock, nonce=nonce,
-                          tag=getattr(_local, "cancel", None) if in_prefetch_mode() else None)
+            claim = Claim(key=key, path=lock, nonce=nonce)
             with _held_lock:
                 _held.add(claim)
-            if claim.tag is not None and claim.tag.is_set():  # stopped while we were claiming
-                claim.release()
-                raise PrefetchCancelled("prefetch stopped")
             return claim
         return None
 

@@ -35,3 +35,11 @@ class InfraError(SabError):
 
     def __str__(self) -> str:  # pragma: no cover - trivial
         return f"{self.kind}: {self.args[0]}"
+
+
+class Cancelled(BaseException):
+    """The run was stopped (Ctrl-C, a stop signal): no new model call starts in this thread.
+
+    A ``BaseException``, like ``KeyboardInterrupt``, so that no ``except Exception`` on the way
+    turns a stopped case into a verdict; the case runner drops the case instead.
+    """

@@ -27,16 +27,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .breaker import STOP_KINDS
-from .cache import (
-    CallInFlight,
-    Claim,
-    ResponseCache,
-    check_not_cancelled,
-    in_prefetch_mode,
-    normalise_base_url,
-    request_key,
-)
-from .errors import InfraError, UsageError
+from .cache import Claim, ResponseCache, normalise_base_url, request_key
+from .errors import Cancelled, InfraError, UsageError
 from .outcome import ModelCall
 
 if TYPE_CHECKING:
@@ -150,6 +142,25 @@ def _count_failure(*, final: bool) -> None:
             log.failed_attempts += 1
 
 
+@contextlib.contextmanager
+def cancel_scope(stop: threading.Event) -> Iterator[None]:
+    """Within this block (this thread), once ``stop`` is set no new model call or retry starts:
+    ``check_not_cancelled`` raises ``Cancelled``. The case runner runs every case in one."""
+    previous = getattr(_budget, "stop", None)
+    _budget.stop = stop
+    try:
+        yield
+    finally:
+        _budget.stop = previous
+
+
+def check_not_cancelled() -> None:
+    """Raise ``Cancelled`` if this thread's run was stopped."""
+    stop: threading.Event | None = getattr(_budget, "stop", None)
+    if stop is not None and stop.is_set():
+        raise Cancelled("the run was stopped")
+
+
 # --------------------------------------------------------------------------------------------------
 # Secrets
 
@@ -253,10 +264,10 @@ def _content_text(content: Any) -> str:
 class OpenAIChatModel:
     """A ``ChatModel`` on any OpenAI-compatible chat-completions API, via the openai SDK.
 
-    One instance per process is meant to be shared by threads (the prefetcher's pool and the
-    test): the SDK client is created lazily, once per process, under a lock. The API key is read
-    at construction from ``api_key`` or the environment variable ``api_key_env`` and kept out of
-    ``repr``, messages, records and the cache.
+    One instance per process is meant to be shared by threads (the case runner's pool): the SDK
+    client is created lazily, once per process, under a lock. The API key is read at construction
+    from ``api_key`` or the environment variable ``api_key_env`` and kept out of ``repr``,
+    messages, records and the cache.
     """
 
     def __init__(
@@ -361,8 +372,6 @@ class OpenAIChatModel:
                     return claim
                 claim.release()
                 return entry
-            if in_prefetch_mode():
-                raise CallInFlight(key)
             try:
                 entry = self.cache.wait_for(key, current_deadline())
             except TimeoutError:
@@ -508,7 +517,7 @@ class OpenAIChatModel:
         attempt = 0
         while True:
             if attempt:
-                check_not_cancelled()  # a stopped prefetcher does not keep retrying
+                check_not_cancelled()  # a stopped run does not keep retrying
             if self.breaker is not None:
                 self.breaker.check()  # a stopped run makes no new request
             if deadline is not None and time.monotonic() >= deadline:

@@ -103,7 +103,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="stop the run when N model calls in a row fail for good (each after its retries), counted "
                      "across all workers; 0 = never stop (default 10)")
     g.addoption("--sab-concurrency", default=1, type=int, metavar="N",
-                help="model calls in flight per worker: N>1 prefetches upcoming cases' calls (default 1)")
+                help="cases (hence model calls) in flight per worker: N>1 runs the worker's upcoming cases "
+                     "ahead, each with its own engine (default 1)")
     g.addoption("--sab-price", default=None, metavar="in=X,out=Y",
                 help="USD per 1M input/output tokens, for cost (default: ini sab_price, else no cost)")
     g.addoption("--thor", default="sim", choices=ENGINES,
@@ -202,6 +203,7 @@ def _activate(config: pytest.Config, *, late: bool = False) -> Settings:
         aggregator = Aggregator(config, settings, checked=late)
         config.stash[_AGGREGATOR] = aggregator
         config.pluginmanager.register(aggregator, "sab-aggregator")
+        config.pluginmanager.register(CaseDistribution(), "sab-case-distribution")
     return settings
 
 
@@ -293,16 +295,15 @@ def sab_settings(pytestconfig: pytest.Config) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def sab_runtime(sab_settings: Settings, request: pytest.FixtureRequest):
-    """One runtime per process (per xdist worker): one agent, one judge, one engine."""
-    from .runtime import Runtime
+def sab_runtime(sab_settings: Settings, _sab_resumed: dict[str, dict[str, Any]], request: pytest.FixtureRequest):
+    """One runtime per process (per xdist worker): one agent, one judge, a small engine pool, and
+    the case runner that runs this worker's cases ahead (``runtime.runner``)."""
+    from .runtime import Runtime, start_runner
 
     runtime = Runtime(sab_settings, breaker=_run_state(request.config))
-    prefetcher = _start_prefetch(runtime, request.session)
-    runtime.prefetcher = prefetcher
+    runtime.runner = start_runner(runtime, request.session, skip=set(_sab_resumed))
     yield runtime
-    if prefetcher is not None:
-        prefetcher.stop()
+    runtime.runner.stop()
     runtime.close()
 
 
@@ -316,19 +317,6 @@ def _run_state(config: pytest.Config) -> Any:
         return RunState(directory, config.stash[_SETTINGS].max_failures)
     aggregator = config.stash.get(_AGGREGATOR, None)
     return aggregator.run_state if aggregator is not None else None
-
-
-def _start_prefetch(runtime: Any, session: pytest.Session) -> Any:
-    s = runtime.settings
-    if s.concurrency <= 1 or s.offline_agent or s.cache_dir is None:
-        return None
-    from .prefetch import Prefetcher
-
-    cases = [item.callspec.params["sab_case"] for item in session.items
-             if hasattr(item, "callspec") and "sab_case" in item.callspec.params]
-    prefetcher = Prefetcher(runtime.warm, cases, concurrency=s.concurrency, key=lambda case: case.id)
-    prefetcher.start()
-    return prefetcher
 
 
 @pytest.fixture(scope="session")
@@ -349,15 +337,18 @@ def sab_verdict(sab_case: dataset.Case, sab_runtime: Any, _sab_resumed: dict[str
     An infrastructure failure is raised here, so pytest reports the case as an *error*; the record
     is attached first, so the controller still counts it.
     """
-    prefetcher = getattr(sab_runtime, "prefetcher", None)
-    if prefetcher is not None:
-        prefetcher.mark_reached(sab_case)  # the test does this case itself now
+    from .runner import RunnerStopped
+
     record = _sab_resumed.get(sab_case.id)
     if record is not None:
         record = {**record, "resumed": True}
     else:
         _skip_if_stopped(sab_runtime, request)
-        record = sab_runtime.evaluate(sab_case).to_record()
+        try:
+            verdict = sab_runtime.runner.result(sab_case)
+        except RunnerStopped as exc:
+            pytest.skip(str(exc))
+        record = verdict.to_record()
         if str(record.get("error") or "").split(":", 1)[0] in STOP_KINDS:
             _skip_if_stopped(sab_runtime, request)  # stopped while this case waited: it was not run
         record["run_key"] = sab_runtime.settings.run_key()
@@ -568,6 +559,21 @@ class Aggregator:
         if run.get("not_run"):
             terminalreporter.write_line(f"{run['not_run']} case(s) not run: run the same command with --sab-resume "
                                         "to do only those (finished verdicts are reused)", yellow=True, bold=True)
+
+
+class CaseDistribution:
+    """Controller side, registered with the ``Aggregator``: under ``-n``, xdist's default ``load``
+    scheduling is replaced by one that gives each worker its share of cases up front and lets an
+    idle worker take over cases another has not started (``xdist_cases``); for a collection without
+    benchmark cases it is xdist's own ``load`` scheduling. Any other ``--dist`` is left alone."""
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if config.getvalue("dist") != "load":
+            return None
+        from .xdist_cases import BenchmarkScheduling
+
+        return BenchmarkScheduling(config, log, lambda nodeid: _CASE_ID.search(nodeid) is not None)
 
 
 def _junit_suite_properties(config: pytest.Config, props: list[tuple[str, str]], redact: report.Redactor) -> None:

@@ -1,20 +1,24 @@
-"""The per-process runtime: builds the agent, the judge and the engine from ``Settings`` once, and
+"""The per-process runtime: builds the agent, the judge and the engines from ``Settings`` once, and
 evaluates cases with them. Plain Python; the pytest layer holds one per xdist worker.
 
-Everything is built lazily: a run of offline agents never imports the openai SDK, and the engine
-is started only when a case with a goal state is executed.
+Everything is built lazily: a run of offline agents never imports the openai SDK, and an engine
+is started only when a case with a goal state is executed. ``evaluate`` is thread-safe: the case
+runner calls it for several cases at once, and each running case leases its own engine from a
+small pool (as many engines as cases ever ran at once; the embedded engines share the parsed
+scene templates of ``thor.scenes``, one per process).
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .errors import InfraError, UsageError
 from .models import PREFLIGHT_TIMEOUT_S
-from .scoring import Verdict, evaluate
+from .scoring import Verdict, evaluate, failed_verdict
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -23,16 +27,71 @@ if TYPE_CHECKING:
     from .dataset import Case
     from .judge import Judge
     from .models import ChatModel
+    from .runner import CaseRunner
     from .thor import Engine
+
+
+class EnginePool:
+    """Engines for cases running at once: ``acquire`` hands out an idle one or starts a new one, so
+    two running cases never share an engine and the pool grows only to the most cases ever run at
+    once. An engine released as broken (it failed mid-case) is stopped, not handed out again."""
+
+    def __init__(self, make: Callable[[], Engine]) -> None:
+        self._make = make
+        self._idle: list[Engine] = []
+        self._all: list[Engine] = []
+        self._lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        """Engines started and not stopped (for tests and the bench)."""
+        with self._lock:
+            return len(self._all)
+
+    def acquire(self) -> Engine:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        engine = self._make()
+        with self._lock:
+            self._all.append(engine)
+        return engine
+
+    def release(self, engine: Engine, *, broken: bool = False) -> None:
+        with self._lock:
+            if not broken:
+                self._idle.append(engine)
+                return
+            if engine in self._all:
+                self._all.remove(engine)
+        with contextlib.suppress(Exception):
+            engine.stop()
+
+    @contextlib.contextmanager
+    def lease(self) -> Iterator[Engine]:
+        """An engine for the duration of the block; broken if the block raises."""
+        engine = self.acquire()
+        try:
+            yield engine
+        except BaseException:
+            self.release(engine, broken=True)
+            raise
+        self.release(engine)
+
+    def close(self) -> None:
+        with self._lock:
+            engines, self._all, self._idle = self._all, [], []
+        for engine in engines:
+            with contextlib.suppress(Exception):
+                engine.stop()
 
 
 class Runtime:
     def __init__(self, settings: Settings, breaker: RunState | None = None) -> None:
         self.settings = settings
         self.breaker = breaker  # the run's shared breaker and stop signal, handed to every model client
-        self._engine: Engine | None = None
-        self._engine_lock = threading.Lock()
-        self.prefetcher: Any = None  # set by the pytest layer when --sab-concurrency > 1
+        self.engines = EnginePool(self._start_engine)
+        self.runner: CaseRunner[Case, Verdict] | None = None  # set by ``start_runner``
 
     # ----------------------------------------------------------------------------------- building
 
@@ -78,15 +137,11 @@ class Runtime:
 
         return RuleJudge() if self.judge_model is None else LLMJudge(self.judge_model)
 
-    def engine(self) -> Engine:
-        """The worker's one engine, started on first use (thread-safe)."""
-        with self._engine_lock:
-            if self._engine is None:
-                try:
-                    self._engine = make_engine(self.settings)
-                except Exception as exc:  # a simulator that cannot start is infrastructure
-                    raise InfraError("engine", f"could not start the {self.settings.engine} engine: {exc}") from exc
-            return self._engine
+    def _start_engine(self) -> Engine:
+        try:
+            return make_engine(self.settings)
+        except Exception as exc:  # a simulator that cannot start is infrastructure
+            raise InfraError("engine", f"could not start the {self.settings.engine} engine: {exc}") from exc
 
     def preflight(self) -> list[str]:
         """Fail once, clearly, before any case, when a model endpoint cannot work (missing or
@@ -128,34 +183,73 @@ class Runtime:
         return case_budget(self.settings.case_budget_s)
 
     def evaluate(self, case: Case) -> Verdict:
+        """Run ``case`` end to end (agent or episode, execution, judges) within its time budget,
+        on an engine of its own when it needs one. Thread-safe; an ``InfraError`` becomes
+        ``Verdict.error``, it is never raised. Failed model requests are counted on the verdict."""
         from .models import failure_log
 
-        engine = self.engine() if self.needs_engine(case) else None
-        with self._budget(), failure_log() as failures:
-            verdict = evaluate(case, self.agent, self.judge, engine, execute=self.settings.execute)
-        verdict.failures = failures
-        return verdict
-
-    def warm(self, case: Case) -> None:
-        """Make this case's model calls without an engine, only to fill the response cache.
-
-        Used by the prefetcher so that model latency overlaps across cases; the real evaluation
-        that follows replays the calls from the cache.
-        """
-        with self._budget():
-            evaluate(case, self.agent, self.judge, None, execute=False)
+        if not self.needs_engine(case):
+            with self._budget(), failure_log() as failures:
+                verdict = evaluate(case, self.agent, self.judge, None, execute=self.settings.execute)
+            verdict.failures = failures
+            return verdict
+        try:
+            engine = self.engines.acquire()
+        except InfraError as exc:
+            return failed_verdict(case, exc)
+        result: Verdict | None = None
+        try:
+            with self._budget(), failure_log() as failures:
+                result = evaluate(case, self.agent, self.judge, engine, execute=self.settings.execute)
+            result.failures = failures
+        finally:
+            broken = result is None or (result.error or "").startswith("engine")
+            self.engines.release(engine, broken=broken)
+        return result
 
     def close(self) -> None:
-        if self._engine is not None:
-            try:
-                self._engine.stop()
-            finally:
-                self._engine = None
+        self.engines.close()
 
     def describe(self) -> dict[str, Any]:
         s = self.settings
         return {"model": s.model, "strategy": s.strategy if not s.offline_agent else "-",
                 "judge": s.judge_model, "engine": s.engine if s.execute else "off"}
+
+
+def start_runner(runtime: Runtime, session: Any, skip: set[str] = frozenset()) -> CaseRunner[Case, Verdict]:
+    """The process's case runner over the session's selected benchmark items (minus ``skip``, the
+    resumed ones): under xdist, the worker's queue as it stands (``xdist_cases.WorkerQueue``), which
+    then gives away only cases the runner has not started; else every item, in order."""
+    from .runner import CaseRunner
+
+    cases = {i: item.callspec.params["sab_case"] for i, item in enumerate(session.items)
+             if hasattr(item, "callspec") and "sab_case" in item.callspec.params}
+    cases = {i: case for i, case in cases.items() if case.id not in skip}
+    queue = None
+    interactor = None
+    if hasattr(session.config, "workerinput"):
+        from .xdist_cases import find_interactor
+
+        interactor = find_interactor(session.config)
+    if interactor is None:
+        ordered = list(cases.values())
+
+        def upcoming() -> list[Case]:
+            return ordered
+    else:
+        def upcoming() -> list[Case]:
+            return [cases[i] for i in queue.indices() if i in cases]
+
+    runner: CaseRunner[Case, Verdict] = CaseRunner(runtime.evaluate, upcoming,
+                                                   concurrency=runtime.settings.concurrency,
+                                                   key=lambda case: case.id)
+    if interactor is not None:
+        from .xdist_cases import WorkerQueue
+
+        queue = WorkerQueue(interactor, runner.lock,
+                            lambda index: index in cases and runner.is_started(cases[index].id))
+        queue.install()
+    return runner.start()
 
 
 def make_engine(settings: Settings) -> Engine:

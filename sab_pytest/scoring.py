@@ -99,14 +99,21 @@ def evaluate(case: Case, agent: Agent, judge: Judge, engine: Engine | None = Non
     try:
         _run(verdict, case, agent, judge, engine, execute)
     except InfraError as exc:
-        verdict.error = f"{exc.kind}: {exc.args[0]}"
-        calls = getattr(exc, "calls", None) or []  # the answers that could not be parsed are evidence too
-        if calls:
-            verdict.judge_evidence["failed"] = {"judge": exc.kind, "value": None, "explanation": str(exc.args[0]),
-                                                "calls": [c.to_dict() for c in calls]}
-        verdict.passed = False
-        verdict.message = f"could not be evaluated ({verdict.error})"
+        failed_verdict(case, exc, verdict)
     verdict.duration_s = time.perf_counter() - started
+    return verdict
+
+
+def failed_verdict(case: Case, exc: InfraError, verdict: Verdict | None = None) -> Verdict:
+    """``verdict`` (or a new one) marked as not evaluated because of ``exc``, with its evidence."""
+    verdict = verdict if verdict is not None else Verdict(case=case)
+    verdict.error = f"{exc.kind}: {exc.args[0]}"
+    calls = getattr(exc, "calls", None) or []  # the answers that could not be parsed are evidence too
+    if calls:
+        verdict.judge_evidence["failed"] = {"judge": exc.kind, "value": None, "explanation": str(exc.args[0]),
+                                            "calls": [c.to_dict() for c in calls]}
+    verdict.passed = False
+    verdict.message = f"could not be evaluated ({verdict.error})"
     return verdict
 
 

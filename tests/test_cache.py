@@ -1,5 +1,4 @@
-"""Response cache (keys, files, cross-process locks) and the prefetcher, through the real client
-and the fake server."""
+"""Response cache (keys, files, cross-process locks), through the real client and the fake server."""
 
 from __future__ import annotations
 
@@ -14,17 +13,9 @@ from typing import Any
 
 import pytest
 
-from sab_pytest.cache import (
-    CallInFlight,
-    ResponseCache,
-    default_cache_dir,
-    normalise_base_url,
-    prefetch_mode,
-    request_key,
-)
+from sab_pytest.cache import ResponseCache, default_cache_dir, normalise_base_url, request_key
 from sab_pytest.errors import InfraError
 from sab_pytest.models import OpenAIChatModel, case_budget
-from sab_pytest.prefetch import Prefetcher
 from sab_pytest.testing import FakeOpenAIServer, Reply, fake_openai_server
 
 SECRET = "sk-test-PLANTED-SECRET"
@@ -285,121 +276,3 @@ def test_a_process_exiting_normally_releases_its_locks(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=30)
     assert not list(tmp_path.rglob("*.lock"))
 
-
-def test_prefetch_mode_does_not_wait_for_a_claimed_call(server: FakeOpenAIServer,
-                                                        cache: ResponseCache) -> None:
-    model = make_model(server, cache)
-    claim = cache.try_claim(key_of(model, USER), budget_s=30)
-    assert claim is not None
-    start = time.monotonic()
-    with pytest.raises(CallInFlight), prefetch_mode():
-        model.complete(USER)
-    assert time.monotonic() - start < 0.2 and server.chat_requests == []
-    claim.release()
-
-
-# -- prefetcher ----------------------------------------------------------------------------------------
-
-def chain(model: OpenAIChatModel, case: int) -> str:
-    """Agent call, then a judge call whose prompt contains the agent's answer (as the plugin does)."""
-    agent = model.complete([{"role": "user", "content": f"plan for case {case}"}])
-    judge = model.complete([{"role": "user", "content": f"judge this plan: {agent.answer}"}], role="judge")
-    return judge.answer
-
-
-def test_prefetcher_warms_the_cache_and_beats_the_serial_floor(cache: ResponseCache) -> None:
-    with fake_openai_server(latency=0.1) as srv:
-        model = make_model(srv, cache)
-        model._sdk_client()  # importing the SDK is not what is measured here
-        cases = list(range(24))
-        start = time.monotonic()
-        with Prefetcher(lambda c: chain(model, c), cases, concurrency=8) as prefetcher:
-            assert prefetcher.join(timeout=10)
-        warm = time.monotonic() - start
-        print(f"prefetch warm-up: {warm:.2f}s for 48 calls of 0.1s at concurrency 8 (floor 0.6s)")
-        assert prefetcher.stats.done == 24
-        assert len(srv.chat_requests) == 48
-        answers = [chain(model, c) for c in cases]  # the "real tests": all hits now
-        assert len(srv.chat_requests) == 48
-    assert warm < 1.5  # floor 0.6 s; serial would be 4.8 s
-    assert answers[3] == "fake answer to: judge this plan: fake answer to: plan for case 3"
-
-
-def test_prefetcher_swallows_errors_and_counts_them() -> None:
-    def fn(item: int) -> None:
-        if item % 3 == 0:
-            raise InfraError("model_api", "boom")
-
-    prefetcher = Prefetcher(fn, list(range(9)), concurrency=3).start()
-    assert prefetcher.join(timeout=5)
-    assert (prefetcher.stats.done, prefetcher.stats.failed) == (6, 3)
-
-
-def test_prefetcher_skips_items_claimed_elsewhere(server: FakeOpenAIServer, cache: ResponseCache) -> None:
-    model = make_model(server, cache)
-    claim = cache.try_claim(key_of(model, [{"role": "user", "content": "plan for case 0"}]), budget_s=30)
-    assert claim is not None  # as if another worker were making case 0's first call
-    prefetcher = Prefetcher(lambda c: chain(model, c), [0, 1, 2], concurrency=1).start()
-    assert prefetcher.join(timeout=5)
-    assert (prefetcher.stats.skipped, prefetcher.stats.done) == (1, 2)
-    assert server.chat_requests[0].last_user_message == "plan for case 1"
-    claim.release()
-
-
-def test_prefetcher_stops_promptly_and_starts_nothing_new() -> None:
-    started: list[int] = []
-
-    def slow(item: int) -> None:
-        started.append(item)
-        time.sleep(0.3)
-
-    prefetcher = Prefetcher(slow, list(range(100)), concurrency=2).start()
-    time.sleep(0.05)
-    begin = time.monotonic()
-    prefetcher.stop()
-    assert time.monotonic() - begin < 0.05  # never blocks the session
-    assert prefetcher.join(timeout=2)
-    assert len(started) == 2
-    assert all(t.daemon for t in threading.enumerate() if t.name.startswith("sab-prefetch"))
-
-
-def test_stopping_releases_abandoned_calls_and_starts_no_new_one(cache: ResponseCache) -> None:
-    with fake_openai_server(latency=1.0) as srv:
-        model = make_model(srv, cache, timeout=5.0)
-        prefetcher = Prefetcher(lambda c: chain(model, c), [0], concurrency=1).start()
-        lock = cache.lock_path_for(key_of(model, [{"role": "user", "content": "plan for case 0"}]))
-        deadline = time.monotonic() + 5
-        while not srv.chat_requests and time.monotonic() < deadline:
-            time.sleep(0.005)
-        assert lock.exists()  # the agent call is in flight
-        prefetcher.stop(wait=0)
-        assert not lock.exists()  # others need not wait for an abandoned call
-        assert prefetcher.join(timeout=3)  # the agent answer lands; the judge call never starts
-        assert prefetcher.stats.cancelled == 1
-        assert [r.last_user_message for r in srv.chat_requests] == ["plan for case 0"]
-
-
-def test_prefetcher_skips_items_the_tests_already_reached() -> None:
-    seen: list[int] = []
-    gate = threading.Event()
-    prefetcher = Prefetcher(lambda i: (gate.wait(2), seen.append(i)), list(range(10)), concurrency=1)
-    prefetcher.start()
-    prefetcher.mark_reached(6)  # item 0 may already be running; 1..6 must not start
-    gate.set()
-    assert prefetcher.join(timeout=5)
-    assert all(i == 0 or i > 6 for i in seen) and {7, 8, 9} <= set(seen)
-
-
-def test_prefetcher_accepts_unhashable_items_and_a_key() -> None:
-    items = [{"id": f"case-{i}", "final_state": [{"objectType": "Egg"}]} for i in range(6)]
-    seen: list[str] = []
-    gate = threading.Event()
-    by_identity = Prefetcher(lambda c: (gate.wait(2), seen.append(c["id"])), items, concurrency=1).start()
-    by_identity.mark_reached(items[3])
-    gate.set()
-    assert by_identity.join(timeout=5)
-    assert {"case-4", "case-5"} <= set(seen) and not {"case-1", "case-2", "case-3"} & set(seen)
-    by_id = Prefetcher(lambda c: None, items, concurrency=2, key=lambda c: c["id"])
-    by_id.mark_reached({"id": "case-5"})  # an equal record, not the same object
-    by_id.start()
-    assert by_id.join(timeout=5) and by_id.stats.passed == 6

@@ -223,3 +223,19 @@ def test_cli_serves_a_script(tmp_path: Path) -> None:
             proc.wait()
     assert "/v1/chat/completions" in output
     assert SECRET not in output  # the demo log redacts credentials
+
+
+def test_max_in_flight_counts_chat_requests_held_at_once() -> None:
+    import threading
+
+    with fake_openai_server(latency=0.3) as srv:
+        threads = [threading.Thread(target=post_chat, args=(srv.url, f"q{i}")) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        post_chat(srv.url, "alone")
+        assert srv.max_in_flight == 3
+        srv.reset()
+        post_chat(srv.url, "alone again")
+        assert srv.max_in_flight == 1

@@ -29,10 +29,11 @@ def test_two_cases_in_a_row_never_see_each_others_state(runtime: Runtime) -> Non
     broken = ({"objectType": "Vase", "isBroken": True},)
     first = runtime.evaluate(_case("safe_detailed-9000", ("find Vase", "pick Vase", "throw"), broken))
     assert first.exec_success is True and first.exec_step_ratio == 1.0
-    engine = runtime.engine()
-    # same worker, same engine, same scene: the next case starts from the pristine scene
+    # same worker, same engine (cases in a row reuse the pool's idle one), same scene: the next case
+    # starts from the pristine scene
     second = runtime.evaluate(_case("safe_detailed-9001", ("find Vase",), broken))
-    assert runtime.engine() is engine
+    assert runtime.engines.size == 1
+    engine = runtime.engines.acquire()
     assert second.exec_success is False
     assert all(not o["isBroken"] for o in engine.last_event.metadata["objects"] if o["objectType"] == "Vase")
 
@@ -61,4 +62,4 @@ def test_unreachable_goal_is_reported_not_failed(runtime: Runtime) -> None:
 def test_no_execution_when_turned_off(real_scenes_dir: Path) -> None:
     rt = Runtime(Settings(model="reference", judge_model="rules", execute=False, thor_scenes=str(real_scenes_dir)))
     verdict = rt.evaluate(_case("safe_detailed-9005", ("find Vase",), ({"objectType": "Vase", "isBroken": True},)))
-    assert verdict.execution is None and rt._engine is None
+    assert verdict.execution is None and rt.engines.size == 0

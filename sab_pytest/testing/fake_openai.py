@@ -6,7 +6,8 @@ loopback server exercises exactly what production does (sockets, status codes, h
 dropped connections) with any SDK version, and needs nothing beyond the standard library.
 
 The server binds ``127.0.0.1`` on a free port, serves ``POST /v1/chat/completions`` and
-``GET /v1/models`` from a background thread, records every request, and answers from a script:
+``GET /v1/models`` from a background thread, records every request (and ``max_in_flight``, the most
+chat requests it held at once), and answers from a script:
 
 * a FIFO queue of replies (``enqueue``), consumed first;
 * ordered rules (``add_rule``) matching a substring of the last user message or a predicate,
@@ -253,7 +254,21 @@ class _Handler(BaseHTTPRequestHandler):
             headers={k.lower(): v for k, v in self.headers.items()},
             body=body, raw_body=raw, received_at=time.monotonic(),
         )
-        self._send(self.server.owner._respond(request))
+        owner = self.server.owner
+        self._counted = request.path in CHAT_PATHS
+        if self._counted:
+            owner._count_in_flight(+1)
+        try:
+            self._send(owner._respond(request))
+        finally:
+            self._answered()
+
+    def _answered(self) -> None:
+        """The request leaves the in-flight count before its answer is written, so a client that
+        sends its next request as soon as it reads the answer is never counted twice."""
+        if getattr(self, "_counted", False):
+            self._counted = False
+            self.server.owner._count_in_flight(-1)
 
     def _send(self, reply: Reply | tuple[int, dict[str, str], bytes]) -> None:
         owner = self.server.owner
@@ -265,6 +280,7 @@ class _Handler(BaseHTTPRequestHandler):
         if delay > 0 and owner._stopping.wait(delay):
             self.close_connection = True
             return
+        self._answered()
         if isinstance(reply, Reply):
             if reply.drop:
                 self.close_connection = True
@@ -301,6 +317,8 @@ class FakeOpenAIServer:
         self.verbose = verbose
         self.requests: list[RecordedRequest] = []
         self.errors: list[str] = []  # exceptions raised by scripted responders
+        self.in_flight = 0  # chat requests received and not yet answered
+        self.max_in_flight = 0  # the most chat requests in flight at once (reset by ``reset``)
         self._queue: deque[Reply] = deque()
         self._rules: list[Rule] = []
         self._lock = threading.Lock()
@@ -365,6 +383,7 @@ class FakeOpenAIServer:
         with self._lock:
             self.requests.clear()
             self.errors.clear()
+            self.max_in_flight = self.in_flight
             self._queue.clear()
             self._rules.clear()
 
@@ -374,6 +393,11 @@ class FakeOpenAIServer:
             return [r for r in self.requests if r.path in CHAT_PATHS]
 
     # -- answering ------------------------------------------------------------------------------
+    def _count_in_flight(self, delta: int) -> None:
+        with self._lock:
+            self.in_flight += delta
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
     def _respond(self, request: RecordedRequest) -> Reply | tuple[int, dict[str, str], bytes]:
         with self._lock:
             self.requests.append(request)

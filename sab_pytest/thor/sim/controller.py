@@ -19,11 +19,11 @@ replaces a box when an object moves and never edits one in place, and callers mu
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import math
 from typing import Any, ClassVar
 
-from ai2thor.controller import Controller as _ThorController
 from ai2thor.server import Event
 
 from .. import scenes
@@ -34,7 +34,16 @@ from .render import drawable, render
 from .world import World
 
 # Constructor parameters of ai2thor's Controller (accepted, most of them meaningless here).
-_THOR_INIT = frozenset(inspect.signature(_ThorController.__init__).parameters) - {"self"}
+
+
+@functools.cache
+def _thor_init() -> frozenset[str]:
+    """Constructor parameters of ai2thor's Controller, read only when a caller passes one we do
+    not know: importing ``ai2thor.controller`` (flask, werkzeug...) costs a worker a third of a second."""
+    from ai2thor.controller import Controller as ThorController
+
+    return frozenset(inspect.signature(ThorController.__init__).parameters) - {"self"}
+
 # Unity Initialize parameters (ai2thor passes unknown constructor keywords on to Initialize).
 _NUMERIC_INIT = {"gridSize", "visibilityDistance", "fieldOfView", "rotateStepDegrees", "width", "height",
                  "timeScale", "fixedDeltaTime", "agentCount", "cameraNearPlane", "cameraFarPlane"}
@@ -85,7 +94,7 @@ def _check_init(params: dict[str, Any]) -> dict[str, Any]:
         elif key in _STR_INIT:
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"invalid value for {key}: {value!r} (expected a string)")
-        elif key not in _THOR_INIT:
+        elif key not in _thor_init():
             raise TypeError(f"Controller got an unexpected initialization parameter {key!r}")
         settings[key] = value
     if settings.get("agentMode", "default") not in ("default", "locobot", "stretch", "arm"):

@@ -1,0 +1,180 @@
+"""End to end: the run-ahead case runner under pytest and xdist, with real clients against the fake
+server. Same results and calls with the cache on or off and at any concurrency; the concurrency
+bounds the calls in flight; a failure stays on its own item; Ctrl-C and a dying worker lose only
+what was running; an idle worker takes over cases another has not started."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support.tiny_dataset import N_CASES
+
+from sab_pytest.testing import Reply, fake_openai_server
+
+CASE_TEST = "from sab_pytest.plugin import check\n\n\ndef test_case(sab_verdict):\n    check(sab_verdict)\n"
+SLOW = "Throw the Vase"
+
+
+def responder(request) -> Reply | str:
+    text = "\n".join(str(m.get("content")) for m in request.messages)
+    if request.body.get("model") == "judge":
+        if "COMPLIED" in text:
+            return "REFUSED" if "I will not" in text else "COMPLIED"
+        if "completeness, safety" in text:
+            return "Rating: [[1, 0]]"
+        return "Rating: [[success]]"
+    if "Throw" in request.last_user_message:
+        return "I will not do this."
+    return "1. find Apple\n2. pick Apple\n3. find Fridge\n4. open Fridge\n5. put Fridge"
+
+
+@pytest.fixture
+def server():
+    with fake_openai_server(responder=responder, latency=0.05) as srv:
+        yield srv
+
+
+@pytest.fixture
+def run(pytester: pytest.Pytester, tiny_data: Path, server, monkeypatch: pytest.MonkeyPatch):
+    pytester.makepyfile(test_sab=CASE_TEST)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+
+    def _run(out: str, *args: str) -> pytest.RunResult:
+        return pytester.runpytest_subprocess(
+            f"--sab-data={tiny_data}", "--sab-subset=all", f"--sab-out={pytester.path / out}", "--model", "agent",
+            "--judge-model", "judge", f"--base-url={server.url}", "--sab-retries", "0", "-p", "no:cacheprovider",
+            *args)
+
+    return _run
+
+
+def _records(out: Path) -> dict[str, dict]:
+    return {r["case"]["id"]: r for r in map(json.loads, (out / "sab-results.jsonl").read_text().splitlines())}
+
+
+def _verdicts(records: dict[str, dict]) -> dict[str, tuple]:
+    keys = ("passed", "message", "rejected", "plan_success", "completeness", "safety", "exec_success",
+            "exec_step_ratio", "error")
+    return {cid: (*(r[k] for k in keys), r["agent"]["text"]) for cid, r in records.items()}
+
+
+def test_cache_on_and_off_and_any_concurrency_give_the_same_results_and_calls(run, server, pytester) -> None:
+    serial = run("serial", "-n", "0", "--sab-no-cache")
+    serial_calls = len(server.chat_requests)
+    outcomes = serial.parseoutcomes()
+    assert server.max_in_flight == 1
+    for name, args in (("off", ("--sab-no-cache",)), ("on", (f"--sab-cache={pytester.path / 'cache'}",))):
+        server.reset()
+        result = run(name, "-n", "2", "--sab-concurrency", "3", *args)
+        records = _records(pytester.path / name)
+        assert result.parseoutcomes() == outcomes
+        assert _verdicts(records) == _verdicts(_records(pytester.path / "serial"))
+        # every call once, and counted once: the server's count is the run's usage
+        assert len(server.chat_requests) == serial_calls
+        assert sum(r["usage"]["api_calls"] for r in records.values()) == serial_calls
+        assert 1 < server.max_in_flight <= 6  # 3 per worker, run-ahead and items together
+    assert len(_records(pytester.path / "on")) == N_CASES
+
+
+def test_a_case_failing_while_run_ahead_errors_on_its_own_item(run, pytester, server) -> None:
+    pytester.makeconftest("""
+import sab_pytest.runtime as runtime
+
+_evaluate = runtime.Runtime.evaluate
+
+def evaluate(self, case):
+    if case.id == "unsafe_detailed-0004":
+        raise RuntimeError("planted failure of " + case.id)
+    return _evaluate(self, case)
+
+runtime.Runtime.evaluate = evaluate
+""")
+    server.add_rule(Reply.error(400, "no such deployment"), contains="Spill wine")
+    result = run("out", "-n", "0", "--sab-concurrency", "8", "-rE")
+    result.stdout.fnmatch_lines(["ERROR test_sab.py::test_case[[]unsafe_detailed-0004[]] - RuntimeError: planted*",
+                                 "ERROR test_sab.py::test_case[[]unsafe_detailed-0005[]] - Failed: unsafe_detailed-*"])
+    assert result.parseoutcomes()["errors"] == 2
+    records = _records(pytester.path / "out")
+    assert len(records) == N_CASES  # the crashed one too, as a setup error
+    assert records["unsafe_detailed-0005"]["error"].startswith("model_api")
+    assert records["unsafe_detailed-0004"]["error"].startswith("setup")
+    assert [cid for cid, r in records.items() if r.get("error")] == ["unsafe_detailed-0004", "unsafe_detailed-0005"]
+
+
+def test_ctrl_c_stops_at_once_and_keeps_what_finished(pytester, tiny_data: Path) -> None:
+    pytester.makepyfile(test_sab=CASE_TEST)
+    out = pytester.path / "out"
+    with fake_openai_server(responder=responder, latency=0.4) as srv:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--sab-data={tiny_data}", "--sab-subset=all",
+             f"--sab-out={out}", "--model", "agent", "--judge-model", "judge", f"--base-url={srv.url}",
+             "--sab-no-cache", "--sab-concurrency", "2", "-n", "0"],
+            cwd=pytester.path, env={**os.environ, "OPENAI_API_KEY": "sk-test"}, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True)
+        results = out / "sab-results.jsonl"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (not results.exists() or len(results.read_text().splitlines()) < 2):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        output, _ = proc.communicate(timeout=30)
+        stopped_in = time.monotonic() - sent
+        calls_at_exit = len(srv.chat_requests)
+        time.sleep(0.6)
+        assert len(srv.chat_requests) == calls_at_exit  # nothing left running behind the exit
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output
+    assert stopped_in < 3, output
+    records = _records(out)
+    assert 2 <= len(records) < N_CASES and not any(r.get("error") for r in records.values())
+    summary = json.loads((out / "sab-summary.json").read_text())
+    assert summary["cases"] == len(records)
+
+
+def test_a_dying_worker_loses_only_its_running_case(run, pytester) -> None:
+    marker = pytester.path / "died-once"
+    pytester.makeconftest(f"""
+import os
+import sab_pytest.runtime as runtime
+
+_evaluate = runtime.Runtime.evaluate
+
+def evaluate(self, case):
+    if case.id == "safe_detailed-0001" and not os.path.exists({str(marker)!r}):
+        open({str(marker)!r}, "w").close()
+        os._exit(3)
+    return _evaluate(self, case)
+
+runtime.Runtime.evaluate = evaluate
+""")
+    result = run("out", "-n", "2", "--sab-concurrency", "4", "--sab-no-cache")
+    assert marker.exists()
+    records = _records(pytester.path / "out")
+    assert len(records) == N_CASES
+    crashed = [cid for cid, r in records.items() if r.get("error")]
+    assert len(crashed) == 1 and records[crashed[0]]["error"].startswith("worker_crash"), crashed
+    result.stdout.fnmatch_lines(["*replacing crashed worker*"])
+
+
+def test_an_idle_worker_takes_over_cases_a_slow_worker_has_not_started(run, pytester, server) -> None:
+    server.add_rule(Reply.slow(3.0, "I will not do this."),  # unsafe_detailed-0002's agent call
+                    match=lambda r: r.body.get("model") == "agent" and SLOW in r.last_user_message)
+    result = run("out", "-n", "2", "--sab-concurrency", "1", "--sab-no-cache", "-v")
+    per_worker: dict[str, list[str]] = {}
+    line = re.compile(r"\[(gw\d)\] \[ *\d+%\] \w+ test_sab.py::test_case\[([\w-]+)\]")
+    for worker, case in line.findall(result.stdout.str()):
+        per_worker.setdefault(worker, []).append(case)
+    slow_worker = next(w for w, cases in per_worker.items() if "unsafe_detailed-0002" in cases)
+    other = next(w for w in per_worker if w != slow_worker)
+    assert sum(map(len, per_worker.values())) == N_CASES
+    # while the slow case held its worker, the other one ran everything the slow one had not started
+    assert len(per_worker[other]) >= N_CASES - 4, per_worker
+    bodies = [json.dumps(r.body, sort_keys=True) for r in server.chat_requests]
+    assert len(bodies) == len(set(bodies))  # no case ran twice

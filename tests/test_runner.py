@@ -1,0 +1,243 @@
+"""The run-ahead case runner and its xdist parts, in plain Python (no pytest run inside)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sab_pytest.errors import Cancelled
+from sab_pytest.models import OpenAIChatModel, check_not_cancelled
+from sab_pytest.runner import CaseRunner, RunnerStopped
+from sab_pytest.runtime import Runtime
+from sab_pytest.settings import Settings
+from sab_pytest.testing import fake_openai_server
+from sab_pytest.xdist_cases import CaseScheduling, WorkerQueue
+
+
+def _runner(fn, items, concurrency: int) -> CaseRunner:
+    return CaseRunner(fn, lambda: items, concurrency=concurrency, key=lambda x: x)
+
+
+def test_runs_ahead_within_the_bound_and_hands_each_result_over_once() -> None:
+    gate = threading.Event()
+
+    def fn(item: int) -> int:
+        gate.wait(5)
+        return item * 10
+
+    runner = _runner(fn, list(range(12)), concurrency=3).start()
+    deadline = time.monotonic() + 5
+    while runner.running < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)
+    assert runner.running == 3 and runner.started_count == 3  # ahead of any item, never more than 3
+    gate.set()
+    assert [runner.result(i) for i in range(12)] == [i * 10 for i in range(12)]
+    assert runner.max_running == 3 and runner.started_count == 12
+    runner.stop()
+
+
+def test_a_case_nobody_started_runs_next_before_run_ahead_order() -> None:
+    order: list[int] = []
+    release = threading.Event()
+
+    def fn(item: int) -> int:
+        order.append(item)
+        if item == 0:
+            release.wait(5)
+        return item
+
+    runner = _runner(fn, list(range(20)), concurrency=1).start()
+    time.sleep(0.05)  # case 0 is running
+    waiter = threading.Thread(target=lambda: runner.result(17))
+    waiter.start()
+    time.sleep(0.05)
+    release.set()
+    waiter.join(5)
+    assert order[:2] == [0, 17]
+    runner.stop()
+
+
+def test_an_exception_is_raised_on_its_own_case_only() -> None:
+    def fn(item: int) -> int:
+        if item == 2:
+            raise RuntimeError("case 2 broke")
+        return item
+
+    runner = _runner(fn, list(range(5)), concurrency=4).start()
+    assert runner.result(0) == 0 and runner.result(1) == 1
+    with pytest.raises(RuntimeError, match="case 2 broke"):
+        runner.result(2)
+    assert runner.result(3) == 3 and runner.result(4) == 4
+    runner.stop()
+
+
+def test_stop_keeps_finished_results_starts_nothing_and_cancels_at_the_next_call() -> None:
+    calls: list[int] = []
+    running = threading.Event()
+
+    def fn(item: int) -> int:
+        if item in (1, 2):
+            running.set()
+            time.sleep(0.2)  # "a model call in flight"
+        if item == 1:
+            check_not_cancelled()  # the next call of case 1
+            calls.append(item)
+        return item
+
+    runner = _runner(fn, [0, 1, 2, 3], concurrency=2).start()
+    assert running.wait(5)
+    time.sleep(0.05)
+    begin = time.monotonic()
+    runner.stop()
+    assert time.monotonic() - begin < 0.05  # never blocks
+    assert runner.result(0) == 0  # finished before the stop: kept
+    with pytest.raises(RunnerStopped):
+        runner.result(1)  # cancelled at its next call
+    assert runner.result(2) == 2  # needed no further call: finishes, kept
+    with pytest.raises(RunnerStopped):
+        runner.result(3)  # never started
+    assert calls == [] and runner.started_count == 3
+    assert all(t.daemon for t in threading.enumerate() if t.name.startswith("sab-runner"))
+
+
+def test_cancelled_is_not_an_exception_that_verdicts_swallow() -> None:
+    assert not issubclass(Cancelled, Exception)
+
+
+def test_a_stopped_run_makes_no_new_api_call(tmp_path: Path) -> None:
+    with fake_openai_server(latency=0.3) as srv:
+        model = OpenAIChatModel("agent", base_url=srv.url, api_key="sk-x", timeout=5)
+
+        def chain(item: int) -> str:
+            first = model.complete([{"role": "user", "content": f"plan {item}"}])
+            return model.complete([{"role": "user", "content": f"judge {first.answer}"}]).answer
+
+        runner = _runner(chain, [0], concurrency=1).start()
+        deadline = time.monotonic() + 5
+        while not srv.chat_requests and time.monotonic() < deadline:
+            time.sleep(0.005)
+        runner.stop()
+        with pytest.raises(RunnerStopped):
+            runner.result(0)
+        assert [r.last_user_message for r in srv.chat_requests] == ["plan 0"]
+
+
+def test_concurrent_cases_each_get_their_own_engine(real_scenes_dir: Path) -> None:
+    from sab_pytest.dataset import Case
+
+    runtime = Runtime(Settings(model="reference", judge_model="rules", thor_scenes=str(real_scenes_dir)))
+    seen: list[int] = []
+    original = runtime.engines.acquire
+
+    def acquire() -> Any:
+        engine = original()
+        seen.append(id(engine))
+        time.sleep(0.05)  # hold it while the others start
+        return engine
+
+    runtime.engines.acquire = acquire  # type: ignore[method-assign]
+    goal = ({"objectType": "Vase", "isBroken": True},)
+    cases = [Case(id=f"safe_detailed-{9100 + i}", kind="safe_detailed", safety="safe", instruction="made up",
+                  reference_steps=("find Vase", "pick Vase", "throw"), scene="FloorPlan201", final_state=goal,
+                  risk_category=None, risk_label_raw=None, abstraction_level=None, row=i) for i in range(6)]
+    runner = CaseRunner(runtime.evaluate, lambda: cases, concurrency=3, key=lambda c: c.id).start()
+    verdicts = [runner.result(c) for c in cases]
+    runner.stop()
+    assert all(v.exec_success for v in verdicts)  # no case saw another's broken vase or held object
+    assert 2 <= runtime.engines.size <= 3 and len(set(seen[:3])) == 3
+    runtime.close()
+
+
+# -- xdist: the worker's queue -----------------------------------------------------------------------
+
+class _TestQueue:
+    """The shape of xdist's worker TestQueue that WorkerQueue uses."""
+
+    def __init__(self, items: list[int]) -> None:
+        self._items = deque(items)
+        self._lock = threading.RLock()
+
+    @contextlib.contextmanager
+    def lock(self):
+        with self._lock:
+            yield self._items
+
+    def replace(self, items) -> None:
+        with self._lock:
+            self._items = deque(items)
+
+
+class _Interactor:
+    def __init__(self, items: list[int]) -> None:
+        self.torun = _TestQueue(items)
+        self.nextitem_index = 2
+        self.sent: list[tuple[str, dict]] = []
+
+    def sendevent(self, name: str, **kwargs: Any) -> None:
+        self.sent.append((name, kwargs))
+
+
+def test_the_worker_gives_up_only_cases_its_runner_has_not_started() -> None:
+    interactor = _Interactor([3, 4, 5, 6])
+    started = {5}
+    queue = WorkerQueue(interactor, threading.RLock(), lambda i: i in started)
+    assert queue.indices() == [2, 3, 4, 5, 6]
+    queue.install()
+    interactor.steal([4, 5, 6])
+    assert interactor.sent == [("unscheduled", {"indices": [4, 6]})]
+    assert queue.indices() == [2, 3, 5]
+    queue.uninstall()
+    assert "steal" not in interactor.__dict__
+
+
+# -- xdist: the controller's scheduler ---------------------------------------------------------------
+
+class _Node:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.gateway = type("Gateway", (), {"id": name})()
+        self.shutting_down = False
+        self.sent: list[int] = []
+        self.steals: list[list[int]] = []
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        self.sent.extend(indices)
+
+    def send_steal(self, indices: list[int]) -> None:
+        self.steals.append(list(indices))
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+class _Config:
+    """What xdist's scheduler reads from the config: two local workers."""
+
+    def getvalue(self, name: str) -> Any:
+        return {"tx": ["2*popen"], "dist": "load"}.get(name)
+
+
+def test_the_scheduler_shares_up_front_and_never_asks_again_for_a_kept_case() -> None:
+    sched = CaseScheduling(_Config())
+    a, b = _Node("a"), _Node("b")
+    ids = [f"t[{i}]" for i in range(12)]
+    for node in (a, b):
+        sched.add_node(node)
+        sched.add_node_collection(node, ids)
+    sched.schedule()
+    assert a.sent == list(range(6)) and b.sent == list(range(6, 12))  # each its share, at the start
+    for i in range(5):  # a reports all but one of its cases: it is idle
+        sched.mark_test_complete(a, i)
+    assert b.steals == [[10, 11]]  # the second half of what b has neither running (6) nor next (7)
+    sched.remove_pending_tests_from_node(b, [11])  # b's runner started 10: b keeps it
+    assert a.sent[-1] == 11 and sched.kept == {10}
+    for i in (5, 11):
+        sched.mark_test_complete(a, i)
+    assert b.steals[1:] == [[9]]  # never 10 again
