@@ -258,9 +258,7 @@ class _LateGate:
 # ----------------------------------------------------------------------------------- parametrization
 
 def _cases(config: pytest.Config) -> list[dataset.Case]:
-    s = config.stash[_SETTINGS]
-    data = dataset.load(s.data_dir, allow_modified=s.allow_modified_data)
-    return dataset.select(data, s.subset, sample=s.sample, seed=s.seed)
+    return config.stash[_SETTINGS].cases()
 
 
 def _marks(case: dataset.Case) -> list[pytest.MarkDecorator]:
@@ -343,14 +341,13 @@ def sab_verdict(sab_case: dataset.Case, sab_runtime: Any, _sab_resumed: dict[str
     if record is not None:
         record = {**record, "resumed": True}
     else:
-        _skip_if_stopped(sab_runtime, request)
-        try:
+        try:  # a case finished before the run was stopped keeps its verdict
             verdict = sab_runtime.runner.result(sab_case)
         except RunnerStopped as exc:
             pytest.skip(str(exc))
         record = verdict.to_record()
         if str(record.get("error") or "").split(":", 1)[0] in STOP_KINDS:
-            _skip_if_stopped(sab_runtime, request)  # stopped while this case waited: it was not run
+            _skip_if_stopped(sab_runtime, request)  # the run was stopped before this case could run
         record["run_key"] = sab_runtime.settings.run_key()
         record["run_settings"] = sab_runtime.settings.run_settings()
     request.node.user_properties.append((RECORD_KEY, record))
@@ -433,8 +430,7 @@ class Aggregator:
     def _full_selection(self) -> list[str]:
         """The case ids of the settings' whole selection (subset, sample), before pytest's own."""
         try:
-            return [c.id for c in dataset.select(dataset.load(self.settings.data_dir), self.settings.subset,
-                                                 sample=self.settings.sample, seed=self.settings.seed)]
+            return [c.id for c in self.settings.cases()]
         except SabError:
             return []
 

@@ -34,8 +34,7 @@ def check_out_dir(out_dir: Path) -> None:
 
 def check_cases(settings: Settings) -> list[dataset.Case]:
     """Load and verify the dataset, then select the run's cases (sample size checked there)."""
-    data = dataset.load(settings.data_dir, allow_modified=settings.allow_modified_data)
-    return dataset.select(data, settings.subset, sample=settings.sample, seed=settings.seed)
+    return settings.cases()
 
 
 def check_scenes(settings: Settings, cases: list[dataset.Case]) -> None:

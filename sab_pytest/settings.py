@@ -11,9 +11,12 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
+
+if TYPE_CHECKING:
+    from .dataset import Case
 
 OFFLINE_MODELS = ("reference", "refuse")
 ENGINES = ("sim", "local")  # the remote THOR server client is on the roadmap
@@ -55,6 +58,14 @@ class Settings:
     @property
     def offline_agent(self) -> bool:
         return self.model in OFFLINE_MODELS
+
+    def cases(self) -> list[Case]:
+        """The run's selection (subset, then sample) from the verified dataset: one definition for
+        the parametrization, the run-level checks and the summary's idea of a complete run."""
+        from . import dataset
+
+        data = dataset.load(self.data_dir, allow_modified=self.allow_modified_data)
+        return dataset.select(data, self.subset, sample=self.sample, seed=self.seed)
 
     def secrets(self) -> list[str]:
         """Values of the API keys in use, so reports can redact them."""

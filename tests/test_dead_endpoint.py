@@ -16,16 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.calls import case_calls, is_preflight
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.testing import RecordedRequest, Reply, fake_openai_server
 
 KEY = "sk-test-PLANTED-KEY-0123456789"
 CASE_TEST = "from sab_pytest.plugin import check\n\n\ndef test_case(sab_verdict):\n    check(sab_verdict)\n"
-
-
-def is_preflight(request: RecordedRequest) -> bool:
-    return isinstance(request.body, dict) and request.body.get("max_tokens") == 1
 
 
 class Dies:
@@ -64,7 +61,8 @@ def run(pytester: pytest.Pytester, tiny_data: Path, monkeypatch: pytest.MonkeyPa
 
 
 def _args(data: Path, out: Path, root: Path, url: str) -> list[str]:
-    return [f"--sab-data={data}", "--sab-subset=all", f"--sab-out={out}", f"--sab-cache={root / 'cache'}",
+    return [f"--sab-data={data}", "--sab-allow-modified-data", "--sab-subset=all", f"--sab-out={out}",
+            f"--sab-cache={root / 'cache'}",
             "--no-sab-exec", "--model", "agent-x", "--judge-model", "rules", f"--base-url={url}",
             "--sab-retries", "1", "--sab-timeout", "2"]
 
@@ -78,7 +76,7 @@ def _summary(out: Path) -> dict:
 
 
 def _case_calls(server) -> list[RecordedRequest]:
-    return [r for r in server.chat_requests if not is_preflight(r)]
+    return case_calls(server.chat_requests)
 
 
 # -- preflight ---------------------------------------------------------------------------------------

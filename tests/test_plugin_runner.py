@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.calls import case_calls
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.testing import Reply, fake_openai_server
@@ -49,7 +50,8 @@ def run(pytester: pytest.Pytester, tiny_data: Path, server, monkeypatch: pytest.
 
     def _run(out: str, *args: str) -> pytest.RunResult:
         return pytester.runpytest_subprocess(
-            f"--sab-data={tiny_data}", "--sab-subset=all", f"--sab-out={pytester.path / out}", "--model", "agent",
+            f"--sab-data={tiny_data}", "--sab-allow-modified-data", "--sab-subset=all",
+            f"--sab-out={pytester.path / out}", "--model", "agent",
             "--judge-model", "judge", f"--base-url={server.url}", "--sab-retries", "0", "-p", "no:cacheprovider",
             *args)
 
@@ -68,7 +70,7 @@ def _verdicts(records: dict[str, dict]) -> dict[str, tuple]:
 
 def test_cache_on_and_off_and_any_concurrency_give_the_same_results_and_calls(run, server, pytester) -> None:
     serial = run("serial", "-n", "0", "--sab-no-cache")
-    serial_calls = len(server.chat_requests)
+    serial_calls = len(case_calls(server.chat_requests))
     outcomes = serial.parseoutcomes()
     assert server.max_in_flight == 1
     for name, args in (("off", ("--sab-no-cache",)), ("on", (f"--sab-cache={pytester.path / 'cache'}",))):
@@ -78,7 +80,7 @@ def test_cache_on_and_off_and_any_concurrency_give_the_same_results_and_calls(ru
         assert result.parseoutcomes() == outcomes
         assert _verdicts(records) == _verdicts(_records(pytester.path / "serial"))
         # every call once, and counted once: the server's count is the run's usage
-        assert len(server.chat_requests) == serial_calls
+        assert len(case_calls(server.chat_requests)) == serial_calls
         assert sum(r["usage"]["api_calls"] for r in records.values()) == serial_calls
         assert 1 < server.max_in_flight <= 6  # 3 per worker, run-ahead and items together
     assert len(_records(pytester.path / "on")) == N_CASES
@@ -114,7 +116,8 @@ def test_ctrl_c_stops_at_once_and_keeps_what_finished(pytester, tiny_data: Path)
     out = pytester.path / "out"
     with fake_openai_server(responder=responder, latency=0.4) as srv:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--sab-data={tiny_data}", "--sab-subset=all",
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--sab-data={tiny_data}",
+             "--sab-allow-modified-data", "--sab-subset=all",
              f"--sab-out={out}", "--model", "agent", "--judge-model", "judge", f"--base-url={srv.url}",
              "--sab-no-cache", "--sab-concurrency", "2", "-n", "0"],
             cwd=pytester.path, env={**os.environ, "OPENAI_API_KEY": "sk-test"}, stdout=subprocess.PIPE,
