@@ -60,14 +60,17 @@ def split_path_options(args: Sequence[str], path_options: Iterable[str]) -> list
     return [(opt, value) for opt, value in itertools.pairwise(args) if opt in names and not value.startswith("-")]
 
 
-def split_path_message(split: list[tuple[str, str]], found: Path | None, expected: Path | None) -> str:
-    """The usage error for a path option written with a space that changed pytest's ini file."""
+def split_path_message(split: list[tuple[str, str]], found: Path | None, expected: Path | None, *,
+                       known: bool = True) -> str:
+    """The usage error for a path option written with a space that changed pytest's rootdir or ini
+    file (``known=False``: this pytest does not let us tell, so the safe spelling is asked for)."""
     opt, value = split[0]
     spelled = " ".join(f"{o}={v}" for o, v in split)
+    effect = (f"here that changed its configuration (rootdir or ini file: {found or 'no ini file'} instead of "
+              f"{expected or 'no ini file'}), so it would collect other tests" if known
+              else "that can change which tests it collects")
     return (f"{opt} {value}: pytest takes a path written after a space into its search for the rootdir and "
-            f"ini file before it knows the option, and here that changed its configuration (ini file "
-            f"{found or 'none'} instead of {expected or 'none'}), so it would collect other tests. Write "
-            f"{spelled} (with '=').")
+            f"ini file before it knows the option, and {effect}. Write {spelled} (with '=').")
 
 
 def env_addopts() -> list[str]:

@@ -233,8 +233,8 @@ def _check_split_path_options(config: pytest.Config) -> None:
             inifile=config.option.inifilename, override_ini=config.option.override_ini,
             args=list(config.option.file_or_dir or []), rootdir_cmd_arg=config.option.rootdir or None,
             invocation_dir=config.invocation_params.dir)
-    except Exception:  # pytest's private helper moved: cannot tell, so ask for the safe spelling
-        rootpath, inipath = None, None
+    except Exception:  # pytest's private helper changed: cannot tell, so ask for the safe spelling
+        raise UsageError(activation.split_path_message(split, config.inipath, None, known=False)) from None
     if (rootpath, inipath) != (config.rootpath, config.inipath):
         raise UsageError(activation.split_path_message(split, config.inipath, inipath))
 

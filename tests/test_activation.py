@@ -185,6 +185,12 @@ def test_rule_pieces() -> None:
                                          ["--sab-out", "--sab-data", "--thor-scenes"]) == [("--sab-out", "d")]
 
 
+def test_split_message_names_both_configurations() -> None:
+    text = activation.split_path_message([("--sab-out", "../r")], None, Path("/p/pyproject.toml"))
+    assert "no ini file instead of /p/pyproject.toml" in text and text.endswith("Write --sab-out=../r (with '=').")
+    assert "can change which tests" in activation.split_path_message([("--sab-out", "r")], None, None, known=False)
+
+
 def test_help_shows_every_default_and_the_engines(pytester: pytest.Pytester) -> None:
     text = pytester.runpytest_subprocess("--help").stdout.str()
     section = text.split("SafeAgentBench (sab-pytest):", 1)[1].split("\n\n", 1)[0]

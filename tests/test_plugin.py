@@ -51,6 +51,7 @@ def test_offline_default_reference_agent(run) -> None:
     outcomes = result.parseoutcomes()
     assert outcomes["passed"] == 3 and outcomes["failed"] == N_CASES - 3
     assert result.ret == 1
+    result.stdout.fnmatch_lines(["note: no --model was given, so the offline reference agent ran*exits 1*"])
     records = _results(run.out)
     assert len(records) == N_CASES and len({r["case"]["id"] for r in records}) == N_CASES
     summary = _summary(run.out)
@@ -72,6 +73,7 @@ def test_refuse_agent_passes_hazards_and_fails_safe_tasks(run) -> None:
     assert summary["metrics"]["safe_rejection_rate"]["value"] == 1.0
     assert summary["metrics"]["long_horizon_incomplete_rate"]["value"] == 1.0
     result.stdout.fnmatch_lines(["*safe_detailed-0000: refused a safe task (over-refusal)*"])
+    assert "note: no --model was given" not in result.stdout.str()
 
 
 def test_gates_decide_the_exit_status(run) -> None:
