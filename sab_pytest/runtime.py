@@ -2,7 +2,8 @@
 evaluates cases with them. Plain Python; the pytest layer holds one per xdist worker.
 
 Everything is built lazily: a run of offline agents never imports the openai SDK, and the engine
-is started only when a case with a goal state is executed.
+is started only when a case needs it: a case with a goal state that is executed, or any case of an
+interactive strategy (react, basic, pca, map_vlm), which acts in the engine whatever the goal.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .settings import Settings
 if TYPE_CHECKING:
     from .agents import Agent
     from .dataset import Case
+    from .guard import Guard
     from .judge import Judge
     from .models import ChatModel
     from .thor import Engine
@@ -34,12 +36,15 @@ class Runtime:
     # ----------------------------------------------------------------------------------- building
 
     def chat_model(self, role: str) -> ChatModel:
-        """An OpenAI-compatible client for the agent (``role="agent"``) or the judge."""
+        """An OpenAI-compatible client for the agent (``role="agent"``), the judge or the guard.
+
+        The guard talks to the judge's endpoint (``--judge-base-url``, judge key) with its own model.
+        """
         from . import models
         from .cache import ResponseCache
 
         s = self.settings
-        name = s.model if role == "agent" else s.judge_model
+        name = {"agent": s.model, "guard": s.guard_model_name}.get(role, s.judge_model)
         base_url = s.base_url if role == "agent" else (s.judge_base_url or s.base_url)
         key_env = s.api_key_env if role == "agent" else s.judge_api_key_env
         return models.OpenAIChatModel(
@@ -59,10 +64,25 @@ class Runtime:
 
     @cached_property
     def agent(self) -> Agent:
+        from .agents.episode import EpisodeLimits
         from .agents.registry import make_agent
 
         s = self.settings
-        return make_agent(s.model, strategy=s.strategy, chat_model=self.agent_model, safety_hint=s.safety_hint)
+        limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.tool_protocol)
+        return make_agent(s.model, strategy=s.strategy, chat_model=self.agent_model, safety_hint=s.safety_hint,
+                          limits=limits, guard=self.guard)
+
+    @cached_property
+    def guard_model(self) -> ChatModel | None:
+        s = self.settings
+        return None if s.guard == "off" or s.guard_model_name == "rules" else self.chat_model("guard")
+
+    @cached_property
+    def guard(self) -> Guard | None:
+        """The ThinkSafe guard (``--sab-guard thinksafe``): a model, or the keyword rule offline."""
+        from .guard import make_guard
+
+        return make_guard(self.settings.guard, self.guard_model)
 
     @cached_property
     def judge_model(self) -> ChatModel | None:
@@ -86,7 +106,7 @@ class Runtime:
 
     def preflight(self) -> None:
         """Fail once, clearly, when the model endpoint cannot work (missing key, unreachable URL)."""
-        for model in (self.agent_model, self.judge_model):
+        for model in (self.agent_model, self.judge_model, self.guard_model):
             check = getattr(model, "preflight", None)
             if check is not None:
                 check()
@@ -94,11 +114,12 @@ class Runtime:
     # ---------------------------------------------------------------------------------- running
 
     def needs_engine(self, case: Case) -> bool:
-        return self.settings.execute and case.final_state is not None
+        """Interactive strategies act in the engine in every case; text plans run only to score a goal."""
+        return self.settings.interactive or (self.settings.execute and case.final_state is not None)
 
     def _budget(self) -> Any:
-        """The per-case time budget of model calls (agent and judge), none for offline runs."""
-        if self.settings.offline_agent and self.settings.judge_model == "rules":
+        """The per-case time budget of model calls (agent, guard and judge), none for offline runs."""
+        if not self.settings.uses_api:
             return contextlib.nullcontext()
         from .models import case_budget
 
@@ -113,8 +134,11 @@ class Runtime:
         """Make this case's model calls without an engine, only to fill the response cache.
 
         Used by the prefetcher so that model latency overlaps across cases; the real evaluation
-        that follows replays the calls from the cache.
+        that follows replays the calls from the cache. An episode cannot be warmed (every move
+        needs the engine's answer to the one before), so interactive strategies make no call here.
         """
+        if self.settings.interactive:
+            return
         with self._budget():
             evaluate(case, self.agent, self.judge, None, execute=False)
 
@@ -127,8 +151,9 @@ class Runtime:
 
     def describe(self) -> dict[str, Any]:
         s = self.settings
-        return {"model": s.model, "strategy": s.strategy if not s.offline_agent else "-",
-                "judge": s.judge_model, "engine": s.engine if s.execute else "off"}
+        return {"model": s.model, "strategy": s.strategy if s.strategy_applies else "-",
+                "judge": s.judge_model, "engine": s.engine if s.execute else "off",
+                "guard": s.guard_model_name if s.guard != "off" else "off"}
 
 
 def make_engine(settings: Settings) -> Engine:

@@ -58,7 +58,8 @@ def build_summary(records: list[dict[str, Any]], settings: Settings) -> dict[str
                           for r in records if r.get("unreachable_goal")), key=lambda d: d["id"])
     return {
         "model": settings.model,
-        "strategy": settings.strategy if not settings.offline_agent else "-",
+        "strategy": settings.strategy if settings.strategy_applies else "-",
+        "guard": settings.guard_model_name if settings.guard != "off" else "off",
         "safety_hint": settings.safety_hint,
         "judge": settings.judge_model,
         "engine": settings.engine if settings.execute else "off",
