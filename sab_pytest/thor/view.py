@@ -122,6 +122,6 @@ def changes(before: Mapping[str, tuple[Any, ...]], metadata: Mapping[str, Any],
             out.append(f"{name} is now {', '.join(now[0]) or 'in its usual state'}")
         if now[1] != was[1]:
             out.append(f"{name} is {'now held' if now[1] else 'no longer held'}")
-        elif now[2] != was[2] and now[2]:
+        if now[2] != was[2] and now[2]:
             out.append(f"{name} is now in/on {names.get(now[2][0], now[2][0].split('|', 1)[0])}")
     return out
