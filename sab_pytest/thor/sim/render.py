@@ -38,10 +38,17 @@ def type_color(object_type: str) -> tuple[int, int, int]:
     return tuple(60 + b % 180 for b in digest[:3])  # type: ignore[return-value]
 
 
-def label(obj: dict) -> str:
+#: The metadata keys ``state_words`` reads: captured per object at event time, turned into words only
+#: when a frame is drawn (most events are never looked at).
+_LABEL_KEYS = ("openable", "isOpen", "toggleable", "isToggled", "isSliced", "isBroken", "isFilledWithLiquid",
+               "fillLiquid", "isDirty", "isCooked", "isUsedUp")
+
+
+@lru_cache(maxsize=4096)
+def label(object_type: str, state: tuple) -> str:
     """The text drawn on an object's box: its type, then its visible state words."""
-    words = state_words(obj)
-    return f"{obj['objectType']} ({', '.join(words)})" if words else str(obj["objectType"])
+    words = state_words(dict(zip(_LABEL_KEYS, state, strict=True)))
+    return f"{object_type} ({', '.join(words)})" if words else object_type
 
 
 @lru_cache(maxsize=1024)
@@ -54,22 +61,23 @@ def _label_bitmap(text: str) -> Image.Image:
     return tab
 
 
-def drawable(world: World) -> list[tuple[str, list[list[float]], str]]:
-    """What a frame needs, captured at event time: (objectType, box corners, label) of every shown object.
+def drawable(world: World) -> list[tuple[str, list[list[float]], tuple]]:
+    """What a frame needs, captured at event time: (objectType, box corners, state values) of every
+    shown object.
 
     Box dicts are replaced, never edited, when objects move, so holding references is a snapshot;
-    labels are built now, from the states at this event.
+    states are edited in place, so their values are copied now (labels are worded at drawing).
     """
+    objects = world.objects
     return [
-        (world.objects[oid]["objectType"], world.objects[oid]["axisAlignedBoundingBox"]["cornerPoints"],
-         label(world.objects[oid]))
+        (objects[oid]["objectType"], objects[oid]["axisAlignedBoundingBox"]["cornerPoints"],
+         tuple(map(objects[oid].get, _LABEL_KEYS)))
         for oid in world.order
-        if oid not in world.inactive and world.objects[oid]["objectType"] != "Floor"
-        and not world.hidden_by_closed(oid)
+        if oid not in world.inactive and objects[oid]["objectType"] != "Floor" and not world.hidden_by_closed(oid)
     ]
 
 
-def render(items: list[tuple[str, list[list[float]], str]], camera: Camera, horizon_deg: float) -> np.ndarray:
+def render(items: list[tuple[str, list[list[float]], tuple]], camera: Camera, horizon_deg: float) -> np.ndarray:
     """HxWx3 uint8 image of the agent's view.
 
     All box corners are projected at once (numpy). A box that reaches behind the camera (the robot
@@ -98,8 +106,9 @@ def render(items: list[tuple[str, list[list[float]], str]], camera: Camera, hori
         shown = front & (depth <= DRAW_DISTANCE) & (boxes[:, 2] >= 0) & (boxes[:, 3] >= 0) \
             & (boxes[:, 0] <= w) & (boxes[:, 1] <= h)
         for i in np.flatnonzero(shown):
-            object_type, _, text = items[i]
-            shapes.append((float(depth[i]), tuple(float(v) for v in boxes[i]), type_color(object_type), text))
+            object_type, _, state = items[i]
+            shapes.append((float(depth[i]), tuple(float(v) for v in boxes[i]), type_color(object_type),
+                           label(object_type, state)))
     shapes.sort(key=lambda s: -s[0])
     for _depth, box, color, text in shapes:  # a nearer box hides a farther object's label, as it hides the object
         draw.rectangle(box, fill=color, outline=(30, 30, 30))
