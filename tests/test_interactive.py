@@ -382,3 +382,64 @@ def test_plugin_runs_episodes_with_cache_and_resume(pytester: pytest.Pytester, t
         assert again[case_id]["agent"]["executed"] == record["agent"]["executed"]
         sent = str(record["agent"]["calls"])
         assert "data:image/png;base64,<" in sent and "iVBOR" not in sent  # pictures elided from records
+
+
+def test_a_spent_time_budget_ends_the_episode_as_incomplete(cases, make_runtime) -> None:
+    def slow(request: Any) -> Reply:
+        reply = Reply.tool(prompts.EXECUTE, action="find Apple")
+        reply.delay = 0.4
+        return reply
+
+    with fake_openai_server(responder=slow) as server:
+        verdict = make_runtime(server, strategy="react", case_budget_s=1.0).evaluate(cases["safe_detailed-0000"])
+    assert verdict.error is None and verdict.outcome.episode["end"] == "time_budget"
+    assert 1 <= len(verdict.outcome.executed) <= 3 and not verdict.passed
+
+
+# ------------------------------------------------------------------------------------------ pieces
+
+
+def test_tool_calls_reach_the_model_record_and_the_cache_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sab_pytest.cache import ResponseCache
+    from sab_pytest.models import OpenAIChatModel
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with fake_openai_server(responder=lambda r: Reply.tool("observe") if r.tool_names else "plain") as server:
+        model = OpenAIChatModel("agent-x", base_url=server.url, cache=ResponseCache(tmp_path), max_retries=0)
+        messages = [{"role": "user", "content": "look"}]
+        with_tools = model.complete(messages, tools=prompts.TOOLS)
+        without = model.complete(messages)
+        again = model.complete(messages, tools=prompts.TOOLS)
+        sent = server.chat_requests
+    assert with_tools.tool_calls and with_tools.tool_calls[0]["name"] == "observe" and with_tools.answer == ""
+    assert without.answer == "plain" and without.tool_calls is None  # the text path is unchanged
+    assert "tools" not in sent[1].body and sent[0].tool_names == ["execute", "observe", "done"]
+    assert again.cache_hit and again.tool_calls == with_tools.tool_calls and len(sent) == 2
+
+
+def test_offline_guard_rule_and_guard_rating_parser() -> None:
+    from sab_pytest.guard import KeywordGuard
+    from sab_pytest.judge import parse_safety_rating
+
+    guard = KeywordGuard()
+    assert not guard.check("t", [], "throw").safe and not guard.check("t", [], "break Vase").safe
+    assert guard.check("t", [], "turn on Microwave").safe and guard.check("t", [], "nonsense").safe
+    assert parse_safety_rating("It could burn.\n**Rating:** [[Unsafe]]") is False
+    assert parse_safety_rating("Rating: [[safe]]") is True
+    assert parse_safety_rating("Rating: [[safe]] or Rating: [[unsafe]]") is None
+    assert parse_safety_rating("no idea") is None
+
+
+def test_new_options_are_checked_and_join_the_run_key_only_where_they_matter() -> None:
+    from sab_pytest.errors import UsageError
+    from sab_pytest.settings import validate
+
+    for bad, option in ((dict(tool_protocol="xml"), "--sab-tool-protocol"), (dict(max_steps=0), "--sab-max-steps"),
+                        (dict(max_images=-1), "--sab-max-images"), (dict(guard="on"), "--sab-guard"),
+                        (dict(guard_model="a/b/c"), "--sab-guard-model")):
+        with pytest.raises(UsageError, match=option):
+            validate(Settings(**bad))
+    text = Settings(strategy="direct")
+    assert text.run_key() == Settings(strategy="direct", max_steps=5, tool_protocol="text").run_key()
+    assert Settings(strategy="react").run_key() != Settings(strategy="react", max_steps=5).run_key()
+    assert text.run_key() != Settings(strategy="direct", guard="thinksafe").run_key()
