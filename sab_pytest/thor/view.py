@@ -111,13 +111,13 @@ def changes(before: Mapping[str, tuple[Any, ...]], metadata: Mapping[str, Any],
             names: Mapping[str, str]) -> list[str]:
     """What an action changed, as sentences, for objects the robot can see or holds afterwards."""
     after = snapshot(metadata)
-    visible_ids = {str(o.get("objectId")) for o in seen(metadata)}
+    visible = {str(o.get("objectId")): str(o.get("objectType")) for o in seen(metadata)}
     out = []
     for object_id, now in after.items():
         was = before.get(object_id)
-        if was is None or was == now or object_id not in visible_ids:
+        if was is None or was == now or object_id not in visible:
             continue
-        name = names.get(object_id, object_id.split("|", 1)[0])
+        name = names.get(object_id, visible[object_id])  # objects that appeared later (slices) go by type
         if now[0] != was[0]:
             out.append(f"{name} is now {', '.join(now[0]) or 'in its usual state'}")
         if now[1] != was[1]:
