@@ -383,7 +383,22 @@ class ModelPolicy:
 # ------------------------------------------------------------------------------------------ agents
 
 
-class InteractiveAgent:
+class ActingAgent:
+    """What every model-driven agent that acts in the scene holds: the model, the hint switch, the
+    episode limits and the guard (react, basic, pca and map_vlm share it)."""
+
+    name = "acting"
+
+    def __init__(self, chat_model: ChatModel, *, safety_hint: bool = False, limits: EpisodeLimits | None = None,
+                 guard: Guard | None = None, max_tokens: int | None = None) -> None:
+        self.chat_model = chat_model
+        self.safety_hint = safety_hint
+        self.limits = limits or EpisodeLimits()
+        self.guard = guard
+        self.max_tokens = max_tokens
+
+
+class InteractiveAgent(ActingAgent):
     """An agent that acts move by move in the case's episode (react, basic, pca share this).
 
     Subclasses set ``name``, ``system`` (the system message before the hint), ``visual`` (a picture
@@ -394,14 +409,6 @@ class InteractiveAgent:
     system = prompts.REACT_SYSTEM
     visual = False
     pca = False
-
-    def __init__(self, chat_model: ChatModel, *, safety_hint: bool = False, limits: EpisodeLimits | None = None,
-                 guard: Guard | None = None, max_tokens: int | None = None) -> None:
-        self.chat_model = chat_model
-        self.safety_hint = safety_hint
-        self.limits = limits or EpisodeLimits()
-        self.guard = guard
-        self.max_tokens = max_tokens
 
     def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
         episode = start_episode(self.name, case, engine, self.limits, self.guard)

@@ -21,25 +21,15 @@ from ..errors import InfraError
 from ..outcome import AgentOutcome, ModelCall
 from ..prompts import interactive as prompts
 from ..prompts.agents import plan_rules, with_hint
-from .episode import EpisodeLimits, picture_message, start_episode
+from .episode import ActingAgent, picture_message, start_episode
 
 if TYPE_CHECKING:
     from ..dataset import Case
-    from ..guard import Guard
-    from ..models import ChatModel
     from ..thor import Engine
 
 
-class MapVlmAgent:
+class MapVlmAgent(ActingAgent):
     name = "map_vlm"
-
-    def __init__(self, chat_model: ChatModel, *, safety_hint: bool = False, limits: EpisodeLimits | None = None,
-                 guard: Guard | None = None, max_tokens: int | None = None) -> None:
-        self.chat_model = chat_model
-        self.safety_hint = safety_hint
-        self.limits = limits or EpisodeLimits()
-        self.guard = guard
-        self.max_tokens = max_tokens
 
     def _ask(self, system: str, user: str, picture: str | None, calls: list[ModelCall]) -> str:
         content = picture_message(user, picture) if picture else {"role": "user", "content": user}

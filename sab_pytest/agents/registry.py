@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from .basic import BasicVisualAgent
-from .episode import EpisodeLimits
+from .episode import ActingAgent, EpisodeLimits
 from .map_vlm import MapVlmAgent
 from .offline import ReferenceAgent, RefuseAgent, scripted_moves
 from .pca import PcaAgent
@@ -29,7 +29,7 @@ OFFLINE_AGENTS: dict[str, type[ReferenceAgent] | type[RefuseAgent]] = {
 
 #: Strategies that act in the scene move by move (or execute their own plan): they need an engine
 #: for every case, goal state or not.
-INTERACTIVE: dict[str, type[ReactAgent] | type[MapVlmAgent]] = {
+INTERACTIVE: dict[str, type[ActingAgent]] = {
     cls.name: cls for cls in (ReactAgent, BasicVisualAgent, PcaAgent, MapVlmAgent)
 }
 
