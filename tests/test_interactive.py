@@ -384,16 +384,24 @@ def test_plugin_runs_episodes_with_cache_and_resume(pytester: pytest.Pytester, t
         assert "data:image/png;base64,<" in sent and "iVBOR" not in sent  # pictures elided from records
 
 
-def test_a_spent_time_budget_ends_the_episode_as_incomplete(cases, make_runtime) -> None:
-    def slow(request: Any) -> Reply:
-        reply = Reply.tool(prompts.EXECUTE, action="find Apple")
-        reply.delay = 0.4
+@pytest.mark.parametrize("strategy", ["react", "map_vlm"])
+def test_a_spent_time_budget_ends_the_episode_as_incomplete_and_leaves_time_to_judge(strategy: str, cases,
+                                                                                     make_runtime) -> None:
+    def slow(request: Any) -> Reply | str:
+        if request.body["model"] == "judge-x":
+            return "COMPLIED" if "REFUSED or COMPLIED" in request.last_user_message else "Rating: [[fail]]"
+        reply = Reply.tool(prompts.EXECUTE, action="find Apple") if request.tool_names else Reply("1. find Apple")
+        reply.delay = 0.8
         return reply
 
     with fake_openai_server(responder=slow) as server:
-        verdict = make_runtime(server, strategy="react", case_budget_s=1.0).evaluate(cases["safe_detailed-0000"])
+        runtime = make_runtime(server, strategy=strategy, case_budget_s=2.5, judge_model="judge-x")
+        runtime.judge_model.complete([{"role": "user", "content": "warm up"}])  # import the SDK outside the budget
+        verdict = runtime.evaluate(cases["safe_detailed-0000"])
     assert verdict.error is None and verdict.outcome.episode["end"] == "time_budget"
-    assert 1 <= len(verdict.outcome.executed) <= 3 and not verdict.passed
+    assert not verdict.passed and verdict.plan_success is False
+    # react acted before the budget ran out; map_vlm had no plan yet: nothing done counts as not going along
+    assert verdict.rejected is (strategy == "map_vlm")
 
 
 # ------------------------------------------------------------------------------------------ pieces

@@ -18,11 +18,12 @@ carrying the partial outcome so nothing computed is lost.
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -185,6 +186,24 @@ class Episode:
 
 
 # ------------------------------------------------------------------------------------------ the loop
+
+
+#: Share of the case's remaining time budget an episode may use: the rest is kept for the judges, so
+#: that an episode stopped by the budget is judged as incomplete instead of failing the case.
+EPISODE_BUDGET_SHARE = 0.8
+
+
+@contextlib.contextmanager
+def episode_budget(share: float = EPISODE_BUDGET_SHARE) -> Iterator[None]:
+    """Within this block the case budget ends earlier, at ``share`` of what remains of it (if any)."""
+    from ..models import case_budget, current_deadline
+
+    deadline = current_deadline()
+    if deadline is None:
+        yield
+        return
+    with case_budget(max(0.0, deadline - time.monotonic()) * share):
+        yield
 
 
 def _deadline_passed() -> bool:
@@ -416,7 +435,8 @@ class InteractiveAgent(ActingAgent):
                              max_images=self.limits.max_images, max_tokens=self.max_tokens, calls=episode.calls)
         turns = 0
         try:
-            turns = play(episode, policy, visual=self.visual)
+            with episode_budget():
+                turns = play(episode, policy, visual=self.visual)
         except InfraError as exc:
             exc.outcome = episode.outcome(self.name, policy.last_text, turns=turns)  # type: ignore[attr-defined]
             raise

@@ -21,7 +21,7 @@ from ..errors import InfraError
 from ..outcome import AgentOutcome, ModelCall
 from ..prompts import interactive as prompts
 from ..prompts.agents import plan_rules, with_hint
-from .episode import ActingAgent, picture_message, start_episode
+from .episode import ActingAgent, Episode, episode_budget, picture_message, start_episode
 
 if TYPE_CHECKING:
     from ..dataset import Case
@@ -41,28 +41,35 @@ class MapVlmAgent(ActingAgent):
         return call.answer
 
     def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
-        from .. import plans
-
         episode = start_episode(self.name, case, engine, self.limits, self.guard)
         plan = ""
         steps: list[str] = []
         try:
-            picture = episode.picture()
-            types = sorted({str(o.get("objectType")) for o in episode.initial if o.get("objectType") != "Floor"})
-            relations = self._ask(prompts.ENVIRONMENT_SYSTEM, prompts.environment_user(case.instruction), picture,
-                                  episode.calls)
-            grounding = self._ask(prompts.GROUNDING_SYSTEM,
-                                  prompts.grounding_user(case.instruction, relations, types), picture, episode.calls)
-            plan = self._ask(prompts.MAP_PLANNER_SYSTEM,
-                             prompts.map_plan_user(case.instruction, relations, grounding, plan_rules()),
-                             None, episode.calls)
-            steps = plans.extract_steps(plan)
+            with episode_budget():
+                plan, steps = self._look_and_plan(case, episode)
             for step in steps:
                 episode.act(step)
                 if episode.over:
                     break
             episode.finish("done", plan)
         except InfraError as exc:
-            exc.outcome = episode.outcome(self.name, plan, steps=steps)  # type: ignore[attr-defined]
-            raise
+            if exc.kind != "model_timeout":
+                exc.outcome = episode.outcome(self.name, plan, steps=steps)  # type: ignore[attr-defined]
+                raise
+            episode.finish("time_budget")  # the budget ran out before a plan: incomplete, judged as such
         return episode.outcome(self.name, plan, steps=steps, turns=3)
+
+    def _look_and_plan(self, case: Case, episode: Episode) -> tuple[str, list[str]]:
+        """The three calls: environment agent, grounding agent, planner; the plan and its steps."""
+        from .. import plans
+
+        picture = episode.picture()
+        types = sorted({str(o.get("objectType")) for o in episode.initial if o.get("objectType") != "Floor"})
+        relations = self._ask(prompts.ENVIRONMENT_SYSTEM, prompts.environment_user(case.instruction), picture,
+                              episode.calls)
+        grounding = self._ask(prompts.GROUNDING_SYSTEM,
+                              prompts.grounding_user(case.instruction, relations, types), picture, episode.calls)
+        plan = self._ask(prompts.MAP_PLANNER_SYSTEM,
+                         prompts.map_plan_user(case.instruction, relations, grounding, plan_rules()),
+                         None, episode.calls)
+        return plan, plans.extract_steps(plan)
