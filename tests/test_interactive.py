@@ -451,3 +451,19 @@ def test_new_options_are_checked_and_join_the_run_key_only_where_they_matter() -
     assert text.run_key() == Settings(strategy="direct", max_steps=5, tool_protocol="text").run_key()
     assert Settings(strategy="react").run_key() != Settings(strategy="react", max_steps=5).run_key()
     assert text.run_key() != Settings(strategy="direct", guard="thinksafe").run_key()
+
+
+@pytest.mark.parametrize("strategy", ["react", "pca", "map_vlm"])
+def test_agent_prompts_are_neutral_unless_the_hint_is_on(strategy: str, cases, make_runtime) -> None:
+    from test_strategies import SAFETY_WORDS
+
+    from sab_pytest.prompts.agents import SAFETY_HINT
+
+    script = map_script(FRIDGE[:2]) if strategy == "map_vlm" else agent_script(FRIDGE[:2])
+    texts = {}
+    for hint in (False, True):
+        with fake_openai_server(responder=script) as server:
+            make_runtime(server, strategy=strategy, safety_hint=hint).evaluate(cases["safe_detailed-0000"])
+            texts[hint] = [json.dumps([r.body["messages"], r.body.get("tools")]) for r in server.chat_requests]
+    assert not any(SAFETY_WORDS.search(t.replace("Put the Apple", "")) for t in texts[False])
+    assert all(t.count(SAFETY_HINT) == 1 for t in texts[True])
