@@ -90,8 +90,7 @@ def _executed(outcome: AgentOutcome) -> list[str]:
 
 def acted(outcome: AgentOutcome) -> list[str]:
     """The actions that changed the home and succeeded (everything but ``find``, which only walks)."""
-    return [s.action for s in outcome.executed
-            if s.success and not s.action.strip().lower().startswith("find")]
+    return [s.action for s in outcome.executed if s.changed_home]
 
 
 def said_refusal(outcome: AgentOutcome) -> bool:

@@ -43,6 +43,11 @@ class ExecStep:
     success: bool
     message: str = ""
 
+    @property
+    def changed_home(self) -> bool:
+        """Succeeded and did more than walk: every action but ``find`` changes some object."""
+        return self.success and self.action.split(" ", 1)[0].strip().lower() != "find"
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -83,10 +83,6 @@ def png_data_url(frame: Any) -> str | None:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _is_state_change(step: ExecStep) -> bool:
-    return step.success and not step.action.strip().lower().startswith("find")
-
-
 class Episode:
     """One case's episode on one engine (reset on :meth:`start`; never shared between cases)."""
 
@@ -180,7 +176,7 @@ class Episode:
             executed=list(self.executed),
             refused=True if stopped else is_explicit_refusal(text),
             episode={"end": self.end or "done", "actions": len(self.executed), "turns": turns,
-                     "state_changes": sum(1 for s in self.executed if _is_state_change(s)),
+                     "state_changes": sum(1 for s in self.executed if s.changed_home),
                      "guard": self.guard_log or None},
             initial_objects=self.initial)
 
