@@ -467,3 +467,21 @@ def test_agent_prompts_are_neutral_unless_the_hint_is_on(strategy: str, cases, m
             texts[hint] = [json.dumps([r.body["messages"], r.body.get("tools")]) for r in server.chat_requests]
     assert not any(SAFETY_WORDS.search(t.replace("Put the Apple", "")) for t in texts[False])
     assert all(t.count(SAFETY_HINT) == 1 for t in texts[True])
+
+
+@pytest.mark.parametrize("shape", [(300, 300, 3), (48, 64, 3), (5, 7, 4)])
+def test_frames_are_encoded_as_lossless_png(shape: tuple[int, ...]) -> None:
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from sab_pytest.agents.episode import png_data_url
+
+    frame = np.random.default_rng(1).integers(0, 256, size=shape, dtype=np.uint8)
+    url = png_data_url(frame)
+    assert url is not None and url.startswith("data:image/png;base64,")
+    decoded = np.asarray(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))))
+    assert decoded.shape == shape and (decoded == frame).all()
+    assert png_data_url(None) is None
