@@ -29,6 +29,7 @@ from sab_pytest.agents import episode as episode_module
 from sab_pytest.agents.basic import BasicVisualAgent
 from sab_pytest.agents.episode import EpisodeLimits
 from sab_pytest.agents.react import ReactAgent
+from sab_pytest.models import elide_images
 from sab_pytest.outcome import ModelCall
 from sab_pytest.prompts import interactive as prompts
 from sab_pytest.thor import scenes
@@ -57,7 +58,7 @@ class InstantModel:
             call = {"id": "c", "name": prompts.EXECUTE, "arguments": json.dumps({"action": self.actions.pop(0)})}
         else:
             call = {"id": "c", "name": prompts.DONE, "arguments": json.dumps({"message": "done"})}
-        answer = ModelCall(model=self.name, messages=[], answer="", tool_calls=[call])
+        answer = ModelCall(model=self.name, messages=elide_images(messages), answer="", tool_calls=[call])
         self.inside_s += time.perf_counter() - started
         return answer
 
@@ -134,11 +135,12 @@ def harness_per_step(agent_cls: type, cases: list[dataset.Case], inner: Controll
             "reset": engine.reset_s * 1000 / len(cases), "steps": steps}
 
 
-def request_sizes(case: dataset.Case, engine: Controller) -> list[int]:
+def request_sizes(case: dataset.Case, engine: Controller) -> tuple[list[int], int]:
+    """Request bytes per call of a 20-step visual episode, and the bytes its outcome adds to a record."""
     model = InstantModel()
     model.start(["find Fridge", "find Apple"] * 10)
-    BasicVisualAgent(model, limits=EpisodeLimits(max_steps=20, max_images=2)).run(case, engine)
-    return model.request_bytes
+    outcome = BasicVisualAgent(model, limits=EpisodeLimits(max_steps=20, max_images=2)).run(case, engine)
+    return model.request_bytes, len(json.dumps(outcome.to_dict()))
 
 
 def main() -> None:
@@ -160,10 +162,10 @@ def main() -> None:
               f"+ picture {m['picture']:5.2f} + rest of the harness {m['rest']:5.2f}  "
               f"({int(m['steps'])} steps; target < 5 ms); scene reset per episode {m['reset']:5.2f} ms")
     fridge = next(c for c in data.cases if c.scene == "FloorPlan1")
-    sizes = request_sizes(fridge, engine)
+    sizes, record = request_sizes(fridge, engine)
     shown = ", ".join(f"step {n}: {sizes[n - 1] / 1024:.1f} KiB" for n in (1, 10, 20))
     print(f"  basic, 20-step episode, request size per call ({len(sizes)} calls): {shown}; "
-          f"max {max(sizes) / 1024:.1f} KiB")
+          f"max {max(sizes) / 1024:.1f} KiB; its record (pictures elided): {record / 1024:.1f} KiB")
     engine.stop()
 
 
