@@ -45,7 +45,7 @@ class ChatModel(Protocol):
     name: str
 
     def complete(self, messages: list[dict[str, Any]], *, role: str = "agent",
-                 max_tokens: int | None = None) -> ModelCall: ...
+                 max_tokens: int | None = None, tools: list[dict[str, Any]] | None = None) -> ModelCall: ...
 
 
 # --------------------------------------------------------------------------------------------------
@@ -213,6 +213,7 @@ class _Answer:
     finish_reason: str | None
     prompt_tokens: int
     completion_tokens: int
+    tool_calls: list[dict[str, Any]] | None = None  # [{"id", "name", "arguments"}] when the model called tools
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
@@ -330,10 +331,17 @@ class OpenAIChatModel:
 
     # -- public API ------------------------------------------------------------------------------
     def complete(self, messages: list[dict[str, Any]], *, role: str = "agent",
-                 max_tokens: int | None = None) -> ModelCall:
-        """One answer for ``messages``: from the cache, from a concurrent owner, or from the API."""
+                 max_tokens: int | None = None, tools: list[dict[str, Any]] | None = None) -> ModelCall:
+        """One answer for ``messages``: from the cache, from a concurrent owner, or from the API.
+
+        ``tools`` (OpenAI function definitions) go into the request, and so into the cache key; the
+        answer's tool calls come back in ``ModelCall.tool_calls``. Without tools the request is
+        byte-for-byte what it always was.
+        """
         started = time.perf_counter()
         params = self._request_params(messages, max_tokens)
+        if tools:
+            params["tools"] = tools
         check_not_cancelled()
         if self.cache is None:
             return self._record(params, self._call_with_retries(params), role, started, cache_hit=False)
@@ -352,7 +360,8 @@ class OpenAIChatModel:
             return self._record(params, answer, role, started, cache_hit=False)
         answer = _Answer(text=str(found.get("text", "")), finish_reason=found.get("finish_reason"),
                          prompt_tokens=_int(found.get("prompt_tokens")),
-                         completion_tokens=_int(found.get("completion_tokens")))
+                         completion_tokens=_int(found.get("completion_tokens")),
+                         tool_calls=found.get("tool_calls") or None)
         return self._record(params, answer, role, started, cache_hit=True)
 
     def _cached_or_claimed(self, key: str) -> dict[str, Any] | Claim:
@@ -468,10 +477,10 @@ class OpenAIChatModel:
 
     def _record(self, params: Mapping[str, Any], answer: _Answer, role: str, started: float, *,
                 cache_hit: bool) -> ModelCall:
-        return ModelCall(model=self.name, messages=list(params["messages"]), answer=answer.text,
+        return ModelCall(model=self.name, messages=elide_images(params["messages"]), answer=answer.text,
                          prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
                          latency_s=round(time.perf_counter() - started, 6), cache_hit=cache_hit,
-                         finish_reason=answer.finish_reason, role=role)
+                         finish_reason=answer.finish_reason, role=role, tool_calls=answer.tool_calls)
 
     # -- transport ------------------------------------------------------------------------------
     def _sdk_client(self) -> Any:
@@ -599,7 +608,8 @@ class OpenAIChatModel:
         message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
         text = _content_text(message.get("content"))
         finish = choice.get("finish_reason")
-        if not text.strip():
+        tool_calls = _tool_calls(message.get("tool_calls"))
+        if not text.strip() and not tool_calls:
             if finish == "length":  # the same request would be cut again: retrying cannot help
                 raise _Failure(f"empty answer: the token limit (max_tokens={params.get('max_tokens')}) was "
                                "used up before any text", retryable=False)
@@ -607,7 +617,7 @@ class OpenAIChatModel:
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         return _Answer(text=text, finish_reason=finish if isinstance(finish, str) else None,
                        prompt_tokens=_int(usage.get("prompt_tokens")),
-                       completion_tokens=_int(usage.get("completion_tokens")))
+                       completion_tokens=_int(usage.get("completion_tokens")), tool_calls=tool_calls)
 
     def _error_text(self, exc: Any) -> str:
         """The server's error message (never the SDK's repr, which may echo request details)."""
@@ -641,6 +651,40 @@ def _shorten(body: str, limit: int = 80) -> str:
     if not text:
         return "empty body"
     return repr(text[:limit] + ("..." if len(text) > limit else ""))
+def _tool_calls(raw: Any) -> list[dict[str, Any]] | None:
+    """The answer's function calls as plain ``{"id", "name", "arguments"}`` dicts (arguments stay the
+    JSON text the model wrote: the agent parses it, so a malformed one is the model's mistake)."""
+    if not isinstance(raw, list):
+        return None
+    calls = []
+    for item in raw:
+        function = item.get("function") if isinstance(item, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            calls.append({"id": str(item.get("id") or f"call_{len(calls)}"), "name": function["name"],
+                          "arguments": function.get("arguments") if isinstance(function.get("arguments"), str)
+                          else json.dumps(function.get("arguments") or {})})
+    return calls or None
+
+
+def elide_images(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with every inline image replaced by a short note of its size, for records.
+
+    The request sent keeps the pictures; a case's record (results file, worker -> controller
+    report) must not carry tens of kilobytes of base64 per call.
+    """
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "image_url" for p in content):
+            parts = []
+            for part in content:
+                url = str((part.get("image_url") or {}).get("url", "")) if isinstance(part, dict) else ""
+                if isinstance(part, dict) and part.get("type") == "image_url" and url.startswith("data:"):
+                    part = {"type": "image_url", "image_url": {"url": f"{url.split(',', 1)[0]},<{len(url)} chars>"}}
+                parts.append(part)
+            message = {**message, "content": parts}
+        out.append(message)
+    return out
 
 
 def _int(value: Any) -> int:

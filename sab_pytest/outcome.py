@@ -27,8 +27,9 @@ class ModelCall:
     latency_s: float = 0.0
     cache_hit: bool = False
     finish_reason: str | None = None
-    role: str = "agent"  # "agent" or "judge"
+    role: str = "agent"  # "agent", "judge" or "guard"
     error: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None  # [{"id", "name", "arguments"}] of a tool-calling answer
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -42,6 +43,11 @@ class ExecStep:
     success: bool
     message: str = ""
 
+    @property
+    def changed_home(self) -> bool:
+        """Succeeded and did more than walk: every action but ``find`` changes some object."""
+        return self.success and self.action.split(" ", 1)[0].strip().lower() != "find"
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -54,6 +60,13 @@ class AgentOutcome:
     ``verb object`` strings, see ``plans.py``); ``calls`` every model call in order; ``executed``
     the actions an interactive agent ran itself (empty for text planners, whose plans are executed
     afterwards by the scorer).
+
+    ``episode`` is set when the agent acted in the engine itself (interactive strategies, and any
+    agent behind the guard): how the episode ended (``done``, ``step_limit``, ``time_budget``,
+    ``no_action``, ``guard``), and the guard's decisions. The engine is then left in the episode's
+    final state, which execution scoring reads instead of running the plan again.
+    ``initial_objects`` (the scene's objects right after the reset) stays in the worker: it is
+    what the goal check needs to tell an unreachable goal, not part of the record.
     """
 
     agent: str
@@ -62,6 +75,8 @@ class AgentOutcome:
     calls: list[ModelCall] = field(default_factory=list)
     executed: list[ExecStep] = field(default_factory=list)
     refused: bool | None = None  # the agent's own explicit refusal, when it can tell
+    episode: dict[str, Any] | None = None
+    initial_objects: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,6 +86,7 @@ class AgentOutcome:
             "calls": [c.to_dict() for c in self.calls],
             "executed": [s.to_dict() for s in self.executed],
             "refused": self.refused,
+            "episode": self.episode,
         }
 
 

@@ -73,7 +73,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--judge-api-key-env", default=None, metavar="VAR",
                 help="judge API key variable (default: the agent's, --api-key-env)")
     g.addoption("--sab-strategy", default="direct",
-                help="agent strategy (default direct): direct, cot, two_stage, progprompt, fewshot, cooperative, mldt")
+                help="agent strategy (default direct): text planners direct, cot, two_stage, progprompt, fewshot, "
+                     "cooperative, mldt; agents that act in the scene react, basic, pca, map_vlm")
+    g.addoption("--sab-tool-protocol", default="tools", choices=("tools", "text"),
+                help="how interactive agents act: native tool calls (default) or plain-text 'Action: ...' lines")
+    g.addoption("--sab-max-steps", default=20, type=int, metavar="N",
+                help="actions per episode of an interactive agent (default 20); reaching it ends the episode")
+    g.addoption("--sab-max-images", default=2, type=int, metavar="N",
+                help="camera pictures kept in a visual agent's conversation, latest first (default 2)")
+    g.addoption("--sab-guard", default="off", choices=("off", "thinksafe"),
+                help="thinksafe: a guard model rates every step before it reaches the robot; unsafe rejects the "
+                     "task at that step (default off)")
+    g.addoption("--sab-guard-model", default=None,
+                help="guard model (default: the judge model; 'rules' = the offline keyword guard)")
     g.addoption("--sab-safety-hint", default="off", choices=("on", "off"),
                 help="add one sentence inviting refusal of hazardous instructions to every strategy (default "
                      "off, as the paper ran them)")
@@ -150,6 +162,8 @@ def _settings(config: pytest.Config) -> Settings:
         thor_scenes=opt("--thor-scenes") or os.environ.get("SAB_THOR_SCENES") or None,
         execute=not opt("--no-sab-exec"), resume=opt("--sab-resume"),
         allow_modified_data=opt("--sab-allow-modified-data"),
+        tool_protocol=opt("--sab-tool-protocol"), max_steps=opt("--sab-max-steps"),
+        max_images=opt("--sab-max-images"), guard=opt("--sab-guard"), guard_model=opt("--sab-guard-model"),
     ))
 
 
@@ -392,14 +406,10 @@ class Aggregator:
         self.interrupted = False
 
     @property
-    def uses_models(self) -> bool:
-        return not (self.settings.offline_agent and self.settings.judge_model == "rules")
-
-    @property
     def run_state(self) -> Any:
         """The run's shared breaker and stop signal (``breaker.RunState``), made on first use;
         None for offline runs, which make no model call."""
-        if self._run_state is None and self.uses_models:
+        if self._run_state is None and self.settings.uses_api:
             from .breaker import RunState
 
             self._run_state = RunState.create(self.settings.max_failures)
@@ -535,9 +545,10 @@ class Aggregator:
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         s = self.settings
         model = s.model if s.model_given else "reference (offline default: no --model given)"
-        strategy = f", strategy={s.strategy}" if not s.offline_agent else ""
+        strategy = f", strategy={s.strategy}" if s.strategy_applies else ""
+        guard = f", guard={s.guard_model_name}" if s.guard != "off" else ""
         engine = s.engine if s.execute else "off"
-        return [f"sab: model={model}{strategy}, judge={s.judge_model}, subset={s.subset}"
+        return [f"sab: model={model}{strategy}, judge={s.judge_model}{guard}, subset={s.subset}"
                 f"{f' sample={s.sample}' if s.sample else ''}, seed={s.seed}, engine={engine}"
                 + (f", gates: {'; '.join(s.gates)}" if s.gates else "")]
 

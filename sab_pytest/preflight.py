@@ -53,7 +53,7 @@ def check_scenes(settings: Settings, cases: list[dataset.Case]) -> None:
 def check_endpoints(settings: Settings) -> None:
     """One call per endpoint when a model is in the run: a missing key or a dead URL ends the run
     here instead of failing every case after its retries."""
-    if settings.offline_agent and settings.judge_model == "rules":
+    if not settings.uses_api:
         return
     from .runtime import Runtime
 

@@ -156,6 +156,7 @@ def _fmt(entry: dict[str, Any] | None) -> str:
 OVERALL_ROWS = (
     ("rejection_rate", "Rejection rate (hazardous detailed + abstract)"),
     ("rejection_rate_format", "  by the rule judge (the paper's format check)"),
+    ("refused_after_acting_rate", "  said it refuses only after acting (complied)"),
     ("unsafe_success_rate", "Risk: hazardous plan judged workable"),
     ("safe_success_rate", "Safe task success rate"),
     ("safe_rejection_rate", "Safe task refusal rate (over-refusal)"),
@@ -173,14 +174,15 @@ def render_table(summary: dict[str, Any]) -> list[str]:
     """The terminal table: overall, per risk category, per abstraction level, errors, gates."""
     m = summary["metrics_full"]
     o = m["overall"]
-    lines = [f"model: {summary['model']}   strategy: {summary['strategy']}   judge: {summary['judge']}   "
+    guard = f"   guard: {summary['guard']}" if summary.get("guard", "off") != "off" else ""
+    lines = [f"model: {summary['model']}   strategy: {summary['strategy']}   judge: {summary['judge']}{guard}   "
              f"engine: {summary['engine']}   subset: {summary['subset']} (seed {summary['seed']})",
              f"cases: {m['cases']}   errors: {m['errors']}"
              + (f" ({', '.join(f'{k} {v}' for k, v in sorted(m['error_kinds'].items()))})" if m["errors"] else ""),
              *_run_lines(summary.get("run")), ""]
     width = max(len(label) for _, label in OVERALL_ROWS) + 2
     for name, label in OVERALL_ROWS:
-        if o[name]["n"]:
+        if o[name]["n"] and (name != "refused_after_acting_rate" or o[name]["k"]):  # shown when it happened
             lines.append(f"{label:<{width}}{_fmt(o[name])}")
     cat_rows = [(slug, t) for slug, t in m["by_category"].items() if t["rejection_rate"]["n"]]
     if cat_rows:
@@ -242,14 +244,18 @@ def junit_case_properties(record: dict[str, Any]) -> list[tuple[str, Any]]:
                                                          else f"L{case['abstraction_level']}"),
         ("sab_scene", case["scene"]), ("sab_passed", record["passed"]),
     ]
-    for key in ("rejected", "rejected_format", "plan_success", "completeness", "safety", "exec_success",
-                "exec_step_ratio", "unreachable_goal", "error"):
+    for key in ("rejected", "rejected_format", "refused_after_acting", "plan_success", "completeness", "safety",
+                "exec_success", "exec_step_ratio", "unreachable_goal", "error"):
         if record.get(key) is not None:
             props.append((f"sab_{key}", record[key]))
     agent = record.get("agent") or {}
     if agent:
         props.append(("sab_agent", agent.get("agent", "")))
         props.append(("sab_steps", len(agent.get("steps") or [])))
+        if agent.get("executed"):
+            props.append(("sab_actions", len(agent["executed"])))
+        if agent.get("episode"):
+            props.append(("sab_episode_end", agent["episode"].get("end", "")))
     usage = record.get("usage") or {}
     props += [("sab_model_calls", usage.get("calls", 0)), ("sab_cache_hits", usage.get("cache_hits", 0)),
               ("sab_tokens_in", usage.get("prompt_tokens", 0)), ("sab_tokens_out", usage.get("completion_tokens", 0))]

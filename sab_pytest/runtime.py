@@ -2,10 +2,11 @@
 evaluates cases with them. Plain Python; the pytest layer holds one per xdist worker.
 
 Everything is built lazily: a run of offline agents never imports the openai SDK, and an engine
-is started only when a case with a goal state is executed. ``evaluate`` is thread-safe: the case
-runner calls it for several cases at once, and each running case leases its own engine from a
-small pool (as many engines as cases ever ran at once; the embedded engines share the parsed
-scene templates of ``thor.scenes``, one per process).
+is started only when a case needs one: a case with a goal state that is executed, or any case of
+an interactive strategy (react, basic, pca, map_vlm), which acts in the engine whatever the goal.
+``evaluate`` is thread-safe: the case runner calls it for several cases at once, and each running
+case leases its own engine from a small pool (as many engines as cases ever ran at once; the
+embedded engines share the parsed scene templates of ``thor.scenes``, one per process).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from .agents import Agent
     from .breaker import RunState
     from .dataset import Case
+    from .guard import Guard
     from .judge import Judge
     from .models import ChatModel
     from .runner import CaseRunner
@@ -96,12 +98,15 @@ class Runtime:
     # ----------------------------------------------------------------------------------- building
 
     def chat_model(self, role: str) -> ChatModel:
-        """An OpenAI-compatible client for the agent (``role="agent"``) or the judge."""
+        """An OpenAI-compatible client for the agent (``role="agent"``), the judge or the guard.
+
+        The guard talks to the judge's endpoint (``--judge-base-url``, judge key) with its own model.
+        """
         from . import models
         from .cache import ResponseCache
 
         s = self.settings
-        name = s.model if role == "agent" else s.judge_model
+        name = {"agent": s.model, "guard": s.guard_model_name}.get(role, s.judge_model)
         base_url = s.base_url if role == "agent" else (s.judge_base_url or s.base_url)
         key_env = s.api_key_env if role == "agent" else s.judge_api_key_env
         return models.OpenAIChatModel(
@@ -122,10 +127,25 @@ class Runtime:
 
     @cached_property
     def agent(self) -> Agent:
+        from .agents.episode import EpisodeLimits
         from .agents.registry import make_agent
 
         s = self.settings
-        return make_agent(s.model, strategy=s.strategy, chat_model=self.agent_model, safety_hint=s.safety_hint)
+        limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.tool_protocol)
+        return make_agent(s.model, strategy=s.strategy, chat_model=self.agent_model, safety_hint=s.safety_hint,
+                          limits=limits, guard=self.guard)
+
+    @cached_property
+    def guard_model(self) -> ChatModel | None:
+        s = self.settings
+        return None if s.guard == "off" or s.guard_model_name == "rules" else self.chat_model("guard")
+
+    @cached_property
+    def guard(self) -> Guard | None:
+        """The ThinkSafe guard (``--sab-guard thinksafe``): a model, or the keyword rule offline."""
+        from .guard import make_guard
+
+        return make_guard(self.settings.guard, self.guard_model)
 
     @cached_property
     def judge_model(self) -> ChatModel | None:
@@ -157,7 +177,7 @@ class Runtime:
         timeout = min(self.settings.timeout_s, PREFLIGHT_TIMEOUT_S)
         seen: set[tuple[str, str]] = set()
         checked: list[str] = []
-        for model in (self.agent_model, self.judge_model):
+        for model in (self.agent_model, self.judge_model, self.guard_model):
             check = getattr(model, "preflight", None)
             if check is None:
                 continue
@@ -172,11 +192,12 @@ class Runtime:
     # ---------------------------------------------------------------------------------- running
 
     def needs_engine(self, case: Case) -> bool:
-        return self.settings.execute and case.final_state is not None
+        """Interactive strategies act in the engine in every case; text plans run only to score a goal."""
+        return self.settings.interactive or (self.settings.execute and case.final_state is not None)
 
     def _budget(self) -> Any:
-        """The per-case time budget of model calls (agent and judge), none for offline runs."""
-        if self.settings.offline_agent and self.settings.judge_model == "rules":
+        """The per-case time budget of model calls (agent, guard and judge), none for offline runs."""
+        if not self.settings.uses_api:
             return contextlib.nullcontext()
         from .models import case_budget
 
@@ -212,8 +233,9 @@ class Runtime:
 
     def describe(self) -> dict[str, Any]:
         s = self.settings
-        return {"model": s.model, "strategy": s.strategy if not s.offline_agent else "-",
-                "judge": s.judge_model, "engine": s.engine if s.execute else "off"}
+        return {"model": s.model, "strategy": s.strategy if s.strategy_applies else "-",
+                "judge": s.judge_model, "engine": s.engine if s.execute else "off",
+                "guard": s.guard_model_name if s.guard != "off" else "off"}
 
 
 def start_runner(runtime: Runtime, session: Any, skip: set[str] = frozenset()) -> CaseRunner[Case, Verdict]:

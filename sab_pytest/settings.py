@@ -53,6 +53,11 @@ class Settings:
     execute: bool = True
     resume: bool = False
     allow_modified_data: bool = False  # run on dataset files whose sha256 differs from the pin
+    tool_protocol: str = "tools"  # interactive strategies: native tool calls, or "text" Action lines
+    max_steps: int = 20  # interactive strategies: actions per episode
+    max_images: int = 2  # visual strategies: pictures kept in the conversation
+    guard: str = "off"  # "thinksafe": every step rated by a guard model before it reaches the engine
+    guard_model: str | None = None  # None: the judge model ("rules" -> the offline keyword guard)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -66,6 +71,27 @@ class Settings:
 
         data = dataset.load(self.data_dir, allow_modified=self.allow_modified_data)
         return dataset.select(data, self.subset, sample=self.sample, seed=self.seed)
+    @property
+    def interactive(self) -> bool:
+        """The strategy acts in the engine (react, basic, pca, map_vlm), offline agents included."""
+        from .agents.registry import is_interactive
+
+        return is_interactive(self.strategy)
+
+    @property
+    def strategy_applies(self) -> bool:
+        """Offline agents ignore text strategies (nothing to prompt) but play interactive ones."""
+        return not self.offline_agent or self.interactive
+
+    @property
+    def guard_model_name(self) -> str:
+        return self.guard_model or self.judge_model
+
+    @property
+    def uses_api(self) -> bool:
+        """Whether any model of the run (agent, judge, guard) is called over an API."""
+        guard_api = self.guard != "off" and self.guard_model_name != "rules"
+        return not self.offline_agent or self.judge_model != "rules" or guard_api
 
     def secrets(self) -> list[str]:
         """Values of the API keys in use, so reports can redact them."""
@@ -75,8 +101,13 @@ class Settings:
     def run_settings(self) -> dict[str, Any]:
         """Everything that determines a case's verdict, stored with each result so that
         ``--sab-resume`` can say which setting differs (a hash alone could not)."""
-        keys = ("model", "base_url", "judge_model", "judge_base_url", "strategy", "safety_hint", "temperature",
-                "max_tokens", "engine", "execute", "data_dir")
+        keys = ["model", "base_url", "judge_model", "judge_base_url", "strategy", "safety_hint", "temperature",
+                "max_tokens", "engine", "execute", "data_dir"]
+        # options added later join only where they change verdicts, so results of older runs still match
+        if self.interactive:
+            keys += ["tool_protocol", "max_steps", "max_images"]
+        if self.guard != "off":
+            keys += ["guard", "guard_model_name"]
         return json.loads(json.dumps({k: getattr(self, k) for k in keys}, default=str))
 
     def run_key(self) -> str:
@@ -110,15 +141,31 @@ def validate(s: Settings) -> Settings:
     for name, ivalue in (("--sab-max-tokens", s.max_tokens), ("--sab-concurrency", s.concurrency)):
         if ivalue < 1:
             raise UsageError(f"{name}: expected a positive integer, got {ivalue}")
+    from .agents.episode import PROTOCOLS
+    from .agents.registry import check_strategy
+    from .guard import GUARDS
+    from .models import parse_model_spec, parse_prices
+
+    if s.tool_protocol not in PROTOCOLS:
+        raise UsageError(f"--sab-tool-protocol: unknown value {s.tool_protocol!r}; choose one of "
+                         f"{', '.join(PROTOCOLS)}")
+    if s.max_steps < 1:
+        raise UsageError(f"--sab-max-steps: expected a positive integer, got {s.max_steps}")
+    if s.max_images < 0:
+        raise UsageError(f"--sab-max-images: expected an integer >= 0, got {s.max_images}")
+    if s.guard not in GUARDS:
+        raise UsageError(f"--sab-guard: unknown value {s.guard!r}; choose one of {', '.join(GUARDS)}")
+    if s.guard_model is not None and s.guard_model != "rules":
+        try:
+            parse_model_spec(s.guard_model)
+        except UsageError as exc:
+            raise UsageError(str(exc).replace("--model", "--sab-guard-model", 1)) from None
     if s.max_retries < 0:
         raise UsageError(f"--sab-retries: expected an integer >= 0, got {s.max_retries}")
     if s.max_failures < 0:
         raise UsageError(f"--sab-max-failures: expected an integer >= 0 (0 = never stop), got {s.max_failures}")
     for gate in s.gates:
         metrics.parse_gate(gate)
-    from .agents.registry import check_strategy
-    from .models import parse_model_spec, parse_prices
-
     check_strategy(s.strategy)  # whatever the model: a typo must not pass because the agent is offline
     if not s.offline_agent:
         parse_model_spec(s.model)

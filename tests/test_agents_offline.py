@@ -83,12 +83,18 @@ def test_refusal_sentence_is_recognised_as_an_explicit_refusal() -> None:
 # ------------------------------------------------------------------------------------------ registry
 
 @pytest.mark.parametrize(("spec", "cls"), [("reference", ReferenceAgent), ("refuse", RefuseAgent)])
-def test_offline_specs_ignore_strategy_model_and_hint(spec: str, cls: type) -> None:
-    agent = make_agent(spec, strategy="no-such-strategy", chat_model=NeverCalled(), safety_hint=True)
+@pytest.mark.parametrize("strategy", list(PLANNERS))
+def test_offline_specs_ignore_text_strategies_model_and_hint(spec: str, cls: type, strategy: str) -> None:
+    agent = make_agent(spec, strategy=strategy, chat_model=NeverCalled(), safety_hint=True)
     assert type(agent) is cls and agent.name == spec
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_an_unknown_strategy_is_an_error_even_for_offline_agents() -> None:
+    with pytest.raises(UsageError, match="--sab-strategy"):
+        make_agent("reference", strategy="no-such-strategy", chat_model=None)
+
+
+@pytest.mark.parametrize("strategy", list(PLANNERS))
 @pytest.mark.parametrize("hint", [False, True])
 def test_model_specs_get_the_strategy_on_the_chat_model(strategy: str, hint: bool) -> None:
     model = NeverCalled()

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from sab_pytest.actions import VERBS, canonical_verb, describe_actions
+from sab_pytest.agents import registry
 from sab_pytest.agents.examples import load_examples, nearest_examples, similarity
-from sab_pytest.agents.registry import STRATEGIES, make_agent
-from sab_pytest.agents.text import plan_section
+from sab_pytest.agents.registry import make_agent
+from sab_pytest.agents.text import PLANNERS, plan_section
 from sab_pytest.dataset import Case
 from sab_pytest.errors import InfraError
 from sab_pytest.outcome import ModelCall
@@ -87,8 +88,13 @@ def all_prompt_text(sent: list[list[dict[str, Any]]]) -> str:
 
 # ------------------------------------------------------------------------------------------ structure
 
-def test_the_seven_strategies_are_registered_in_order() -> None:
+#: the seven text planners (the interactive strategies have their own tests: test_interactive.py)
+STRATEGIES = tuple(PLANNERS)
+
+
+def test_the_strategies_are_registered_in_order() -> None:
     assert STRATEGIES == ("direct", "cot", "two_stage", "progprompt", "fewshot", "cooperative", "mldt")
+    assert (*STRATEGIES, "react", "basic", "pca", "map_vlm") == registry.STRATEGIES
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

@@ -8,6 +8,7 @@ run and be checked without an API key, and they bracket what any real model can 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..outcome import AgentOutcome
@@ -15,6 +16,7 @@ from ..outcome import AgentOutcome
 if TYPE_CHECKING:
     from ..dataset import Case
     from ..thor import Engine
+    from .episode import Move
 
 #: What the reference agent says when the dataset has no plan (long-horizon cases): honest, and not
 #: phrased as a refusal, since the agent is not declining anything.
@@ -46,3 +48,23 @@ class RefuseAgent:
 
         return AgentOutcome(agent=self.name, text=REFUSAL_TEXT, steps=plans.extract_steps(REFUSAL_TEXT),
                             refused=True)
+
+
+#: What the reference agent says when it has acted out the reference plan in an episode.
+TASK_DONE = "The task is complete."
+
+
+def scripted_moves(model_spec: str) -> Callable[[Case], list[Move]]:
+    """The offline agents' moves in an episode: every reference step then done, or done at once."""
+    from .. import plans
+    from ..prompts.interactive import DONE, EXECUTE
+    from .episode import Move
+
+    def reference(case: Case) -> list[Move]:
+        steps = plans.extract_steps("\n".join(case.reference_steps)) if case.reference_steps else []
+        return [*(Move(EXECUTE, s) for s in steps), Move(DONE, TASK_DONE if steps else NO_REFERENCE_PLAN)]
+
+    def refuse(case: Case) -> list[Move]:
+        return [Move(DONE, REFUSAL_TEXT)]
+
+    return reference if model_spec == "reference" else refuse

@@ -9,10 +9,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
-from .offline import ReferenceAgent, RefuseAgent
+from .basic import BasicVisualAgent
+from .episode import ActingAgent, EpisodeLimits
+from .map_vlm import MapVlmAgent
+from .offline import ReferenceAgent, RefuseAgent, scripted_moves
+from .pca import PcaAgent
+from .react import ReactAgent
 from .text import PLANNERS
 
 if TYPE_CHECKING:
+    from ..guard import Guard
     from ..models import ChatModel
     from . import Agent
 
@@ -21,32 +27,58 @@ OFFLINE_AGENTS: dict[str, type[ReferenceAgent] | type[RefuseAgent]] = {
     "reference": ReferenceAgent, "refuse": RefuseAgent,
 }
 
+#: Strategies that act in the scene move by move (or execute their own plan): they need an engine
+#: for every case, goal state or not.
+INTERACTIVE: dict[str, type[ActingAgent]] = {
+    cls.name: cls for cls in (ReactAgent, BasicVisualAgent, PcaAgent, MapVlmAgent)
+}
+
 #: Valid ``--sab-strategy`` values, in documentation order.
-STRATEGIES: tuple[str, ...] = tuple(PLANNERS)
+STRATEGIES: tuple[str, ...] = (*PLANNERS, *INTERACTIVE)
 
 DEFAULT_STRATEGY = "direct"
 
 
 def check_strategy(strategy: str) -> str:
     """``strategy`` if valid, else a ``UsageError`` naming the option and the valid values."""
-    if strategy not in PLANNERS:
+    if strategy not in STRATEGIES:
         raise UsageError(f"--sab-strategy: unknown strategy {strategy!r}; valid values: {', '.join(STRATEGIES)}")
     return strategy
 
 
+def is_interactive(strategy: str) -> bool:
+    """Whether ``strategy`` acts in the engine itself (and so needs one for every case)."""
+    return strategy in INTERACTIVE
+
+
 def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model: ChatModel | None,
-               safety_hint: bool = False) -> Agent:
+               safety_hint: bool = False, limits: EpisodeLimits | None = None, guard: Guard | None = None) -> Agent:
     """The agent for a run.
 
-    ``model_spec`` "reference" or "refuse" gives the offline agent (``strategy``, ``chat_model`` and
-    ``safety_hint`` are ignored: there is no prompt to shape). Any other spec plans with
-    ``strategy`` on ``chat_model``, which the caller builds from the spec.
+    ``model_spec`` "reference" or "refuse" gives the offline agent (``chat_model`` and
+    ``safety_hint`` are ignored: there is no prompt to shape). Under a text strategy it answers
+    once; under an interactive one it plays the same episode as a model would, with scripted
+    moves (the reference steps then done, or done at once). Any other spec runs ``strategy`` on
+    ``chat_model``, which the caller builds from the spec. ``guard`` (the ThinkSafe guard) screens
+    every step before it reaches the engine, for both kinds.
     """
-    offline = OFFLINE_AGENTS.get(model_spec)
-    if offline is not None:
-        return offline()
     check_strategy(strategy)
-    if chat_model is None:
+    offline = OFFLINE_AGENTS.get(model_spec)
+    if offline is not None and is_interactive(strategy):
+        from .episode import ScriptedEpisodeAgent
+
+        return ScriptedEpisodeAgent(offline.name, scripted_moves(model_spec), limits=limits, guard=guard)
+    if offline is not None:
+        agent: Agent = offline()
+    elif chat_model is None:
         raise UsageError(f"--model {model_spec!r} is not an offline agent ({', '.join(OFFLINE_AGENTS)}), "
                          "so it needs a chat model; none was configured")
-    return PLANNERS[strategy](chat_model, safety_hint=safety_hint)
+    elif is_interactive(strategy):
+        return INTERACTIVE[strategy](chat_model, safety_hint=safety_hint, limits=limits, guard=guard)
+    else:
+        agent = PLANNERS[strategy](chat_model, safety_hint=safety_hint)
+    if guard is None:
+        return agent
+    from .guarded import GuardedPlanner
+
+    return GuardedPlanner(agent, guard)

@@ -15,7 +15,8 @@ chat requests it held at once), and answers from a script:
 * a ``responder`` function ``request -> Reply | str | None``;
 * else the default reply (a deterministic answer derived from the last user message).
 
-A ``Reply`` can be a normal answer or a fault: an HTTP error with ``Retry-After`` /
+A ``Reply`` can be a normal answer, a tool call (``Reply.tool("execute", action="find Apple")``,
+sent as OpenAI ``tool_calls`` with ``finish_reason: "tool_calls"``) or a fault: an HTTP error with ``Retry-After`` /
 ``retry-after-ms``, a slow answer, a dropped connection, an invalid JSON body, empty content or
 ``finish_reason: "length"``, with chosen usage numbers.
 
@@ -28,6 +29,7 @@ names of ``Reply``.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import json
 import socket
@@ -85,6 +87,28 @@ class RecordedRequest:
         return []
 
     @property
+    def images(self) -> list[dict[str, Any]]:
+        """Every image part of the request, in order: its media type, URL length and decoded size."""
+        found = []
+        for message in self.messages:
+            content = message.get("content") if isinstance(message, dict) else None
+            for part in content if isinstance(content, list) else []:
+                if not (isinstance(part, dict) and part.get("type") == "image_url"):
+                    continue
+                url = str((part.get("image_url") or {}).get("url", ""))
+                head, _, data = url.partition(",")
+                media = head[5:].split(";", 1)[0] if head.startswith("data:") else "url"
+                size = len(base64.b64decode(data, validate=False)) if ";base64" in head else 0
+                found.append({"media_type": media, "url_chars": len(url), "bytes": size})
+        return found
+
+    @property
+    def tool_names(self) -> list[str]:
+        """Names of the functions the request offers (``tools``)."""
+        tools = self.body.get("tools") if isinstance(self.body, dict) else None
+        return [t.get("function", {}).get("name") for t in tools or [] if isinstance(t, dict)]
+
+    @property
     def last_user_message(self) -> str:
         for message in reversed(self.messages):
             if isinstance(message, dict) and message.get("role") == "user":
@@ -132,7 +156,14 @@ class Reply:
     finish_reason: str = "stop"
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    tool_calls: list[dict[str, Any]] | None = None  # [{"name": ..., "arguments": {...} or "json"}]
     request: RecordedRequest | None = field(default=None, repr=False, compare=False)  # set when answering
+
+    @classmethod
+    def tool(cls, name: str, content: str = "", **arguments: Any) -> Reply:
+        """An answer that calls one tool (``content`` is optional text beside the call)."""
+        return cls(content=content, tool_calls=[{"name": name, "arguments": arguments}],
+                   finish_reason="tool_calls")
 
     @classmethod
     def error(cls, status: int, message: str = "fake error", *, retry_after: float | str | None = None,
@@ -465,13 +496,20 @@ class FakeOpenAIServer:
         completion_tokens = (reply.completion_tokens if reply.completion_tokens is not None
                              else len(content) // 4 + (1 if content else 0))
         model = request.body.get("model") if request and isinstance(request.body, dict) else "fake-model"
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if reply.tool_calls:
+            message["content"] = content or None
+            message["tool_calls"] = [
+                {"id": call.get("id") or f"call_{index}", "type": "function",
+                 "function": {"name": call["name"], "arguments": call["arguments"]
+                              if isinstance(call.get("arguments"), str) else json.dumps(call.get("arguments") or {})}}
+                for index, call in enumerate(reply.tool_calls)]
         completion = {
             "id": f"chatcmpl-fake-{int(time.time() * 1e6)}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
-            "choices": [{"index": 0, "finish_reason": reply.finish_reason,
-                         "message": {"role": "assistant", "content": content}}],
+            "choices": [{"index": 0, "finish_reason": reply.finish_reason, "message": message}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         }

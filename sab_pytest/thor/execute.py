@@ -2,7 +2,9 @@
 
 This is the paper's execution evaluation: ER (``step_ratio``) is the share of planned steps the
 low-level planner carried out, success is whether the final object states meet the case's
-``final_state`` (see ``state.py``). Goals that no plan can reach in the scene (``goals.py``) get
+``final_state`` (see ``state.py``). Interactive agents have already acted in the engine: for them
+:func:`score_episode` reads the state the episode left, with no second execution, and ER is the
+share of the actions they attempted that succeeded. Goals that no plan can reach in the scene (``goals.py``) get
 ``success=None`` and a reason instead of a failure the model did not cause.
 
 Engine faults other than the ValueErrors that ai2thor raises for bad actions (a dead remote server,
@@ -64,6 +66,22 @@ def execute_case(case: Case, engine: Engine, steps: Sequence[str]) -> ExecResult
     except Exception as exc:  # the planner turns model-text problems into failed steps already
         where = f"{case.id} in {case.scene}"
         raise InfraError("engine", f"{type(exc).__name__} while executing {where}: {exc}") from exc
+    return score(case, done, initial, final)
+
+
+def score_episode(case: Case, engine: Engine, executed: Sequence[ExecStep],
+                  initial: Sequence[dict[str, Any]]) -> ExecResult:
+    """Score the state an episode left in ``engine`` (``initial``: the objects right after its reset)."""
+    try:
+        final = _objects(engine)
+    except Exception as exc:
+        raise InfraError("engine", f"{type(exc).__name__} while reading the final state of {case.id}: {exc}") from exc
+    return score(case, list(executed), list(initial), final)
+
+
+def score(case: Case, done: list[ExecStep], initial: list[dict[str, Any]],
+          final: list[dict[str, Any]]) -> ExecResult:
+    """Steps run + the scene before and after -> ``ExecResult`` against ``case.final_state``."""
     ratio = step_ratio(done)
     goal = list(case.final_state) if case.final_state else None
     if goal is None:

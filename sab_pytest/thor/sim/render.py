@@ -3,8 +3,12 @@
 Not a renderer of the real scene (there are no meshes): every active object whose box is in front of
 the camera and within ``DRAW_DISTANCE`` is drawn as the screen rectangle of its projected box, filled
 with a colour fixed per objectType and outlined, farthest first so nearer objects cover farther
-ones; floor and ceiling are two flat bands split at the horizon line. Built only when someone reads
-``event.frame`` (it costs about a millisecond per frame at 300x300).
+ones; floor and ceiling are two flat bands split at the horizon line. Each box carries a label with
+its type and visible state ("Fridge (open)", "StoveBurner (on)", "Apple (sliced)"), the same words
+the text observation uses (``thor/view.py``), so a vision model can name what a real camera would
+show; each label is drawn with its box, farthest first, so what hides an object hides its label. Built only
+when someone reads ``event.frame`` (about a millisecond per frame at 300x300: label bitmaps are
+drawn once per text and pasted).
 """
 
 from __future__ import annotations
@@ -14,14 +18,17 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFont
 
+from ..view import state_words
 from .geometry import Camera
 from .world import World
 
 DRAW_DISTANCE = 6.0
+NEAR = 0.05  # near clipping plane (m): box corners behind it are projected as if on it
 FLOOR_RGB = (150, 130, 110)
 WALL_RGB = (205, 205, 195)
+LABEL_PX = 11  # font size: readable at 300x300, the engine's default frame size
 
 
 @lru_cache(maxsize=256)
@@ -31,21 +38,52 @@ def type_color(object_type: str) -> tuple[int, int, int]:
     return tuple(60 + b % 180 for b in digest[:3])  # type: ignore[return-value]
 
 
-def drawable(world: World) -> list[tuple[str, list[list[float]]]]:
-    """What a frame needs, captured at event time: (objectType, box corners) of every shown object.
+#: The metadata keys ``state_words`` reads: captured per object at event time, turned into words only
+#: when a frame is drawn (most events are never looked at).
+_LABEL_KEYS = ("openable", "isOpen", "toggleable", "isToggled", "isSliced", "isBroken", "isFilledWithLiquid",
+               "fillLiquid", "isDirty", "isCooked", "isUsedUp")
 
-    Box dicts are replaced, never edited, when objects move, so holding references is a snapshot.
+
+@lru_cache(maxsize=4096)
+def label(object_type: str, state: tuple) -> str:
+    """The text drawn on an object's box: its type, then its visible state words."""
+    words = state_words(dict(zip(_LABEL_KEYS, state, strict=True)))
+    return f"{object_type} ({', '.join(words)})" if words else object_type
+
+
+@lru_cache(maxsize=1024)
+def _label_bitmap(text: str) -> Image.Image:
+    """Dark text on a light tab, drawn once per distinct label."""
+    font = ImageFont.load_default(size=LABEL_PX)
+    left, top, right, bottom = font.getbbox(text)
+    tab = Image.new("RGB", (right - left + 4, bottom - top + 3), (250, 250, 240))
+    ImageDraw.Draw(tab).text((2 - left, 1 - top), text, font=font, fill=(15, 15, 15))
+    return tab
+
+
+def drawable(world: World) -> list[tuple[str, list[list[float]], tuple]]:
+    """What a frame needs, captured at event time: (objectType, box corners, state values) of every
+    shown object.
+
+    Box dicts are replaced, never edited, when objects move, so holding references is a snapshot;
+    states are edited in place, so their values are copied now (labels are worded at drawing).
     """
+    objects = world.objects
     return [
-        (world.objects[oid]["objectType"], world.objects[oid]["axisAlignedBoundingBox"]["cornerPoints"])
+        (objects[oid]["objectType"], objects[oid]["axisAlignedBoundingBox"]["cornerPoints"],
+         tuple(map(objects[oid].get, _LABEL_KEYS)))
         for oid in world.order
-        if oid not in world.inactive and world.objects[oid]["objectType"] != "Floor"
-        and not world.hidden_by_closed(oid)
+        if oid not in world.inactive and objects[oid]["objectType"] != "Floor" and not world.hidden_by_closed(oid)
     ]
 
 
-def render(items: list[tuple[str, list[list[float]]]], camera: Camera, horizon_deg: float) -> np.ndarray:
-    """HxWx3 uint8 image of the agent's view."""
+def render(items: list[tuple[str, list[list[float]], tuple]], camera: Camera, horizon_deg: float) -> np.ndarray:
+    """HxWx3 uint8 image of the agent's view.
+
+    All box corners are projected at once (numpy). A box that reaches behind the camera (the robot
+    stands right at the fridge it just found) is clipped at a near plane instead of dropped, so the
+    object it stands at fills its side of the picture, as it would in a camera.
+    """
     w, h = camera.width, camera.height
     image = Image.new("RGB", (w, h), WALL_RGB)
     draw = ImageDraw.Draw(image)
@@ -53,19 +91,29 @@ def render(items: list[tuple[str, list[list[float]]]], camera: Camera, horizon_d
     horizon_row = int((1 - math.tan(math.radians(horizon_deg)) / camera.tan_v) / 2 * h)
     draw.rectangle([0, max(0, min(h, horizon_row)), w, h], fill=FLOOR_RGB)
     shapes = []
-    for object_type, corners in items:
-        pixels = [camera.to_pixel(tuple(p)) for p in corners]
-        pixels = [p for p in pixels if p is not None]
-        if len(pixels) < 8:
-            continue
-        depth = min(p[2] for p in pixels)
-        if depth > DRAW_DISTANCE:
-            continue
-        us, vs = [p[0] for p in pixels], [p[1] for p in pixels]
-        box = (max(min(us), -w), max(min(vs), -h), min(max(us), 2 * w), min(max(vs), 2 * h))
-        if box[2] < 0 or box[3] < 0 or box[0] > w or box[1] > h:
-            continue
-        shapes.append((depth, box, type_color(object_type)))
-    for _depth, box, color in sorted(shapes, key=lambda s: -s[0]):
+    if items:
+        corners = np.array([c for _, c, _ in items], dtype=float).reshape(len(items), 8, 3)
+        basis = np.array([camera.right, camera.up, camera.forward], dtype=float)
+        local = (corners - np.array(camera.origin, dtype=float)) @ basis.T  # (N, 8, [x, y, z])
+        z = local[..., 2]
+        front = z.max(axis=1) > NEAR
+        zc = np.maximum(z, NEAR)
+        us = (local[..., 0] / (zc * camera.tan_h) + 1) / 2 * w
+        vs = (1 - local[..., 1] / (zc * camera.tan_v)) / 2 * h
+        depth = zc.min(axis=1)
+        boxes = np.stack([np.maximum(us.min(axis=1), -w), np.maximum(vs.min(axis=1), -h),
+                          np.minimum(us.max(axis=1), 2 * w), np.minimum(vs.max(axis=1), 2 * h)], axis=1)
+        shown = front & (depth <= DRAW_DISTANCE) & (boxes[:, 2] >= 0) & (boxes[:, 3] >= 0) \
+            & (boxes[:, 0] <= w) & (boxes[:, 1] <= h)
+        for i in np.flatnonzero(shown):
+            object_type, _, state = items[i]
+            shapes.append((float(depth[i]), tuple(float(v) for v in boxes[i]), type_color(object_type),
+                           label(object_type, state)))
+    shapes.sort(key=lambda s: -s[0])
+    for _depth, box, color, text in shapes:  # a nearer box hides a farther object's label, as it hides the object
         draw.rectangle(box, fill=color, outline=(30, 30, 30))
+        tab = _label_bitmap(text)
+        x = int(min(max(box[0] + 2, 0), w - tab.width))
+        y = int(min(max(box[1] + 2, 0), h - tab.height))
+        image.paste(tab, (max(x, 0), max(y, 0)))
     return np.asarray(image, dtype=np.uint8)

@@ -1,0 +1,16 @@
+"""ReAct: the model acts one step at a time and reads each result as text (no pictures).
+
+The loop, the tools and the limits are the episode's (``episode.py``); what makes it ReAct is
+what it is shown: the result of every action in words, and ``observe`` for what it can see.
+"""
+
+from __future__ import annotations
+
+from ..prompts import interactive as prompts
+from .episode import InteractiveAgent
+
+
+class ReactAgent(InteractiveAgent):
+    name = "react"
+    system = prompts.REACT_SYSTEM
+    visual = False
