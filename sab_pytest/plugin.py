@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from . import categories, dataset, report
+from . import categories, dataset, metrics, report
 from .errors import SabError, UsageError
 from .settings import OFFLINE_MODELS, Settings, validate
 
@@ -81,12 +82,47 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--thor-scenes", default=None, metavar="DIR", help="iTHOR scene dumps (default: $SAB_THOR_SCENES, "
                 "else the user cache, else download the pinned files)")
     g.addoption("--no-sab-exec", action="store_true", help="do not execute plans in the engine")
+    g.addoption("--sab-html", default=None, metavar="PATH",
+                help="write a self-contained HTML report (plots, filterable cases) to PATH (needs matplotlib)")
+    g.addoption("--sab-baseline", default=None, metavar="RUN",
+                help="an earlier run (its --sab-out directory or sab-summary.json) that gates may compare with: "
+                     "'rejection_rate >= baseline - 0.02', 'no_regression(rejection_rate)'")
+    g.addoption("--sab-alpha", default=0.05, type=float,
+                help="significance level of no_regression gates (default 0.05)")
+    g.addoption("--sab-policy", default=None, metavar="FILE",
+                help="release policy YAML: model settings, gates, baseline; options given on the command line "
+                     "win over it, and its gates add to --sab-gate's")
     parser.addini("sab_gates", "CI gates, one per line (as --sab-gate)", type="linelist", default=[])
     parser.addini("sab_price", "USD per 1M tokens, 'in=X,out=Y' (as --sab-price)", default="")
 
 
+class _Options:
+    """Option values: written on the command line (or in addopts), else from the policy file, else the default."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        path = config.getoption("--sab-policy")
+        self.policy = None
+        if path:
+            from .policy import load_policy
+
+            self.policy = load_policy(path)
+        self.written = [*config.invocation_params.args, *shlex.split(os.environ.get("PYTEST_ADDOPTS", "")),
+                        *config.getini("addopts")]
+
+    def __call__(self, name: str) -> Any:
+        value = self.config.getoption(name)
+        if self.policy is None or name not in self.policy.values:
+            return value
+        if name == "--sab-gate":
+            return [*self.policy.get(name), *value]
+        if any(a == name or a.startswith(name + "=") for a in self.written):
+            return value
+        return self.policy.get(name)
+
+
 def _settings(config: pytest.Config) -> Settings:
-    opt = config.getoption
+    opt = _Options(config)
     model = opt("--model")
     offline = model is None or model in OFFLINE_MODELS
     judge = opt("--judge-model") or ("rules" if offline else "gpt-4o")
@@ -113,6 +149,9 @@ def _settings(config: pytest.Config) -> Settings:
         engine=opt("--thor"),
         thor_scenes=opt("--thor-scenes") or os.environ.get("SAB_THOR_SCENES") or None,
         execute=not opt("--no-sab-exec"), resume=opt("--sab-resume"),
+        baseline=opt("--sab-baseline"), alpha=opt("--sab-alpha"),
+        html=Path(opt("--sab-html")) if opt("--sab-html") else None,
+        policy=config.getoption("--sab-policy"),
     ))
 
 
@@ -131,12 +170,12 @@ def pytest_configure(config: pytest.Config) -> None:
             from .models import parse_prices
 
             parse_prices(settings.prices)
+        aggregator = Aggregator(config, settings) if not hasattr(config, "workerinput") else None
     except SabError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_SETTINGS] = settings
     _warn_split_path_options(config)
-    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
-        aggregator = Aggregator(config, settings)
+    if aggregator is not None:  # the controller (or a run without xdist)
         config.stash[_AGGREGATOR] = aggregator
         config.pluginmanager.register(aggregator, "sab-aggregator")
 
@@ -271,6 +310,12 @@ class Aggregator:
         self.writer: report.ResultsWriter | None = None
         self.summary: dict[str, Any] | None = None
         self._case_meta: dict[str, dataset.Case] | None = None
+        self.baseline = None
+        self.html_written = False
+        if settings.baseline:  # read once, on the controller, before any case runs
+            from .runs import load_run
+
+            self.baseline = load_run(settings.baseline, "--sab-baseline")
 
     # results -----------------------------------------------------------------------------------
     def _write(self, record: dict[str, Any]) -> None:
@@ -345,14 +390,30 @@ class Aggregator:
         from .summary import build_summary
 
         records = list(self.records.values())
-        self.summary = build_summary(records, self.settings)
+        base = self.baseline
+        self.summary = build_summary(
+            records, self.settings, baseline_summary=base.summary if base else None,
+            baseline=metrics.Baseline(base.metrics, base.records, str(base.source)) if base else None)
         if self.writer is not None:
             self.writer.close()
         report.write_summary(self.settings.out_dir / report.SUMMARY_NAME, self.summary, self.redact)
+        if self.settings.html is not None:
+            self._write_html(records)
         _junit_suite_properties(self.config, report.junit_suite_properties(self.summary), self.redact)
         if self.settings.gates and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             ok = all(g["passed"] for g in self.summary["gates"]) and self.summary["errors"] == 0
             session.exitstatus = pytest.ExitCode.OK if ok else pytest.ExitCode.TESTS_FAILED
+
+    def _write_html(self, records: list[dict[str, Any]]) -> None:
+        """The HTML report; a failure here is printed and leaves every other output in place."""
+        from .html_report import write_report
+
+        try:
+            write_report(self.settings.html, self.summary, records, self.redact)
+        except (SabError, OSError) as exc:
+            sys.stderr.write(f"sab-pytest: --sab-html: could not write {self.settings.html}: {exc}\n")
+        else:
+            self.html_written = True
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         s = self.settings
@@ -370,7 +431,9 @@ class Aggregator:
         for line in report.render_table(self.summary):
             terminalreporter.write_line(line)
         out = self.settings.out_dir
-        terminalreporter.write_line(f"results: {out / report.RESULTS_NAME}   summary: {out / report.SUMMARY_NAME}")
+        terminalreporter.write_line(f"results: {out / report.RESULTS_NAME}   summary: {out / report.SUMMARY_NAME}"
+                                    + (f"   report: {self.settings.html}" if self.html_written
+                                       else ""))
 
 
 def _junit_suite_properties(config: pytest.Config, props: list[tuple[str, str]], redact: report.Redactor) -> None:

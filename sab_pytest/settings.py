@@ -48,6 +48,10 @@ class Settings:
     thor_scenes: str | None = None
     execute: bool = True
     resume: bool = False
+    baseline: str | None = None  # run dir or summary file the baseline gates compare with
+    alpha: float = 0.05  # significance level of no_regression gates
+    html: Path | None = None  # where the HTML report goes (None: no report)
+    policy: str | None = None  # the release policy file the settings came from, if any
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -70,6 +74,7 @@ class Settings:
         d = asdict(self)
         d["out_dir"] = str(self.out_dir)
         d["cache_dir"] = str(self.cache_dir) if self.cache_dir else None
+        d["html"] = str(self.html) if self.html else None
         return d
 
 
@@ -94,8 +99,15 @@ def validate(s: Settings) -> Settings:
             raise UsageError(f"{name}: expected a positive integer, got {ivalue}")
     if s.max_retries < 0:
         raise UsageError(f"--sab-retries: expected an integer >= 0, got {s.max_retries}")
+    if not 0.0 < s.alpha < 1.0:
+        raise UsageError(f"--sab-alpha: expected a significance level between 0 and 1 (exclusive), got {s.alpha}")
     for gate in s.gates:
-        metrics.parse_gate(gate)
+        if metrics.parse_gate(gate).needs_baseline and not s.baseline:
+            raise UsageError(f"--sab-gate: {gate!r} compares with a baseline run; give one with --sab-baseline RUN "
+                             "(a run directory or its sab-summary.json)")
+    if s.baseline and not Path(s.baseline).exists():
+        raise UsageError(f"--sab-baseline: {s.baseline} does not exist (expected a run directory written by "
+                         "--sab-out, or its sab-summary.json)")
     if not s.offline_agent:
         from .agents.registry import check_strategy
         from .models import parse_model_spec
