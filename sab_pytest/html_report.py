@@ -45,7 +45,8 @@ def _cut(text: Any, limit: int = MAX_TEXT) -> str:
     text = "" if text is None else str(text)
     if len(text) <= limit:
         return esc(text)
-    return esc(text[:limit]) + f'<span class="muted"> … ({len(text) - limit} more characters in the results file)</span>'
+    more = len(text) - limit
+    return esc(text[:limit]) + f"<span class=\"muted\"> … ({more} more characters in the results file)</span>"
 
 
 # ----------------------------------------------------------------------------------------------- plots

@@ -321,7 +321,7 @@ class Gate:
             test = f"two-proportion z test, one-sided ({k_cur}/{n_cur} vs baseline {k_base}/{n_base})"
         held = p is not None and p >= alpha
         return {"test": test, "p_value": p, "alpha": alpha, "passed": held,
-                "reason": "" if held else f"significant regression (p={p:.4g} < alpha={alpha:g})"}
+                "reason": "" if held else f"significant regression: p < alpha {alpha:g}"}
 
 
 def _range_problem(metric: str, threshold: float, percent: bool) -> str | None:
