@@ -229,7 +229,7 @@ def verdict_of(r: dict[str, Any]) -> str:
 def _image(src: Any, alt: str) -> str:
     if isinstance(src, str) and _IMAGE_DATA.match(src):
         return f'<img class="seen" src="{esc(src)}" alt="{esc(alt)}">'
-    return f'<span class="muted">[{esc(alt)}: not an embedded picture, not shown]</span>'
+    return f'<div class="muted">[{esc(alt)}: not an embedded picture, not shown]</div>'
 
 
 def _message(msg: dict[str, Any], prompts: dict[str, int]) -> str:
