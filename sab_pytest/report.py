@@ -171,7 +171,9 @@ def render_table(summary: dict[str, Any]) -> list[str]:
 
 
 def _num(value: float | None) -> str:
-    return "undefined" if value is None else f"{value:.3f}"
+    if value is None:
+        return "undefined"
+    return str(value) if isinstance(value, int) else f"{value:.3f}"  # a count (errors) stays a count
 
 
 def gate_numbers(g: dict[str, Any]) -> str:
