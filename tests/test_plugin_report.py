@@ -8,14 +8,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
-CASE_TEST = """
-from sab_pytest.plugin import check
-
-
-def test_case(sab_verdict):
-    check(sab_verdict)
-"""
+from test_plugin import CASE_TEST
 
 
 @pytest.fixture
