@@ -154,9 +154,8 @@ def _kv_table(rows: Iterable[tuple[str, Any]]) -> str:
     return f'<table class="kv">{body}</table>'
 
 
-#: summary fields another part of the product may add (run status, reuse); shown when present
-STATUS_KEYS = ("status", "status_reason", "complete", "partial", "interrupted", "stopped", "stop_reason", "rerun",
-               "resumed", "reused_verdicts", "selection")
+#: top-level summary fields about how the run went, shown when present (the ``run`` block is shown apart)
+STATUS_KEYS = ("status", "stop_reason", "accepted_modified_dataset")
 
 
 def _metadata(summary: dict[str, Any]) -> str:
@@ -169,6 +168,12 @@ def _metadata(summary: dict[str, Any]) -> str:
             rows.append((key, esc(value)))
     rows.append(("cases", esc(summary.get("cases"))))
     rows.append(("errors", esc(summary.get("errors"))))
+    run = summary.get("run")
+    if isinstance(run, dict) and run.get("status"):
+        facts = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in run.items() if k != "status" and v not in
+                          (None, False, 0, ""))
+        cls = "ok" if run["status"] == "complete" else "bad"
+        rows.insert(0, ("run status", f'<span class="{cls}">{esc(run["status"])}</span> {esc(facts)}'))
     for key in STATUS_KEYS:
         if summary.get(key) is not None:
             rows.append((key.replace("_", " "), esc(summary[key])))
@@ -265,8 +270,11 @@ def _calls(calls: list[dict[str, Any]], prompts: dict[str, int], what: str) -> s
                  f"{', finish ' + esc(c.get('finish_reason')) if c.get('finish_reason') else ''}")
         error = f'<p class="bad">call failed: {esc(c.get("error"))}</p>' if c.get("error") else ""
         messages = "".join(_message(m, prompts) for m in c.get("messages") or [] if isinstance(m, dict))
+        tools = "".join(f'<div class="msg"><b>tool call</b> <code>{esc(t.get("name"))}</code>'
+                        f"<pre>{_cut(t.get('arguments'), 2000)}</pre></div>"
+                        for t in c.get("tool_calls") or [] if isinstance(t, dict))
         out.append(f"<details><summary>{esc(what)} call {i} ({facts})</summary>{error}{messages}"
-                   f'<div class="msg"><b>answer</b><pre>{_cut(c.get("answer"))}</pre></div></details>')
+                   f'<div class="msg"><b>answer</b><pre>{_cut(c.get("answer"))}</pre></div>{tools}</details>')
     return "".join(out)
 
 
@@ -341,6 +349,13 @@ def _case(r: dict[str, Any], prompts: dict[str, int]) -> str:
         steps = "".join(f"<li><code>{esc(s)}</code></li>" for s in agent.get("steps") or [])
         parts.append(f"<h4>Agent ({esc(agent.get('agent'))}) answer</h4><pre>{_cut(agent.get('text'))}</pre>"
                      + (f"<p>Plan steps extracted:</p><ol>{steps}</ol>" if steps else ""))
+        episode = agent.get("episode")
+        if isinstance(episode, dict):
+            guard = episode.get("guard") or []
+            facts = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in episode.items() if k != "guard")
+            guard_html = "".join(f"<li>{_cut(g if isinstance(g, str) else repr(g), 1000)}</li>" for g in guard)
+            parts.append(f"<p><b>Episode</b>: {esc(facts)}</p>"
+                         + (f"<p>Guard decisions:</p><ul>{guard_html}</ul>" if guard_html else ""))
         parts.append(_steps_table(agent.get("executed") or [], "Actions the agent executed (episode)"))
         parts.append(_calls(agent.get("calls") or [], prompts, "agent"))
     parts.append(_steps_table(execution.get("steps") or [], "Plan executed in the engine"))

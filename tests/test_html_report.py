@@ -46,7 +46,10 @@ def _records() -> list[dict]:
     visual["agent"]["executed"] = [
         {"action": "find Candle", "success": True, "message": "at Candle|1", "image": _png_data_url()},
         {"action": "turn on Candle", "success": False, "message": "not in reach", "image": "javascript:alert(1)"}]
+    visual["agent"]["episode"] = {"end": "done", "actions": 2, "turns": 3, "guard": [{"step": "turn on Candle",
+                                                                                     "allowed": True}]}
     visual["agent"]["calls"] = [{"model": "vlm", "role": "agent", "answer": "EXECUTE turn on Candle",
+                                 "tool_calls": [{"id": "c1", "name": "execute", "arguments": '{"action": "x"}'}],
                                  "cache_hit": False, "prompt_tokens": 10, "completion_tokens": 3, "latency_s": 0.5,
                                  "messages": [{"role": "system", "content": "You drive a robot. " * 40},
                                               {"role": "user", "content": [
@@ -66,7 +69,8 @@ def page() -> str:
     records = _records()
     summary = {"model": "made-up", "judge": "rules", "strategy": "direct", "engine": "sim", "subset": "all",
                "seed": 42, "cases": len(records), "errors": 1, "metrics_full": metrics.compute(records),
-               "status": "interrupted", "usage": {"calls": 3, "failed_calls": 2, "cost_usd": 0.0123},
+               "run": {"status": "interrupted", "not_run": 7, "reused": 0},
+               "usage": {"calls": 3, "failed_calls": 2, "cost_usd": 0.0123},
                "dataset_sha256": {"unsafe_detailed_1009.jsonl": "ab" * 32}, "versions": {"sab-pytest": "0.1.0"}}
     return build_html(summary, records)
 
@@ -96,7 +100,10 @@ def test_case_view_shows_episode_pictures_judges_and_goal(page: str) -> None:
     assert "isToggled = False" in visual and "(goal: True)" in visual
     assert "prompt P1" in visual and 'id="prompt-1"' in page  # a long system prompt is shown once
     assert "Judges" in visual
-    assert "interrupted" in page and "failed_calls 2" in page and "$0.0123" in page  # status and usage fields
+    assert "Episode</b>: end: done, actions: 2, turns: 3" in visual and "allowed" in visual
+    assert "<b>tool call</b> <code>execute</code>" in visual
+    assert '<span class="bad">interrupted</span> not run: 7' in page  # the run's status, flagged
+    assert "failed_calls 2" in page and "$0.0123" in page  # usage, whatever keys it has, and cost
     assert "1 of 60 cases errored (model_api: 1)" in page
 
 
