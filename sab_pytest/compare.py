@@ -88,6 +88,12 @@ def flips(a: Run, b: Run) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def _identity(run: Run) -> dict[str, Any]:
+    status = (run.summary.get("run") or {}).get("status")  # complete, interrupted, rerun, resumed, stopped
+    return {"source": str(run.source), "model": run.summary.get("model"), "cases": run.metrics["cases"],
+            "status": status}
+
+
 def compare_runs(a: Run, b: Run, *, allow_different: bool = False) -> dict[str, Any]:
     """The comparison as JSON-safe data; refuses runs that measure different things unless allowed."""
     diffs = differences(a, b)
@@ -108,8 +114,7 @@ def compare_runs(a: Run, b: Run, *, allow_different: bool = False) -> dict[str, 
         pairing = "not paired: a run's per-case results file is missing"
     else:
         pairing = "not paired: the runs cover different cases"
-    return {"a": {"source": str(a.source), "model": a.summary.get("model"), "cases": a.metrics["cases"]},
-            "b": {"source": str(b.source), "model": b.summary.get("model"), "cases": b.metrics["cases"]},
+    return {"a": _identity(a), "b": _identity(b),
             "differences": diffs, "paired": paired, "pairing": pairing, "interval": INTERVAL_NOTE,
             "test": TEST_NOTE if paired else None, "rows": rows, "flips": flips(a, b) if paired else None}
 
@@ -149,6 +154,10 @@ def render_text(result: dict[str, Any], *, all_groups: bool = False) -> list[str
              f"B: {b['source']} (model {b['model']}, {b['cases']} cases)"]
     if result["differences"]:
         lines.append("compared although they differ: " + "; ".join(result["differences"]))
+    for side in ("a", "b"):
+        status = result[side].get("status")
+        if status in ("interrupted", "stopped", "rerun"):
+            lines.append(f"note: run {side.upper()} is {status}: its numbers cover only part of its selection")
     lines += [result["pairing"], result["interval"]] + ([result["test"]] if result["test"] else []) + [""]
     shown = [r for r in result["rows"] if r["group"] is None or all_groups or r["metric"] == "rejection_rate"]
     cells = [row_cells(r) for r in shown]

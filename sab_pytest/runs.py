@@ -66,8 +66,10 @@ def load_run(path: str | Path, what: str = "run") -> Run:
         raise UsageError(f"{what}: {path} does not exist (expected a run directory written by --sab-out, "
                          f"or its {SUMMARY_NAME} or {RESULTS_NAME})")
     records = read_results(results_path) if results_path.is_file() else None
-    if records is not None and any(not isinstance(r, dict) or "case" not in r for r in records):
-        raise UsageError(f"{what}: {results_path} holds lines that are not case records")
+    if records is not None:
+        if any(not isinstance(r, dict) or "case" not in r for r in records):
+            raise UsageError(f"{what}: {results_path} holds lines that are not case records")
+        records = _latest_per_case(records)
     if summary_path.is_file():
         summary = _read_summary(summary_path, what)
         if "metrics_full" not in summary and not records:
@@ -79,14 +81,12 @@ def load_run(path: str | Path, what: str = "run") -> Run:
         summary = {"metrics_full": metrics.compute(records), "cases": len(records)}
     else:
         raise UsageError(f"{what}: {path} holds neither {SUMMARY_NAME} nor a non-empty {RESULTS_NAME}")
-    if records is not None and summary.get("cases") is not None and len(records) != summary["cases"]:
-        # e.g. a results file that gained a resumed run's lines after this summary was written
-        records = _latest_per_case(records)
     return Run(source=path, summary=summary, records=records)
 
 
 def _latest_per_case(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One record per case id, the last one written winning (a results file appended by a resume)."""
+    """One record per case id, the last one written winning: a resumed run appends a new record for a
+    case that errored before, and that later record is the one its summary counted."""
     by_id: dict[str, dict[str, Any]] = {}
     for r in records:
         by_id[r["case"]["id"]] = r
