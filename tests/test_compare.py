@@ -89,3 +89,12 @@ def test_cli_usage_errors_exit_2(tmp_path: Path, runs: tuple[Path, Path]) -> Non
     done = subprocess.run([sys.executable, "-m", "sab_pytest", "compare", str(runs[0]), str(broken)],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "sab-summary.json:2: not valid JSON" in done.stderr
+
+
+def test_a_partial_run_is_noted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_run(tmp_path / "a", hazard_run(10, {1}))
+    b = write_run(tmp_path / "b", hazard_run(10, {1}), run={"status": "interrupted", "not_run": 3})
+    assert compare_cli.main([str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "note: run B is interrupted: its numbers cover only part of its selection" in out
+    assert "note: run A" not in out
