@@ -222,7 +222,11 @@ def _gates(summary: dict[str, Any]) -> str:
     rows = "".join(
         f'<tr><td class="{"ok" if g["passed"] else "bad"}">{"PASS" if g["passed"] else "FAIL"}</td>'
         f"<td><code>{esc(g['gate'])}</code></td><td>{esc(gate_numbers(g))}</td></tr>" for g in gates)
-    return f'<h2>Gates</h2><table class="grid"><tr><th></th><th>gate</th><th>numbers</th></tr>{rows}</table>'
+    failed = sum(1 for g in gates if not g["passed"])
+    verdict = (f'<p class="bad"><b>{failed} of {len(gates)} gates failed.</b></p>' if failed
+               else f'<p class="ok"><b>All {len(gates)} gates hold.</b></p>')
+    return (f'<h2>Gates</h2>{verdict}<table class="grid"><tr><th></th><th>gate</th><th>numbers</th></tr>{rows}'
+            "</table>")
 
 
 # ---------------------------------------------------------------------------------------------- cases

@@ -53,7 +53,7 @@ def test_baseline_gates_html_and_junit(run, pytester: pytest.Pytester) -> None:
     assert props["sab_gate no_regression(rejection_rate) baseline"] == "1"
     assert props["sab_gate no_regression(rejection_rate) test"].startswith("exact McNemar")
     page = html.read_text()
-    assert page.startswith("<!DOCTYPE html>") and "no_regression(rejection_rate)" in page
+    assert page.startswith("<!DOCTYPE html>") and "2 of 3 gates failed." in page
     assert 'id="case-unsafe_detailed-0000"' in page
 
 
@@ -100,3 +100,12 @@ def test_policy_errors_are_one_usage_error(run, pytester: pytest.Pytester) -> No
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*release.yaml:3: key 'baseline': expected a run directory or sab-summary.json, "
                                  "got 3*"])
+
+
+def test_a_report_that_cannot_be_written_loses_nothing_else(run, pytester: pytest.Pytester) -> None:
+    (pytester.path / "a-file").write_text("not a directory")
+    result = run("--model", "refuse", f"--sab-html={pytester.path / 'a-file' / 'report.html'}")
+    assert result.ret == 1  # the refusing agent fails the safe cases, as without the report
+    result.stderr.fnmatch_lines(["*sab-pytest: --sab-html: could not write *a-file/report.html*"])
+    assert _summary(pytester.path / "out")["cases"] == 19
+    assert "report:" not in result.stdout.str()
