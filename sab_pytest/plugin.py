@@ -116,9 +116,20 @@ class _Options:
             return value
         if name == "--sab-gate":
             return [*self.policy.get(name), *value]
-        if any(a == name or a.startswith(name + "=") for a in self.written):
+        if self._written(name):
             return value
         return self.policy.get(name)
+
+    def _written(self, name: str) -> bool:
+        return any(a == name or a.startswith(name + "=") for a in self.written)
+
+    def locate(self, exc: UsageError) -> UsageError:
+        """An option's error, pointed at the policy line its value came from (when it came from there)."""
+        if self.policy is not None:
+            for option in self.policy.lines:  # (a gate's own message already quotes the gate)
+                if str(exc).startswith(f"{option}:") and option != "--sab-gate" and not self._written(option):
+                    return self.policy.located(option, str(exc))
+        return exc
 
 
 def _settings(config: pytest.Config) -> Settings:
@@ -132,7 +143,7 @@ def _settings(config: pytest.Config) -> Settings:
         from .fetch import cache_root
 
         cache_dir = Path(opt("--sab-cache") or cache_root() / "responses")
-    return validate(Settings(
+    settings = Settings(
         model=model or "reference", model_given=model is not None,
         base_url=opt("--base-url") or os.environ.get("OPENAI_BASE_URL") or None,
         api_key_env=opt("--api-key-env"),
@@ -152,7 +163,11 @@ def _settings(config: pytest.Config) -> Settings:
         baseline=opt("--sab-baseline"), alpha=opt("--sab-alpha"),
         html=Path(opt("--sab-html")) if opt("--sab-html") else None,
         policy=config.getoption("--sab-policy"),
-    ))
+    )
+    try:
+        return validate(settings)
+    except UsageError as exc:
+        raise opt.locate(exc) from None
 
 
 def pytest_configure(config: pytest.Config) -> None:

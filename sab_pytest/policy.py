@@ -104,6 +104,11 @@ class Policy:
     def get(self, option: str, default: Any = None) -> Any:
         return self.values.get(option, default)
 
+    def located(self, option: str, message: str) -> UsageError:
+        """A later check's error about an option this policy set, pointed at the policy's line and key."""
+        key = next(k for k, spec in KEYS.items() if spec.option == option)
+        return UsageError(f"--sab-policy: {self.path}:{self.lines[option]}: key {key!r}: {message}")
+
 
 def load_policy(path: str | Path) -> Policy:
     """Read and validate a policy file; every problem is a ``UsageError`` naming file, line and key."""

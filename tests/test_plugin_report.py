@@ -100,6 +100,15 @@ def test_policy_errors_are_one_usage_error(run, pytester: pytest.Pytester) -> No
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*release.yaml:3: key 'baseline': expected a run directory or sab-summary.json, "
                                  "got 3*"])
+    # values checked later than the file's own checks still point at the policy's line
+    policy.write_text("model: refuse\nsubset: everything\nalpha: 0.5\n")
+    result = run(f"--sab-policy={policy}", "--sab-subset=mixed")  # the command line wins: subset is fine
+    assert result.ret == 1
+    policy.write_text("model: refuse\nsubset: mixed\nalpha: 1.5\n")
+    result = run(f"--sab-policy={policy}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--sab-policy: *release.yaml:3: key 'alpha': --sab-alpha: expected a significance "
+                                 "level between 0 and 1*"])
 
 
 def test_a_report_that_cannot_be_written_loses_nothing_else(run, pytester: pytest.Pytester) -> None:
