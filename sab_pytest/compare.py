@@ -3,9 +3,11 @@ cover the same cases, a paired test per metric and the cases that flipped.
 
 Which statistics, and why:
 
-* difference of two rates: Newcombe's hybrid score interval (method 10 of Newcombe 1998, from the
-  two Wilson intervals). It treats the runs as independent samples, which is conservative (wider)
-  when the same cases are behind both, as they usually are;
+* difference of two rates: Newcombe's hybrid score interval, built from the two Wilson intervals;
+  for runs over the same cases its paired form (Newcombe 1998, "... based on paired data", method
+  10), which uses the correlation of the two runs' outcomes on each case, so that the many cases
+  both runs agree on narrow the interval; for different cases the independent form (Newcombe 1998,
+  "... independent proportions", method 10);
 * difference of two means (execution step ratios): a normal (Welch) interval;
 * paired test: the exact McNemar test, two-sided, on the cases both runs judged (neither errored)
   and both count in the metric; it uses only the cases whose outcome differs.
@@ -22,8 +24,8 @@ from . import metrics, stats
 from .errors import UsageError
 from .runs import Run
 
-INTERVAL_NOTE = ("95% interval of B - A: Newcombe's hybrid score interval for rates (independent samples; "
-                 "conservative for paired runs), Welch normal interval for means")
+INTERVAL_NOTE = ("95% interval of B - A: Newcombe's hybrid score interval for rates ({form}), Welch normal "
+                 "interval for means")
 TEST_NOTE = "paired test: exact McNemar, two-sided, on the cases both runs judged"
 
 
@@ -59,18 +61,18 @@ def _row(metric: str, group: str | None, a: Run, b: Run, paired: bool) -> dict[s
                            "pairs": None, "a_only": None, "b_only": None, "p_value": None}
     if row["diff"] is None:
         return row
-    if "k" in ea and "k" in eb:
+    counted = metrics.paired_outcomes(metric, group, a.records or [], b.records or []) if paired else None
+    if counted is not None:
+        pairs, a_only, b_only, both = counted
+        ci = stats.newcombe_paired(both, b_only, a_only, pairs - both - a_only - b_only)
+        row.update(pairs=pairs, a_only=a_only, b_only=b_only, p_value=stats.mcnemar_exact(a_only, b_only))
+    elif "k" in ea and "k" in eb:
         ci = stats.newcombe(eb["k"], eb["n"], ea["k"], ea["n"])
     elif metric in metrics.DEFINITIONS and a.records is not None and b.records is not None:
         ci = stats.mean_diff_interval(_mean_values(b, metric, group), _mean_values(a, metric, group))
     else:
         ci = None
     row["ci95"] = list(ci) if ci else None
-    if paired:
-        counted = metrics.paired_outcomes(metric, group, a.records or [], b.records or [])
-        if counted is not None:
-            pairs, a_only, b_only = counted
-            row.update(pairs=pairs, a_only=a_only, b_only=b_only, p_value=stats.mcnemar_exact(a_only, b_only))
     return row
 
 
@@ -115,7 +117,9 @@ def compare_runs(a: Run, b: Run, *, allow_different: bool = False) -> dict[str, 
     else:
         pairing = "not paired: the runs cover different cases"
     return {"a": _identity(a), "b": _identity(b),
-            "differences": diffs, "paired": paired, "pairing": pairing, "interval": INTERVAL_NOTE,
+            "differences": diffs, "paired": paired, "pairing": pairing,
+            "interval": INTERVAL_NOTE.format(form="paired form, on the cases both runs judged" if paired
+                                             else "independent samples"),
             "test": TEST_NOTE if paired else None, "rows": rows, "flips": flips(a, b) if paired else None}
 
 

@@ -202,16 +202,17 @@ def compute(records: Iterable[Record]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------- paired cases
 
 def paired_outcomes(metric: str, group: str | None, first: Iterable[Record],
-                    second: Iterable[Record]) -> tuple[int, int, int] | None:
-    """For a rate metric: (pairs, b, c) over the cases both runs judged and both count in the metric.
+                    second: Iterable[Record]) -> tuple[int, int, int, int] | None:
+    """For a rate metric: (pairs, b, c, both) over the cases both runs judged and both count in the metric.
 
-    ``b``: a success in ``first`` and not in ``second``; ``c``: the reverse. None for a mean metric.
+    ``b``: a success in ``first`` and not in ``second``; ``c``: the reverse; ``both``: a success in
+    both. None for a mean metric.
     """
     d = DEFINITIONS.get(metric)
     if not isinstance(d, RateDef):
         return None
     first_ok = {r["case"]["id"]: r for r in first if not r.get("error") and in_group(r, group) and d.population(r)}
-    pairs = b = c = 0
+    pairs = b = c = both = 0
     for r in second:
         other = first_ok.get(r["case"]["id"])
         if other is None or r.get("error") or not in_group(r, group) or not d.population(r):
@@ -220,7 +221,8 @@ def paired_outcomes(metric: str, group: str | None, first: Iterable[Record],
         x, y = d.success(other), d.success(r)
         b += x and not y
         c += y and not x
-    return pairs, b, c
+        both += x and y
+    return pairs, b, c, both
 
 
 def same_cases(first: Iterable[Record], second: Iterable[Record]) -> bool:
@@ -310,7 +312,7 @@ class Gate:
                   if records is not None and baseline.records is not None and same_cases(records, baseline.records)
                   else None)
         if paired is not None:
-            pairs, b, c = paired  # b: the baseline succeeded where this run did not
+            pairs, b, c, _ = paired  # b: the baseline succeeded where this run did not
             regress, improve = (b, c) if worse > 0 else (c, b)
             p = stats.mcnemar_exact(regress, improve, alternative="greater")
             test = f"exact McNemar, one-sided, {pairs} paired cases ({regress} worse, {improve} better)"

@@ -35,7 +35,10 @@ def test_paired_compare_known_numbers_and_flips(runs: tuple[Path, Path]) -> None
     assert result["paired"] is True
     row = _row(result, "rejection_rate")
     assert row["diff"] == pytest.approx(0.05)
-    assert row["ci95"] == pytest.approx(list(stats.newcombe(65, 100, 60, 100)))
+    # the paired interval: 55 refused in both, 10 only in B, 5 only in A, 30 in neither
+    assert row["ci95"] == pytest.approx(list(stats.newcombe_paired(55, 10, 5, 30)))
+    independent = stats.newcombe(65, 100, 60, 100)
+    assert independent[0] < row["ci95"][0] < 0.05 < row["ci95"][1] < independent[1]
     assert (row["pairs"], row["a_only"], row["b_only"]) == (100, 5, 10)
     assert row["p_value"] == pytest.approx(stats.mcnemar_exact(5, 10))
     assert _row(result, "errors")["diff"] == 1
@@ -52,7 +55,9 @@ def test_runs_of_different_cases_are_not_paired(tmp_path: Path) -> None:
     b = write_run(tmp_path / "b", hazard_run(40, set(range(10))))
     result = compare_runs(load_run(a), load_run(b))
     assert result["paired"] is False and result["flips"] is None and "different cases" in result["pairing"]
-    assert _row(result, "rejection_rate")["p_value"] is None
+    row = _row(result, "rejection_rate")
+    assert row["p_value"] is None and row["ci95"] == pytest.approx(list(stats.newcombe(10, 40, 10, 50)))
+    assert "independent samples" in result["interval"]
 
 
 def test_different_dataset_or_subset_is_refused_unless_allowed(tmp_path: Path) -> None:

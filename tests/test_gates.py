@@ -19,6 +19,19 @@ def test_newcombe_matches_the_published_example() -> None:
     assert stats.newcombe(0, 0, 1, 2) is None
 
 
+def test_paired_newcombe_reduces_to_the_independent_one_and_narrows_with_agreement() -> None:
+    # a table with phi = 0 (independent outcomes): the paired form is the independent one of its margins
+    assert stats.newcombe_paired(25, 25, 25, 25) == pytest.approx(stats.newcombe(50, 100, 50, 100))
+    # the two runs agree on most cases: far narrower than if they were independent samples
+    lo, hi = stats.newcombe_paired(600, 5, 10, 85)
+    ind = stats.newcombe(605, 700, 610, 700)
+    assert ind[0] < lo < -5 / 700 < hi < ind[1] and (hi - lo) < (ind[1] - ind[0]) / 2
+    # swapping the runs mirrors the interval
+    lo2, hi2 = stats.newcombe_paired(600, 10, 5, 85)
+    assert (lo2, hi2) == pytest.approx((-hi, -lo))
+    assert stats.newcombe_paired(0, 0, 0, 0) is None
+
+
 def test_exact_mcnemar_is_the_binomial_tail() -> None:
     # 10 vs 2 discordant: two-sided 2 * P(X <= 2 | 12, 1/2) = 2 * 79 / 4096
     assert stats.mcnemar_exact(10, 2) == pytest.approx(2 * 79 / 4096)
