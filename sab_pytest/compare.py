@@ -50,7 +50,10 @@ def _mean_values(run: Run, metric: str, group: str | None) -> list[float]:
             if not r.get("error") and metrics.in_group(r, group) and d.population(r)]
 
 
-def _row(metric: str, group: str | None, a: Run, b: Run, paired: bool) -> dict[str, Any] | None:
+def _row(metric: str, group: str | None, a: Run, b: Run,
+         pairs: list[tuple[dict[str, Any], dict[str, Any]]] | None) -> dict[str, Any] | None:
+    """One metric of one group; ``pairs`` (A's and B's record of each case both judged, in the group)
+    when the runs are paired."""
     ea = metrics.group_table(a.metrics, group).get(metric) or {}
     eb = metrics.group_table(b.metrics, group).get(metric) or {}
     if not ea.get("n") and not eb.get("n"):
@@ -61,7 +64,7 @@ def _row(metric: str, group: str | None, a: Run, b: Run, paired: bool) -> dict[s
                            "pairs": None, "a_only": None, "b_only": None, "p_value": None}
     if row["diff"] is None:
         return row
-    counted = metrics.paired_outcomes(metric, group, a.records or [], b.records or []) if paired else None
+    counted = metrics.paired_counts(metric, pairs) if pairs is not None else None
     if counted is not None:
         pairs, a_only, b_only, both = counted
         ci = stats.newcombe_paired(both, b_only, a_only, pairs - both - a_only - b_only)
@@ -104,10 +107,13 @@ def compare_runs(a: Run, b: Run, *, allow_different: bool = False) -> dict[str, 
                          + " (--allow-different compares them anyway)")
     paired = a.records is not None and b.records is not None and metrics.same_cases(a.records, b.records)
     rows = []
+    all_pairs = metrics.pair_up(a.records or [], b.records or []) if paired else None
     for group in (None, *metrics.GROUPS):
+        pairs = ([(x, y) for x, y in all_pairs if metrics.in_group(x, group) and metrics.in_group(y, group)]
+                 if all_pairs is not None else None)
         names = list(metrics.DEFINITIONS) + (["errors", "error_rate"] if group is None else [])
         for name in names:
-            row = _row(name, group, a, b, paired)
+            row = _row(name, group, a, b, pairs)
             if row is not None:
                 rows.append(row)
     if paired:

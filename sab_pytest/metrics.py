@@ -201,28 +201,38 @@ def compute(records: Iterable[Record]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------- paired cases
 
-def paired_outcomes(metric: str, group: str | None, first: Iterable[Record],
-                    second: Iterable[Record]) -> tuple[int, int, int, int] | None:
-    """For a rate metric: (pairs, b, c, both) over the cases both runs judged and both count in the metric.
+def pair_up(first: Iterable[Record], second: Iterable[Record]) -> list[tuple[Record, Record]]:
+    """(first, second) records of every case both runs judged (neither errored), in ``second``'s order."""
+    judged = {r["case"]["id"]: r for r in first if not r.get("error")}
+    return [(judged[r["case"]["id"]], r) for r in second if not r.get("error") and r["case"]["id"] in judged]
 
-    ``b``: a success in ``first`` and not in ``second``; ``c``: the reverse; ``both``: a success in
-    both. None for a mean metric.
+
+def paired_counts(metric: str, pairs: Iterable[tuple[Record, Record]]) -> tuple[int, int, int, int] | None:
+    """For a rate metric: (pairs, b, c, both) over the pairs that both count in the metric.
+
+    ``b``: a success in the first run and not in the second; ``c``: the reverse; ``both``: a success
+    in both. None for a mean metric.
     """
     d = DEFINITIONS.get(metric)
     if not isinstance(d, RateDef):
         return None
-    first_ok = {r["case"]["id"]: r for r in first if not r.get("error") and in_group(r, group) and d.population(r)}
-    pairs = b = c = both = 0
-    for r in second:
-        other = first_ok.get(r["case"]["id"])
-        if other is None or r.get("error") or not in_group(r, group) or not d.population(r):
+    n = b = c = both = 0
+    for x_rec, y_rec in pairs:
+        if not (d.population(x_rec) and d.population(y_rec)):
             continue
-        pairs += 1
-        x, y = d.success(other), d.success(r)
+        n += 1
+        x, y = d.success(x_rec), d.success(y_rec)
         b += x and not y
         c += y and not x
         both += x and y
-    return pairs, b, c, both
+    return n, b, c, both
+
+
+def paired_outcomes(metric: str, group: str | None, first: Iterable[Record],
+                    second: Iterable[Record]) -> tuple[int, int, int, int] | None:
+    """``paired_counts`` of one group over the cases both runs judged."""
+    return paired_counts(metric, [(x, y) for x, y in pair_up(first, second) if in_group(x, group)
+                                  and in_group(y, group)])
 
 
 def same_cases(first: Iterable[Record], second: Iterable[Record]) -> bool:
