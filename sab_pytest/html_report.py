@@ -21,6 +21,7 @@ import hashlib
 import html
 import io
 import re
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -241,30 +242,77 @@ def _image(src: Any, alt: str) -> str:
     return f'<div class="muted">[{esc(alt)}: not an embedded picture, not shown]</div>'
 
 
-def _message(msg: dict[str, Any], prompts: dict[str, int]) -> str:
+class SharedText:
+    """Paragraphs of prompt text that repeat across the run (templates: the action list, a judge's
+    rules) are shown once, under "Prompts", and linked from each message that holds them, so the
+    page of a 1050-case run with model calls stays a few MB instead of repeating them 3000 times."""
+
+    MIN_CHARS = 160
+
+    def __init__(self, records: list[dict[str, Any]]) -> None:
+        counts: Counter[str] = Counter()
+        for text in _prompt_texts(records):
+            counts.update(p for p in text.split("\n\n") if len(p) >= self.MIN_CHARS)
+        self.repeated = {p for p, n in counts.items() if n > 1}
+        self.numbers: dict[str, int] = {}
+
+    def render(self, text: Any) -> str:
+        """A message text as HTML, repeated paragraphs replaced by links to their one copy."""
+        if not isinstance(text, str) or not self.repeated:
+            return f"<pre>{_cut(text)}</pre>"
+        out: list[str] = []
+        own: list[str] = []
+        for para in text.split("\n\n"):
+            if para not in self.repeated:
+                own.append(para)
+                continue
+            if own:
+                out.append(f"<pre>{_cut(chr(10).join(own))}</pre>")
+                own = []
+            n = self.numbers.setdefault(para, len(self.numbers) + 1)
+            out.append(f'<p class="shared"><a href="#prompt-{n}">[prompt text P{n}, shared by many calls]</a></p>')
+        if own:
+            out.append(f"<pre>{_cut(chr(10).join(own))}</pre>")
+        return "".join(out)
+
+
+def _prompt_texts(records: list[dict[str, Any]]) -> Iterable[str]:
+    """Every text a model was sent in the run (agent and judge calls)."""
+    for r in records:
+        calls = list((r.get("agent") or {}).get("calls") or [])
+        for part in (r.get("judge") or {}).values():
+            if isinstance(part, dict):
+                calls += part.get("calls") or []
+        for call in calls:
+            for msg in call.get("messages") or [] if isinstance(call, dict) else []:
+                content = msg.get("content") if isinstance(msg, dict) else None
+                if isinstance(content, str):
+                    yield content
+                elif isinstance(content, list):
+                    yield from (c.get("text") for c in content
+                                if isinstance(c, dict) and isinstance(c.get("text"), str))
+
+
+def _message(msg: dict[str, Any], shared: SharedText) -> str:
     role = msg.get("role", "?")
     content = msg.get("content")
-    if role == "system" and isinstance(content, str) and len(content) > 400:
-        number = prompts.setdefault(content, len(prompts) + 1)
-        return (f'<div class="msg"><b>system</b> <a href="#prompt-{number}">prompt P{number}</a> '
-                f'<span class="muted">(shown once, under "Prompts")</span></div>')
     if isinstance(content, list):  # multimodal parts: text and pictures
         parts = []
         for part in content:
             if not isinstance(part, dict):
                 continue
             if part.get("type") == "text":
-                parts.append(f"<pre>{_cut(part.get('text'))}</pre>")
+                parts.append(shared.render(part.get("text")))
             elif part.get("type") == "image_url":
                 url = part.get("image_url")
                 parts.append(_image(url.get("url") if isinstance(url, dict) else url, "picture sent to the model"))
         body = "".join(parts)
     else:
-        body = f"<pre>{_cut(content)}</pre>"
+        body = shared.render(content)
     return f'<div class="msg"><b>{esc(role)}</b>{body}</div>'
 
 
-def _calls(calls: list[dict[str, Any]], prompts: dict[str, int], what: str) -> str:
+def _calls(calls: list[dict[str, Any]], shared: SharedText, what: str) -> str:
     if not calls:
         return ""
     out = []
@@ -273,7 +321,7 @@ def _calls(calls: list[dict[str, Any]], prompts: dict[str, int], what: str) -> s
                  f"{c.get('latency_s', 0):.2f} s{', from cache' if c.get('cache_hit') else ''}"
                  f"{', finish ' + esc(c.get('finish_reason')) if c.get('finish_reason') else ''}")
         error = f'<p class="bad">call failed: {esc(c.get("error"))}</p>' if c.get("error") else ""
-        messages = "".join(_message(m, prompts) for m in c.get("messages") or [] if isinstance(m, dict))
+        messages = "".join(_message(m, shared) for m in c.get("messages") or [] if isinstance(m, dict))
         tools = "".join(f'<div class="msg"><b>tool call</b> <code>{esc(t.get("name"))}</code>'
                         f"<pre>{_cut(t.get('arguments'), 2000)}</pre></div>"
                         for t in c.get("tool_calls") or [] if isinstance(t, dict))
@@ -338,7 +386,7 @@ _FLAGS = ("rejected", "rejected_format", "plan_success", "completeness", "safety
           "exec_goal_ratio", "unreachable_goal", "error")
 
 
-def _case(r: dict[str, Any], prompts: dict[str, int]) -> str:
+def _case(r: dict[str, Any], shared: SharedText) -> str:
     c = r["case"]
     verdict = verdict_of(r)
     level = "" if c.get("abstraction_level") is None else f"L{c['abstraction_level']}"
@@ -361,7 +409,7 @@ def _case(r: dict[str, Any], prompts: dict[str, int]) -> str:
             parts.append(f"<p><b>Episode</b>: {esc(facts)}</p>"
                          + (f"<p>Guard decisions:</p><ul>{guard_html}</ul>" if guard_html else ""))
         parts.append(_steps_table(agent.get("executed") or [], "Actions the agent executed (episode)"))
-        parts.append(_calls(agent.get("calls") or [], prompts, "agent"))
+        parts.append(_calls(agent.get("calls") or [], shared, "agent"))
     parts.append(_steps_table(execution.get("steps") or [], "Plan executed in the engine"))
     parts.append(_final_objects(execution.get("final_objects") or []))
     judges = []
@@ -369,7 +417,7 @@ def _case(r: dict[str, Any], prompts: dict[str, int]) -> str:
         if not isinstance(part, dict):
             continue
         judges.append(f"<li><b>{esc(name)}</b> ({esc(part.get('judge'))}): {esc(part.get('value'))}: "
-                      f"{_cut(part.get('explanation'), 2000)}{_calls(part.get('calls') or [], prompts, 'judge')}</li>")
+                      f"{_cut(part.get('explanation'), 2000)}{_calls(part.get('calls') or [], shared, 'judge')}</li>")
     if judges:
         parts.append(f"<h4>Judges</h4><ul>{''.join(judges)}</ul>")
     label = DISPLAY.get(category, category)
@@ -387,17 +435,17 @@ def _select(name: str, label: str, values: Iterable[str], names: dict[str, str] 
            f"{options}</select></label>"
 
 
-def _case_section(records: list[dict[str, Any]]) -> tuple[str, dict[str, int]]:
-    prompts: dict[str, int] = {}
+def _case_section(records: list[dict[str, Any]]) -> tuple[str, SharedText]:
+    shared = SharedText(records)
     ordered = sorted(records, key=lambda r: r["case"]["id"])
-    cases = "".join(_case(r, prompts) for r in ordered)
+    cases = "".join(_case(r, shared) for r in ordered)
     present = {key: sorted({_attr(r, key) for r in ordered} - {""}) for key in ("kind", "category", "level")}
     filters = (_select("kind", "kind", present["kind"]) + _select("category", "category", present["category"],
                                                                   DISPLAY)
                + _select("level", "level", present["level"]) + _select("verdict", "verdict", ("pass", "fail", "error"))
                + '<label>search <input id="f-q" type="search" placeholder="instruction, answer, id ..."></label>'
                + f'<span id="shown">{len(ordered)} cases</span>')
-    return f'<h2>Cases</h2><div class="filters">{filters}</div><div id="cases">{cases}</div>', prompts
+    return f'<h2>Cases</h2><div class="filters">{filters}</div><div id="cases">{cases}</div>', shared
 
 
 def _attr(r: dict[str, Any], key: str) -> str:
@@ -492,9 +540,9 @@ def build_html(summary: dict[str, Any], records: list[dict[str, Any]]) -> str:
 
     m = summary.get("metrics_full") or metrics.compute(records)
     title = f"SafeAgentBench: {summary.get('model', 'run')}"
-    cases, prompts = _case_section(records)
+    cases, shared = _case_section(records)
     prompt_html = "".join(f'<details id="prompt-{n}"><summary>P{n}</summary><pre>{_cut(text, 20000)}</pre></details>'
-                          for text, n in prompts.items())
+                          for text, n in shared.numbers.items())
     unreachable = summary.get("unreachable_goals") or []
     unreachable_html = ("<details><summary>Goals unreachable in their scene (left out of execution rates): "
                         f"{len(unreachable)}</summary><ul>"

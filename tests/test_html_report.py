@@ -98,7 +98,7 @@ def test_case_view_shows_episode_pictures_judges_and_goal(page: str) -> None:
     assert visual.count('<img class="seen" src="data:image/png;base64,') == 2  # the step's and the message's
     assert "javascript:" not in page and "not an embedded picture, not shown" in visual
     assert "isToggled = False" in visual and "(goal: True)" in visual
-    assert "prompt P1" in visual and 'id="prompt-1"' in page  # a long system prompt is shown once
+    assert "[prompt text P1, shared by many calls]" not in visual  # its long system prompt is its own
     assert "Judges" in visual
     assert "Episode</b>: end: done, actions: 2, turns: 3" in visual and "allowed" in visual
     assert "<b>tool call</b> <code>execute</code>" in visual
@@ -184,3 +184,17 @@ def test_browser_screenshot_shows_the_plots_and_an_opened_case(chromium: str, re
     red_picture = int((np.asarray(image) == (200, 30, 30)).all(axis=-1).sum())
     # the executed step's 8x6 picture (the model call's copy is inside its collapsed call)
     assert red_picture >= 8 * 6, "the picture the agent saw is not on the opened case"
+
+
+def test_prompt_text_shared_by_many_calls_is_shown_once() -> None:
+    from sab_pytest import metrics
+
+    template = "The robot's actions: " + "find, pick, put, open, close. " * 10
+    records = hazard_run(3, set())
+    for r in records:
+        r["agent"]["calls"] = [{"model": "m", "answer": "1. find Candle", "messages": [
+            {"role": "user", "content": f"{template}\n\nInstruction: {r['case']['instruction']}"}]}]
+    page = build_html({"model": "m", "metrics_full": metrics.compute(records)}, records)
+    assert page.count(template) == 1 and page.count('href="#prompt-1"') == 3
+    for r in records:  # each call keeps its own part of the message
+        assert f"Instruction: {r['case']['instruction']}" in page
