@@ -4,6 +4,7 @@ and the page opened in a real headless Chromium (filters, an opened case, plots 
 from __future__ import annotations
 
 import base64
+import html
 import io
 import os
 import re
@@ -195,6 +196,6 @@ def test_prompt_text_shared_by_many_calls_is_shown_once() -> None:
         r["agent"]["calls"] = [{"model": "m", "answer": "1. find Candle", "messages": [
             {"role": "user", "content": f"{template}\n\nInstruction: {r['case']['instruction']}"}]}]
     page = build_html({"model": "m", "metrics_full": metrics.compute(records)}, records)
-    assert page.count(template) == 1 and page.count('href="#prompt-1"') == 3
+    assert page.count(html.escape(template)) == 1 and page.count('href="#prompt-1"') == 3
     for r in records:  # each call keeps its own part of the message
         assert f"Instruction: {r['case']['instruction']}" in page
