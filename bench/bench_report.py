@@ -3,7 +3,8 @@
 Targets (issue 13): the report of a 1050-case run builds in < 3 s and weighs < 5 MB without
 pictures; compare of two 1050-case runs < 1 s. Prints the figures; run from the repository root:
 
-    python bench/bench_report.py             # two real offline runs (reference, refuse) of all 1050 cases
+    python bench/bench_report.py             # two offline runs (reference, refuse) of all 1050 cases, and
+                                             # one of a model on the loopback fake server (calls in the records)
     python bench/bench_report.py --runs A B  # or two existing run directories
 
 The real runs need the dataset and scenes (SAB_DATA / SAB_THOR_SCENES or the user cache).
@@ -21,11 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _make_run(out: Path, model: str) -> Path:
+def _make_run(out: Path, model: str, *extra: str, env: dict[str, str] | None = None) -> Path:
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2",
-                           "--model", model, "--sab-subset", "all", f"--sab-out={out}"],
-                          cwd=ROOT, capture_output=True, text=True, check=False)
+                           "--model", model, "--sab-subset", "all", f"--sab-out={out}", *extra],
+                          cwd=ROOT, capture_output=True, text=True, check=False, env=env)
     if not (out / "sab-results.jsonl").exists():
         sys.exit(f"the {model} run wrote no results:\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}")
     print(f"made a {model} run of all cases in {time.perf_counter() - started:.1f} s ({out})")
@@ -85,6 +86,20 @@ def main() -> None:
               f"flips): {elapsed:.2f} s (target < 1 s)")
         print(f"  python -m sab_pytest compare A B (interpreter start included): "
               f"{_cli('compare', str(a_dir), str(b_dir)):.2f} s")
+        if not ns.runs:
+            import os
+
+            from sab_pytest.testing import fake_openai_server
+
+            with fake_openai_server() as server:  # every record then holds its agent and judge calls
+                env = {**os.environ, "OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "sk-bench-not-a-key"}
+                model_dir = _make_run(tmp_path / "model", "fake-model", "--judge-model", "fake-model",
+                                      "--sab-no-cache", env=env)
+            run = load_run(model_dir)
+            elapsed = _best(lambda: write_report(page, run.summary, run.records or [], Redactor()), repeat=1)
+            results_mb = (model_dir / "sab-results.jsonl").stat().st_size / 1e6
+            print(f"report of a {len(run.records or [])}-case model run (agent and judge calls kept): {elapsed:.2f} s, "
+                  f"{page.stat().st_size / 1e6:.2f} MB (its results file: {results_mb:.2f} MB)")
 
 
 if __name__ == "__main__":
