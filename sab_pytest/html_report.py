@@ -115,6 +115,25 @@ def _shares(title: str, parts: list[tuple[str, dict[str, Any], str]]) -> str | N
     return _svg(fig)
 
 
+def _error_bars(m: dict[str, Any]) -> str | None:
+    """Errored cases by kind of failure, apart from every rate (None when nothing errored)."""
+    kinds = sorted(m.get("error_kinds", {}).items(), key=lambda kv: -kv[1])
+    if not kinds:
+        return None
+    figure = _matplotlib()
+    fig = figure(figsize=(6.4, 0.4 * len(kinds) + 1.0))
+    ax = fig.subplots()
+    ys = list(range(len(kinds)))[::-1]
+    ax.barh(ys, [n for _, n in kinds], color="#8a5a00", height=0.6)
+    ax.set_yticks(ys, [k for k, _ in kinds])
+    for y, (_, n) in zip(ys, kinds, strict=True):
+        ax.text(n, y, f" {n}", va="center", fontsize=8)
+    ax.set_xlabel(f"errored cases (of {m['cases']}); left out of every rate")
+    ax.set_title("Errors by kind", fontsize=10, loc="left")
+    ax.spines[["top", "right"]].set_visible(False)
+    return _svg(fig)
+
+
 def plots(m: dict[str, Any]) -> list[tuple[str, str | None]]:
     """(caption, SVG data URI or None when the run has no such cases) for each plot of the report."""
     o = m["overall"]
@@ -213,7 +232,7 @@ def _errors(m: dict[str, Any], records: list[dict[str, Any]]) -> str:
                     for r in records if r.get("error"))
     return (f'<p class="bad">{m["errors"]} of {m["cases"]} cases errored ({kinds}). Errors are infrastructure '
             f"failures (model API, unparseable judge answer, engine, crashed worker): they are left out of every "
-            f"rate above and counted here.</p><p>{ids}</p>")
+            f"rate above and counted here.</p>{plot_grid([('Errors by kind', _error_bars(m))])}<p>{ids}</p>")
 
 
 def _gates(summary: dict[str, Any]) -> str:

@@ -89,7 +89,7 @@ def test_page_is_self_contained(page: str) -> None:
     # nothing to fetch: every src/href is a data: URI, a fragment or a query on the page itself
     for attr in re.findall(r'\b(?:src|href)="([^"]*)"', page):
         assert attr.startswith(("data:image/", "#", "?")), attr
-    assert page.count("data:image/svg+xml;base64,") == 5  # the five plots
+    assert page.count("data:image/svg+xml;base64,") == 6  # the five plots and the errors by kind
 
 
 def test_case_view_shows_episode_pictures_judges_and_goal(page: str) -> None:
