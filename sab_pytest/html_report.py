@@ -121,10 +121,13 @@ def _error_bars(m: dict[str, Any]) -> str | None:
     if not kinds:
         return None
     figure = _matplotlib()
+    from matplotlib.ticker import MaxNLocator
+
     fig = figure(figsize=(6.4, 0.4 * len(kinds) + 1.0))
     ax = fig.subplots()
     ys = list(range(len(kinds)))[::-1]
     ax.barh(ys, [n for _, n in kinds], color="#8a5a00", height=0.6)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # counts of cases
     ax.set_yticks(ys, [k for k, _ in kinds])
     for y, (_, n) in zip(ys, kinds, strict=True):
         ax.text(n, y, f" {n}", va="center", fontsize=8)
@@ -490,7 +493,7 @@ table.grid td,table.grid th{border-bottom:1px solid #e5e9ef}table.kv th{color:#4
 .ok{color:#1d7a3e}.bad{color:#b3261e}.muted{color:#6b7683}
 .plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(460px,1fr));gap:14px}
 .plots figure{margin:0;border:1px solid #e5e9ef;border-radius:6px;padding:8px}
-.plots img{width:100%;height:auto}figcaption{font-size:12px;color:#4a5566}
+.plots img{width:100%;max-width:640px;height:auto}figcaption{font-size:12px;color:#4a5566}
 .filters{display:flex;flex-wrap:wrap;gap:10px;align-items:center;position:sticky;top:0;background:#fff;padding:8px 0;
 z-index:1}
 .filters input{width:240px}#shown{color:#4a5566}
