@@ -199,3 +199,19 @@ def test_prompt_text_shared_by_many_calls_is_shown_once() -> None:
     assert page.count(html.escape(template)) == 1 and page.count('href="#prompt-1"') == 3
     for r in records:  # each call keeps its own part of the message
         assert f"Instruction: {r['case']['instruction']}" in page
+
+
+def test_api_keys_never_reach_the_page(tmp_path: Path) -> None:
+    from sab_pytest import metrics
+    from sab_pytest.html_report import write_report
+    from sab_pytest.report import Redactor
+
+    key = "sk-planted-secret-4242"
+    records = hazard_run(2, set())
+    records[0]["agent"]["text"] = f"my key is {key}"
+    records[1]["judge"]["rejection"]["explanation"] = f"server echoed Bearer {key}"
+    out = tmp_path / "r.html"
+    write_report(out, {"model": "m", "settings": {"base_url": f"http://x/?k={key}"},
+                       "metrics_full": metrics.compute(records)}, records, Redactor([key]))
+    page = out.read_text()
+    assert key not in page and page.count("[REDACTED]") == 2
