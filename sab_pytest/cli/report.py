@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
         print(f"python -m sab_pytest report: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"python -m sab_pytest report: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"python -m sab_pytest report: {exc.filename or args.run}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     size = out.stat().st_size
     print(f"wrote {out} ({size / 1e6:.2f} MB, {len(run.records)} cases) in {time.perf_counter() - started:.2f} s")
