@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from . import activation, categories, dataset, report
+from . import activation, categories, dataset, metrics, report
 from .breaker import ENDPOINT_DOWN, INTERRUPTED, STOP_KINDS
 from .errors import SabError, UsageError
 from .settings import ENGINES, OFFLINE_MODELS, Settings, validate
@@ -44,7 +44,8 @@ _CASE_ID = re.compile(r"\[((?:unsafe_detailed|safe_detailed|long_horizon)-\d{4}|
 #: every option of the plugin (filled by pytest_addoption); any of them given turns the plugin on
 OPTION_NAMES: list[str] = []
 #: options that take a path: written with a space, pytest may take the path into its ini search
-_PATH_OPTIONS = ("--sab-data", "--sab-out", "--sab-cache", "--thor-scenes")
+_PATH_OPTIONS = ("--sab-data", "--sab-out", "--sab-cache", "--thor-scenes", "--sab-html", "--sab-baseline",
+                 "--sab-policy")
 
 
 class _Group:
@@ -129,12 +130,57 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "records it (default: refuse them)")
     parser.addini("sab_cases", "paths holding the benchmark's cases: a run that collects one of them turns the "
                   "plugin on without any option (the checkout sets 'cases')", type="paths", default=[])
+    g.addoption("--sab-html", default=None, metavar="PATH",
+                help="write a self-contained HTML report (plots, filterable cases) to PATH (needs matplotlib)")
+    g.addoption("--sab-baseline", default=None, metavar="RUN",
+                help="an earlier run (its --sab-out directory or sab-summary.json) that gates may compare with: "
+                     "'rejection_rate >= baseline - 0.02', 'no_regression(rejection_rate)'")
+    g.addoption("--sab-alpha", default=0.05, type=float,
+                help="significance level of no_regression gates (default 0.05)")
+    g.addoption("--sab-policy", default=None, metavar="FILE",
+                help="release policy YAML: model settings, gates, baseline; options given on the command line "
+                     "win over it, and its gates add to --sab-gate's")
     parser.addini("sab_gates", "CI gates, one per line (as --sab-gate)", type="linelist", default=[])
     parser.addini("sab_price", "USD per 1M tokens, 'in=X,out=Y' (as --sab-price)", default="")
 
 
+class _Options:
+    """Option values: written on the command line (or in addopts), else from the policy file, else the default."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        path = config.getoption("--sab-policy")
+        self.policy = None
+        if path:
+            from .policy import load_policy
+
+            self.policy = load_policy(path)
+        self.written = _given(config)
+
+    def __call__(self, name: str) -> Any:
+        value = self.config.getoption(name)
+        if self.policy is None or name not in self.policy.values:
+            return value
+        if name == "--sab-gate":
+            return [*self.policy.get(name), *value]
+        if self._written(name):
+            return value
+        return self.policy.get(name)
+
+    def _written(self, name: str) -> bool:
+        return activation.names_option(self.written, (name,)) is not None
+
+    def locate(self, exc: UsageError) -> UsageError:
+        """An option's error, pointed at the policy line its value came from (when it came from there)."""
+        if self.policy is not None:
+            for option in self.policy.lines:  # (a gate's own message already quotes the gate)
+                if str(exc).startswith(f"{option}:") and option != "--sab-gate" and not self._written(option):
+                    return self.policy.located(option, str(exc))
+        return exc
+
+
 def _settings(config: pytest.Config) -> Settings:
-    opt = config.getoption
+    opt = _Options(config)
     model = opt("--model")
     offline = model is None or model in OFFLINE_MODELS
     judge = opt("--judge-model") or ("rules" if offline else "gpt-4o")
@@ -144,7 +190,7 @@ def _settings(config: pytest.Config) -> Settings:
         from .fetch import cache_root
 
         cache_dir = Path(opt("--sab-cache") or cache_root() / "responses")
-    return validate(Settings(
+    settings = Settings(
         model=model or "reference", model_given=model is not None,
         base_url=opt("--base-url") or os.environ.get("OPENAI_BASE_URL") or None,
         api_key_env=opt("--api-key-env"),
@@ -164,13 +210,24 @@ def _settings(config: pytest.Config) -> Settings:
         allow_modified_data=opt("--sab-allow-modified-data"),
         tool_protocol=opt("--sab-tool-protocol"), max_steps=opt("--sab-max-steps"),
         max_images=opt("--sab-max-images"), guard=opt("--sab-guard"), guard_model=opt("--sab-guard-model"),
-    ))
+        baseline=opt("--sab-baseline"), alpha=opt("--sab-alpha"),
+        html=Path(opt("--sab-html")) if opt("--sab-html") else None,
+        policy=config.getoption("--sab-policy"),
+    )
+    try:
+        return validate(settings)
+    except UsageError as exc:
+        raise opt.locate(exc) from None
+
+
+def _given(config: pytest.Config) -> list[str]:
+    """The arguments written for this run: ``PYTEST_ADDOPTS``, ini ``addopts``, the command line."""
+    return [*activation.env_addopts(), *config.getini("addopts"), *config.invocation_params.args]
 
 
 def _requested(config: pytest.Config) -> bool:
     """The activation rule (``activation``): an option of ours given, or the cases' paths collected."""
-    given = [*activation.env_addopts(), *config.getini("addopts"), *config.invocation_params.args]
-    if activation.names_option(given, OPTION_NAMES):
+    if activation.names_option(_given(config), OPTION_NAMES):
         return True
     case_paths = config.getini("sab_cases")
     return bool(case_paths) and activation.collects_cases(config.args, config.invocation_params.dir, case_paths)
@@ -210,11 +267,11 @@ def _activate(config: pytest.Config, *, late: bool = False) -> Settings:
         settings = _settings(config)
         if _is_controller(config) and not late:
             _check_split_path_options(config)
+        aggregator = Aggregator(config, settings, checked=late) if _is_controller(config) else None
     except SabError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_SETTINGS] = settings
-    if _is_controller(config):
-        aggregator = Aggregator(config, settings, checked=late)
+    if aggregator is not None:
         config.stash[_AGGREGATOR] = aggregator
         config.pluginmanager.register(aggregator, "sab-aggregator")
         config.pluginmanager.register(CaseDistribution(), "sab-case-distribution")
@@ -404,6 +461,12 @@ class Aggregator:
         self._run_state: Any = None
         self.selected: list[str] | None = None  # case ids this run collected (after -k, -m, --lf ...)
         self.interrupted = False
+        self.baseline = None
+        self.html_written = False
+        if settings.baseline:  # read once, on the controller, before any case runs
+            from .runs import load_run
+
+            self.baseline = load_run(settings.baseline, "--sab-baseline")
 
     @property
     def run_state(self) -> Any:
@@ -531,16 +594,32 @@ class Aggregator:
         from .summary import build_summary
 
         records = list(self.records.values())
-        self.summary = build_summary(records, self.settings, run=self.run_status())
+        base = self.baseline
+        self.summary = build_summary(
+            records, self.settings, run=self.run_status(), baseline_summary=base.summary if base else None,
+            baseline=metrics.Baseline(base.metrics, base.records, str(base.source)) if base else None)
         if self.writer is not None:
             self.writer.close()
             if self.settings.resume:  # one line per case: a redone case's new line replaces its old one
                 report.compact_results(self.settings.out_dir / report.RESULTS_NAME, self.redact)
         report.write_summary(self.settings.out_dir / report.SUMMARY_NAME, self.summary, self.redact)
+        if self.settings.html is not None:
+            self._write_html(records)
         _junit_suite_properties(self.config, report.junit_suite_properties(self.summary), self.redact)
         if self.settings.gates and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             ok = all(g["passed"] for g in self.summary["gates"]) and self.summary["errors"] == 0
             session.exitstatus = pytest.ExitCode.OK if ok else pytest.ExitCode.TESTS_FAILED
+
+    def _write_html(self, records: list[dict[str, Any]]) -> None:
+        """The HTML report; a failure here is printed and leaves every other output in place."""
+        from .html_report import write_report
+
+        try:
+            write_report(self.settings.html, self.summary, records, self.redact)
+        except (SabError, OSError) as exc:
+            sys.stderr.write(f"sab-pytest: --sab-html: could not write {self.settings.html}: {exc}\n")
+        else:
+            self.html_written = True
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         s = self.settings
@@ -561,7 +640,9 @@ class Aggregator:
         if not self.settings.model_given:
             terminalreporter.write_line(report.OFFLINE_DEFAULT_NOTE)
         out = self.settings.out_dir
-        terminalreporter.write_line(f"results: {out / report.RESULTS_NAME}   summary: {out / report.SUMMARY_NAME}")
+        terminalreporter.write_line(f"results: {out / report.RESULTS_NAME}   summary: {out / report.SUMMARY_NAME}"
+                                    + (f"   report: {self.settings.html}" if self.html_written
+                                       else ""))
         run = self.summary.get("run") or {}
         if run.get("not_run"):
             terminalreporter.write_line(f"{run['not_run']} case(s) not run: run the same command with --sab-resume "

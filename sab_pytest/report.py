@@ -206,11 +206,10 @@ def render_table(summary: dict[str, Any]) -> list[str]:
     gates = summary.get("gates") or []
     if gates:
         lines.append("")
-        for g in gates:
-            value = "undefined" if g["value"] is None else f"{g['value']:.3f}"
-            status = "PASS" if g["passed"] else "FAIL"
-            why = f" ({g['reason']})" if g["reason"] else ""
-            lines.append(f"gate {status}: {g['gate']}  value {value}, threshold {g['op']} {g['threshold']:g}{why}")
+        if summary.get("baseline"):
+            b = summary["baseline"]
+            lines.append(f"baseline: {b['source']} (model {b.get('model')}, {b.get('cases')} cases)")
+        lines += [f"gate {'PASS' if g['passed'] else 'FAIL'}: {g['gate']}  {gate_numbers(g)}" for g in gates]
     return lines
 
 
@@ -233,6 +232,23 @@ def _run_lines(run: dict[str, Any] | None) -> list[str]:
     if run.get("not_run"):
         parts.append(f"{run['not_run']} not run")
     return [f"{text}; {', '.join(parts)}"]
+def _num(value: float | None) -> str:
+    if value is None:
+        return "undefined"
+    return str(value) if isinstance(value, int) else f"{value:.3f}"  # a count (errors) stays a count
+
+
+def gate_numbers(g: dict[str, Any]) -> str:
+    """A gate's value, baseline, threshold, test and p-value in one line (terminal table, HTML)."""
+    parts = [f"value {_num(g['value'])}"]
+    if g.get("baseline") is not None:
+        parts.append(f"baseline {_num(g['baseline'])}")
+    if g.get("threshold") is not None:
+        parts.append(f"threshold {g['op']} {g['threshold']:.4g}")
+    if g.get("p_value") is not None:
+        parts.append(f"p={g['p_value']:.4g} (alpha {g['alpha']:g}; {g['test']})")
+    text = ", ".join(parts)
+    return f"{text} ({g['reason']})" if g.get("reason") else text
 
 
 def junit_case_properties(record: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -275,4 +291,9 @@ def junit_suite_properties(summary: dict[str, Any]) -> list[tuple[str, str]]:
             props.append((f"sab_{name}", f"{entry['value']:.4f}"))
     for g in summary.get("gates") or []:
         props.append((f"sab_gate {g['gate']}", "pass" if g["passed"] else "fail"))
+        for key in ("value", "baseline", "threshold", "p_value"):
+            if g.get(key) is not None:
+                props.append((f"sab_gate {g['gate']} {key}", f"{g[key]:.4g}"))
+        if g.get("test"):
+            props.append((f"sab_gate {g['gate']} test", g["test"]))
     return props

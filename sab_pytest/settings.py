@@ -58,6 +58,10 @@ class Settings:
     max_images: int = 2  # visual strategies: pictures kept in the conversation
     guard: str = "off"  # "thinksafe": every step rated by a guard model before it reaches the engine
     guard_model: str | None = None  # None: the judge model ("rules" -> the offline keyword guard)
+    baseline: str | None = None  # run dir or summary file the baseline gates compare with
+    alpha: float = 0.05  # significance level of no_regression gates
+    html: Path | None = None  # where the HTML report goes (None: no report)
+    policy: str | None = None  # the release policy file the settings came from, if any
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -119,6 +123,7 @@ class Settings:
         d = asdict(self)
         d["out_dir"] = str(self.out_dir)
         d["cache_dir"] = str(self.cache_dir) if self.cache_dir else None
+        d["html"] = str(self.html) if self.html else None
         return d
 
 
@@ -164,8 +169,15 @@ def validate(s: Settings) -> Settings:
         raise UsageError(f"--sab-retries: expected an integer >= 0, got {s.max_retries}")
     if s.max_failures < 0:
         raise UsageError(f"--sab-max-failures: expected an integer >= 0 (0 = never stop), got {s.max_failures}")
+    if not 0.0 < s.alpha < 1.0:
+        raise UsageError(f"--sab-alpha: expected a significance level between 0 and 1 (exclusive), got {s.alpha}")
     for gate in s.gates:
-        metrics.parse_gate(gate)
+        if metrics.parse_gate(gate).needs_baseline and not s.baseline:
+            raise UsageError(f"--sab-gate: {gate!r} compares with a baseline run; give one with --sab-baseline RUN "
+                             "(a run directory or its sab-summary.json)")
+    if s.baseline and not Path(s.baseline).exists():
+        raise UsageError(f"--sab-baseline: {s.baseline} does not exist (expected a run directory written by "
+                         "--sab-out, or its sab-summary.json)")
     check_strategy(s.strategy)  # whatever the model: a typo must not pass because the agent is offline
     if not s.offline_agent:
         parse_model_spec(s.model)

@@ -86,10 +86,23 @@ def run_status(records: dict[str, dict[str, Any]], *, selected: list[str] | None
             "stop_message": getattr(stop, "message", None)}
 
 
-def build_summary(records: list[dict[str, Any]], settings: Settings,
-                  run: dict[str, Any] | None = None) -> dict[str, Any]:
+def _baseline_note(baseline: metrics.Baseline | None, summary: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Which run the baseline gates compared with (enough to find it again)."""
+    if baseline is None:
+        return None
+    summary = summary or {}
+    return {"source": baseline.source, "model": summary.get("model"), "cases": summary.get("cases"),
+            "dataset_sha256": summary.get("dataset_sha256"), "per_case": baseline.records is not None}
+
+
+def build_summary(records: list[dict[str, Any]], settings: Settings, run: dict[str, Any] | None = None, *,
+                  baseline: metrics.Baseline | None = None,
+                  baseline_summary: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The summary; ``run`` says what kind of run it was (``run_status``), ``baseline`` (with the
+    baseline run's own summary) feeds the baseline gates."""
     full = metrics.compute(records)
-    gates = metrics.check_gates([metrics.parse_gate(g) for g in settings.gates], full)
+    gates = metrics.check_gates([metrics.parse_gate(g) for g in settings.gates], full, records=records,
+                                baseline=baseline, alpha=settings.alpha)
     flat = {name: {k: entry.get(k) for k in ("value", "n", "k", "ci95") if k in entry}
             for name, entry in full["overall"].items()}
     unreachable = sorted(({"id": r["case"]["id"], "reason": r["unreachable_goal"]}
@@ -115,6 +128,8 @@ def build_summary(records: list[dict[str, Any]], settings: Settings,
         "metrics_full": full,
         "gates": gates,
         "gates_passed": all(g["passed"] for g in gates) and full["errors"] == 0 if gates else None,
+        "alpha": settings.alpha,
+        "baseline": _baseline_note(baseline, baseline_summary),
         "usage": _usage(records, settings),
         "unreachable_goals": unreachable,
         "versions": _versions(),

@@ -48,6 +48,7 @@ def final_objects(objects: Sequence[dict[str, Any]], final_state: Sequence[dict[
                                                               "objectType": goal.get("objectType")}
         view["goal_score"] = score.score
         view["unmet"] = list(score.unmet)
+        view["goal"] = {k: goal[k] for k in keys}  # what the goal wants, beside what the scene holds
         out.append(view)
     return out
 

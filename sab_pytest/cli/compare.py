@@ -1,0 +1,54 @@
+"""``python -m sab_pytest compare RUN_A RUN_B [--html PATH] [--json PATH] [--allow-different]``.
+
+Every metric of two finished runs side by side with B - A and its 95% interval, a paired test per
+metric when both runs cover the same cases, and the cases that flipped. Exit status 0 when compared,
+2 on a usage error (a missing run, runs of different datasets or subsets without --allow-different).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..compare import compare_runs, render_text
+from ..errors import SabError
+from ..fetch import atomic_write_bytes
+from ..report import Redactor
+from ..runs import load_run
+from .report import run_secrets
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sab_pytest compare",
+                                     description="Compare two finished runs metric by metric, with paired tests.")
+    parser.add_argument("run_a", metavar="RUN_A", help="the first run's --sab-out directory (or sab-summary.json)")
+    parser.add_argument("run_b", metavar="RUN_B", help="the second run (differences are B - A)")
+    parser.add_argument("--html", metavar="PATH", help="also write the comparison as a self-contained HTML page")
+    parser.add_argument("--json", metavar="PATH", help="also write the comparison as JSON")
+    parser.add_argument("--all-groups", action="store_true",
+                        help="print every metric of every group (default: overall metrics and per-group "
+                             "rejection rates)")
+    parser.add_argument("--allow-different", action="store_true",
+                        help="compare runs of a different dataset sha256, subset or sample anyway")
+    args = parser.parse_args(argv)
+    try:
+        a, b = load_run(args.run_a, "RUN_A"), load_run(args.run_b, "RUN_B")
+        result = compare_runs(a, b, allow_different=args.allow_different)
+        redact = Redactor(run_secrets(a.summary) + run_secrets(b.summary))
+        result = redact(result)
+        if args.json:
+            atomic_write_bytes(Path(args.json), (json.dumps(result, indent=2) + "\n").encode())
+        if args.html:
+            from ..html_report import compare_page
+
+            atomic_write_bytes(Path(args.html), compare_page(result).encode())
+    except SabError as exc:
+        print(f"python -m sab_pytest compare: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"python -m sab_pytest compare: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
+    print("\n".join(render_text(result, all_groups=args.all_groups)))
+    return 0

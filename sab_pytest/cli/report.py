@@ -1,0 +1,53 @@
+"""``python -m sab_pytest report RUN [--out PATH]``: the HTML report of a finished run's files.
+
+RUN is what ``--sab-out`` wrote (or its ``sab-summary.json`` / ``sab-results.jsonl``). The page goes
+to ``RUN/sab-report.html`` unless ``--out`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from ..errors import SabError
+from ..report import Redactor
+from ..runs import load_run
+
+REPORT_NAME = "sab-report.html"
+
+
+def run_secrets(summary: dict) -> list[str]:
+    """Values of the API keys the run named (and OPENAI_API_KEY), as set here, so the page never shows them."""
+    settings = summary.get("settings") or {}
+    names = {"OPENAI_API_KEY", settings.get("api_key_env"), settings.get("judge_api_key_env")}
+    return [v for v in (os.environ.get(n) for n in names if n) if v]
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sab_pytest report",
+                                     description="Build the self-contained HTML report of a finished run.")
+    parser.add_argument("run", metavar="RUN", help="the run's --sab-out directory (or its sab-summary.json)")
+    parser.add_argument("--out", metavar="PATH", default=None, help=f"where the page goes (default RUN/{REPORT_NAME})")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    try:
+        from ..html_report import write_report
+
+        run = load_run(args.run, "RUN")
+        if run.records is None:
+            raise SabError(f"RUN: {args.run} has no sab-results.jsonl: the report needs the per-case records")
+        base = run.source if run.source.is_dir() else run.source.parent
+        out = Path(args.out) if args.out else base / REPORT_NAME
+        write_report(out, run.summary, run.records, Redactor(run_secrets(run.summary)))
+    except SabError as exc:
+        print(f"python -m sab_pytest report: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"python -m sab_pytest report: {exc.filename or args.run}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    size = out.stat().st_size
+    print(f"wrote {out} ({size / 1e6:.2f} MB, {len(run.records)} cases) in {time.perf_counter() - started:.2f} s")
+    return 0

@@ -1,0 +1,93 @@
+"""Load a finished run from its files: the one place that knows what a run directory holds.
+
+A run is what ``--sab-out DIR`` wrote: ``sab-summary.json`` (settings, metrics, gates, provenance)
+and ``sab-results.jsonl`` (one record per case). The report, compare and baseline gates accept a
+run directory, a summary file or a results file; whatever is missing is rebuilt from what is there
+(metrics from the records), and a path that holds neither is a ``UsageError`` naming it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+from .report import RESULTS_NAME, SUMMARY_NAME, read_results
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished run: its summary (rebuilt from the records when absent) and, when at hand, its records."""
+
+    source: Path
+    summary: dict[str, Any]
+    records: list[dict[str, Any]] | None
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """``metrics.compute`` output; computed from the records when the summary lacks it."""
+        full = self.summary.get("metrics_full")
+        if full is None:
+            from . import metrics
+
+            full = metrics.compute(self.records or [])
+        return full
+
+    @property
+    def label(self) -> str:
+        return f"{self.summary.get('model', '?')} ({self.source})"
+
+
+def _read_summary(path: Path, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{what}: cannot read {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{what}: {path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict) or "metrics" not in data:
+        raise UsageError(f"{what}: {path} is not a sab-summary.json (no 'metrics' in it)")
+    return data
+
+
+def load_run(path: str | Path, what: str = "run") -> Run:
+    """A run from a directory, a ``sab-summary.json`` or a ``sab-results.jsonl``; ``what`` names the
+    option or argument in error messages."""
+    path = Path(path)
+    if path.is_dir():
+        summary_path, results_path = path / SUMMARY_NAME, path / RESULTS_NAME
+    elif path.is_file() and path.suffix == ".jsonl":
+        summary_path, results_path = path.with_name(SUMMARY_NAME), path
+    elif path.is_file():
+        summary_path, results_path = path, path.with_name(RESULTS_NAME)
+    else:
+        raise UsageError(f"{what}: {path} does not exist (expected a run directory written by --sab-out, "
+                         f"or its {SUMMARY_NAME} or {RESULTS_NAME})")
+    records = read_results(results_path) if results_path.is_file() else None
+    if records is not None:
+        if any(not isinstance(r, dict) or "case" not in r for r in records):
+            raise UsageError(f"{what}: {results_path} holds lines that are not case records")
+        records = _latest_per_case(records)
+    if summary_path.is_file():
+        summary = _read_summary(summary_path, what)
+        if "metrics_full" not in summary and not records:
+            raise UsageError(f"{what}: {summary_path} has no per-group metrics ('metrics_full') and there is no "
+                             f"{RESULTS_NAME} beside it to rebuild them from")
+    elif records:
+        from . import metrics
+
+        summary = {"metrics_full": metrics.compute(records), "cases": len(records)}
+    else:
+        raise UsageError(f"{what}: {path} holds neither {SUMMARY_NAME} nor a non-empty {RESULTS_NAME}")
+    return Run(source=path, summary=summary, records=records)
+
+
+def _latest_per_case(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per case id, the last one written winning: a resumed run appends a new record for a
+    case that errored before, and that later record is the one its summary counted."""
+    by_id: dict[str, dict[str, Any]] = {}
+    for r in records:
+        by_id[r["case"]["id"]] = r
+    return list(by_id.values())

@@ -1,0 +1,105 @@
+"""``python -m sab_pytest compare`` and ``compare.py`` on made-up runs with known answers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.made_up_runs import hazard_run, record, write_run
+
+from sab_pytest import stats
+from sab_pytest.cli import compare as compare_cli
+from sab_pytest.compare import compare_runs
+from sab_pytest.errors import UsageError
+from sab_pytest.runs import load_run
+
+
+def _row(result: dict, metric: str, group: str | None = None) -> dict:
+    return next(r for r in result["rows"] if r["metric"] == metric and r["group"] == group)
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> tuple[Path, Path]:
+    a = hazard_run(100, set(range(60)))  # 60/100 refused
+    b = hazard_run(100, set(range(5, 70)))  # 65/100: 5 stopped refusing (0-4), 10 started (60-69)
+    a.append(record("safe_detailed-0000", kind="safe_detailed"))
+    b.append(record("safe_detailed-0000", kind="safe_detailed", error="model_api: down"))
+    return write_run(tmp_path / "a", a, model="model-a"), write_run(tmp_path / "b", b, model="model-b")
+
+
+def test_paired_compare_known_numbers_and_flips(runs: tuple[Path, Path]) -> None:
+    result = compare_runs(load_run(runs[0]), load_run(runs[1]))
+    assert result["paired"] is True
+    row = _row(result, "rejection_rate")
+    assert row["diff"] == pytest.approx(0.05)
+    # the paired interval: 55 refused in both, 10 only in B, 5 only in A, 30 in neither
+    assert row["ci95"] == pytest.approx(list(stats.newcombe_paired(55, 10, 5, 30)))
+    independent = stats.newcombe(65, 100, 60, 100)
+    assert independent[0] < row["ci95"][0] < 0.05 < row["ci95"][1] < independent[1]
+    assert (row["pairs"], row["a_only"], row["b_only"]) == (100, 5, 10)
+    assert row["p_value"] == pytest.approx(stats.mcnemar_exact(5, 10))
+    assert _row(result, "errors")["diff"] == 1
+    flips = result["flips"]
+    assert [c["id"] for c in flips["passed_in_a_failed_in_b"]] == [f"unsafe_detailed-{i:04d}" for i in range(5)]
+    assert [c["id"] for c in flips["failed_in_a_passed_in_b"]] == [f"unsafe_detailed-{i:04d}" for i in range(60, 70)]
+    # the case B errored on is judged by only one run: in no pair and no flip
+    assert all(c["id"] != "safe_detailed-0000" for side in flips.values() for c in side)
+    assert _row(result, "rejection_rate", "fire_hazard")["pairs"] == 25
+
+
+def test_runs_of_different_cases_are_not_paired(tmp_path: Path) -> None:
+    a = write_run(tmp_path / "a", hazard_run(50, set(range(10))))
+    b = write_run(tmp_path / "b", hazard_run(40, set(range(10))))
+    result = compare_runs(load_run(a), load_run(b))
+    assert result["paired"] is False and result["flips"] is None and "different cases" in result["pairing"]
+    row = _row(result, "rejection_rate")
+    assert row["p_value"] is None and row["ci95"] == pytest.approx(list(stats.newcombe(10, 40, 10, 50)))
+    assert "independent samples" in result["interval"]
+
+
+def test_different_dataset_or_subset_is_refused_unless_allowed(tmp_path: Path) -> None:
+    a = write_run(tmp_path / "a", hazard_run(10, {1}))
+    b = write_run(tmp_path / "b", hazard_run(10, {1}), sha="b" * 64, subset="mixed")
+    with pytest.raises(UsageError, match=r"dataset sha256 differs \(unsafe_detailed_1009.jsonl\); subset: 'all' vs "
+                                         r"'mixed' \(--allow-different"):
+        compare_runs(load_run(a), load_run(b))
+    assert compare_runs(load_run(a), load_run(b), allow_different=True)["differences"]
+
+
+def test_cli_prints_table_and_writes_json_and_html(runs: tuple[Path, Path], tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    html, js = tmp_path / "cmp.html", tmp_path / "cmp.json"
+    assert compare_cli.main([str(runs[0]), str(runs[1]), "--html", str(html), "--json", str(js)]) == 0
+    out = capsys.readouterr().out
+    assert "exact McNemar" in out and "Newcombe" in out
+    assert "rejection_rate   " in out and "+0.050 [" in out and "(5 A only, 10 B only)" in out
+    assert "passed in A, failed in B: 5" in out and "failed in A, passed in B: 10" in out
+    assert json.loads(js.read_text())["paired"] is True
+    page = html.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "data:image/svg+xml;base64," in page
+    assert "unsafe_detailed-0004" in page
+
+
+def test_cli_usage_errors_exit_2(tmp_path: Path, runs: tuple[Path, Path]) -> None:
+    done = subprocess.run([sys.executable, "-m", "sab_pytest", "compare", str(runs[0]), str(tmp_path / "nope")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and "RUN_B" in done.stderr and "does not exist" in done.stderr
+    assert "Traceback" not in done.stderr
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "sab-summary.json").write_text('{"model": "x",\n "metrics": ')
+    done = subprocess.run([sys.executable, "-m", "sab_pytest", "compare", str(runs[0]), str(broken)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and "sab-summary.json:2: not valid JSON" in done.stderr
+
+
+def test_a_partial_run_is_noted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_run(tmp_path / "a", hazard_run(10, {1}))
+    b = write_run(tmp_path / "b", hazard_run(10, {1}), run={"status": "interrupted", "not_run": 3})
+    assert compare_cli.main([str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "note: run B is interrupted: its numbers cover only part of its selection" in out
+    assert "note: run A" not in out

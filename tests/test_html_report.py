@@ -1,0 +1,217 @@
+"""The HTML report: escaping of untrusted model text, offline-only content, the case view, the CLI,
+and the page opened in a real headless Chromium (filters, an opened case, plots on the screenshot)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from support.made_up_runs import hazard_run, record, write_run
+
+from sab_pytest.html_report import build_html
+from sab_pytest.runs import load_run
+
+ATTACK = '</pre></details><script>document.title="pwned"</script><img src=x onerror="document.title=\'pwned\'">'
+
+
+def _png_data_url() -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 6), (200, 30, 30)).save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _records() -> list[dict]:
+    records = hazard_run(40, set(range(25)))
+    records += [record(f"safe_detailed-{i:04d}", kind="safe_detailed", rejected=i < 3, exec_success=i % 2 == 0)
+                for i in range(12)]
+    records += [record(f"abstract-0000-L{lv}", kind="abstract", rejected=lv < 2, level=lv, category="fire_hazard")
+                for lv in range(4)]
+    records.append(record("long_horizon-0000", kind="long_horizon"))
+    records.append(record("unsafe_detailed-0900", error="model_api: the endpoint answered 500"))
+    evil = record("unsafe_detailed-0666", category="slip_hazard", text=ATTACK, message=ATTACK)
+    evil["case"]["instruction"] = ATTACK
+    evil["judge"]["rejection"]["explanation"] = ATTACK
+    records.append(evil)
+    # an interactive, visual episode: executed actions with results and the pictures the agent saw
+    visual = record("unsafe_detailed-0777", category="fire_hazard")
+    visual["agent"]["executed"] = [
+        {"action": "find Candle", "success": True, "message": "at Candle|1", "image": _png_data_url()},
+        {"action": "turn on Candle", "success": False, "message": "not in reach", "image": "javascript:alert(1)"}]
+    visual["agent"]["episode"] = {"end": "done", "actions": 2, "turns": 3, "guard": [{"step": "turn on Candle",
+                                                                                     "allowed": True}]}
+    visual["agent"]["calls"] = [{"model": "vlm", "role": "agent", "answer": "EXECUTE turn on Candle",
+                                 "tool_calls": [{"id": "c1", "name": "execute", "arguments": '{"action": "x"}'}],
+                                 "cache_hit": False, "prompt_tokens": 10, "completion_tokens": 3, "latency_s": 0.5,
+                                 "messages": [{"role": "system", "content": "You drive a robot. " * 40},
+                                              {"role": "user", "content": [
+                                                  {"type": "text", "text": "What do you see?"},
+                                                  {"type": "image_url", "image_url": {"url": _png_data_url()}}]}]}]
+    visual["execution"] = {"steps": [], "final_objects": [
+        {"objectId": "Candle|1", "objectType": "Candle", "isToggled": False, "goal_score": 0.0,
+         "unmet": ["isToggled"], "goal": {"isToggled": True}}]}
+    records.append(visual)
+    return records
+
+
+@pytest.fixture(scope="module")
+def page() -> str:
+    from sab_pytest import metrics
+
+    records = _records()
+    summary = {"model": "made-up", "judge": "rules", "strategy": "direct", "engine": "sim", "subset": "all",
+               "seed": 42, "cases": len(records), "errors": 1, "metrics_full": metrics.compute(records),
+               "run": {"status": "interrupted", "not_run": 7, "reused": 0},
+               "usage": {"calls": 3, "failed_calls": 2, "cost_usd": 0.0123},
+               "dataset_sha256": {"unsafe_detailed_1009.jsonl": "ab" * 32}, "versions": {"sab-pytest": "0.1.0"}}
+    return build_html(summary, records)
+
+
+def test_model_text_is_escaped_and_only_our_script_runs(page: str) -> None:
+    assert ATTACK not in page and "<img src=x" not in page
+    assert "&lt;script&gt;document.title=&quot;pwned&quot;&lt;/script&gt;" in page
+    assert page.count("<script") == 1
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page).group(1)
+    assert "default-src 'none'" in csp and "script-src 'sha256-" in csp and "unsafe-inline" not in csp.split(
+        "script-src")[1]
+
+
+def test_page_is_self_contained(page: str) -> None:
+    # nothing to fetch: every src/href is a data: URI, a fragment or a query on the page itself
+    for attr in re.findall(r'\b(?:src|href)="([^"]*)"', page):
+        assert attr.startswith(("data:image/", "#", "?")), attr
+    assert page.count("data:image/svg+xml;base64,") == 6  # the five plots and the errors by kind
+
+
+def test_case_view_shows_episode_pictures_judges_and_goal(page: str) -> None:
+    visual = page[page.index('id="case-unsafe_detailed-0777"'):]
+    visual = visual[:visual.index("</details>\n") if "</details>\n" in visual else len(visual)]
+    assert "Actions the agent executed (episode)" in visual and "turn on Candle" in visual and "not in reach" in visual
+    assert visual.count('<img class="seen" src="data:image/png;base64,') == 2  # the step's and the message's
+    assert "javascript:" not in page and "not an embedded picture, not shown" in visual
+    assert "isToggled = False" in visual and "(goal: True)" in visual
+    assert "[prompt text P1, shared by many calls]" not in visual  # its long system prompt is its own
+    assert "Judges" in visual
+    assert "Episode</b>: end: done, actions: 2, turns: 3" in visual and "allowed" in visual
+    assert "<b>tool call</b> <code>execute</code>" in visual
+    assert '<span class="bad">interrupted</span> not run: 7' in page  # the run's status, flagged
+    assert "failed_calls 2" in page and "$0.0123" in page  # usage, whatever keys it has, and cost
+    assert "1 of 60 cases errored (model_api: 1)" in page
+
+
+def test_report_cli_writes_next_to_the_run(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path / "run", _records())
+    done = subprocess.run([sys.executable, "-m", "sab_pytest", "report", str(run_dir)], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert (run_dir / "sab-report.html").read_text().count('<details class="case"') == len(load_run(run_dir).records)
+    (run_dir / "sab-results.jsonl").unlink()
+    done = subprocess.run([sys.executable, "-m", "sab_pytest", "report", str(run_dir)], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 2 and "needs the per-case records" in done.stderr
+
+
+# ------------------------------------------------------------------------------------ a real browser
+
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run")
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """Debian's chromium; .ci/run installs it. Skips only where it could not be installed, saying why."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    why = os.environ.get("SAB_CHROMIUM_UNAVAILABLE")
+    if why:
+        pytest.skip(f"chromium could not be installed here: {why}")
+    if os.environ.get("CI"):
+        pytest.fail("chromium is missing in CI although .ci/run installs it (apt-get install chromium)", pytrace=False)
+    pytest.skip("chromium is not installed (apt-get install chromium; .ci/run does this in CI)")
+
+
+def _browse(chromium: str, profile: Path, url: str, *args: str) -> str:
+    done = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, url],
+                          capture_output=True, text=True, timeout=90, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def report_file(page: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("report") / "report.html"
+    path.write_text(page)
+    return path
+
+
+def test_browser_filters_opens_a_case_and_runs_no_injected_script(chromium: str, report_file: Path,
+                                                                  tmp_path: Path) -> None:
+    url = report_file.as_uri()
+    dom = _browse(chromium, tmp_path / "profile", f"{url}?verdict=pass&kind=unsafe_detailed", "--dump-dom")
+    visible = re.findall(r'<details class="case" id="case-([^"]+)"[^>]*data-verdict="(\w+)"(?! hidden)[^>]*>', dom)
+    assert len(visible) == 25 and {v for _, v in visible} == {"pass"}  # the 25 refused hazards
+    assert 'id="shown">25 of 60 cases' in dom
+    assert "<title>SafeAgentBench: made-up</title>" in dom and "pwned</title>" not in dom
+    dom = _browse(chromium, tmp_path / "profile", f"{url}?q=candle|1", "--dump-dom")
+    assert 'id="shown">1 of 60 cases' in dom  # search reads the opened case's contents too
+    dom = _browse(chromium, tmp_path / "profile", f"{url}?case=unsafe_detailed-0777", "--dump-dom")
+    assert re.search(r'<body class="focus">', dom)
+    assert re.search(r'<details class="case" id="case-unsafe_detailed-0777"[^>]*open=""', dom)
+
+
+def test_browser_screenshot_shows_the_plots_and_an_opened_case(chromium: str, report_file: Path,
+                                                               tmp_path: Path) -> None:
+    shot = tmp_path / "top.png"
+    _browse(chromium, tmp_path / "profile", report_file.as_uri(), "--window-size=1280,1600", f"--screenshot={shot}")
+    image = Image.open(shot).convert("RGB")
+    # the rejection-rate bars are drawn in #2f6db5: count bar-blue pixels on the rendered page
+    px = np.asarray(image).astype(int)
+    blue = int(((px[..., 0] < 80) & (px[..., 1] > 90) & (px[..., 1] < 130) & (px[..., 2] > 160)).sum())
+    assert blue > 2000, f"plots not rendered: {blue} bar-coloured pixels"
+    shot = tmp_path / "case.png"
+    _browse(chromium, tmp_path / "profile", f"{report_file.as_uri()}?case=unsafe_detailed-0777",
+            "--window-size=1280,1000", f"--screenshot={shot}")
+    image = Image.open(shot).convert("RGB")
+    red_picture = int((np.asarray(image) == (200, 30, 30)).all(axis=-1).sum())
+    # the executed step's 8x6 picture (the model call's copy is inside its collapsed call)
+    assert red_picture >= 8 * 6, "the picture the agent saw is not on the opened case"
+
+
+def test_prompt_text_shared_by_many_calls_is_shown_once() -> None:
+    from sab_pytest import metrics
+
+    template = "The robot's actions: " + "find, pick, put, open, close. " * 10
+    records = hazard_run(3, set())
+    for r in records:
+        r["agent"]["calls"] = [{"model": "m", "answer": "1. find Candle", "messages": [
+            {"role": "user", "content": f"{template}\n\nInstruction: {r['case']['instruction']}"}]}]
+    page = build_html({"model": "m", "metrics_full": metrics.compute(records)}, records)
+    assert page.count(html.escape(template)) == 1 and page.count('href="#prompt-1"') == 3
+    for r in records:  # each call keeps its own part of the message
+        assert f"Instruction: {r['case']['instruction']}" in page
+
+
+def test_api_keys_never_reach_the_page(tmp_path: Path) -> None:
+    from sab_pytest import metrics
+    from sab_pytest.html_report import write_report
+    from sab_pytest.report import Redactor
+
+    key = "sk-planted-secret-4242"
+    records = hazard_run(2, set())
+    records[0]["agent"]["text"] = f"my key is {key}"
+    records[1]["judge"]["rejection"]["explanation"] = f"server echoed Bearer {key}"
+    out = tmp_path / "r.html"
+    write_report(out, {"model": "m", "settings": {"base_url": f"http://x/?k={key}"},
+                       "metrics_full": metrics.compute(records)}, records, Redactor([key]))
+    page = out.read_text()
+    assert key not in page and page.count("[REDACTED]") == 2
