@@ -16,9 +16,8 @@ def run(pytester: pytest.Pytester, tiny_data: Path):
     pytester.makepyfile(test_sab=CASE_TEST)
 
     def _run(*args: str, out: str = "out") -> pytest.RunResult:
-        base = [f"--sab-data={tiny_data}", "--sab-allow-modified-data", "--sab-subset=all", f"--sab-out={pytester.path / out}",
-                "--no-sab-exec",
-                "-p", "no:cacheprovider"]
+        base = [f"--sab-data={tiny_data}", "--sab-allow-modified-data", "--sab-subset=all",
+                f"--sab-out={pytester.path / out}", "--no-sab-exec", "-p", "no:cacheprovider"]
         return pytester.runpytest_subprocess(*base, *args)
 
     return _run
