@@ -26,7 +26,7 @@ import pytest
 
 from . import categories, dataset, report
 from .errors import SabError, UsageError
-from .settings import OFFLINE_MODELS, Settings, validate
+from .settings import OFFLINE_MODELS, Settings, parse_shard, validate
 
 RECORD_KEY = "sab_record"
 _SETTINGS = pytest.StashKey[Settings]()
@@ -78,6 +78,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--sab-price", default=None, metavar="in=X,out=Y", help="USD per 1M input/output tokens, for cost")
     g.addoption("--thor", default="sim",
                 help="engine: sim (embedded, default) or local (ai2thor.Controller, needs its Unity build)")
+    g.addoption("--thor-executable", default=None, metavar="PATH",
+                help="with --thor local: the executable ai2thor starts instead of the Unity build, e.g. "
+                     "sab-thor-standin (the embedded engine behind ai2thor's own client; no GPU)")
+    g.addoption("--sab-shard", default=None, metavar="K/N",
+                help="run only the K-th of N deterministic slices of the selected cases (CI job matrices; "
+                     "combine the outputs with 'python -m sab_pytest merge')")
     g.addoption("--thor-scenes", default=None, metavar="DIR", help="iTHOR scene dumps (default: $SAB_THOR_SCENES, "
                 "else the user cache, else download the pinned files)")
     g.addoption("--no-sab-exec", action="store_true", help="do not execute plans in the engine")
@@ -110,7 +116,7 @@ def _settings(config: pytest.Config) -> Settings:
         gates=tuple([*config.getini("sab_gates"), *opt("--sab-gate")]),
         out_dir=Path(opt("--sab-out")), cache_dir=cache_dir,
         prices=opt("--sab-price") or config.getini("sab_price") or None,
-        engine=opt("--thor"),
+        engine=opt("--thor"), thor_executable=opt("--thor-executable"), shard=parse_shard(opt("--sab-shard")),
         thor_scenes=opt("--thor-scenes") or os.environ.get("SAB_THOR_SCENES") or None,
         execute=not opt("--no-sab-exec"), resume=opt("--sab-resume"),
     ))
@@ -135,6 +141,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_SETTINGS] = settings
     _warn_split_path_options(config)
+    if settings.shard is not None:  # on every process: xdist workers collect, the controller reports
+        config.pluginmanager.register(ShardFilter(config, *settings.shard), "sab-shard")
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
         aggregator = Aggregator(config, settings)
         config.stash[_AGGREGATOR] = aggregator
@@ -183,6 +191,39 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if problem is not None:  # outside the except block: one clean message, no chained traceback
         pytest.fail(problem, pytrace=False)
     metafunc.parametrize("sab_case", [pytest.param(c, id=c.id, marks=_marks(c)) for c in cases])
+
+
+class ShardFilter:
+    """``--sab-shard K/N``: deselect the cases of the other shards, after ``-k``/``-m`` did theirs.
+
+    Registered only when the option is given. The selection rule is ``shard.take``; what the shard
+    ran is kept in ``info`` (on an xdist worker it travels to the controller in ``workeroutput``).
+    """
+
+    def __init__(self, config: pytest.Config, k: int, n: int) -> None:
+        self.config, self.k, self.n = config, k, n
+        self.info: dict[str, Any] | None = None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        from . import shard
+
+        ids = {item.nodeid: item.callspec.params["sab_case"].id for item in items
+               if hasattr(item, "callspec") and "sab_case" in item.callspec.params}
+        keep = shard.take(ids.values(), self.k, self.n)
+        dropped = [item for item in items if item.nodeid in ids and ids[item.nodeid] not in keep]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if item.nodeid not in ids or ids[item.nodeid] in keep]
+        self.info = shard.describe(ids.values(), self.k, self.n)
+        if hasattr(config, "workeroutput"):
+            config.workeroutput["sab_shard"] = self.info
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        info = getattr(node, "workeroutput", {}).get("sab_shard")
+        if info is not None and self.info is None:
+            self.info = info
 
 
 # ------------------------------------------------------------------------------------------- fixtures
@@ -345,7 +386,13 @@ class Aggregator:
         from .summary import build_summary
 
         records = list(self.records.values())
-        self.summary = build_summary(records, self.settings)
+        shard_filter = self.config.pluginmanager.get_plugin("sab-shard")
+        shard_info = None
+        if shard_filter is not None:
+            k, n = self.settings.shard or (0, 0)
+            shard_info = shard_filter.info or {"index": k, "count": n, "selected": None, "cases": len(records),
+                                               "selection": None}
+        self.summary = build_summary(records, self.settings, shard=shard_info)
         if self.writer is not None:
             self.writer.close()
         report.write_summary(self.settings.out_dir / report.SUMMARY_NAME, self.summary, self.redact)
@@ -359,8 +406,9 @@ class Aggregator:
         model = s.model if s.model_given else "reference (offline default: no --model given)"
         strategy = f", strategy={s.strategy}" if not s.offline_agent else ""
         engine = s.engine if s.execute else "off"
+        shard = f", shard {s.shard[0]}/{s.shard[1]}" if s.shard else ""
         return [f"sab: model={model}{strategy}, judge={s.judge_model}, subset={s.subset}"
-                f"{f' sample={s.sample}' if s.sample else ''}, seed={s.seed}, engine={engine}"
+                f"{f' sample={s.sample}' if s.sample else ''}, seed={s.seed}, engine={engine}{shard}"
                 + (f", gates: {'; '.join(s.gates)}" if s.gates else "")]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

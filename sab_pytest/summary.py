@@ -49,7 +49,10 @@ def _usage(records: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
     return totals
 
 
-def build_summary(records: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
+def build_summary(records: list[dict[str, Any]], settings: Settings, shard: dict[str, Any] | None = None,
+                  dataset_sha256: dict[str, str] | None = None) -> dict[str, Any]:
+    """The summary of ``records``; ``shard`` is what ``--sab-shard`` ran (``shard.describe``), else None.
+    ``dataset_sha256`` given (a merge, on a machine that may lack the files) skips reading the dataset."""
     full = metrics.compute(records)
     gates = metrics.check_gates([metrics.parse_gate(g) for g in settings.gates], full)
     flat = {name: {k: entry.get(k) for k in ("value", "n", "k", "ci95") if k in entry}
@@ -65,6 +68,7 @@ def build_summary(records: list[dict[str, Any]], settings: Settings) -> dict[str
         "subset": settings.subset,
         "sample": settings.sample,
         "seed": settings.seed,
+        "shard": shard,
         "cases": full["cases"],
         "errors": full["errors"],
         "error_kinds": full["error_kinds"],
@@ -75,6 +79,6 @@ def build_summary(records: list[dict[str, Any]], settings: Settings) -> dict[str
         "usage": _usage(records, settings),
         "unreachable_goals": unreachable,
         "versions": _versions(),
-        "dataset_sha256": _dataset_sha(settings),
+        "dataset_sha256": _dataset_sha(settings) if dataset_sha256 is None else dataset_sha256,
         "settings": {k: v for k, v in settings.describe().items() if k not in ("extra",)},
     }
