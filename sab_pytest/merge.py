@@ -17,6 +17,7 @@ from typing import Any
 
 from . import report
 from .errors import UsageError
+from .fetch import atomic_write_bytes
 from .settings import Settings
 
 #: settings that may differ between the jobs of one matrix: where things are on each machine, and
@@ -146,12 +147,9 @@ def merge(runs: list[RunDir], out_dir: Path) -> dict[str, Any]:
     summary["missing_results"] = max(0, expected - len(records))
     redact = report.Redactor(settings.secrets())
     out_dir.mkdir(parents=True, exist_ok=True)
-    writer = report.ResultsWriter(out_dir / report.RESULTS_NAME, redact)
-    try:
-        for record in records:
-            writer.write(record)
-    finally:
-        writer.close()
+    # one atomic write (the per-line fsync of a live run buys nothing here), lines as ResultsWriter writes them
+    lines = "".join(json.dumps(redact(r), sort_keys=True, default=str) + "\n" for r in records)
+    atomic_write_bytes(out_dir / report.RESULTS_NAME, lines.encode())
     report.write_summary(out_dir / report.SUMMARY_NAME, summary, redact)
     return summary
 
