@@ -198,6 +198,7 @@ class ShardFilter:
 
     Registered only when the option is given. The selection rule is ``shard.take``; what the shard
     ran is kept in ``info`` (on an xdist worker it travels to the controller in ``workeroutput``).
+    Tests that are not benchmark cases are left alone: they run in every shard.
     """
 
     def __init__(self, config: pytest.Config, k: int, n: int) -> None:

@@ -158,3 +158,17 @@ def test_xdist_tx_popen_runs_the_benchmark(run, pytester: pytest.Pytester) -> No
     assert spread.parseoutcomes() == serial.parseoutcomes()
     assert _summary(pytester.path / "tx")["metrics_full"] == _summary(pytester.path / "serial")["metrics_full"]
     assert sorted(_ids(pytester.path / "tx")) == sorted(_ids(pytester.path / "serial"))
+
+
+def test_merged_status_is_complete_only_if_every_shard_was(tmp_path: Path) -> None:
+    from sab_pytest.merge import RunDir, exit_status, merged_status
+
+    def runs(*statuses: str | None) -> list[RunDir]:
+        return [RunDir(tmp_path / str(i), {"status": s} if s else {}, []) for i, s in enumerate(statuses)]
+
+    assert merged_status(runs(None, None)) is None
+    assert merged_status(runs("complete", "complete")) == "complete"
+    assert merged_status(runs("complete", "interrupted", "stopped")) == "interrupted"
+    summary = {"status": "interrupted", "missing_results": 0, "gates": [{"passed": True}], "gates_passed": True,
+               "errors": 0, "metrics": {"pass_rate": {"k": 3, "n": 3}}}
+    assert exit_status(summary) == 1 and exit_status({**summary, "status": "complete"}) == 0

@@ -163,3 +163,14 @@ def test_bad_engine_and_shard_options_are_usage_errors(pytester: pytest.Pytester
     result = pytester.runpytest_subprocess(f"--sab-data={tiny_data}", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([needle])
+
+
+def test_resolution_changes_reach_the_frame(launcher: Path) -> None:
+    # below 300 pixels ai2thor sends ChangeResolution right after launch; reset(width=...) sends it again
+    controller = local.start(str(launcher), scene="FloorPlan1", width=200, height=120)
+    try:
+        assert controller.last_event.frame.shape == (120, 200, 3)
+        event = controller.reset("FloorPlan1", width=320, height=240)
+        assert event.frame.shape == (240, 320, 3) and event.metadata["screenWidth"] == 320
+    finally:
+        controller.stop()
