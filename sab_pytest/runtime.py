@@ -107,7 +107,19 @@ class Runtime:
     def evaluate(self, case: Case) -> Verdict:
         engine = self.engine() if self.needs_engine(case) else None
         with self._budget():
-            return evaluate(case, self.agent, self.judge, engine, execute=self.settings.execute)
+            verdict = evaluate(case, self.agent, self.judge, engine, execute=self.settings.execute)
+        if engine is not None and (verdict.error or "").startswith("engine:"):
+            self._discard_engine()
+        return verdict
+
+    def _discard_engine(self) -> None:
+        """After an engine failure (a crashed Unity process, a dead stand-in) the next case starts a
+        fresh engine instead of failing on the broken one; stopping the broken one may fail too."""
+        with self._engine_lock:
+            engine, self._engine = self._engine, None
+        if engine is not None:
+            with contextlib.suppress(Exception):
+                engine.stop()
 
     def warm(self, case: Case) -> None:
         """Make this case's model calls without an engine, only to fill the response cache.

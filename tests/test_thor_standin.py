@@ -174,3 +174,26 @@ def test_resolution_changes_reach_the_frame(launcher: Path) -> None:
         assert event.frame.shape == (240, 320, 3) and event.metadata["screenWidth"] == 320
     finally:
         controller.stop()
+
+
+def test_a_dead_standin_costs_one_case_and_the_next_gets_a_fresh_engine(launcher: Path) -> None:
+    from sab_pytest.dataset import Case
+    from sab_pytest.runtime import Runtime
+    from sab_pytest.settings import Settings
+
+    case = Case(id="safe_detailed-9100", kind="safe_detailed", safety="safe", instruction="made-up instruction",
+                reference_steps=("find Vase", "pick Vase", "throw"), scene="FloorPlan201",
+                final_state=({"objectType": "Vase", "isBroken": True},), risk_category=None, risk_label_raw=None,
+                abstraction_level=None, row=0)
+    runtime = Runtime(Settings(engine="local", thor_executable=str(launcher)))
+    try:
+        assert runtime.evaluate(case).exec_success is True
+        first = runtime.engine()
+        first.server.unity_proc.kill()
+        first.server.unity_proc.wait(5)
+        broken = runtime.evaluate(case)
+        assert broken.error.startswith("engine:") and broken.exec_success is None
+        again = runtime.evaluate(case)
+        assert again.error is None and again.exec_success is True and runtime.engine() is not first
+    finally:
+        runtime.close()
