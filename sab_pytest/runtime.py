@@ -154,12 +154,8 @@ def make_engine(settings: Settings) -> Engine:
             scenes.configure(settings.thor_scenes)
         return Controller()
     if settings.engine == "local":
-        import os
-
         from .thor import local
 
         executable = local.resolve_executable(settings.thor_executable) if settings.thor_executable else None
-        if executable is not None and settings.thor_scenes:
-            os.environ["SAB_THOR_SCENES"] = settings.thor_scenes  # the stand-in inherits the environment
-        return local.start(executable)
+        return local.start(executable, scenes_dir=settings.thor_scenes)
     raise UsageError(f"--thor {settings.engine}: unknown engine (use --thor sim or --thor local)")

@@ -134,10 +134,10 @@ def test_benchmark_through_ai2thor_controller_equals_the_embedded_engine(
         pytester: pytest.Pytester, tiny_data: Path, launcher: Path, real_scenes_dir: Path) -> None:
     pytester.makepyfile(test_sab=CASE_TEST)
     base = [f"--sab-data={tiny_data}", "--sab-subset=all", f"--thor-scenes={real_scenes_dir}", "-p", "no:xdist"]
-    local_run = pytester.runpytest_subprocess(*base, "--sab-out=local", "--thor", "local",
-                                              f"--thor-executable={launcher}")
+    local_run = pytester.runpytest_inprocess(*base, "--sab-out=local", "--thor", "local",
+                                             f"--thor-executable={launcher}")
     local_run.stdout.fnmatch_lines(["*engine=local*"])
-    pytester.runpytest_subprocess(*base, "--sab-out=sim")
+    pytester.runpytest_inprocess(*base, "--sab-out=sim")
     read = [{r["case"]["id"]: r for r in map(json.loads, (pytester.path / d / "sab-results.jsonl").open())}
             for d in ("local", "sim")]
     executed = [cid for cid, r in read[1].items() if r.get("execution")]
@@ -160,7 +160,7 @@ def test_benchmark_through_ai2thor_controller_equals_the_embedded_engine(
 def test_bad_engine_and_shard_options_are_usage_errors(pytester: pytest.Pytester, tiny_data: Path, args,
                                                        needle) -> None:
     pytester.makepyfile(test_sab=CASE_TEST)
-    result = pytester.runpytest_subprocess(f"--sab-data={tiny_data}", *args)
+    result = pytester.runpytest_inprocess(f"--sab-data={tiny_data}", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([needle])
 

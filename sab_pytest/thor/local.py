@@ -8,8 +8,10 @@ engine, so the whole ai2thor path runs in CI without a GPU.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +53,13 @@ def resolve_executable(value: str) -> str:
     return str(path.resolve())
 
 
-def start(executable: str | None, **kwargs: Any) -> Controller:
+def start(executable: str | None, scenes_dir: str | None = None, **kwargs: Any) -> Controller:
     """Start ai2thor's Controller: the Unity build (``executable=None``) or the given executable.
 
     ai2thor 5.0.0 sets ``DISPLAY`` for every external build and fails with a TypeError inside
     ``subprocess`` when no X display exists; the stand-in draws without X, so on a host without
-    ``DISPLAY`` it gets ``x_display=":0"``, which it never opens.
+    ``DISPLAY`` it gets ``x_display=":0"``, which it never opens. ``scenes_dir`` reaches the stand-in
+    as ``SAB_THOR_SCENES`` in the environment ai2thor copies at launch (set only for the launch).
     """
     kwargs.setdefault("width", WIDTH)
     kwargs.setdefault("height", HEIGHT)
@@ -64,4 +67,22 @@ def start(executable: str | None, **kwargs: Any) -> Controller:
         return LocalController(platform="CloudRendering", **kwargs)
     if not os.environ.get("DISPLAY"):
         kwargs.setdefault("x_display", ":0")
-    return LocalController(local_executable_path=executable, **kwargs)
+    with _environment("SAB_THOR_SCENES", scenes_dir):
+        return LocalController(local_executable_path=executable, **kwargs)
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str | None) -> Iterator[None]:
+    """``name=value`` in os.environ for the block (nothing when value is None), then as before."""
+    if value is None:
+        yield
+        return
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
