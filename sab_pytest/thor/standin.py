@@ -56,6 +56,9 @@ from typing import Any, BinaryIO
 import msgpack
 import numpy as np
 
+from .sim import Controller
+from .sim.actions import SPECS
+
 HEADER = struct.Struct("!BI")
 METADATA, ACTION, RGB_IMAGE, END_OF_MESSAGE = 1, 2, 4, 255
 #: what ai2thor's ``Server.set_init_params`` reads from Initialize's actionReturn (Unity's defaults)
@@ -69,9 +72,6 @@ class StandIn:
     """The Unity side of one ai2thor ``Controller``: one embedded engine, one scene at a time."""
 
     def __init__(self, width: int = 300, height: int = 300) -> None:
-        from .sim import Controller
-
-        self._engine_class = Controller
         self.width, self.height = width, height
         self.engine: Any = None  # started by the first Reset, or the hello event
         self.init_params: dict[str, Any] = {}
@@ -108,7 +108,7 @@ class StandIn:
                 return self._answer(name, True, "", None, None)
             if name == "ChangeQuality":
                 return self._answer(name, True, "", None, None)
-            if not isinstance(name, str) or name not in self._known_actions():
+            if not isinstance(name, str) or name not in SPECS:
                 return self._answer(name, False, f"Invalid action: {name}", "InvalidAction", None)
             args = {k: v for k, v in action.items() if k != "sequenceId"}
             event = self.engine.step(args)
@@ -118,17 +118,12 @@ class StandIn:
             code = next((c for c in _ARGUMENT_CODES if text.startswith(c)), "InvalidArgument")
             return self._answer(name, False, text, code, None)
 
-    def _known_actions(self) -> frozenset[str]:
-        from .sim.actions import SPECS
-
-        return frozenset(SPECS)
-
     def _load(self, scene: Any, params: dict[str, Any] | None = None) -> None:
         """(Re)load ``scene`` pristine with the current size and agent settings."""
         settings = {**(params if params is not None else self.init_params), "width": self.width,
                     "height": self.height}
         if self.engine is None:
-            self.engine = self._engine_class(scene=scene, **settings)
+            self.engine = Controller(scene=scene, **settings)
         else:
             self.engine.reset(scene, **settings)
 
