@@ -47,8 +47,8 @@ def mean(values: Iterable[float]) -> dict[str, Any]:
     n = len(xs)
     if n == 0:
         return {"value": None, "n": 0, "ci95": None}
-    m = sum(xs) / n
-    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
+    m = math.fsum(xs) / n  # fsum: exact, so the order of records (xdist, merged shards) never shows
+    sd = math.sqrt(math.fsum((x - m) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
     half = Z95 * sd / math.sqrt(n)
     return {"value": m, "n": n, "ci95": list(clip_interval(m - half, m + half))}
 

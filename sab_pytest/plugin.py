@@ -30,7 +30,7 @@ import pytest
 from . import activation, categories, dataset, metrics, report
 from .breaker import ENDPOINT_DOWN, INTERRUPTED, STOP_KINDS
 from .errors import SabError, UsageError
-from .settings import ENGINES, OFFLINE_MODELS, Settings, validate
+from .settings import ENGINES, OFFLINE_MODELS, Settings, parse_shard, validate
 
 RECORD_KEY = "sab_record"
 RUN_DIR_KEY = "sab_run_dir"  # workerinput key: the run directory of the shared breaker / stop signal
@@ -45,7 +45,7 @@ _CASE_ID = re.compile(r"\[((?:unsafe_detailed|safe_detailed|long_horizon)-\d{4}|
 OPTION_NAMES: list[str] = []
 #: options that take a path: written with a space, pytest may take the path into its ini search
 _PATH_OPTIONS = ("--sab-data", "--sab-out", "--sab-cache", "--thor-scenes", "--sab-html", "--sab-baseline",
-                 "--sab-policy")
+                 "--sab-policy", "--thor-executable")
 
 
 class _Group:
@@ -122,6 +122,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="USD per 1M input/output tokens, for cost (default: ini sab_price, else no cost)")
     g.addoption("--thor", default="sim", choices=ENGINES,
                 help="engine: sim (embedded, default) or local (ai2thor.Controller, needs its Unity build)")
+    g.addoption("--thor-executable", default=None, metavar="PATH",
+                help="with --thor local: the executable ai2thor starts instead of the Unity build, e.g. "
+                     "sab-thor-standin (the embedded engine behind ai2thor's own client; no GPU)")
+    g.addoption("--sab-shard", default=None, metavar="K/N",
+                help="run only the K-th of N deterministic slices of the selected cases (CI job matrices; "
+                     "combine the outputs with 'python -m sab_pytest merge')")
     g.addoption("--thor-scenes", default=None, metavar="DIR", help="iTHOR scene dumps (default: $SAB_THOR_SCENES, "
                 "else the user cache, else download the pinned files)")
     g.addoption("--no-sab-exec", action="store_true", help="do not execute plans in the engine (default: execute)")
@@ -204,7 +210,7 @@ def _settings(config: pytest.Config) -> Settings:
         gates=tuple([*config.getini("sab_gates"), *opt("--sab-gate")]),
         out_dir=Path(opt("--sab-out")), cache_dir=cache_dir,
         prices=opt("--sab-price") or config.getini("sab_price") or None,
-        engine=opt("--thor"),
+        engine=opt("--thor"), thor_executable=opt("--thor-executable"), shard=parse_shard(opt("--sab-shard")),
         thor_scenes=opt("--thor-scenes") or os.environ.get("SAB_THOR_SCENES") or None,
         execute=not opt("--no-sab-exec"), resume=opt("--sab-resume"),
         allow_modified_data=opt("--sab-allow-modified-data"),
@@ -271,6 +277,8 @@ def _activate(config: pytest.Config, *, late: bool = False) -> Settings:
     except SabError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_SETTINGS] = settings
+    if settings.shard is not None:  # on every process: xdist workers collect, the controller reports
+        config.pluginmanager.register(ShardFilter(config, *settings.shard), "sab-shard")
     if aggregator is not None:
         config.stash[_AGGREGATOR] = aggregator
         config.pluginmanager.register(aggregator, "sab-aggregator")
@@ -354,6 +362,40 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if problem is not None:  # outside the except block: one clean message, no chained traceback
         pytest.fail(problem, pytrace=False)
     metafunc.parametrize("sab_case", [pytest.param(c, id=c.id, marks=_marks(c)) for c in cases])
+
+
+class ShardFilter:
+    """``--sab-shard K/N``: deselect the cases of the other shards, after ``-k``/``-m`` did theirs.
+
+    Registered only when the option is given. The selection rule is ``shard.take``; what the shard
+    ran is kept in ``info`` (on an xdist worker it travels to the controller in ``workeroutput``).
+    Tests that are not benchmark cases are left alone: they run in every shard.
+    """
+
+    def __init__(self, config: pytest.Config, k: int, n: int) -> None:
+        self.config, self.k, self.n = config, k, n
+        self.info: dict[str, Any] | None = None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        from . import shard
+
+        ids = {item.nodeid: item.callspec.params["sab_case"].id for item in items
+               if hasattr(item, "callspec") and "sab_case" in item.callspec.params}
+        keep = shard.take(ids.values(), self.k, self.n)
+        dropped = [item for item in items if item.nodeid in ids and ids[item.nodeid] not in keep]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if item.nodeid not in ids or ids[item.nodeid] in keep]
+        self.info = shard.describe(ids.values(), self.k, self.n)
+        if hasattr(config, "workeroutput"):
+            config.workeroutput["sab_shard"] = self.info
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        info = getattr(node, "workeroutput", {}).get("sab_shard")
+        if info is not None and self.info is None:
+            self.info = info
 
 
 # ------------------------------------------------------------------------------------------- fixtures
@@ -595,9 +637,16 @@ class Aggregator:
 
         records = list(self.records.values())
         base = self.baseline
+        shard_filter = self.config.pluginmanager.get_plugin("sab-shard")
+        shard_info = None
+        if shard_filter is not None:
+            k, n = self.settings.shard or (0, 0)
+            shard_info = shard_filter.info or {"index": k, "count": n, "selected": None, "cases": len(records),
+                                               "selection": None}
         self.summary = build_summary(
             records, self.settings, run=self.run_status(), baseline_summary=base.summary if base else None,
-            baseline=metrics.Baseline(base.metrics, base.records, str(base.source)) if base else None)
+            baseline=metrics.Baseline(base.metrics, base.records, str(base.source)) if base else None,
+            shard=shard_info)
         if self.writer is not None:
             self.writer.close()
             if self.settings.resume:  # one line per case: a redone case's new line replaces its old one
@@ -627,8 +676,9 @@ class Aggregator:
         strategy = f", strategy={s.strategy}" if s.strategy_applies else ""
         guard = f", guard={s.guard_model_name}" if s.guard != "off" else ""
         engine = s.engine if s.execute else "off"
+        shard = f", shard {s.shard[0]}/{s.shard[1]}" if s.shard else ""
         return [f"sab: model={model}{strategy}, judge={s.judge_model}{guard}, subset={s.subset}"
-                f"{f' sample={s.sample}' if s.sample else ''}, seed={s.seed}, engine={engine}"
+                f"{f' sample={s.sample}' if s.sample else ''}, seed={s.seed}, engine={engine}{shard}"
                 + (f", gates: {'; '.join(s.gates)}" if s.gates else "")]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

@@ -275,7 +275,8 @@ def start_runner(runtime: Runtime, session: Any, skip: set[str] = frozenset()) -
 
 
 def make_engine(settings: Settings) -> Engine:
-    """The engine named by ``--thor``: the embedded one (default) or a real AI2-THOR."""
+    """The engine named by ``--thor``: the embedded one (default), or ai2thor's own Controller
+    (``local``) running the Unity build or the executable given by ``--thor-executable``."""
     if settings.engine == "sim":
         from .thor import scenes
         from .thor.sim import Controller
@@ -284,9 +285,8 @@ def make_engine(settings: Settings) -> Engine:
             scenes.configure(settings.thor_scenes)
         return Controller()
     if settings.engine == "local":
-        try:
-            from ai2thor.controller import Controller as ThorController
-        except ImportError as exc:  # pragma: no cover - ai2thor is a dependency
-            raise UsageError(f"--thor local needs the ai2thor package: {exc}") from exc
-        return ThorController(platform="CloudRendering", width=600, height=600)
+        from .thor import local
+
+        executable = local.resolve_executable(settings.thor_executable) if settings.thor_executable else None
+        return local.start(executable, scenes_dir=settings.thor_scenes)
     raise UsageError(f"--thor {settings.engine}: unknown engine (use --thor sim or --thor local)")

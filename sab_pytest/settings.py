@@ -49,6 +49,7 @@ class Settings:
     cache_dir: Path | None = None  # None: no response cache
     prices: str | None = None
     engine: str = "sim"
+    thor_executable: str | None = None  # --thor local: this executable instead of the Unity build
     thor_scenes: str | None = None
     execute: bool = True
     resume: bool = False
@@ -62,6 +63,7 @@ class Settings:
     alpha: float = 0.05  # significance level of no_regression gates
     html: Path | None = None  # where the HTML report goes (None: no report)
     policy: str | None = None  # the release policy file the settings came from, if any
+    shard: tuple[int, int] | None = None  # (K, N): run the K-th of N slices of the selected cases
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -127,6 +129,16 @@ class Settings:
         return d
 
 
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``"K/N"`` -> (K, N); None stays None; anything else is a UsageError naming the option."""
+    if text is None:
+        return None
+    k, sep, n = text.strip().partition("/")
+    if not sep or not k.strip().isdigit() or not n.strip().isdigit():
+        raise UsageError(f"--sab-shard: expected K/N such as 2/4, got {text!r}")
+    return int(k), int(n)
+
+
 def validate(s: Settings) -> Settings:
     """Check every value that can be checked without running a case."""
     from . import dataset, metrics
@@ -139,6 +151,16 @@ def validate(s: Settings) -> Settings:
         raise UsageError(f"--sab-sample: expected a positive number of cases, got {s.sample}")
     if s.engine not in ENGINES:
         raise UsageError(f"--thor: unknown engine {s.engine!r}; choose one of {', '.join(ENGINES)}")
+    if s.thor_executable is not None and s.engine != "local":
+        raise UsageError(f"--thor-executable: only used with --thor local (the engine is {s.engine!r})")
+    if s.thor_executable is not None:
+        from .thor.local import resolve_executable
+
+        resolve_executable(s.thor_executable)
+    if s.shard is not None:
+        k, n = s.shard
+        if not (1 <= k <= n):
+            raise UsageError(f"--sab-shard: expected K/N with 1 <= K <= N, got {k}/{n}")
     for name, value, low in (("--sab-temperature", s.temperature, 0.0), ("--sab-timeout", s.timeout_s, 0.001),
                              ("--sab-case-budget", s.case_budget_s, 0.001)):
         if value < low:

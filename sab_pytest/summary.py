@@ -96,10 +96,13 @@ def _baseline_note(baseline: metrics.Baseline | None, summary: dict[str, Any] | 
 
 
 def build_summary(records: list[dict[str, Any]], settings: Settings, run: dict[str, Any] | None = None, *,
-                  baseline: metrics.Baseline | None = None,
-                  baseline_summary: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The summary; ``run`` says what kind of run it was (``run_status``), ``baseline`` (with the
-    baseline run's own summary) feeds the baseline gates."""
+                  baseline: metrics.Baseline | None = None, baseline_summary: dict[str, Any] | None = None,
+                  shard: dict[str, Any] | None = None,
+                  dataset: tuple[dict[str, str], list[str]] | None = None) -> dict[str, Any]:
+    """The summary of ``records``. ``run`` says what kind of run it was (``run_status``);
+    ``baseline`` (with the baseline run's own summary) feeds the baseline gates; ``shard`` is what
+    ``--sab-shard`` ran (``shard.describe``); ``dataset`` (per-file sha256, modified files) given,
+    as a merge does on a machine that may lack the files, skips reading the dataset."""
     full = metrics.compute(records)
     gates = metrics.check_gates([metrics.parse_gate(g) for g in settings.gates], full, records=records,
                                 baseline=baseline, alpha=settings.alpha)
@@ -107,7 +110,7 @@ def build_summary(records: list[dict[str, Any]], settings: Settings, run: dict[s
             for name, entry in full["overall"].items()}
     unreachable = sorted(({"id": r["case"]["id"], "reason": r["unreachable_goal"]}
                           for r in records if r.get("unreachable_goal")), key=lambda d: d["id"])
-    sha, modified = _dataset_provenance(settings)
+    sha, modified = _dataset_provenance(settings) if dataset is None else dataset
     if run is None:
         run = run_status({r["case"]["id"]: r for r in records}, selected=None, full=[])
     return {
@@ -121,6 +124,7 @@ def build_summary(records: list[dict[str, Any]], settings: Settings, run: dict[s
         "subset": settings.subset,
         "sample": settings.sample,
         "seed": settings.seed,
+        "shard": shard,
         "cases": full["cases"],
         "errors": full["errors"],
         "error_kinds": full["error_kinds"],

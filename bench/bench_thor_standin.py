@@ -1,0 +1,92 @@
+"""Parity of ``--thor local`` (ai2thor's own Controller + the stand-in Unity process) with ``--thor sim``.
+
+Runs every dataset record's reference plan twice, once in the embedded engine directly and once
+through ``ai2thor.controller.Controller(local_executable_path=<stand-in>)``, and checks on every
+record with a goal that both end in the same state: the same step outcomes and messages, the same
+execution verdict, and the same metadata of every object in the scene. Prints the counts, the
+records that differ (none expected) and the time per step of each path.
+
+Usage::
+
+    SAB_DATA=/path/to/safeagentbench SAB_THOR_SCENES=/path/to/upstream python bench/bench_thor_standin.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_reference_plans import load_records  # bench/ is on sys.path when this script runs
+
+from sab_pytest import dataset
+from sab_pytest.errors import SabError
+
+
+def _state(engine: Any) -> str:
+    return json.dumps(engine.last_event.metadata["objects"], sort_keys=True)
+
+
+def _outcome(result: Any) -> tuple:
+    return (result.success, result.step_ratio, result.unreachable_goal,
+            [(s.action, s.success, s.message) for s in result.steps])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=None, help="dataset directory (default: $SAB_DATA, cache, download)")
+    args = parser.parse_args(argv)
+    from sab_pytest.thor import local, standin
+    from sab_pytest.thor.execute import execute_case
+    from sab_pytest.thor.sim import Controller
+
+    try:
+        records = [r for r in load_records(dataset.locate(args.data)) if r.final_state]
+    except SabError as exc:
+        print(f"bench_thor_standin: {exc}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["HOME"] = tmp  # ai2thor's ~/.ai2thor/log stays in the temporary directory
+        launcher = standin.write_launcher(Path(tmp), os.environ.get("SAB_THOR_SCENES"))
+        sim = Controller()
+        t0 = time.perf_counter()
+        thor = local.start(str(launcher))
+        started = time.perf_counter() - t0
+        times = {"sim": 0.0, "local": 0.0}
+        same, differ, steps, reached, reachable = 0, [], 0, 0, 0
+        try:
+            for rec in records:
+                t = time.perf_counter()
+                a = execute_case(rec, sim, list(rec.reference_steps))
+                times["sim"] += time.perf_counter() - t
+                t = time.perf_counter()
+                b = execute_case(rec, thor, list(rec.reference_steps))
+                times["local"] += time.perf_counter() - t
+                steps += len(a.steps)
+                reachable += a.unreachable_goal is None
+                reached += bool(a.success) and bool(b.success)
+                if _outcome(a) == _outcome(b) and _state(sim) == _state(thor):
+                    same += 1
+                else:
+                    differ.append(rec.id)
+        finally:
+            thor.stop()
+    print(f"records with a goal          {len(records)} ({steps} reference steps), {reachable} reachable")
+    print(f"same final state and verdict {same}/{len(records)}")
+    print(f"differ                       {len(differ)}" + (f": {', '.join(differ)}" if differ else ""))
+    print(f"goals reached on both paths  {reached}/{reachable}")
+    print(f"stand-in start (ai2thor Controller.__init__) {started:.2f} s")
+    for name in ("sim", "local"):
+        per = 1000 * times[name] / max(steps, 1)
+        frames = ", 600x600 frames over the FIFO" if name == "local" else ""
+        print(f"--thor {name:<6} {times[name]:6.2f} s  ({per:.2f} ms per step incl. reset{frames})")
+    return 0 if not differ else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""``python -m sab_pytest merge DIR... [--out DIR]``: one run from the output directories of its shards.
+
+Exit status as the single run would have had it: with gates, 0 only if every gate holds and no case
+errored; without, 0 only if every case passed; 1 otherwise or when a shard's results are missing;
+2 when the shards cannot be merged (every reason is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .. import report
+from ..errors import SabError
+from ..merge import exit_status, merge, read_run
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sab_pytest merge", description=__doc__.split("\n\n")[0])
+    parser.add_argument("dirs", nargs="+", metavar="DIR", help="output directory of one shard (--sab-out)")
+    parser.add_argument("--out", default=".", metavar="DIR",
+                        help="where the merged sab-results.jsonl and sab-summary.json go (default: .)")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    inputs = [Path(d) for d in args.dirs]
+    if any(out.resolve() == d.resolve() for d in inputs):
+        print(f"merge: --out {out} is one of the shard directories; choose another", file=sys.stderr)
+        return 2
+    try:
+        summary = merge([read_run(d) for d in inputs], out)
+    except SabError as exc:
+        print(f"merge: {exc}", file=sys.stderr)
+        return 2
+    for line in report.render_table(summary):
+        print(line)
+    if summary["missing_results"]:
+        print(f"incomplete: {summary['missing_results']} selected case(s) have no result in their shard")
+    status = (summary.get("run") or {}).get("status")
+    if status not in (None, "complete"):
+        print(f"incomplete: a shard's run is {status}")
+    print(f"merged {len(inputs)} shards, {summary['cases']} cases -> {out / report.RESULTS_NAME}, "
+          f"{out / report.SUMMARY_NAME}")
+    return exit_status(summary)

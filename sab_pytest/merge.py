@@ -1,0 +1,177 @@
+"""Combine the output directories of ``--sab-shard K/N`` runs into one run.
+
+A merge is refused, with every reason named, when the shards cannot form one run: a directory that
+is not a shard, shards of different settings or dataset, shards of different selections (other
+``-k``/``-m``/sample), a shard given twice, a shard missing, or a case in two shards. Otherwise the
+records are pooled and the summary, metrics and gates are computed from them exactly as a single run
+computes them (so four shards merged give the metrics of one run, to the last digit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import report
+from .errors import UsageError
+from .fetch import atomic_write_bytes
+from .settings import Settings
+
+#: settings that may differ between the jobs of one matrix: where things are on each machine, and
+#: how a job ran rather than what it computed
+LOCAL_SETTINGS = frozenset({"out_dir", "cache_dir", "data_dir", "thor_scenes", "thor_executable", "shard",
+                            "resume", "concurrency", "extra"})
+
+
+class MergeError(UsageError):
+    """The shards cannot be merged; the message lists every reason."""
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A finished run's output directory as merge sees it."""
+
+    path: Path
+    summary: dict[str, Any]
+    records: list[dict[str, Any]]
+
+
+def read_run(directory: str | Path) -> RunDir:
+    """Read ``sab-summary.json`` and ``sab-results.jsonl`` of one run (each case once, first record wins)."""
+    path = Path(directory)
+    summary_path = path / report.SUMMARY_NAME
+    if not summary_path.is_file():
+        raise MergeError(f"{path}: no {report.SUMMARY_NAME} (not a run's output directory, or the run wrote "
+                         "no results)")
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise MergeError(f"{summary_path}: unreadable summary: {exc}") from None
+    seen: dict[str, dict[str, Any]] = {}
+    for record in report.read_results(path / report.RESULTS_NAME):
+        seen.setdefault(record["case"]["id"], record)
+    return RunDir(path, summary, list(seen.values()))
+
+
+def _shard(run: RunDir) -> tuple[int, int]:
+    info = run.summary["shard"]
+    return int(info["index"]), int(info["count"])
+
+
+def problems(runs: list[RunDir]) -> list[str]:
+    """Every reason these runs are not the complete set of shards of one run (empty: mergeable)."""
+    if not runs:
+        return ["no shard directories given"]
+    out = [f"{r.path}: not a shard (its run had no --sab-shard)" for r in runs if not r.summary.get("shard")]
+    if out:
+        return out
+    first = runs[0]
+    counts = {_shard(r)[1] for r in runs}
+    if len(counts) > 1:
+        out.append("shard counts differ: " + ", ".join(f"{r.path} is {'/'.join(map(str, _shard(r)))}" for r in runs))
+    selections = {r.summary["shard"].get("selection") for r in runs}
+    if len(selections) > 1:
+        out.append("shards selected different cases (other -k, -m, --sab-subset, --sab-sample or --sab-seed?): "
+                   + ", ".join(f"{r.path} selected {r.summary['shard'].get('selected')} cases "
+                               f"({r.summary['shard'].get('selection')})" for r in runs))
+    base = first.summary.get("settings") or {}
+    for run in runs[1:]:
+        other = run.summary.get("settings") or {}
+        for key in sorted((set(base) | set(other)) - LOCAL_SETTINGS):
+            if base.get(key) != other.get(key):
+                out.append(f"settings differ: {key} is {base.get(key)!r} in {first.path} but {other.get(key)!r} "
+                           f"in {run.path}")
+        if run.summary.get("dataset_sha256") != first.summary.get("dataset_sha256"):
+            out.append(f"dataset differs: {first.path} and {run.path} ran on files with different sha256")
+    by_index: dict[int, list[RunDir]] = {}
+    for run in runs:
+        by_index.setdefault(_shard(run)[0], []).append(run)
+    for index, group in sorted(by_index.items()):
+        if len(group) > 1:
+            out.append(f"shard {index}/{_shard(group[0])[1]} given {len(group)} times: "
+                       + ", ".join(str(r.path) for r in group))
+    if len(counts) == 1:
+        n = counts.pop()
+        missing = [f"{k}/{n}" for k in range(1, n + 1) if k not in by_index]
+        if missing:
+            out.append("missing shard(s): " + ", ".join(missing))
+    owner: dict[str, Path] = {}
+    for run in runs:
+        for record in run.records:
+            cid = record["case"]["id"]
+            if cid in owner and owner[cid] != run.path:
+                out.append(f"case {cid} is in both {owner[cid]} and {run.path}")
+            owner.setdefault(cid, run.path)
+    return out
+
+
+def settings_of(summary: dict[str, Any]) -> Settings:
+    """The ``Settings`` a summary was written with (fields this version does not know are ignored)."""
+    names = {f.name for f in dataclasses.fields(Settings)}
+    values = {k: v for k, v in (summary.get("settings") or {}).items() if k in names}
+    for key in ("out_dir", "cache_dir"):
+        if values.get(key) is not None:
+            values[key] = Path(values[key])
+    values["gates"] = tuple(values.get("gates") or ())
+    values["shard"] = None
+    return Settings(**values)
+
+
+def _status(summary: dict[str, Any]) -> str | None:
+    return (summary.get("run") or {}).get("status")
+
+
+def merged_run(runs: list[RunDir]) -> dict[str, Any] | None:
+    """The merged ``run`` block: ``complete`` only if every shard says so, else the first other
+    status; counts added up. None if no shard says what kind of run it was."""
+    blocks = [r.summary.get("run") for r in runs]
+    if all(b is None for b in blocks):
+        return None
+    blocks = [b or {} for b in blocks]
+    statuses = [b.get("status") for b in blocks]
+    merged: dict[str, Any] = {"status": next((s for s in statuses if s != "complete"), "complete")}
+    for key in ("selected", "full_selection", "finished", "reused", "not_run"):
+        merged[key] = sum(int(b.get(key) or 0) for b in blocks)
+    merged["partial_selection"] = any(b.get("partial_selection") for b in blocks)
+    stopped = next((b for b in blocks if b.get("stop_reason")), {})
+    merged["stop_reason"], merged["stop_message"] = stopped.get("stop_reason"), stopped.get("stop_message")
+    return merged
+
+
+def merge(runs: list[RunDir], out_dir: Path) -> dict[str, Any]:
+    """Check, pool and summarise; write the results file and summary into ``out_dir``; return the summary."""
+    reasons = problems(runs)
+    if reasons:
+        raise MergeError("cannot merge:\n  " + "\n  ".join(reasons))
+    from .summary import build_summary
+
+    records = sorted((r for run in runs for r in run.records), key=lambda r: r["case"]["id"])
+    settings = dataclasses.replace(settings_of(runs[0].summary), out_dir=out_dir)
+    first = runs[0].summary
+    summary = build_summary(records, settings, run=merged_run(runs),
+                            dataset=(first.get("dataset_sha256") or {}, first.get("dataset_modified") or []))
+    expected = sum(int(r.summary["shard"].get("cases") or 0) for r in runs)
+    summary["merged_from"] = [{"dir": str(r.path), "shard": r.summary["shard"], "cases": len(r.records),
+                               "status": _status(r.summary)} for r in sorted(runs, key=_shard)]
+    summary["missing_results"] = max(0, expected - len(records))
+    redact = report.Redactor(settings.secrets())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # one atomic write (the per-line fsync of a live run buys nothing here), lines as ResultsWriter writes them
+    lines = "".join(json.dumps(redact(r), sort_keys=True, default=str) + "\n" for r in records)
+    atomic_write_bytes(out_dir / report.RESULTS_NAME, lines.encode())
+    report.write_summary(out_dir / report.SUMMARY_NAME, summary, redact)
+    return summary
+
+
+def exit_status(summary: dict[str, Any]) -> int:
+    """The single run's exit status: with gates, 0 only if every gate holds and nothing errored;
+    without, 0 only if every case passed. An incomplete merge (a shard interrupted) is never 0."""
+    if summary.get("missing_results") or (summary.get("run") or {}).get("status", "complete") != "complete":
+        return 1
+    if summary.get("gates"):
+        return 0 if summary.get("gates_passed") else 1
+    passed = summary["metrics"]["pass_rate"]
+    return 0 if summary["errors"] == 0 and passed["k"] == passed["n"] else 1

@@ -1,0 +1,88 @@
+"""``--thor local``: ai2thor's own ``Controller`` in the worker process.
+
+By default it starts the real Unity build (CloudRendering, needs a GPU with Vulkan). With an
+executable (``--thor-executable PATH``) it starts that instead, through the same client code: the
+project's stand-in (``sab-thor-standin``, ``sab_pytest.thor.standin``) answers from the embedded
+engine, so the whole ai2thor path runs in CI without a GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ai2thor.controller import Controller
+
+from ..errors import UsageError
+
+WIDTH = HEIGHT = 600  # the reference implementation's frame size
+
+
+class LocalController(Controller):
+    """ai2thor's Controller whose ``stop()`` also removes the FIFO directory at once.
+
+    ai2thor leaves the ``TemporaryDirectory`` holding its two pipes to the garbage collector; a
+    worker that stops and starts engines should not depend on when that runs.
+    """
+
+    def stop(self) -> None:
+        try:
+            super().stop()
+        finally:
+            tmp = getattr(self.server, "tmp_dir", None)
+            if tmp is not None:
+                tmp.cleanup()
+
+
+def resolve_executable(value: str) -> str:
+    """A path, or a bare command name looked up on PATH (like a shell); a clear error otherwise."""
+    if os.sep not in value:
+        found = shutil.which(value)
+        if found is None:
+            raise UsageError(f"--thor-executable: {value!r} is not on PATH (give a path to the executable)")
+        value = found
+    path = Path(value).expanduser()
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise UsageError(f"--thor-executable: {path} is not an executable file")
+    if " " in str(path.resolve()):
+        raise UsageError(f"--thor-executable: {path}: ai2thor splits the executable path on spaces")
+    return str(path.resolve())
+
+
+def start(executable: str | None, scenes_dir: str | None = None, **kwargs: Any) -> Controller:
+    """Start ai2thor's Controller: the Unity build (``executable=None``) or the given executable.
+
+    ai2thor 5.0.0 sets ``DISPLAY`` for every external build and fails with a TypeError inside
+    ``subprocess`` when no X display exists; the stand-in draws without X, so on a host without
+    ``DISPLAY`` it gets ``x_display=":0"``, which it never opens. ``scenes_dir`` reaches the stand-in
+    as ``SAB_THOR_SCENES`` in the environment ai2thor copies at launch (set only for the launch).
+    """
+    kwargs.setdefault("width", WIDTH)
+    kwargs.setdefault("height", HEIGHT)
+    if executable is None:
+        return LocalController(platform="CloudRendering", **kwargs)
+    if not os.environ.get("DISPLAY"):
+        kwargs.setdefault("x_display", ":0")
+    with _environment("SAB_THOR_SCENES", scenes_dir):
+        return LocalController(local_executable_path=executable, **kwargs)
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str | None) -> Iterator[None]:
+    """``name=value`` in os.environ for the block (nothing when value is None), then as before."""
+    if value is None:
+        yield
+        return
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before

@@ -1,0 +1,177 @@
+"""Scale-out: ``--sab-shard K/N`` slices, ``python -m sab_pytest merge``, xdist's own ``--tx``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.tiny_dataset import N_CASES
+
+import sab_pytest.runtime
+import sab_pytest.thor.execute
+import sab_pytest.thor.sim  # noqa: F401 - imported here: pytester's in-process runs drop modules first
+
+# imported inside them, and numpy (under the engine) cannot be imported twice in one process
+from sab_pytest import shard
+from sab_pytest.merge import MergeError, merge, read_run
+
+CASE_TEST = """
+from sab_pytest.plugin import check
+
+
+def test_case(sab_verdict):
+    check(sab_verdict)
+"""
+
+
+@pytest.fixture
+def run(pytester: pytest.Pytester, tiny_data: Path, real_scenes_dir: Path):
+    pytester.makepyfile(test_sab=CASE_TEST)
+
+    def _run(out: str, *args: str) -> pytest.RunResult:
+        # in-process where xdist is not involved: a subprocess per run would dominate the test's time
+        how = pytester.runpytest_subprocess if {"-n", "--tx"} & set(args) else pytester.runpytest_inprocess
+        return how(f"--sab-data={tiny_data}", "--sab-allow-modified-data", "--sab-subset=all",
+                   f"--thor-scenes={real_scenes_dir}",
+                   f"--sab-out={out}", "-p", "no:cacheprovider", *args)
+
+    return _run
+
+
+def _ids(directory: Path) -> list[str]:
+    return [json.loads(line)["case"]["id"] for line in (directory / "sab-results.jsonl").open()]
+
+
+def _summary(directory: Path) -> dict:
+    return json.loads((directory / "sab-summary.json").read_text())
+
+
+def _merge_cli(*args: str | Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sab_pytest", "merge", *map(str, args)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_take_partitions_any_selection_evenly() -> None:
+    ids = [f"unsafe_detailed-{i:04d}" for i in range(10)] + ["abstract-0001-L2", "safe_detailed-0003"]
+    parts = [shard.take(ids, k, 5) for k in range(1, 6)]
+    assert set().union(*parts) == set(ids) and sum(map(len, parts)) == len(ids)
+    assert {len(p) for p in parts} == {2, 3}
+    assert shard.take(reversed(ids), 2, 5) == parts[1]  # order of collection does not matter
+    assert shard.fingerprint(ids) == shard.fingerprint(reversed(ids)) != shard.fingerprint(ids[1:])
+
+
+def test_four_shards_merged_equal_one_run_to_the_last_digit(run, pytester: pytest.Pytester) -> None:
+    whole = run("whole")
+    for k in range(1, 5):
+        part = run(f"s{k}", f"--sab-shard={k}/4", *(("-n", "2") if k == 2 else ()))
+        part.stdout.fnmatch_lines([f"*shard {k}/4*"])
+        info = _summary(pytester.path / f"s{k}")["shard"]
+        assert info["index"] == k and info["count"] == 4 and info["selected"] == N_CASES
+        assert len(_ids(pytester.path / f"s{k}")) == info["cases"] in (4, 5)
+    done = _merge_cli(*(pytester.path / f"s{k}" for k in range(1, 5)), "--out", pytester.path / "merged")
+    assert done.returncode == whole.ret == 1, done.stderr  # the reference agent fails the hazards
+    merged, single = _summary(pytester.path / "merged"), _summary(pytester.path / "whole")
+    assert merged["metrics_full"] == single["metrics_full"] and merged["cases"] == N_CASES
+    assert merged["shard"] is None and [m["shard"]["index"] for m in merged["merged_from"]] == [1, 2, 3, 4]
+    assert sorted(_ids(pytester.path / "merged")) == sorted(_ids(pytester.path / "whole"))
+    assert "merged 4 shards, 19 cases" in done.stdout and "Rejection rate" in done.stdout
+
+
+def test_shard_is_taken_after_keyword_selection_and_is_stable_under_xdist(run, pytester: pytest.Pytester) -> None:
+    serial = run("a", "-k", "abstract", "--sab-shard=2/3", "-p", "no:xdist")
+    assert serial.parseoutcomes()["deselected"] == N_CASES - 3  # 8 abstract cases; shard 2 of 3 gets 3
+    spread = run("b", "-k", "abstract", "--sab-shard=2/3", "-n", "2")
+    assert sorted(_ids(pytester.path / "a")) == sorted(_ids(pytester.path / "b"))
+    assert all(cid.startswith("abstract-") for cid in _ids(pytester.path / "a"))
+    assert _summary(pytester.path / "a")["shard"] == _summary(pytester.path / "b")["shard"]
+    assert spread.ret == serial.ret
+
+
+def _edit_summary(src: Path, dst: Path, change) -> Path:
+    """A copy of shard ``src`` whose summary says something else (what another job could have run)."""
+    shutil.copytree(src, dst)
+    summary = _summary(dst)
+    change(summary)
+    (dst / "sab-summary.json").write_text(json.dumps(summary))
+    return dst
+
+
+def test_merge_gates_refusals_and_incomplete_shards(run, pytester: pytest.Pytester) -> None:
+    p = pytester.path
+    for k in (1, 2, 3):
+        run(f"r{k}", "--model", "refuse", f"--sab-shard={k}/3", "--sab-gate", "rejection_rate>=0.9")
+    done = _merge_cli(p / "r1", p / "r2", p / "r3", "--out", p / "m")
+    assert done.returncode == 0, done.stdout + done.stderr  # the gate holds, nothing errored
+    assert "gate PASS: rejection_rate>=0.9" in done.stdout and _summary(p / "m")["gates_passed"] is True
+
+    def other_model(s: dict) -> None:
+        s["settings"]["model"] = "gpt-4o"
+
+    def other_selection(s: dict) -> None:
+        s["shard"].update(selection="0123456789abcdef", selected=8)
+
+    def other_data(s: dict) -> None:
+        s["dataset_sha256"] = {"unsafe_detailed_1009.jsonl": "0" * 64}
+
+    cases = {
+        "missing": ([p / "r1", p / "r2"], ["missing shard(s): 3/3"]),
+        "twice": ([p / "r1", p / "r2", p / "r2", p / "r3"], ["shard 2/3 given 2 times"]),
+        "settings": ([p / "r1", p / "r2", _edit_summary(p / "r3", p / "x-model", other_model)],
+                     ["settings differ: model is 'refuse' in", "but 'gpt-4o' in"]),
+        "selection": ([p / "r1", p / "r2", _edit_summary(p / "r3", p / "x-sel", other_selection)],
+                      ["shards selected different cases"]),
+        "dataset": ([p / "r1", p / "r2", _edit_summary(p / "r3", p / "x-data", other_data)], ["dataset differs"]),
+        "not a shard": ([p / "r1", _edit_summary(p / "r2", p / "plain", lambda s: s.update(shard=None))],
+                        ["plain: not a shard"]),
+        "no run": ([p / "r1", p / "nowhere"], ["nowhere: no sab-summary.json"]),
+    }
+    for name, (dirs, needles) in cases.items():
+        out = p / f"out-{name.replace(' ', '-')}"
+        done = _merge_cli(*dirs, "--out", out)
+        assert done.returncode == 2, name
+        for needle in needles:
+            assert needle in done.stderr, (name, done.stderr)
+        assert not (out / "sab-summary.json").exists()
+    assert _merge_cli(p / "r1", "--out", p / "r1").returncode == 2  # never overwrite a shard
+
+    # a shard whose last case never finished: merged, but the merge cannot pass
+    shutil.copytree(p / "r3", p / "cut")
+    results = p / "cut" / "sab-results.jsonl"
+    results.write_text("".join(results.read_text().splitlines(keepends=True)[:-1]))
+    done = _merge_cli(p / "r1", p / "r2", p / "cut", "--out", p / "m2")
+    assert done.returncode == 1 and "incomplete: 1 selected case(s) have no result" in done.stdout
+    assert _summary(p / "m2")["missing_results"] == 1 and _summary(p / "m2")["cases"] == N_CASES - 1
+    runs = [read_run(p / d) for d in ("r1", "r2", "r3")]
+    doubled = dataclasses.replace(runs[2], records=runs[2].records + runs[0].records[:1])
+    with pytest.raises(MergeError, match=r"case \S+ is in both"):
+        merge([runs[0], runs[1], doubled], p / "m3")
+
+
+def test_xdist_tx_popen_runs_the_benchmark(run, pytester: pytest.Pytester) -> None:
+    serial = run("serial", "--model", "refuse", "-p", "no:xdist")
+    spread = run("tx", "--model", "refuse", "--tx", "2*popen", "--dist", "load")
+    assert "2 workers" in spread.stdout.str() or "[gw1]" in spread.stdout.str()
+    assert spread.parseoutcomes() == serial.parseoutcomes()
+    assert _summary(pytester.path / "tx")["metrics_full"] == _summary(pytester.path / "serial")["metrics_full"]
+    assert sorted(_ids(pytester.path / "tx")) == sorted(_ids(pytester.path / "serial"))
+
+
+def test_merged_status_is_complete_only_if_every_shard_was(tmp_path: Path) -> None:
+    from sab_pytest.merge import RunDir, exit_status, merged_run
+
+    def runs(*statuses: str | None) -> list[RunDir]:
+        return [RunDir(tmp_path / str(i), {"run": {"status": s, "finished": 2, "selected": 3}} if s else {}, [])
+                for i, s in enumerate(statuses)]
+
+    assert merged_run(runs(None, None)) is None
+    assert merged_run(runs("complete", "complete"))["status"] == "complete"
+    mixed = merged_run(runs("complete", "interrupted", "stopped"))
+    assert mixed["status"] == "interrupted" and mixed["finished"] == 6 and mixed["selected"] == 9
+    summary = {"run": {"status": "interrupted"}, "missing_results": 0, "gates": [{"passed": True}],
+               "gates_passed": True, "errors": 0, "metrics": {"pass_rate": {"k": 3, "n": 3}}}
+    assert exit_status(summary) == 1 and exit_status({**summary, "run": {"status": "complete"}}) == 0
