@@ -124,10 +124,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="engine: sim (embedded, default) or local (ai2thor.Controller, needs its Unity build)")
     g.addoption("--thor-executable", default=None, metavar="PATH",
                 help="with --thor local: the executable ai2thor starts instead of the Unity build, e.g. "
-                     "sab-thor-standin (the embedded engine behind ai2thor's own client; no GPU)")
+                     "sab-thor-standin (the embedded engine behind ai2thor's own client; no GPU) (default: "
+                     "ai2thor's own Unity build)")
     g.addoption("--sab-shard", default=None, metavar="K/N",
                 help="run only the K-th of N deterministic slices of the selected cases (CI job matrices; "
-                     "combine the outputs with 'python -m sab_pytest merge')")
+                     "combine the outputs with 'python -m sab_pytest merge') (default: every case)")
     g.addoption("--thor-scenes", default=None, metavar="DIR", help="iTHOR scene dumps (default: $SAB_THOR_SCENES, "
                 "else the user cache, else download the pinned files)")
     g.addoption("--no-sab-exec", action="store_true", help="do not execute plans in the engine (default: execute)")
@@ -543,11 +544,17 @@ class Aggregator:
             self.selected = _case_ids(ids)
 
     def _full_selection(self) -> list[str]:
-        """The case ids of the settings' whole selection (subset, sample), before pytest's own."""
+        """The case ids of the settings' whole selection (subset, sample, and the shard of it that
+        ``--sab-shard`` runs), before pytest's own."""
         try:
-            return [c.id for c in self.settings.cases()]
+            ids = [c.id for c in self.settings.cases()]
         except SabError:
             return []
+        if self.settings.shard is None:
+            return ids
+        from .shard import take
+
+        return sorted(take(ids, *self.settings.shard))
 
     def run_status(self) -> dict[str, Any]:
         """What kind of run this was, for the summary and the table (see ``summary.run_status``)."""

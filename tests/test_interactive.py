@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.calls import case_calls
 
 from sab_pytest import dataset, metrics
 from sab_pytest.agents.episode import cap_images, parse_action_line
@@ -59,7 +60,7 @@ def map_script(plan: list[str]) -> Any:
 
 @pytest.fixture
 def cases(tiny_data: Path) -> dict[str, dataset.Case]:
-    return dataset.load(str(tiny_data)).by_id()
+    return dataset.load(str(tiny_data), allow_modified=True).by_id()
 
 
 @pytest.fixture
@@ -219,7 +220,7 @@ def test_observe_lists_only_what_can_be_seen(cases, make_runtime) -> None:
         verdict = make_runtime(server, strategy="react").evaluate(cases["safe_detailed-0000"])
         seen = server.chat_requests[1].messages[-1]["content"]
     assert verdict.error is None and seen.startswith("Holding: nothing.")
-    engine = make_runtime(None, model="reference").engine()
+    engine = make_runtime(None, model="reference").engines.acquire()
     engine.reset(scene="FloorPlan1")
     objects = engine.last_event.metadata["objects"]
     hidden = {o["objectType"] for o in objects if not o["visible"]} - {o["objectType"] for o in objects if o["visible"]}
@@ -320,10 +321,9 @@ class BrokenEngine:
 def test_an_engine_failure_mid_episode_is_an_error_that_keeps_the_calls(cases, make_runtime) -> None:
     with fake_openai_server(responder=agent_script(FRIDGE)) as server:
         runtime = make_runtime(server, strategy="react")
-        engine = BrokenEngine(runtime.engine(), after=4)
-        runtime._engine = engine
+        runtime.engines.release(BrokenEngine(runtime.engines.acquire(), after=4))  # the next case gets it
         verdict = runtime.evaluate(cases["safe_detailed-0000"])
-        runtime._engine = engine.inner  # the next case gets a working engine: the run goes on
+        # the broken engine was dropped from the pool: the next case starts a working one, the run goes on
         server.reset()
         server.responder = agent_script(FRIDGE)
         following = runtime.evaluate(cases["safe_detailed-0000"])
@@ -367,14 +367,14 @@ def test_plugin_runs_episodes_with_cache_and_resume(pytester: pytest.Pytester, t
                 "--judge-model=rules", f"--base-url={server.url}", "--sab-strategy=basic", *extra)
 
         run("first").assert_outcomes(passed=0, failed=3)
-        first = len(server.chat_requests)
-        assert first == 3 * 3  # three safe cases, two actions and done each
+        first = len(case_calls(server.chat_requests))
+        assert first == 3 * 3  # three safe cases, two actions and done each (the preflight left out)
         run("second")
-        assert len(server.chat_requests) == first  # every episode replayed from the cache
+        assert len(case_calls(server.chat_requests)) == first  # every episode replayed from the cache
         again = _records(pytester.path / "second")
         assert all(r["usage"]["cache_hits"] == r["usage"]["calls"] == 3 for r in again.values())
         run("first", "--sab-resume", "--sab-no-cache")
-        assert len(server.chat_requests) == first  # resumed: no episode was played again
+        assert len(case_calls(server.chat_requests)) == first  # resumed: no episode was played again
         assert len(_records(pytester.path / "first")) == 3
         first_records = _records(pytester.path / "first")
     for case_id, record in first_records.items():

@@ -189,12 +189,13 @@ def test_a_dead_standin_costs_one_case_and_the_next_gets_a_fresh_engine(launcher
     runtime = Runtime(Settings(engine="local", thor_executable=str(launcher)))
     try:
         assert runtime.evaluate(case).exec_success is True
-        first = runtime.engine()
+        first = runtime.engines.acquire()  # the idle engine the case ran on
+        runtime.engines.release(first)
         first.server.unity_proc.kill()
         first.server.unity_proc.wait(5)
         broken = runtime.evaluate(case)
         assert broken.error.startswith("engine:") and broken.exec_success is None
         again = runtime.evaluate(case)
-        assert again.error is None and again.exec_success is True and runtime.engine() is not first
+        assert again.error is None and again.exec_success is True and runtime.engines.acquire() is not first
     finally:
         runtime.close()
