@@ -333,6 +333,13 @@ class Aggregator:
         if self.run_state is not None:
             self.run_state.request_stop(INTERRUPTED, "the run was interrupted (Ctrl-C)")
 
+    def close(self) -> None:
+        """End of the pytest run: close the results file, remove the run directory."""
+        if self.writer is not None:
+            self.writer.close()
+        if self._run_state is not None:
+            self._run_state.remove()
+
     # selection --------------------------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if session.items:  # without xdist; under xdist the controller collects nothing
@@ -486,10 +493,7 @@ def _junit_suite_properties(config: pytest.Config, props: list[tuple[str, str]],
 def pytest_unconfigure(config: pytest.Config) -> None:
     aggregator = config.stash.get(_AGGREGATOR, None)
     if aggregator is not None:
-        if aggregator.writer is not None:
-            aggregator.writer.close()
-        if aggregator._run_state is not None:
-            aggregator._run_state.remove()
+        aggregator.close()
 
 
 def _case_ids(nodeids: Any) -> list[str]:
