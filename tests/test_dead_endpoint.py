@@ -137,6 +137,7 @@ def test_breaker_stops_a_run_whose_endpoint_dies_and_resume_does_the_rest(run) -
         # each failed attempt is a request in the usage; the first failing calls were retried once
         assert summary["usage"]["failed_calls"] >= 3 + 1 and summary["usage"]["api_calls"] >= 4 + 3 + 1
         result.stdout.fnmatch_lines(["*run STOPPED: the model endpoint failed 3 calls in a row*",
+                                     "*model calls: 4 (0 from cache, * failed requests)*",
                                      "*case(s) not run: run the same command with --sab-resume*"])
         assert result.stdout.str().count("Interrupted: sab-pytest: the model endpoint failed") == 1
         assert stopped_calls <= 4 + 2 * 4  # each worker stops within its current case
