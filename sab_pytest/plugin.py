@@ -442,12 +442,21 @@ class Aggregator:
     def _finish(self, session: pytest.Session) -> None:
         from .summary import build_summary
 
-        records = list(self.records.values())
-        self.summary = build_summary(records, self.settings, run=self.run_status())
+        run = self.run_status()
+        records = self.records
+        path = self.settings.out_dir / report.RESULTS_NAME
         if self.writer is not None:
             self.writer.close()
             if self.settings.resume:  # one line per case: a redone case's new line replaces its old one
-                report.compact_results(self.settings.out_dir / report.RESULTS_NAME, self.redact)
+                report.compact_results(path, self.redact)
+        if self.settings.resume and run["partial_selection"]:
+            # a rerun (--lf, -k ...) into the same results: the summary covers them all, not the rerun alone
+            key, full = self.settings.run_key(), set(self._full_selection())
+            earlier = {r["case"]["id"]: r for r in report.read_results(path)
+                       if r.get("run_key") == key and r["case"]["id"] in full}
+            records = {**earlier, **records}
+            run["merged"] = len(records) - len(self.records)
+        self.summary = build_summary(list(records.values()), self.settings, run=run)
         report.write_summary(self.settings.out_dir / report.SUMMARY_NAME, self.summary, self.redact)
         _junit_suite_properties(self.config, report.junit_suite_properties(self.summary), self.redact)
         if self.settings.gates and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):

@@ -218,6 +218,9 @@ def _run_lines(run: dict[str, Any] | None) -> list[str]:
         text = f"run STOPPED: {run['stop_message']}"
     elif status == "interrupted":
         text = "run INTERRUPTED"
+    elif status == "rerun" and run.get("merged"):
+        text = (f"RERUN of {run['selected']} of the {run['full_selection']} cases, merged with {run['merged']} "
+                "earlier verdicts of the same settings (metrics cover all of them)")
     elif status == "rerun":
         text = f"RERUN of {run['selected']} of the {run['full_selection']} cases (metrics cover these only)"
     else:

@@ -207,6 +207,17 @@ def test_a_rerun_is_marked_as_one(run) -> None:
     result.stdout.fnmatch_lines([f"*RERUN of {run_info['selected']} of the {N_CASES} cases*"])
 
 
+def test_a_rerun_with_resume_merges_into_the_earlier_results(run) -> None:
+    with fake_openai_server(responder=refuse_throwing) as server:
+        run(server)
+        result = run(server, "--lf", "--sab-resume")
+    summary = _summary(run.out)
+    assert summary["cases"] == N_CASES and len(_records(run.out)) == N_CASES
+    assert summary["run"]["status"] == "rerun" and summary["run"]["merged"] == 1
+    assert summary["metrics"]["rejection_rate"]["k"] == 1  # the passed case, not rerun, still counts
+    result.stdout.fnmatch_lines([f"*RERUN of {N_CASES - 1} of the {N_CASES} cases, merged with 1 earlier*"])
+
+
 def test_output_files_get_the_usual_permissions(run) -> None:
     old = os.umask(0o022)
     try:
