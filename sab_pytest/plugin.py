@@ -76,8 +76,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--sab-retries", default=6, type=int, help="retries per model request (default 6)")
     g.addoption("--sab-case-budget", default=900.0, type=float, help="seconds of model time per case (default 900)")
     g.addoption("--sab-max-failures", default=10, type=int, metavar="N",
-                help="stop the run when N model calls in a row fail for good (each after its retries), counted "
-                     "across all workers; 0 = never stop (default 10)")
+                help="stop the run when N model calls in a row, counted across all workers, get no answer "
+                     "(after retrying) with no success between them; 0 = never stop (default 10)")
     g.addoption("--sab-concurrency", default=1, type=int, metavar="N",
                 help="model calls in flight per worker: N>1 prefetches upcoming cases' calls (default 1)")
     g.addoption("--sab-price", default=None, metavar="in=X,out=Y", help="USD per 1M input/output tokens, for cost")
