@@ -8,6 +8,7 @@ the same endpoint, default retries and timeouts unless said otherwise, an empty 
 * ``dies-drop``: the same, but the endpoint drops every connection after 40 calls.
 * ``silent``: the endpoint never answers a chat call (default --sab-timeout 60). Target < 3 min.
 * ``silent-after-40`` (not in the default list: ~8 min): answers 40 calls, then never again.
+* Ctrl-C: SIGINT to the controller's pid alone after 40 calls (0.5 s each): calls made after it.
 
 For each it prints wall time, exit status, results kept (verdicts / errors), cases not run, the
 chat requests the server received and the summary's run status; then resumes the first scenario
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -71,13 +73,19 @@ def answer(request) -> str:
     return "1. find Mug\n2. pick Mug\n3. find SinkBasin\n4. put SinkBasin"
 
 
-def run(url: str, out: Path, subset: str, workers: int, *extra: str) -> tuple[float, float, int, str]:
-    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--model", "agent", "--judge-model",
+def command(url: str, out: Path, subset: str, workers: int, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--model", "agent", "--judge-model",
             "judge", f"--base-url={url}", f"--sab-out={out}", f"--sab-cache={out / 'cache'}", "-n", str(workers),
             f"--sab-subset={subset}", "--tb=no", "-rN", *extra]
+
+
+ENV = {**os.environ, "OPENAI_API_KEY": "sk-bench-0123456789"}
+
+
+def run(url: str, out: Path, subset: str, workers: int, *extra: str) -> tuple[float, float, int, str]:
     started = time.monotonic()
-    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "OPENAI_API_KEY": "sk-bench-0123456789"})
+    proc = subprocess.run(command(url, out, subset, workers, *extra), cwd=ROOT, capture_output=True, text=True,
+                          env=ENV)
     return started, time.monotonic() - started, proc.returncode, proc.stdout + proc.stderr
 
 
@@ -91,6 +99,25 @@ def facts(out: Path) -> dict:
             "errors": sum(1 for r in records if r.get("error")), "not_run": run_info.get("not_run"),
             "status": run_info.get("status", "no summary"), "reused": run_info.get("reused"),
             "failed_calls": (summary.get("usage") or {}).get("failed_calls")}
+
+
+def ctrl_c(tmp: Path, subset: str, workers: int, latency: float = 0.5) -> None:
+    """SIGINT to the controller alone after 40 case calls; calls the server got after it."""
+    with fake_openai_server(responder=answer, latency=latency) as server:
+        proc = subprocess.Popen(command(server.url, tmp / "ctrl-c", subset, workers), cwd=ROOT, env=ENV,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        while len(server.chat_requests) < 41 and proc.poll() is None:
+            time.sleep(0.05)
+        signalled = time.monotonic()
+        os.kill(proc.pid, signal.SIGINT)
+        text = proc.communicate(timeout=300)[0].decode(errors="replace")
+        ended = time.monotonic()
+        after = [r.received_at - signalled for r in server.chat_requests if r.received_at > signalled]
+    f = facts(tmp / "ctrl-c")
+    late = max(after) if after else 0.0
+    print(f"Ctrl-C to the controller (pid only), -n {workers}, {latency}s per call: {len(after)} calls received "
+          f"after the signal (the last {late:.2f}s after it), exit {proc.returncode} after {ended - signalled:.1f}s, "
+          f"{f['verdicts']} verdicts kept, status {f['status']}, names --sab-resume: {'--sab-resume' in text}")
 
 
 WIDTHS = (16, 8, 9, 9, 12, 6, 5, 9, 7, 8, 9, 7)
@@ -108,6 +135,7 @@ def main() -> None:
     parser.add_argument("--scenarios", default="dies-500,dies-drop,silent")
     parser.add_argument("--subset", default="all")
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--no-ctrl-c", action="store_true", help="skip the Ctrl-C measurement")
     args = parser.parse_args()
     print("start-up: run start to the preflight request; 1st case: to the first case's call; death->stop: first "
           "broken answer to the last request; tail: last request to the end of the run")
@@ -144,6 +172,8 @@ def main() -> None:
             f = facts(out)
             row("resume, healed", f"{wall:.1f}", "", "", "", "", code, f["verdicts"], f["errors"], f["not_run"],
                 requests, f["failed_calls"], f"{f['status']}, {f['reused']} verdicts reused")
+        if not args.no_ctrl_c:
+            ctrl_c(Path(tmp), args.subset, args.workers)
 
 
 if __name__ == "__main__":
