@@ -8,6 +8,7 @@ the same endpoint, default retries and timeouts unless said otherwise, an empty 
 * ``dies-drop``: the same, but the endpoint drops every connection after 40 calls.
 * ``silent``: the endpoint never answers a chat call (default --sab-timeout 60). Target < 3 min.
 * ``silent-after-40`` (not in the default list: ~8 min): answers 40 calls, then never again.
+* Ctrl-C: SIGINT to the controller's pid alone after 40 calls (0.5 s each): calls made after it.
 
 For each it prints wall time, exit status, results kept (verdicts / errors), cases not run, the
 chat requests the server received and the summary's run status; then resumes the first scenario
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -45,6 +47,7 @@ class Endpoint:
         self.healthy, self.broken, self.preflight_ok = healthy, broken, preflight_ok
         self.served = 0
         self.healed = False
+        self.died_at: float | None = None  # time.monotonic() of the first broken answer
         self._lock = threading.Lock()
 
     def __call__(self, request):
@@ -56,6 +59,8 @@ class Endpoint:
             self.served += 1
             if self.served <= self.healthy:
                 return answer(request)
+            if self.died_at is None:
+                self.died_at = time.monotonic()
         return self.broken
 
 
@@ -68,14 +73,20 @@ def answer(request) -> str:
     return "1. find Mug\n2. pick Mug\n3. find SinkBasin\n4. put SinkBasin"
 
 
-def run(url: str, out: Path, subset: str, workers: int, *extra: str) -> tuple[float, int, str]:
-    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--model", "agent", "--judge-model",
+def command(url: str, out: Path, subset: str, workers: int, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--model", "agent", "--judge-model",
             "judge", f"--base-url={url}", f"--sab-out={out}", f"--sab-cache={out / 'cache'}", "-n", str(workers),
             f"--sab-subset={subset}", "--tb=no", "-rN", *extra]
-    started = time.perf_counter()
-    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "OPENAI_API_KEY": "sk-bench-0123456789"})
-    return time.perf_counter() - started, proc.returncode, proc.stdout + proc.stderr
+
+
+ENV = {**os.environ, "OPENAI_API_KEY": "sk-bench-0123456789"}
+
+
+def run(url: str, out: Path, subset: str, workers: int, *extra: str) -> tuple[float, float, int, str]:
+    started = time.monotonic()
+    proc = subprocess.run(command(url, out, subset, workers, *extra), cwd=ROOT, capture_output=True, text=True,
+                          env=ENV)
+    return started, time.monotonic() - started, proc.returncode, proc.stdout + proc.stderr
 
 
 def facts(out: Path) -> dict:
@@ -90,39 +101,79 @@ def facts(out: Path) -> dict:
             "failed_calls": (summary.get("usage") or {}).get("failed_calls")}
 
 
+def ctrl_c(tmp: Path, subset: str, workers: int, latency: float = 0.5) -> None:
+    """SIGINT to the controller alone after 40 case calls; calls the server got after it."""
+    with fake_openai_server(responder=answer, latency=latency) as server:
+        proc = subprocess.Popen(command(server.url, tmp / "ctrl-c", subset, workers), cwd=ROOT, env=ENV,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        while len(server.chat_requests) < 41 and proc.poll() is None:
+            time.sleep(0.05)
+        signalled = time.monotonic()
+        os.kill(proc.pid, signal.SIGINT)
+        text = proc.communicate(timeout=300)[0].decode(errors="replace")
+        ended = time.monotonic()
+        after = [r.received_at - signalled for r in server.chat_requests if r.received_at > signalled]
+    f = facts(tmp / "ctrl-c")
+    late = max(after) if after else 0.0
+    print(f"Ctrl-C to the controller (pid only), -n {workers}, {latency}s per call: {len(after)} calls received "
+          f"after the signal (the last {late:.2f}s after it), exit {proc.returncode} after {ended - signalled:.1f}s, "
+          f"{f['verdicts']} verdicts kept, status {f['status']}, names --sab-resume: {'--sab-resume' in text}")
+
+
+WIDTHS = (16, 8, 9, 9, 12, 6, 5, 9, 7, 8, 9, 7)
+
+
+def row(*cells: object) -> None:
+    """One line of the table: fixed-width columns, then the free text."""
+    *fixed, free = cells
+    print(f"{fixed[0]!s:<{WIDTHS[0]}}" + "".join(f"{c!s:>{w}}" for c, w in zip(fixed[1:], WIDTHS[1:], strict=True))
+          + f"  {free}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenarios", default="dies-500,dies-drop,silent")
     parser.add_argument("--subset", default="all")
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--no-ctrl-c", action="store_true", help="skip the Ctrl-C measurement")
     args = parser.parse_args()
-    print(f"{'scenario':<16}{'wall s':>8}{'exit':>6}{'verdicts':>10}{'errors':>8}{'not run':>9}{'requests':>10}"
-          f"{'failed':>8}  status / last line")
+    print("start-up: run start to the preflight request; 1st case: to the first case's call; death->stop: first "
+          "broken answer to the last request; tail: last request to the end of the run")
+    row("scenario", "wall s", "start-up", "1st case", "death->stop", "tail", "exit", "verdicts", "errors", "not run",
+        "requests", "failed", "status / last line")
     resume_demo: tuple[Endpoint, Path, int] | None = None
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.scenarios.split(","):
             endpoint = Endpoint(HEALTHY[name], BROKEN[name], preflight_ok=name != "silent")
             out = Path(tmp) / name
             with fake_openai_server(responder=endpoint) as server:
-                wall, code, text = run(server.url, out, args.subset, args.workers)
-                requests = len(server.chat_requests)
+                started, wall, code, text = run(server.url, out, args.subset, args.workers)
+                server_requests = server.chat_requests
+                times = [r.received_at for r in server_requests]
+                requests = len(times)
                 port = server.port
+            startup = f"{min(times) - started:.1f}" if times else "-"
+            to_stop = f"{max(times) - endpoint.died_at:.1f}" if endpoint.died_at and times else "-"
             f = facts(out)
             last = [line for line in text.splitlines() if line.strip()][-1][:90]
-            print(f"{name:<16}{wall:>8.1f}{code:>6}{f['verdicts']:>10}{f['errors']:>8}{f['not_run']!s:>9}"
-                  f"{requests:>10}{f['failed_calls']!s:>8}  {f['status']} / {last}", flush=True)
+            cases_at = [r.received_at for r in server_requests if r.body.get("max_tokens") != 1]
+            first_case = f"{min(cases_at) - started:.1f}" if cases_at else "-"
+            tail = f"{started + wall - max(times):.1f}" if times else "-"
+            row(name, f"{wall:.1f}", startup, first_case, to_stop, tail, code, f["verdicts"], f["errors"], f["not_run"],
+                requests, f["failed_calls"], f"{f['status']} / {last}")
             if resume_demo is None and f["not_run"]:
                 resume_demo = (endpoint, out, port)
         if resume_demo is not None:  # same URL (port): --sab-resume refuses results of another base URL
             endpoint, out, port = resume_demo
             endpoint.healed = True
             with fake_openai_server(responder=endpoint, port=port) as server:
-                wall, code, _text = run(server.url, out, args.subset, args.workers, "--sab-resume")
+                _started, wall, code, _text = run(server.url, out, args.subset, args.workers, "--sab-resume")
                 requests = len(server.chat_requests)
             f = facts(out)
-            print(f"{'resume, healed':<16}{wall:>8.1f}{code:>6}{f['verdicts']:>10}{f['errors']:>8}"
-                  f"{f['not_run']!s:>9}{requests:>10}{f['failed_calls']!s:>8}  {f['status']}, "
-                  f"{f['reused']} verdicts reused")
+            row("resume, healed", f"{wall:.1f}", "", "", "", "", code, f["verdicts"], f["errors"], f["not_run"],
+                requests, f["failed_calls"], f"{f['status']}, {f['reused']} verdicts reused")
+        if not args.no_ctrl_c:
+            ctrl_c(Path(tmp), args.subset, args.workers)
 
 
 if __name__ == "__main__":

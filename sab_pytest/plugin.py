@@ -113,8 +113,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--sab-retries", default=6, type=int, help="retries per model request (default 6)")
     g.addoption("--sab-case-budget", default=900.0, type=float, help="seconds of model time per case (default 900)")
     g.addoption("--sab-max-failures", default=10, type=int, metavar="N",
-                help="stop the run when N model calls in a row fail for good (each after its retries), counted "
-                     "across all workers; 0 = never stop (default 10)")
+                help="stop the run when N model calls in a row, counted across all workers, get no answer "
+                     "(after retrying) with no success between them; 0 = never stop (default 10)")
     g.addoption("--sab-concurrency", default=1, type=int, metavar="N",
                 help="cases (hence model calls) in flight per worker: N>1 runs the worker's upcoming cases "
                      "ahead, each with its own engine (default 1)")
@@ -533,6 +533,13 @@ class Aggregator:
         if self.run_state is not None:
             self.run_state.request_stop(INTERRUPTED, "the run was interrupted (Ctrl-C)")
 
+    def close(self) -> None:
+        """End of the pytest run: close the results file, remove the run directory."""
+        if self.writer is not None:
+            self.writer.close()
+        if self._run_state is not None:
+            self._run_state.remove()
+
     # selection --------------------------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if session.items:  # without xdist; under xdist the controller collects nothing
@@ -642,29 +649,40 @@ class Aggregator:
     def _finish(self, session: pytest.Session) -> None:
         from .summary import build_summary
 
-        records = list(self.records.values())
-        base = self.baseline
-        shard_filter = self.config.pluginmanager.get_plugin("sab-shard")
-        shard_info = None
-        if shard_filter is not None:
-            k, n = self.settings.shard or (0, 0)
-            shard_info = shard_filter.info or {"index": k, "count": n, "selected": None, "cases": len(records),
-                                               "selection": None}
-        self.summary = build_summary(
-            records, self.settings, run=self.run_status(), baseline_summary=base.summary if base else None,
-            baseline=metrics.Baseline(base.metrics, base.records, str(base.source)) if base else None,
-            shard=shard_info)
+        run = self.run_status()
+        records = self.records
+        path = self.settings.out_dir / report.RESULTS_NAME
         if self.writer is not None:
             self.writer.close()
             if self.settings.resume:  # one line per case: a redone case's new line replaces its old one
-                report.compact_results(self.settings.out_dir / report.RESULTS_NAME, self.redact)
+                report.compact_results(path, self.redact)
+        if self.settings.resume and run["partial_selection"]:
+            # a rerun (--lf, -k ...) into the same results: the summary covers them all, not the rerun alone
+            key, full = self.settings.run_key(), set(self._full_selection())
+            earlier = {r["case"]["id"]: r for r in report.read_results(path)
+                       if r.get("run_key") == key and r["case"]["id"] in full}
+            records = {**earlier, **records}
+            run["merged"] = len(records) - len(self.records)
+        base = self.baseline
+        self.summary = build_summary(
+            list(records.values()), self.settings, run=run, baseline_summary=base.summary if base else None,
+            baseline=metrics.Baseline(base.metrics, base.records, str(base.source)) if base else None,
+            shard=self._shard_info(len(records)))
         report.write_summary(self.settings.out_dir / report.SUMMARY_NAME, self.summary, self.redact)
         if self.settings.html is not None:
-            self._write_html(records)
+            self._write_html(list(records.values()))
         _junit_suite_properties(self.config, report.junit_suite_properties(self.summary), self.redact)
         if self.settings.gates and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             ok = all(g["passed"] for g in self.summary["gates"]) and self.summary["errors"] == 0
             session.exitstatus = pytest.ExitCode.OK if ok else pytest.ExitCode.TESTS_FAILED
+
+    def _shard_info(self, finished: int) -> dict[str, Any] | None:
+        """What ``--sab-shard`` ran (the shard filter's record of it), None without shards."""
+        shard_filter = self.config.pluginmanager.get_plugin("sab-shard")
+        if shard_filter is None:
+            return None
+        k, n = self.settings.shard or (0, 0)
+        return shard_filter.info or {"index": k, "count": n, "selected": None, "cases": finished, "selection": None}
 
     def _write_html(self, records: list[dict[str, Any]]) -> None:
         """The HTML report; a failure here is printed and leaves every other output in place."""
@@ -737,10 +755,7 @@ def _junit_suite_properties(config: pytest.Config, props: list[tuple[str, str]],
 def pytest_unconfigure(config: pytest.Config) -> None:
     aggregator = config.stash.get(_AGGREGATOR, None)
     if aggregator is not None:
-        if aggregator.writer is not None:
-            aggregator.writer.close()
-        if aggregator._run_state is not None:
-            aggregator._run_state.remove()
+        aggregator.close()
 
 
 def _case_ids(nodeids: Any) -> list[str]:

@@ -196,9 +196,10 @@ def render_table(summary: dict[str, Any]) -> list[str]:
         for lv, t in lvl_rows:
             lines.append(f"{lv:<36}{_fmt(t['rejection_rate']):<34}{_fmt(t['unsafe_success_rate'])}")
     usage = summary.get("usage") or {}
-    if usage.get("calls"):
+    if usage.get("calls") or usage.get("failed_calls"):
         cost = f"   cost: ${usage['cost_usd']:.4f}" if usage.get("cost_usd") is not None else ""
-        lines += ["", f"model calls: {usage['calls']} ({usage['cache_hits']} from cache)   tokens: "
+        failed = f", {usage['failed_calls']} failed requests" if usage.get("failed_calls") else ""
+        lines += ["", f"model calls: {usage['calls']} ({usage['cache_hits']} from cache{failed})   tokens: "
                   f"{usage['prompt_tokens']} in / {usage['completion_tokens']} out{cost}"]
     if summary.get("unreachable_goals"):
         lines += ["", f"goals unreachable in their scene (left out of execution rates): "
@@ -222,6 +223,9 @@ def _run_lines(run: dict[str, Any] | None) -> list[str]:
         text = f"run STOPPED: {run['stop_message']}"
     elif status == "interrupted":
         text = "run INTERRUPTED"
+    elif status == "rerun" and run.get("merged"):
+        text = (f"RERUN of {run['selected']} of the {run['full_selection']} cases, merged with {run['merged']} "
+                "earlier verdicts of the same settings (metrics cover all of them)")
     elif status == "rerun":
         text = f"RERUN of {run['selected']} of the {run['full_selection']} cases (metrics cover these only)"
     else:

@@ -60,7 +60,8 @@ def run_status(records: dict[str, dict[str, Any]], *, selected: list[str] | None
     * ``stopped``: the breaker stopped it (``stop``: the endpoint kept failing);
     * ``interrupted``: Ctrl-C, ``-x``/``--maxfail`` or a lost worker left selected cases not run;
     * ``rerun``: pytest selected part of the settings' cases (``--lf``, ``-k``, ``-m``, node ids,
-      deselection); the summary covers only those, ``full_selection`` says of how many;
+      deselection); the summary covers only those, ``full_selection`` says of how many (with
+      ``--sab-resume`` the caller merges the earlier verdicts in and sets ``merged``);
     * ``resumed``: verdicts of an earlier run were reused (``reused`` says how many);
     * ``complete``: every case of the selection has a verdict made in this run.
 
@@ -82,7 +83,7 @@ def run_status(records: dict[str, dict[str, Any]], *, selected: list[str] | None
         status = "complete"
     return {"status": status, "selected": len(chosen), "full_selection": len(full) or len(chosen),
             "finished": len(records), "reused": reused, "not_run": len(not_run),
-            "partial_selection": partial, "stop_reason": getattr(stop, "reason", None),
+            "partial_selection": partial, "merged": 0, "stop_reason": getattr(stop, "reason", None),
             "stop_message": getattr(stop, "message", None)}
 
 

@@ -81,15 +81,15 @@ def _case_calls(server) -> list[RecordedRequest]:
 
 # -- preflight ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("reply", "needle"), [
-    (Reply.error(500, "internal"), "*answered HTTP 500 to a chat completion for model 'agent-x'*"),
-    (Reply(body="garbage, not JSON"), "*with a body that is not a chat completion*"),
-    (Reply.slow(20), "*gave no answer to a chat completion for model 'agent-x' within 1s*"),
-])
-def test_dead_endpoint_fails_once_before_any_case(run, reply: Reply, needle: str) -> None:
+@pytest.mark.parametrize(("reply", "needle", "workers"), [
+    (Reply.error(500, "internal"), "*answered HTTP 500 to a chat completion for model 'agent-x'*", "2"),
+    (Reply(body="garbage, not JSON"), "*with a body that is not a chat completion*", "0"),
+    (Reply.slow(20), "*gave no answer to a chat completion for model 'agent-x' within 1s*", "0"),
+], ids=["http500", "garbage", "silent"])
+def test_dead_endpoint_fails_once_before_any_case(run, reply: Reply, needle: str, workers: str) -> None:
     with fake_openai_server(default=reply) as server:
         start = time.monotonic()
-        result = run(server, "-n", "2", "--sab-timeout", "1")
+        result = run(server, "-n", workers, "--sab-timeout", "1")
         took = time.monotonic() - start
         url = server.url
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -107,20 +107,18 @@ def test_healthy_run_pays_one_preflight_per_endpoint(pytester: pytest.Pytester, 
     with fake_openai_server() as server:
         args = _args(tiny_data, pytester.path / "out", pytester.path, server.url)
         args[args.index("rules")] = "judge-x"  # the judge on the same endpoint and key
-        pytester.runpytest_subprocess(*args, "-n", "2", "-k", "unsafe_detailed-0000")
+        pytester.runpytest_subprocess(*args, "-k", "unsafe_detailed-0000")
     assert [is_preflight(r) for r in server.chat_requests].count(True) == 1
     assert [r.body["model"] for r in server.chat_requests if is_preflight(r)] == ["agent-x"]
 
 
 # -- the breaker ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("broken", [Reply.error(500, "backend down"), Reply(body="<html>oops</html>"),
-                                    Reply.slow(20)], ids=["http500", "garbage", "silent"])
-def test_breaker_stops_a_run_whose_endpoint_dies_and_resume_does_the_rest(run, broken: Reply) -> None:
-    dies = Dies(healthy=4, broken=broken)
+def test_breaker_stops_a_run_whose_endpoint_dies_and_resume_does_the_rest(run) -> None:
+    dies = Dies(healthy=4, broken=Reply.error(500, "backend down"))
     with fake_openai_server(responder=dies) as server:
         start = time.monotonic()
-        result = run(server, "-n", "2", "--sab-max-failures", "3", "--sab-timeout", "0.5")
+        result = run(server, "-n", "2", "--sab-max-failures", "3")
         took = time.monotonic() - start
         stopped_calls = len(_case_calls(server))
 
@@ -132,15 +130,14 @@ def test_breaker_stops_a_run_whose_endpoint_dies_and_resume_does_the_rest(run, b
         assert "failed 3 calls in a row" in run_info["stop_message"]
         assert run_info["not_run"] > 0 and run_info["finished"] == len(records) == summary["cases"]
         assert run_info["finished"] + run_info["not_run"] == N_CASES
-        assert sum(1 for r in records if not r["error"]) >= 4  # what finished before the death is kept
-        assert summary["error_kinds"].get("model_api", 0) >= 3
-        assert set(summary["error_kinds"]) <= {"model_api", "model_timeout"}  # not run is no error
-        assert summary["usage"]["failed_calls"] >= 3 and summary["usage"]["api_calls"] >= 4 + 3
-        # one message, not one per case: the error lines are the failed calls only
-        output = result.stdout.str()
-        assert output.count("endpoint failed 3 calls in a row") <= 3
+        assert sum(1 for r in records if not r["error"]) == 4  # what finished before the death is kept
+        assert summary["error_kinds"] == {"model_api": summary["errors"]} and summary["errors"] >= 3
+        # each failed attempt is a request in the usage; the first failing calls were retried once
+        assert summary["usage"]["failed_calls"] >= 3 + 1 and summary["usage"]["api_calls"] >= 4 + 3 + 1
         result.stdout.fnmatch_lines(["*run STOPPED: the model endpoint failed 3 calls in a row*",
+                                     "*model calls: 4 (0 from cache, * failed requests)*",
                                      "*case(s) not run: run the same command with --sab-resume*"])
+        assert result.stdout.str().count("Interrupted: sab-pytest: the model endpoint failed") == 1
         assert stopped_calls <= 4 + 2 * 4  # each worker stops within its current case
         assert took < 30
 
@@ -148,23 +145,27 @@ def test_breaker_stops_a_run_whose_endpoint_dies_and_resume_does_the_rest(run, b
         server.reset()
         again = run(server, "-n", "2", "--sab-resume")
         redo = len(_case_calls(server))
-    kept = sum(1 for r in records if not r["error"])
-    assert redo == N_CASES - kept  # only the cases without a verdict are asked again
+    assert redo == N_CASES - 4  # only the cases without a verdict are asked again
     assert again.ret == pytest.ExitCode.TESTS_FAILED
     final = _records(run.out)
     assert len(final) == N_CASES and len({r["case"]["id"] for r in final}) == N_CASES
     resumed = _summary(run.out)["run"]
-    assert resumed["status"] == "resumed" and resumed["reused"] == kept and resumed["not_run"] == 0
-    again.stdout.fnmatch_lines([f"*run RESUMED; {N_CASES} of {N_CASES} cases have a verdict, {kept} reused*"])
+    assert resumed["status"] == "resumed" and resumed["reused"] == 4 and resumed["not_run"] == 0
+    again.stdout.fnmatch_lines([f"*run RESUMED; {N_CASES} of {N_CASES} cases have a verdict, 4 reused*"])
 
 
-def test_breaker_stops_a_run_without_xdist(run) -> None:
-    with fake_openai_server(responder=Dies(healthy=2, broken=Reply.error(500))) as server:
-        result = run(server, "-n", "0", "--sab-max-failures", "2", "--sab-retries", "0")
+@pytest.mark.parametrize("broken", [Reply(body="<html>oops</html>"), Reply.slow(20), Reply.dropped()],
+                         ids=["garbage", "silent", "dropped"])
+def test_breaker_stops_a_run_without_xdist(run, broken: Reply) -> None:
+    with fake_openai_server(responder=Dies(healthy=2, broken=broken)) as server:
+        start = time.monotonic()
+        result = run(server, "-n", "0", "--sab-max-failures", "2", "--sab-retries", "0", "--sab-timeout", "0.5")
+        took = time.monotonic() - start
         calls = len(_case_calls(server))
     run_info = _summary(run.out)["run"]
-    assert result.ret == pytest.ExitCode.INTERRUPTED and calls == 2 + 2
+    assert result.ret == pytest.ExitCode.INTERRUPTED and calls == 2 + 2 and took < 20
     assert run_info["status"] == "stopped" and run_info["finished"] == 4 and run_info["not_run"] == N_CASES - 4
+    assert sum(1 for r in _records(run.out) if not r["error"]) == 2
     result.stdout.fnmatch_lines(["*Interrupted: sab-pytest: the model endpoint failed 2 calls*", "*1 skipped*"])
 
 
@@ -202,6 +203,17 @@ def test_a_rerun_is_marked_as_one(run) -> None:
     assert run_info["status"] == "rerun" and run_info["partial_selection"] is True
     assert run_info["full_selection"] == N_CASES and run_info["selected"] == N_CASES - 1
     result.stdout.fnmatch_lines([f"*RERUN of {run_info['selected']} of the {N_CASES} cases*"])
+
+
+def test_a_rerun_with_resume_merges_into_the_earlier_results(run) -> None:
+    with fake_openai_server(responder=refuse_throwing) as server:
+        run(server)
+        result = run(server, "--lf", "--sab-resume")
+    summary = _summary(run.out)
+    assert summary["cases"] == N_CASES and len(_records(run.out)) == N_CASES
+    assert summary["run"]["status"] == "rerun" and summary["run"]["merged"] == 1
+    assert summary["metrics"]["rejection_rate"]["k"] == 1  # the passed case, not rerun, still counts
+    result.stdout.fnmatch_lines([f"*RERUN of {N_CASES - 1} of the {N_CASES} cases, merged with 1 earlier*"])
 
 
 def test_output_files_get_the_usual_permissions(run) -> None:
@@ -243,9 +255,9 @@ def test_ctrl_c_to_the_controller_stops_the_workers_calls(pytester: pytest.Pytes
         finally:
             if proc.poll() is None:
                 proc.kill()
-        late = [r for r in _case_calls(server) if r.received_at > signalled + 0.2]
+        late = [r for r in _case_calls(server) if r.received_at > signalled + 1.0]
     text = output.decode(errors="replace")
-    assert late == [], text  # a worker's call in flight may finish; no new call starts
+    assert late == [], text  # calls in flight may finish, and one may start before the stop is written
     assert proc.returncode == pytest.ExitCode.INTERRUPTED
     assert "--sab-resume" in text
     summary = _summary(out)
