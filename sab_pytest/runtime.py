@@ -14,6 +14,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import InfraError, UsageError
@@ -85,8 +86,13 @@ class EnginePool:
 
 
 class Runtime:
-    def __init__(self, settings: Settings) -> None:
+    """``run_store``: with the response cache off, a directory the run's processes share for the
+    length of the run, so that each distinct model call is still made once (see the plugin's
+    ``CaseDistribution``)."""
+
+    def __init__(self, settings: Settings, run_store: Path | None = None) -> None:
         self.settings = settings
+        self.run_store = run_store
         self.engines = EnginePool(self._start_engine)
         self.runner: CaseRunner[Case, Verdict] | None = None  # set by ``start_runner``
 
@@ -101,6 +107,7 @@ class Runtime:
         name = s.model if role == "agent" else s.judge_model
         base_url = s.base_url if role == "agent" else (s.judge_base_url or s.base_url)
         key_env = s.api_key_env if role == "agent" else s.judge_api_key_env
+        store = s.cache_dir or self.run_store
         return models.OpenAIChatModel(
             models.parse_model_spec(name),
             base_url=base_url,
@@ -109,7 +116,7 @@ class Runtime:
             max_tokens=s.max_tokens,
             timeout=s.timeout_s,
             max_retries=s.max_retries,
-            cache=ResponseCache(s.cache_dir) if s.cache_dir else None,
+            cache=ResponseCache(store) if store else None,
         )
 
     @cached_property
