@@ -158,8 +158,11 @@ runtime.Runtime.evaluate = evaluate
     assert marker.exists()
     records = _records(pytester.path / "out")
     assert len(records) == N_CASES
+    # at most the item the worker was on when it died is lost (none if that item had just reported);
+    # the cases its runner had started or finished ahead are run again by the other workers
     crashed = [cid for cid, r in records.items() if r.get("error")]
-    assert len(crashed) == 1 and records[crashed[0]]["error"].startswith("worker_crash"), crashed
+    assert len(crashed) <= 1 and all(records[c]["error"].startswith("worker_crash") for c in crashed), crashed
+    assert records["safe_detailed-0001"]["error"] is None
     result.stdout.fnmatch_lines(["*replacing crashed worker*"])
 
 
