@@ -162,7 +162,7 @@ runtime.Runtime.evaluate = evaluate
     # the cases its runner had started or finished ahead are run again by the other workers
     crashed = [cid for cid, r in records.items() if r.get("error")]
     assert len(crashed) <= 1 and all(records[c]["error"].startswith("worker_crash") for c in crashed), crashed
-    assert records["safe_detailed-0001"]["error"] is None
+    assert records["safe_detailed-0001"]["error"] is None or crashed == ["safe_detailed-0001"]
     result.stdout.fnmatch_lines(["*replacing crashed worker*"])
 
 
