@@ -198,7 +198,8 @@ class Runtime:
 def start_runner(runtime: Runtime, session: Any, skip: set[str] = frozenset()) -> CaseRunner[Case, Verdict]:
     """The process's case runner over the session's selected benchmark items (minus ``skip``, the
     resumed ones): under xdist, the worker's queue as it stands (``xdist_cases.WorkerQueue``), which
-    then gives away only cases the runner has not started; else every item, in order."""
+    then gives away only cases the runner has not started; else every item, in order. Each
+    running case leases its own engine in ``Runtime.evaluate``."""
     from .runner import CaseRunner
 
     cases = {i: item.callspec.params["sab_case"] for i, item in enumerate(session.items)
@@ -211,7 +212,9 @@ def start_runner(runtime: Runtime, session: Any, skip: set[str] = frozenset()) -
 
         interactor = find_interactor(session.config)
     if interactor is None:
-        ordered = list(cases.values())
+        # a worker whose queue cannot be read (another xdist version) runs no case ahead: each item
+        # runs its own, so that no case is run by two workers
+        ordered = [] if hasattr(session.config, "workerinput") else list(cases.values())
 
         def upcoming() -> list[Case]:
             return ordered
