@@ -317,8 +317,10 @@ class Aggregator:
             self.records[match.group(1)] = record
             self._write(record)
 
+    @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        """Check the model endpoints once, before a thousand cases fail one by one."""
+        """Check the model endpoints once, before a thousand cases fail one by one. Last, so that
+        xdist's workers are already starting meanwhile (a failed check still ends the run)."""
         s = self.settings
         if s.offline_agent and s.judge_model == "rules":
             return
