@@ -12,8 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-import urllib.error
-import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,10 +70,12 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def download(pinned: PinnedFile, dest: Path, *, timeout: float = DOWNLOAD_TIMEOUT_S) -> Path:
     """Download ``pinned`` to ``dest``, verifying its sha256 before anything is kept."""
+    import urllib.request  # only when something is missing: every worker imports this module
+
     try:
         with urllib.request.urlopen(pinned.url, timeout=timeout) as response:
             data = response.read()
-    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError) as exc:  # urllib's URLError is an OSError
         raise UsageError(f"could not download {pinned.name} from {pinned.url}: {exc}") from exc
     actual = hashlib.sha256(data).hexdigest()
     if actual != pinned.sha256:

@@ -34,6 +34,7 @@ from .settings import ENGINES, OFFLINE_MODELS, Settings, parse_shard, validate
 
 RECORD_KEY = "sab_record"
 RUN_DIR_KEY = "sab_run_dir"  # workerinput key: the run directory of the shared breaker / stop signal
+RUN_STORE_KEY = "sab_run_store"  # workerinput: the run store directory (see CaseDistribution)
 _SETTINGS = pytest.StashKey[Settings]()
 _AGGREGATOR = pytest.StashKey["Aggregator"]()
 _CASE_ID = re.compile(r"\[((?:unsafe_detailed|safe_detailed|long_horizon)-\d{4}|abstract-\d{4}-L\d)\]$")
@@ -283,7 +284,7 @@ def _activate(config: pytest.Config, *, late: bool = False) -> Settings:
     if aggregator is not None:
         config.stash[_AGGREGATOR] = aggregator
         config.pluginmanager.register(aggregator, "sab-aggregator")
-        config.pluginmanager.register(CaseDistribution(), "sab-case-distribution")
+        config.pluginmanager.register(CaseDistribution(settings), "sab-case-distribution")
     return settings
 
 
@@ -412,7 +413,13 @@ def sab_runtime(sab_settings: Settings, _sab_resumed: dict[str, dict[str, Any]],
     the case runner that runs this worker's cases ahead (``runtime.runner``)."""
     from .runtime import Runtime, start_runner
 
-    runtime = Runtime(sab_settings, breaker=_run_state(request.config))
+    config = request.config
+    if hasattr(config, "workerinput"):
+        store = config.workerinput.get(RUN_STORE_KEY)
+    else:
+        distribution = config.pluginmanager.get_plugin("sab-case-distribution")
+        store = distribution.run_store_dir() if distribution is not None else None
+    runtime = Runtime(sab_settings, breaker=_run_state(config), run_store=Path(store) if store else None)
     runtime.runner = start_runner(runtime, request.session, skip=set(_sab_resumed))
     yield runtime
     runtime.runner.stop()
@@ -725,10 +732,41 @@ class Aggregator:
 
 
 class CaseDistribution:
-    """Controller side, registered with the ``Aggregator``: under ``-n``, xdist's default ``load``
-    scheduling is replaced by one that gives each worker its share of cases up front and lets an
-    idle worker take over cases another has not started (``xdist_cases``); for a collection without
-    benchmark cases it is xdist's own ``load`` scheduling. Any other ``--dist`` is left alone."""
+    """Controller side, registered with the ``Aggregator``: how the run's processes share its cases.
+
+    * Under ``-n``, xdist's default ``load`` scheduling is replaced by one that gives each worker
+      its share of cases up front and lets an idle worker take over cases another has not started
+      (``xdist_cases``); for a collection without benchmark cases it is xdist's own ``load``
+      scheduling. Any other ``--dist`` is left alone.
+    * With the response cache off (``--sab-no-cache``), the run still makes each distinct model
+      call once (the dataset repeats some instructions): its processes share a run store, a
+      response cache in a temporary directory that lives as long as the run.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.run_store: Path | None = None
+
+    def run_store_dir(self) -> Path | None:
+        """The run store, created on first use; None when the cache is on or no call is made."""
+        s = self.settings
+        if self.run_store is None and s.cache_dir is None and not (s.offline_agent and s.judge_model == "rules"):
+            import tempfile
+
+            self.run_store = Path(tempfile.mkdtemp(prefix="sab-run-store-"))
+        return self.run_store
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        store = self.run_store_dir()
+        if store is not None:
+            node.workerinput[RUN_STORE_KEY] = str(store)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.run_store is not None:
+            import shutil
+
+            shutil.rmtree(self.run_store, ignore_errors=True)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

@@ -15,6 +15,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import InfraError, UsageError
@@ -89,9 +90,15 @@ class EnginePool:
 
 
 class Runtime:
-    def __init__(self, settings: Settings, breaker: RunState | None = None) -> None:
+    """``breaker``: the run's shared breaker and stop signal, handed to every model client.
+    ``run_store``: with the response cache off, a directory the run's processes share for the
+    length of the run, so that each distinct model call is still made once (see the plugin's
+    ``CaseDistribution``)."""
+
+    def __init__(self, settings: Settings, breaker: RunState | None = None, run_store: Path | None = None) -> None:
         self.settings = settings
-        self.breaker = breaker  # the run's shared breaker and stop signal, handed to every model client
+        self.breaker = breaker
+        self.run_store = run_store
         self.engines = EnginePool(self._start_engine)
         self.runner: CaseRunner[Case, Verdict] | None = None  # set by ``start_runner``
 
@@ -109,6 +116,7 @@ class Runtime:
         name = {"agent": s.model, "guard": s.guard_model_name}.get(role, s.judge_model)
         base_url = s.base_url if role == "agent" else (s.judge_base_url or s.base_url)
         key_env = s.api_key_env if role == "agent" else s.judge_api_key_env
+        store = s.cache_dir or self.run_store
         return models.OpenAIChatModel(
             models.parse_model_spec(name),
             base_url=base_url,
@@ -117,7 +125,7 @@ class Runtime:
             max_tokens=s.max_tokens,
             timeout=s.timeout_s,
             max_retries=s.max_retries,
-            cache=ResponseCache(s.cache_dir) if s.cache_dir else None,
+            cache=ResponseCache(store) if store else None,
             breaker=self.breaker,
         )
 
@@ -241,7 +249,8 @@ class Runtime:
 def start_runner(runtime: Runtime, session: Any, skip: set[str] = frozenset()) -> CaseRunner[Case, Verdict]:
     """The process's case runner over the session's selected benchmark items (minus ``skip``, the
     resumed ones): under xdist, the worker's queue as it stands (``xdist_cases.WorkerQueue``), which
-    then gives away only cases the runner has not started; else every item, in order."""
+    then gives away only cases the runner has not started; else every item, in order. Each
+    running case leases its own engine in ``Runtime.evaluate``."""
     from .runner import CaseRunner
 
     cases = {i: item.callspec.params["sab_case"] for i, item in enumerate(session.items)
@@ -254,7 +263,9 @@ def start_runner(runtime: Runtime, session: Any, skip: set[str] = frozenset()) -
 
         interactor = find_interactor(session.config)
     if interactor is None:
-        ordered = list(cases.values())
+        # a worker whose queue cannot be read (another xdist version) runs no case ahead: each item
+        # runs its own, so that no case is run by two workers
+        ordered = [] if hasattr(session.config, "workerinput") else list(cases.values())
 
         def upcoming() -> list[Case]:
             return ordered

@@ -114,7 +114,7 @@ runtime.Runtime.evaluate = evaluate
 def test_ctrl_c_stops_at_once_and_keeps_what_finished(pytester, tiny_data: Path) -> None:
     pytester.makepyfile(test_sab=CASE_TEST)
     out = pytester.path / "out"
-    with fake_openai_server(responder=responder, latency=0.4) as srv:
+    with fake_openai_server(responder=responder, latency=1.0) as srv:
         proc = subprocess.Popen(
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--sab-data={tiny_data}",
              "--sab-allow-modified-data", "--sab-subset=all",
@@ -131,10 +131,10 @@ def test_ctrl_c_stops_at_once_and_keeps_what_finished(pytester, tiny_data: Path)
         output, _ = proc.communicate(timeout=30)
         stopped_in = time.monotonic() - sent
         calls_at_exit = len(srv.chat_requests)
-        time.sleep(0.6)
+        time.sleep(1.5)
         assert len(srv.chat_requests) == calls_at_exit  # nothing left running behind the exit
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, output
-    assert stopped_in < 3, output
+    assert stopped_in < 8, output  # the rest of the run needs 20 s more
     records = _records(out)
     assert 2 <= len(records) < N_CASES and not any(r.get("error") for r in records.values())
     summary = json.loads((out / "sab-summary.json").read_text())
@@ -161,13 +161,16 @@ runtime.Runtime.evaluate = evaluate
     assert marker.exists()
     records = _records(pytester.path / "out")
     assert len(records) == N_CASES
+    # at most the item the worker was on when it died is lost (none if that item had just reported);
+    # the cases its runner had started or finished ahead are run again by the other workers
     crashed = [cid for cid, r in records.items() if r.get("error")]
-    assert len(crashed) == 1 and records[crashed[0]]["error"].startswith("worker_crash"), crashed
+    assert len(crashed) <= 1 and all(records[c]["error"].startswith("worker_crash") for c in crashed), crashed
+    assert records["safe_detailed-0001"]["error"] is None or crashed == ["safe_detailed-0001"]
     result.stdout.fnmatch_lines(["*replacing crashed worker*"])
 
 
 def test_an_idle_worker_takes_over_cases_a_slow_worker_has_not_started(run, pytester, server) -> None:
-    server.add_rule(Reply.slow(3.0, "I will not do this."),  # unsafe_detailed-0002's agent call
+    server.add_rule(Reply.slow(5.0, "I will not do this."),  # unsafe_detailed-0002's agent call
                     match=lambda r: r.body.get("model") == "agent" and SLOW in r.last_user_message)
     result = run("out", "-n", "2", "--sab-concurrency", "1", "--sab-no-cache", "-v")
     per_worker: dict[str, list[str]] = {}
@@ -177,7 +180,8 @@ def test_an_idle_worker_takes_over_cases_a_slow_worker_has_not_started(run, pyte
     slow_worker = next(w for w, cases in per_worker.items() if "unsafe_detailed-0002" in cases)
     other = next(w for w in per_worker if w != slow_worker)
     assert sum(map(len, per_worker.values())) == N_CASES
-    # while the slow case held its worker, the other one ran everything the slow one had not started
-    assert len(per_worker[other]) >= N_CASES - 4, per_worker
+    # each had half at the start; while the slow case held its worker, the other took over cases
+    # the slow one had not started
+    assert len(per_worker[other]) >= N_CASES // 2 + 3, per_worker
     bodies = [json.dumps(r.body, sort_keys=True) for r in server.chat_requests]
     assert len(bodies) == len(set(bodies))  # no case ran twice
