@@ -484,6 +484,9 @@ def _skip_if_stopped(runtime: Any, request: pytest.FixtureRequest) -> None:
     state = getattr(runtime, "breaker", None)
     stop = state.stopped() if state is not None else None
     if stop is not None:
+        runner = getattr(runtime, "runner", None)
+        if runner is not None:
+            runner.stop()  # no further case starts ahead; finished ones keep their verdicts
         request.session.shouldstop = f"sab-pytest: {stop.message}"
         pytest.skip(f"not run: {stop.message}")
 
