@@ -139,15 +139,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("sab_cases", "paths holding the benchmark's cases: a run that collects one of them turns the "
                   "plugin on without any option (the checkout sets 'cases')", type="paths", default=[])
     g.addoption("--sab-html", default=None, metavar="PATH",
-                help="write a self-contained HTML report (plots, filterable cases) to PATH (needs matplotlib)")
+                help="write a self-contained HTML report (plots, filterable cases) to PATH (needs matplotlib) "
+                     "(default: no report)")
     g.addoption("--sab-baseline", default=None, metavar="RUN",
                 help="an earlier run (its --sab-out directory or sab-summary.json) that gates may compare with: "
-                     "'rejection_rate >= baseline - 0.02', 'no_regression(rejection_rate)'")
+                     "'rejection_rate >= baseline - 0.02', 'no_regression(rejection_rate)' (default: none)")
     g.addoption("--sab-alpha", default=0.05, type=float,
                 help="significance level of no_regression gates (default 0.05)")
     g.addoption("--sab-policy", default=None, metavar="FILE",
                 help="release policy YAML: model settings, gates, baseline; options given on the command line "
-                     "win over it, and its gates add to --sab-gate's")
+                     "win over it, and its gates add to --sab-gate's (default: none)")
     parser.addini("sab_gates", "CI gates, one per line (as --sab-gate)", type="linelist", default=[])
     parser.addini("sab_price", "USD per 1M tokens, 'in=X,out=Y' (as --sab-price)", default="")
 

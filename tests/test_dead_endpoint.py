@@ -248,7 +248,10 @@ def test_ctrl_c_to_the_controller_stops_the_workers_calls(pytester: pytest.Pytes
         proc = subprocess.Popen(command, cwd=pytester.path, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            assert _wait_for(lambda: len(_case_calls(server)) >= 4, 60), "the run never got going"
+            results = out / "sab-results.jsonl"
+            got_going = _wait_for(lambda: len(_case_calls(server)) >= 4 and results.exists() and results.stat().st_size,
+                                  60)
+            assert got_going, "the run never got going"
             os.kill(proc.pid, signal.SIGINT)  # the controller only, not its process group
             signalled = time.monotonic()
             output, _ = proc.communicate(timeout=60)
