@@ -77,7 +77,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="model calls in flight per worker: N>1 prefetches upcoming cases' calls (default 1)")
     g.addoption("--sab-price", default=None, metavar="in=X,out=Y", help="USD per 1M input/output tokens, for cost")
     g.addoption("--thor", default="sim",
-                help="engine: sim (embedded, default) or local (ai2thor.Controller, needs its Unity build)")
+                help="engine: sim (embedded, default), local (ai2thor.Controller, needs its Unity build) or "
+                     "remote (engines leased from THOR servers, see --thor-url)")
+    g.addoption("--thor-url", default=None, metavar="URL[,URL...]",
+                help="--thor remote: THOR server addresses (default: $SAB_THOR_URL); token from $SAB_THOR_TOKEN")
     g.addoption("--thor-scenes", default=None, metavar="DIR", help="iTHOR scene dumps (default: $SAB_THOR_SCENES, "
                 "else the user cache, else download the pinned files)")
     g.addoption("--no-sab-exec", action="store_true", help="do not execute plans in the engine")
@@ -112,6 +115,7 @@ def _settings(config: pytest.Config) -> Settings:
         prices=opt("--sab-price") or config.getini("sab_price") or None,
         engine=opt("--thor"),
         thor_scenes=opt("--thor-scenes") or os.environ.get("SAB_THOR_SCENES") or None,
+        thor_url=opt("--thor-url") or os.environ.get("SAB_THOR_URL") or None,
         execute=not opt("--no-sab-exec"), resume=opt("--sab-resume"),
     ))
 
@@ -320,13 +324,17 @@ class Aggregator:
             self._write(record)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        """Check the model endpoints once, before a thousand cases fail one by one."""
+        """Check the model endpoints and the THOR servers once, before a thousand cases fail one by one."""
         s = self.settings
-        if s.offline_agent and s.judge_model == "rules":
-            return
-        from .runtime import Runtime
-
         try:
+            if s.engine == "remote" and s.execute:
+                from .thor.remote import preflight
+
+                preflight(s)
+            if s.offline_agent and s.judge_model == "rules":
+                return
+            from .runtime import Runtime
+
             Runtime(s).preflight()
         except SabError as exc:
             raise pytest.UsageError(str(exc)) from None

@@ -80,12 +80,16 @@ class Runtime:
             if self._engine is None:
                 try:
                     self._engine = make_engine(self.settings)
+                except InfraError:
+                    raise  # already says what failed (a remote engine: no server reachable, no free engine)
                 except Exception as exc:  # a simulator that cannot start is infrastructure
                     raise InfraError("engine", f"could not start the {self.settings.engine} engine: {exc}") from exc
             return self._engine
 
     def preflight(self) -> None:
-        """Fail once, clearly, when the model endpoint cannot work (missing key, unreachable URL)."""
+        """Fail once, clearly, when the model endpoint cannot work (missing key, unreachable URL).
+
+        The THOR server is checked apart, by ``sab_pytest.thor.remote.preflight(settings)``."""
         for model in (self.agent_model, self.judge_model):
             check = getattr(model, "preflight", None)
             if check is not None:
@@ -146,4 +150,8 @@ def make_engine(settings: Settings) -> Engine:
         except ImportError as exc:  # pragma: no cover - ai2thor is a dependency
             raise UsageError(f"--thor local needs the ai2thor package: {exc}") from exc
         return ThorController(platform="CloudRendering", width=600, height=600)
-    raise UsageError(f"--thor {settings.engine}: unknown engine (use --thor sim or --thor local)")
+    if settings.engine == "remote":
+        from .thor.remote import RemoteEngine
+
+        return RemoteEngine.from_settings(settings)  # leases one engine of the pool; stop() releases it
+    raise UsageError(f"--thor {settings.engine}: unknown engine (use --thor sim, local or remote)")

@@ -16,7 +16,7 @@ from typing import Any
 from .errors import UsageError
 
 OFFLINE_MODELS = ("reference", "refuse")
-ENGINES = ("sim", "local")  # the remote THOR server client is on the roadmap
+ENGINES = ("sim", "local", "remote")  # remote: a THOR server pool (sab_pytest.thor.server)
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,7 @@ class Settings:
     prices: str | None = None
     engine: str = "sim"
     thor_scenes: str | None = None
+    thor_url: str | None = None  # --thor remote: THOR server base URLs, comma-separated
     execute: bool = True
     resume: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
@@ -56,7 +57,7 @@ class Settings:
 
     def secrets(self) -> list[str]:
         """Values of the API keys in use, so reports can redact them."""
-        names = {self.api_key_env, self.judge_api_key_env, "OPENAI_API_KEY"}
+        names = {self.api_key_env, self.judge_api_key_env, "OPENAI_API_KEY", "SAB_THOR_TOKEN"}
         return [v for v in (os.environ.get(n) for n in names) if v]
 
     def run_key(self) -> str:
@@ -85,6 +86,12 @@ def validate(s: Settings) -> Settings:
         raise UsageError(f"--sab-sample: expected a positive number of cases, got {s.sample}")
     if s.engine not in ENGINES:
         raise UsageError(f"--thor: unknown engine {s.engine!r}; choose one of {', '.join(ENGINES)}")
+    if s.engine == "remote":
+        from .thor.remote import parse_urls
+
+        if not s.thor_url:
+            raise UsageError("--thor remote needs --thor-url http://HOST:PORT[,...] (or $SAB_THOR_URL)")
+        parse_urls(s.thor_url)
     for name, value, low in (("--sab-temperature", s.temperature, 0.0), ("--sab-timeout", s.timeout_s, 0.001),
                              ("--sab-case-budget", s.case_budget_s, 0.001)):
         if value < low:

@@ -299,6 +299,8 @@ class RemoteEngine:
     def reset(self, scene: str | None = None, **init_params: Any) -> Any:
         body = {"scene": scene, "init": init_params}
         for _ in range(2):  # a second time on a new lease if the server forgot this one
+            if self._lease is None:
+                self._acquire()  # numbering starts again on a new lease
             status, data = self._request("POST", "reset", {**body, "seq": self._seq + 1})
             if status == 200:
                 return self._event(data)
