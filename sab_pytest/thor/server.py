@@ -37,6 +37,7 @@ import ipaddress
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -369,7 +370,8 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; anything else "
                    "needs a token)")
     p.add_argument("--port", type=int, default=wire.DEFAULT_PORT, help=f"port (default {wire.DEFAULT_PORT})")
-    p.add_argument("--engines", type=int, default=1, help="engines to serve, one lease each (default 1)")
+    p.add_argument("--engines", type=int, default=int(os.environ.get("SAB_THOR_ENGINES") or 1),
+                   help="engines to serve, one lease each (default $SAB_THOR_ENGINES, else 1)")
     p.add_argument("--backend", choices=BACKENDS, default="ai2thor",
                    help="ai2thor (Controller with a Unity build; default) or sim (the embedded engine, for tests)")
     p.add_argument("--token", default=None, help=f"bearer token clients must send (default ${wire.TOKEN_ENV}; "
@@ -410,6 +412,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.info("serving %d %s engine(s) on %s (token %s, lease ttl %.0f s)", config.engines, config.backend,
              server.url, "required" if config.token else "not required", config.ttl)
     print(f"sab-thor-server: listening on {server.url}", flush=True)
+    # docker stop sends SIGTERM: leave through the same path as Ctrl-C, so the engines are stopped
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     try:
         server.serve_forever()
     except KeyboardInterrupt:
