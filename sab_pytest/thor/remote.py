@@ -259,7 +259,11 @@ class RemoteEngine:
             self._acquire()
         assert self._http is not None
         self._used = time.monotonic()
-        status, data = self._http.call(method, f"/leases/{self._lease}/{what}", body)
+        try:
+            status, data = self._http.call(method, f"/leases/{self._lease}/{what}", body)
+        except InfraError:
+            self._drop_lease()  # the server is gone: the next reset leases anew (and fails fast if all are down)
+            raise
         self._used = time.monotonic()
         return status, data
 
