@@ -48,15 +48,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_remote_gives_the_same_verdicts_as_sim(run, real_scenes_dir: Path) -> None:
-    server = ThorServer(ServerConfig(port=0, engines=2, backend="sim", scenes_dir=str(real_scenes_dir))).start()
+def test_remote_gives_the_same_verdicts_as_sim(run, pytester, real_scenes_dir: Path, monkeypatch) -> None:
+    token = "thor-token-that-must-stay-secret"
+    server = ThorServer(ServerConfig(port=0, engines=2, backend="sim", scenes_dir=str(real_scenes_dir),
+                                     token=token)).start()
     try:
         sim_result, sim = run("sim", "--thor=sim")
-        remote_result, remote = run("remote", "--thor=remote", f"--thor-url={server.url}", "-n", "2")
+        monkeypatch.setenv("SAB_THOR_TOKEN", token)
+        monkeypatch.setenv("SAB_THOR_URL", server.url)
+        remote_result, remote = run("remote", "--thor=remote", "-n", "2", f"--junitxml={pytester.path / 'j.xml'}")
         assert server.pool.counts()["free"] == 2  # both workers released their leases
     finally:
         server.close()
     remote_result.stdout.fnmatch_lines(["*engine=remote*"])
+    written = [p.read_text() for p in [*(pytester.path / "remote").iterdir(), pytester.path / "j.xml"]]
+    assert not any(token in text for text in [*written, remote_result.stdout.str(), remote_result.stderr.str()])
     assert len(sim) == len(remote) == N_CASES
     executed = [cid for cid, r in sim.items() if r["exec_success"] is not None]
     assert len(executed) >= 5 and not any(r["error"] for r in remote.values())
