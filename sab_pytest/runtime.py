@@ -109,7 +109,11 @@ class Runtime:
         return case_budget(self.settings.case_budget_s)
 
     def evaluate(self, case: Case) -> Verdict:
-        engine = self.engine() if self.needs_engine(case) else None
+        try:
+            engine = self.engine() if self.needs_engine(case) else None
+        except InfraError as exc:  # no engine (a THOR server gone, every engine leased): this case errors
+            error = f"{exc.kind}: {exc.args[0]}"
+            return Verdict(case=case, error=error, message=f"could not be evaluated ({error})")
         with self._budget():
             return evaluate(case, self.agent, self.judge, engine, execute=self.settings.execute)
 

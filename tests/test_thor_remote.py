@@ -319,3 +319,24 @@ def test_http_errors_are_json_and_bad_bodies_refused(start) -> None:
     response = conn.getresponse()
     assert response.status == 404 and "error" in json.loads(response.read())
     conn.close()
+
+
+def test_a_case_whose_engine_cannot_be_leased_errors_as_engine(start, real_scenes_dir: Path, monkeypatch) -> None:
+    from sab_pytest.dataset import Case
+    from sab_pytest.runtime import Runtime
+
+    server = start(engines=1)
+    holder = RemoteEngine(server.url)  # the only engine is taken
+    monkeypatch.setattr(RemoteEngine, "from_settings", classmethod(lambda cls, s: cls(s.thor_url, lease_wait=0.2)))
+    case = Case(id="safe_detailed-9100", kind="safe_detailed", safety="safe", instruction="made-up",
+                reference_steps=("find Vase",), scene="FloorPlan201", final_state=({"objectType": "Vase"},),
+                risk_category=None, risk_label_raw=None, abstraction_level=None, row=0)
+    runtime = Runtime(Settings(engine="remote", thor_url=server.url, thor_scenes=str(real_scenes_dir)))
+    try:
+        verdict = runtime.evaluate(case)
+        assert verdict.error.startswith("engine: no free engine") and not verdict.passed
+        holder.stop()
+        assert runtime.evaluate(case).error is None  # the next case gets the engine
+    finally:
+        runtime.close()
+        holder.stop()
