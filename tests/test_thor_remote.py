@@ -221,6 +221,28 @@ def test_a_crashed_engine_is_restarted_and_its_holder_told(start, engines) -> No
     assert engine.step(action="RotateRight").metadata["lastActionSuccess"]
 
 
+def test_an_idle_engine_whose_process_died_is_restarted_by_the_reaper(start, engines) -> None:
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    server = start(engines=1, ttl=0.4)  # the reaper looks every 0.1 s
+    engine = engines(server.url)
+    engine.reset("FloorPlan1")
+    slot = server.pool.slots[0]
+    dead = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    dead.wait()
+    first = slot.engine
+    first.server = SimpleNamespace(unity_proc=dead)  # what ai2thor's Controller keeps of its Unity process
+    deadline = time.monotonic() + 5
+    while slot.engine is first and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert slot.engine is not first and slot.restarts == 1
+    with pytest.raises(InfraError, match="exited with status 3"):
+        engine.step(action="RotateRight")
+    assert engine.reset("FloorPlan1").metadata["objects"]
+
+
 def test_an_event_without_objects_is_an_error_not_a_silent_zero(start, engines) -> None:
     server = start(engines=1)
     engine = engines(server.url)

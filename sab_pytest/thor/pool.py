@@ -104,13 +104,24 @@ class Pool:
             log.error("engine %d: could not be restarted: %s", slot.index, slot.broken)
 
     def repair(self) -> None:
-        """Try again to start engines whose restart failed (called by the reaper)."""
+        """Restart idle engines whose Unity process died, and retry engines that could not be started
+        (called by the reaper). A lease on a dead engine is marked lost, so its holder hears of it."""
         for slot in self.slots:
-            if slot.broken is not None and slot.lock.acquire(blocking=False):
-                try:
+            if not slot.lock.acquire(blocking=False):
+                continue  # busy: a call is running, and it will find out by itself
+            try:
+                died = None if slot.engine is None else process_died(slot.engine)
+                if died is not None:
+                    log.error("engine %d: %s; restarting it", slot.index, died)
+                    lease = slot.lease
+                    if lease is not None and lease.has_episode:
+                        lease.lost = (f"the engine's process died ({died}) and was restarted: this episode is "
+                                      "lost; call reset(scene) to start a new one")
+                        lease.has_episode = False
+                if died is not None or slot.broken is not None:
                     self._restart(slot)
-                finally:
-                    slot.lock.release()
+            finally:
+                slot.lock.release()
 
     def stop(self) -> None:
         for slot in self.slots:
@@ -212,6 +223,15 @@ class Pool:
             with self._lock:
                 lease.busy -= 1
                 lease.expires = time.monotonic() + self.ttl
+
+
+def process_died(engine: Any) -> str | None:
+    """Why ``engine``'s Unity process is gone, or None while it runs (or when it has none, as the embedded one)."""
+    proc = getattr(getattr(engine, "server", None), "unity_proc", None)  # ai2thor's FIFO/WSGI server keeps it
+    if proc is not None and hasattr(proc, "poll"):
+        code = proc.poll()
+        return None if code is None else f"Unity process {proc.pid} exited with status {code}"
+    return None
 
 
 class Reaper(threading.Thread):
