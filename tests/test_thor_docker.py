@@ -9,13 +9,13 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from support.thor_host import free_port, start_server
 
 from sab_pytest.thor.remote import RemoteEngine
 
@@ -32,20 +32,10 @@ def _exec_form(instruction: str) -> list[str]:
     return json.loads(lines[-1].split(" CMD ", 1)[-1] if instruction == "HEALTHCHECK" else lines[-1][len("CMD"):])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 def test_the_image_command_serves_engines_with_the_sim_backend(real_scenes_dir: Path) -> None:
     cmd = _exec_form("CMD")
     assert cmd[:3] == ["python3", "-m", "sab_pytest.thor.server"] and "--backend" in cmd
-    port = _free_port()
+    port = free_port()
     # the image's exact command, with the embedded engine instead of Unity and a free port
     run = [sys.executable, *cmd[1:], "--backend", "sim", "--port", str(port), "--scenes", str(real_scenes_dir)]
     env = {**os.environ, "SAB_THOR_ENGINES": "2"}
@@ -54,10 +44,8 @@ def test_the_image_command_serves_engines_with_the_sim_backend(real_scenes_dir: 
     assert refused.returncode == 2 and "needs a token" in refused.stderr  # it binds 0.0.0.0
 
     env["SAB_THOR_TOKEN"] = "compose-token"
-    proc = _start(run, env)
+    proc = start_server(run, env)
     try:
-        line = proc.stdout.readline()
-        assert "listening on" in line, proc.stderr.read() if proc.poll() is not None else line
         url = f"http://127.0.0.1:{port}"
         probe = _exec_form("HEALTHCHECK")
         assert probe[0] == "python3" and ":9100/health" in probe[-1] and "--port" in cmd and "9100" in cmd

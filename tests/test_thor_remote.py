@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.thor_host import free_port
 
 from sab_pytest.errors import InfraError, UsageError
 from sab_pytest.settings import Settings, validate
@@ -320,11 +321,7 @@ def test_urls_and_settings_are_checked() -> None:
 
 
 def test_preflight_fails_once_clearly_when_the_server_is_down() -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # nothing listens there once closed
+    port = free_port()
     with pytest.raises(UsageError, match=f"127.0.0.1:{port}: the THOR server cannot be reached"):
         preflight(Settings(engine="remote", thor_url=f"http://127.0.0.1:{port}"))
     preflight(Settings(engine="sim"))  # nothing to check

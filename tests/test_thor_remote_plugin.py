@@ -5,13 +5,10 @@ the server is down, and a server killed mid-run costs only the cases that needed
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.thor_host import free_port, sim_server
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.thor.server import ServerConfig, ThorServer
@@ -42,12 +39,6 @@ def run(pytester: pytest.Pytester, tiny_data: Path):
     return _run
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_remote_gives_the_same_verdicts_as_sim(run, pytester, real_scenes_dir: Path, monkeypatch) -> None:
     token = "thor-token-that-must-stay-secret"
     server = ThorServer(ServerConfig(port=0, engines=2, backend="sim", scenes_dir=str(real_scenes_dir),
@@ -72,7 +63,7 @@ def test_remote_gives_the_same_verdicts_as_sim(run, pytester, real_scenes_dir: P
 
 
 def test_a_server_that_is_down_fails_the_run_once_before_any_case(run) -> None:
-    port = _free_port()
+    port = free_port()
     result, records = run("down", "--thor=remote", f"--thor-url=http://127.0.0.1:{port}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR and not records
     err = result.stderr.str()
@@ -94,20 +85,12 @@ def pytest_runtest_teardown(item, nextitem):
 """
 
 
-def test_server_killed_mid_run_errors_only_the_cases_that_need_an_engine(run, pytester, real_scenes_dir) -> None:
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "sab_pytest.thor.server", "--backend", "sim", "--port", str(port),
-                             "--scenes", str(real_scenes_dir)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True)
-    try:
-        assert "listening on" in proc.stdout.readline()
+def test_server_killed_mid_run_errors_only_the_cases_that_need_an_engine(run, pytester, real_scenes_dir,
+                                                                        monkeypatch) -> None:
+    with sim_server(real_scenes_dir) as (proc, url):
         pytester.makeconftest(KILLER)
-        os.environ["SAB_TEST_THOR_PID"] = str(proc.pid)
-        result, records = run("killed", "--thor=remote", f"--thor-url=http://127.0.0.1:{port}")
-    finally:
-        os.environ.pop("SAB_TEST_THOR_PID", None)
-        proc.kill()
-        proc.wait()
+        monkeypatch.setenv("SAB_TEST_THOR_PID", str(proc.pid))
+        result, records = run("killed", "--thor=remote", f"--thor-url={url}")
     assert len(records) == N_CASES  # the run went on to the end
     first = records["unsafe_detailed-0000"]
     assert first["error"] is None and first["exec_success"] is not None  # ran before the kill
