@@ -359,3 +359,25 @@ def test_a_case_whose_engine_cannot_be_leased_errors_as_engine(start, real_scene
     finally:
         runtime.close()
         holder.stop()
+
+
+def test_metadata_delta_round_trip_and_resync(start, engines) -> None:
+    from sab_pytest.thor import wire
+
+    base = [{"objectId": "A", "x": 1, "box": {"p": [1, 2]}}, {"objectId": "B", "x": 2, "box": None}]
+    new = [{"objectId": "B", "x": 3, "box": None}, {"objectId": "C", "x": 0},  # B changed, C new, A gone
+           {"objectId": "A", "x": 1, "box": {"p": [1, 2]}, "extra": True}]  # a key more: sent whole
+    entries = wire.encode_objects(new, wire.index_objects(base))
+    assert entries[0] == {"id": "B", "d": {"x": 3}} and "o" in entries[1] and "o" in entries[2]
+    assert wire.decode_objects(entries, wire.index_objects(base)) == new
+    with pytest.raises(KeyError):
+        wire.decode_objects([{"id": "Z", "d": {}}], {})
+    # a client out of step with the server takes the full metadata instead of patching the wrong base
+    server = start()
+    remote = engines(server.url)
+    remote.reset("FloorPlan1")
+    remote._index = {}  # its base emptied: the next delta cannot apply
+    local = Controller(width=600, height=600)
+    local.reset("FloorPlan1")
+    assert dict(remote.step(action="RotateRight").metadata) == dict(local.step(action="RotateRight").metadata)
+

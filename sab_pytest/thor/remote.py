@@ -316,8 +316,11 @@ class RemoteEngine:
 
     def step(self, action: str | dict[str, Any] | None = None, **action_args: Any) -> Any:
         """Run one action on the server's engine; the same calling conventions as ai2thor's ``step``."""
-        if self.last_event is None or self._lease is None:
+        if self.last_event is None:
             raise RuntimeError("no episode on this engine: call reset(scene) first")
+        if self._lease is None:
+            raise InfraError("engine", "this engine's THOR server failed during the episode: the episode is gone "
+                             "(the next reset leases an engine again)")
         args = dict(action) if isinstance(action, dict) else {"action": action}
         raise_for_failure = action_args.pop("raise_for_failure", False)
         args.update(action_args)

@@ -143,6 +143,7 @@ class App:
         from werkzeug.wrappers import Request, Response
 
         request = Request(environ)
+        request.max_content_length = 1 << 20  # a step is a few hundred bytes; refuse floods early
         try:
             endpoint, args = self.urls.bind_to_environ(environ).match()
             self._authorize(request, endpoint)
