@@ -9,7 +9,7 @@ engine.
 
 What is retried, and why it is safe:
 
-* a dropped connection, a refused connection or a timeout: the same request is sent again (three
+* a dropped connection, a refused connection or a timeout: the same request is sent again (four
   times, with back-off). A reset is idempotent; a step carries its sequence number and the server
   answers a repeated number from its record, so a step is never run twice;
 * a lease the server no longer knows (the server restarted, or reclaimed a silent lease): ``reset``
@@ -41,7 +41,7 @@ from ..errors import InfraError, UsageError
 from . import wire
 
 _TRANSPORT_ERRORS = (OSError, http.client.HTTPException)  # ConnectionError, TimeoutError, socket errors
-_BACKOFF = (0.2, 0.5, 1.0)
+_BACKOFF = (0.0, 0.2, 0.5, 1.0)  # at once first: most often a keep-alive connection the server closed when idle
 
 
 def parse_urls(value: str | Sequence[str] | None, *, option: str = "--thor-url") -> list[str]:
