@@ -381,3 +381,31 @@ def test_metadata_delta_round_trip_and_resync(start, engines) -> None:
     local.reset("FloorPlan1")
     assert dict(remote.step(action="RotateRight").metadata) == dict(local.step(action="RotateRight").metadata)
 
+
+
+def test_a_slow_step_is_retried_once_and_a_hung_engine_is_an_engine_error(start, engines) -> None:
+    server = start(engines=1)
+    engine = engines(server.url, timeout=0.2)
+    engine.reset("FloorPlan1")
+    slot = server.pool.slots[0]
+    real_step = slot.engine.step
+    calls: list[float] = []
+
+    def slow(*args, **kwargs):
+        calls.append(time.monotonic())
+        time.sleep(0.3 if len(calls) == 1 else 0)
+        return real_step(*args, **kwargs)
+
+    slot.engine.step = slow
+    assert engine.step(action="MoveAhead").metadata["lastActionSuccess"]
+    assert len(calls) == 1  # the retry after the timeout got the recorded answer: moved once
+
+    def hung(*args, **kwargs):
+        time.sleep(0.6)
+        return real_step(*args, **kwargs)
+
+    slot.engine.step = hung
+    started = time.monotonic()
+    with pytest.raises(InfraError, match="TimeoutError") as info:
+        engine.step(action="RotateRight")
+    assert info.value.kind == "engine" and time.monotonic() - started < 1.5  # two timeouts (0.4 s), not 5 (2.7 s)

@@ -101,15 +101,19 @@ class _Http:
 
     def call(self, method: str, path: str, body: Any = None, *, tries: int = len(_BACKOFF) + 1) -> tuple[int, bytes]:
         """``once`` retried on transport errors; InfraError("engine") when the server stays unreachable."""
+        timeouts = 0
         for attempt in range(tries):
             try:
                 return self.once(method, path, body)
             except _TRANSPORT_ERRORS as exc:
                 last = exc
+                timeouts += isinstance(exc, TimeoutError)
+                if timeouts >= 2:
+                    break  # a server that hangs twice will not answer a third time; do not wait minutes more
                 if attempt + 1 < tries:
                     time.sleep(_BACKOFF[min(attempt, len(_BACKOFF) - 1)])
         raise InfraError("engine", f"THOR server {self.url} unreachable ({type(last).__name__}: {last}) "
-                         f"after {tries} tries")
+                         f"after {attempt + 1} tries")
 
     def close(self) -> None:
         if self._conn is not None:
