@@ -371,7 +371,7 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; anything else "
                    "needs a token)")
     p.add_argument("--port", type=int, default=wire.DEFAULT_PORT, help=f"port (default {wire.DEFAULT_PORT})")
-    p.add_argument("--engines", type=int, default=int(os.environ.get("SAB_THOR_ENGINES") or 1),
+    p.add_argument("--engines", type=int, default=None,
                    help="engines to serve, one lease each (default $SAB_THOR_ENGINES, else 1)")
     p.add_argument("--backend", choices=BACKENDS, default="ai2thor",
                    help="ai2thor (Controller with a Unity build; default) or sim (the embedded engine, for tests)")
@@ -389,6 +389,11 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
                    help="ai2thor backend: a local Unity build (local_executable_path) instead of the pinned one")
     p.add_argument("--threads", type=int, default=None, help="HTTP worker threads (default engines + 4)")
     ns = p.parse_args(argv)
+    if ns.engines is None:
+        env = os.environ.get("SAB_THOR_ENGINES") or "1"
+        if not env.strip().isdigit():
+            p.error(f"$SAB_THOR_ENGINES: expected a number of engines, got {env!r}")
+        ns.engines = int(env)
     if ns.engines < 1:
         p.error(f"--engines: expected at least 1, got {ns.engines}")
     return ServerConfig(host=ns.host, port=ns.port, engines=ns.engines, backend=ns.backend,
