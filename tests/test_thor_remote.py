@@ -409,3 +409,17 @@ def test_a_slow_step_is_retried_once_and_a_hung_engine_is_an_engine_error(start,
     with pytest.raises(InfraError, match="TimeoutError") as info:
         engine.step(action="RotateRight")
     assert info.value.kind == "engine" and time.monotonic() - started < 1.5  # two timeouts (0.4 s), not 5 (2.7 s)
+
+
+def test_reset_passes_initialization_parameters_and_refuses_unknown_ones(start, engines) -> None:
+    server = start()
+    remote = engines(server.url)
+    assert remote.reset("FloorPlan1", width=320, height=240).metadata["screenWidth"] == 320
+    assert remote.step(action="RotateRight").frame.shape == (240, 320, 3)
+    with pytest.raises(TypeError, match="wingspan"):
+        remote.reset("FloorPlan1", wingspan=3)
+    with pytest.raises(ValueError, match="unknown iTHOR scene"):
+        remote.reset("FloorPlan999")
+    assert server.pool.slots[0].restarts == 0  # the caller's mistakes do not restart the engine
+    assert remote.reset("FloorPlan2").metadata["sceneName"] == "FloorPlan2_physics"
+

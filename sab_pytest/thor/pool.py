@@ -190,7 +190,8 @@ class Pool:
         """Run ``fn(engine, lease)`` under the engine's lock, if ``lease_id`` still holds it.
 
         ``episode`` calls (step, metadata, frame) need a reset first and fail while the episode is
-        lost. ``ValueError`` passes through (a bad action); any other exception restarts the engine.
+        lost. ``ValueError`` and ``TypeError`` pass through (a bad action or parameter); any other
+        exception restarts the engine.
         """
         lease = self.get(lease_id)
         with self._lock:
@@ -208,8 +209,8 @@ class Pool:
                     raise PoolError(502, wire.ENGINE_FAILED, f"engine {slot.index} is not running: {slot.broken}")
                 try:
                     return fn(slot.engine, lease)
-                except (ValueError, PoolError):
-                    raise
+                except (ValueError, TypeError, PoolError):
+                    raise  # the caller's mistake (a bad action, an unknown parameter): the engine is fine
                 except Exception as exc:
                     what = f"{type(exc).__name__}: {exc}"
                     log.error("%s: engine failed (%s); restarting it", lease.tag, what)

@@ -278,6 +278,8 @@ class RemoteEngine:
         kind, message = _error(data)
         if kind == wire.INVALID_ACTION:
             raise ValueError(message)
+        if kind == wire.INVALID_CALL:
+            raise TypeError(message)
         url = self.url
         if kind == wire.UNKNOWN_LEASE:
             self._drop_lease()

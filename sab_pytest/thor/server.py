@@ -158,6 +158,8 @@ class App:
             response = _error(exc.status, exc.kind, str(exc))
         except ValueError as exc:  # ai2thor's answer to an invalid action or argument
             response = _error(400, wire.INVALID_ACTION, str(exc))
+        except TypeError as exc:  # an unknown initialization parameter
+            response = _error(400, wire.INVALID_CALL, str(exc))
         except HTTPException as exc:
             response = _error(exc.code or 500, wire.BAD_REQUEST, exc.description or exc.name)
         except Exception as exc:  # a bug of the server: say so, keep serving

@@ -24,6 +24,7 @@ URL_ENV = "SAB_THOR_URL"
 
 # error "type" values in JSON error bodies (HTTP status in brackets)
 INVALID_ACTION = "invalid_action"  # [400] ai2thor's ValueError: re-raised as ValueError by the client
+INVALID_CALL = "invalid_call"  # [400] a TypeError (an unknown initialization parameter): re-raised as TypeError
 BAD_REQUEST = "bad_request"  # [400] malformed JSON or fields
 UNAUTHORIZED = "unauthorized"  # [401] token missing or wrong
 UNKNOWN_LEASE = "unknown_lease"  # [404] never leased, released, reclaimed, or the server restarted
