@@ -328,9 +328,13 @@ class Aggregator:
         s = self.settings
         try:
             if s.engine == "remote" and s.execute:
-                from .thor.remote import preflight
+                from .thor.remote import capacity_warning, preflight
 
-                preflight(s)
+                workers = getattr(session.config.option, "numprocesses", None)
+                warning = capacity_warning(preflight(s) or 0, workers if isinstance(workers, int) and workers else 1)
+                reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+                if warning and reporter is not None:
+                    reporter.write_line(f"sab: warning: {warning}", yellow=True)  # now, before the cases
             if s.offline_agent and s.judge_model == "rules":
                 return
             from .runtime import Runtime

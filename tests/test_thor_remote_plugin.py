@@ -100,3 +100,15 @@ def test_server_killed_mid_run_errors_only_the_cases_that_need_an_engine(run, py
     assert all(records[cid]["error"].startswith("engine: ") for cid in errored)
     assert all("THOR server" in records[cid]["error"] for cid in errored)
     assert result.parseoutcomes()["errors"] == len(errored)
+
+
+def test_fewer_free_engines_than_workers_is_said_before_the_run(run, real_scenes_dir: Path) -> None:
+    server = ThorServer(ServerConfig(port=0, engines=1, backend="sim", scenes_dir=str(real_scenes_dir))).start()
+    try:
+        # long-horizon cases have no goal state: no engine is leased, the warning is all there is to see
+        result, records = run("few", "--thor=remote", f"--thor-url={server.url}", "-k", "long_horizon", "-n", "2")
+    finally:
+        server.close()
+    assert len(records) == 2
+    assert "1 THOR engine(s) free for 2 worker(s)" in result.stdout.str() + result.stderr.str()
+

@@ -161,14 +161,23 @@ def health(url: str, token: str | None, *, timeout: float = 10.0, tries: int = 1
     return info
 
 
-def preflight(settings: Any) -> None:
+def preflight(settings: Any) -> int | None:
     """Fail once, clearly, before any case when ``--thor remote`` cannot work: every URL must answer
-    its health check with the token accepted and an engine running. Does nothing for other engines."""
+    its health check with the token accepted and an engine running. Returns the number of engines
+    free now over all URLs (None for other engines, which need no check)."""
     if getattr(settings, "engine", None) != "remote":
-        return
+        return None
     token = token_from_env()
-    for url in parse_urls(settings.thor_url):
-        health(url, token, tries=2)
+    return sum(int(health(url, token, tries=2).get("free") or 0) for url in parse_urls(settings.thor_url))
+
+
+def capacity_warning(free: int, workers: int) -> str | None:
+    """A warning when fewer engines are free than the run has workers: the others wait for a lease
+    (up to a minute per case, then an engine error), so the run may be slow."""
+    if free >= workers:
+        return None
+    return (f"--thor remote: {free} THOR engine(s) free for {workers} worker(s); the others wait for a lease "
+            "(up to 60 s per case, then an engine error). Serve more engines or run fewer workers.")
 
 
 class RemoteEngine:
