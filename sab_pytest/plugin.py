@@ -328,10 +328,10 @@ class Aggregator:
         s = self.settings
         try:
             if s.engine == "remote" and s.execute:
-                from .thor.remote import capacity_warning, preflight
+                from .thor.remote import preflight
 
                 workers = getattr(session.config.option, "numprocesses", None)
-                warning = capacity_warning(preflight(s) or 0, workers if isinstance(workers, int) and workers else 1)
+                warning = preflight(s, workers if isinstance(workers, int) and workers > 0 else 1)
                 reporter = session.config.pluginmanager.get_plugin("terminalreporter")
                 if warning and reporter is not None:
                     reporter.write_line(f"sab: warning: {warning}", yellow=True)  # now, before the cases

@@ -324,7 +324,7 @@ def test_preflight_fails_once_clearly_when_the_server_is_down() -> None:
     port = free_port()
     with pytest.raises(UsageError, match=f"127.0.0.1:{port}: the THOR server cannot be reached"):
         preflight(Settings(engine="remote", thor_url=f"http://127.0.0.1:{port}"))
-    preflight(Settings(engine="sim"))  # nothing to check
+    assert preflight(Settings(engine="sim")) is None  # nothing to check
 
 
 def test_http_errors_are_json_and_bad_bodies_refused(start) -> None:

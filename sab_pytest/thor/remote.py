@@ -161,19 +161,15 @@ def health(url: str, token: str | None, *, timeout: float = 10.0, tries: int = 1
     return info
 
 
-def preflight(settings: Any) -> int | None:
+def preflight(settings: Any, workers: int = 1) -> str | None:
     """Fail once, clearly, before any case when ``--thor remote`` cannot work: every URL must answer
-    its health check with the token accepted and an engine running. Returns the number of engines
-    free now over all URLs (None for other engines, which need no check)."""
+    its health check with the token accepted and an engine running (else UsageError). Returns a
+    warning when fewer engines are free than ``workers`` (the others would wait for a lease, up to a
+    minute per case, then error), else None. Does nothing for the other engines."""
     if getattr(settings, "engine", None) != "remote":
         return None
     token = token_from_env()
-    return sum(int(health(url, token, tries=2).get("free") or 0) for url in parse_urls(settings.thor_url))
-
-
-def capacity_warning(free: int, workers: int) -> str | None:
-    """A warning when fewer engines are free than the run has workers: the others wait for a lease
-    (up to a minute per case, then an engine error), so the run may be slow."""
+    free = sum(int(health(url, token, tries=2).get("free") or 0) for url in parse_urls(settings.thor_url))
     if free >= workers:
         return None
     return (f"--thor remote: {free} THOR engine(s) free for {workers} worker(s); the others wait for a lease "
