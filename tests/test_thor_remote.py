@@ -423,3 +423,10 @@ def test_reset_passes_initialization_parameters_and_refuses_unknown_ones(start, 
     assert server.pool.slots[0].restarts == 0  # the caller's mistakes do not restart the engine
     assert remote.reset("FloorPlan2").metadata["sceneName"] == "FloorPlan2_physics"
 
+
+
+def test_preflight_counts_free_engines_over_every_url(start) -> None:
+    a, b = start(engines=1), start(engines=2)
+    settings = Settings(engine="remote", thor_url=f"{a.url},{b.url}")
+    assert preflight(settings, workers=3) is None
+    assert "3 THOR engine(s) free for 4 worker(s)" in preflight(settings, workers=4)
