@@ -370,6 +370,8 @@ def test_metadata_delta_round_trip_and_resync(start, engines) -> None:
     entries = wire.encode_objects(new, wire.index_objects(base))
     assert entries[0] == {"id": "B", "d": {"x": 3}} and "o" in entries[1] and "o" in entries[2]
     assert wire.decode_objects(entries, wire.index_objects(base)) == new
+    renamed = [{"objectId": "B", "y": 2, "box": None}]  # same size, another key: sent whole
+    assert wire.encode_objects(renamed, wire.index_objects(base)) == [{"o": renamed[0]}]
     with pytest.raises(KeyError):
         wire.decode_objects([{"id": "Z", "d": {}}], {})
     # a client out of step with the server takes the full metadata instead of patching the wrong base

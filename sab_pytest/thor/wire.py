@@ -44,11 +44,13 @@ def encode_objects(objects: Sequence[Mapping[str, Any]], base: Mapping[str, Mapp
     for obj in objects:
         oid = obj.get("objectId")
         old = base.get(oid) if base is not None and isinstance(oid, str) else None
-        if old is None or old.keys() != obj.keys():
-            out.append({"o": obj})
-            continue
-        changed = {k: v for k, v in obj.items() if not (old[k] is v or old[k] == v)}
-        out.append({"id": oid, "d": changed})
+        if old is not None and len(old) == len(obj):  # same size: a key set change shows as a KeyError
+            try:
+                out.append({"id": oid, "d": {k: v for k, v in obj.items() if not (old[k] is v or old[k] == v)}})
+                continue
+            except KeyError:
+                pass
+        out.append({"o": obj})
     return out
 
 
