@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import statistics
 import subprocess
@@ -58,7 +59,13 @@ def _show(label: str, ms: list[float]) -> None:
           f"p95 {ms[int(len(ms) * 0.95)]:6.2f}  (n={len(ms)})")
 
 
-def round_trip(url: str, n: int) -> None:
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def round_trip(url: str, n: int, server_pid: int) -> None:
     from sab_pytest.thor.remote import RemoteEngine
     from sab_pytest.thor.sim import Controller
 
@@ -70,6 +77,13 @@ def round_trip(url: str, n: int) -> None:
             engine.reset("FloorPlan1")
             _times(lambda e=engine: e.step(action="RotateRight"), 20)  # warm up
             _show(f"{name}: RotateRight", _times(lambda e=engine: e.step(action="RotateRight"), n))
+        # CPU, not wall: what a step costs whatever else the machine runs (shared CI runners)
+        client0, server0 = time.process_time(), _cpu_s(server_pid)
+        for _ in range(n):
+            remote.step(action="RotateRight")
+        client_ms = (time.process_time() - client0) * 1000 / n
+        server_ms = (_cpu_s(server_pid) - server0) * 1000 / n
+        print(f"  remote: CPU per RotateRight        client {client_ms:.2f} ms + server {server_ms:.2f} ms")
         mug = next(o["objectId"] for o in remote.last_event.metadata["objects"] if o["objectType"] == "Mug")
         remote.reset("FloorPlan1")
         _show("remote: Pickup+Drop (objects move)", _times(
@@ -126,7 +140,7 @@ def main() -> None:
     ns = parser.parse_args()
     proc, url = _server(engines=max(2, int(ns.workers)))
     try:
-        round_trip(url, ns.steps)
+        round_trip(url, ns.steps, proc.pid)
         if not ns.no_run:
             full_run(url, ns.workers)
     finally:

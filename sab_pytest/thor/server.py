@@ -329,8 +329,8 @@ class ThorServer:
 
         self.app = App(self.pool, token=config.token, backend=config.backend)
         self.http = create_server(self.app, host=config.host, port=config.port,
-                                  threads=config.threads or config.engines + 4, asyncore_loop_timeout=0.2,
-                                  ident="sab-thor")
+                                  threads=config.threads or config.engines + 4, ident="sab-thor")
+        # (leave waitress's asyncore_loop_timeout alone: a short one made the idle server spin at 40% CPU)
         self._thread: threading.Thread | None = None
         self._closing = False
 
