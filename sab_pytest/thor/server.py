@@ -9,7 +9,7 @@ when the server has a token::
     POST   /leases                       {"client"} -> 201 {"lease", "engine", "ttl"}; 503 no free engine
     DELETE /leases/ID                    release
     POST   /leases/ID/heartbeat          keep an idle lease (any request does too)
-    POST   /leases/ID/reset              {"seq", "scene", "init"} -> event (full metadata)
+    POST   /leases/ID/reset              {"seq", "scene", "init"} -> event (delta)
     POST   /leases/ID/step               {"seq", "action": {"action": NAME, ...args}} -> event (delta)
     GET    /leases/ID/metadata           event (full metadata)
     GET    /leases/ID/frame?seq=N        image/png of the last event's frame
@@ -223,7 +223,7 @@ class App:
                 return repeat
             event = _check_event(engine.reset(scene, **init))
             lease.has_episode, lease.lost = True, None
-            return _answer(lease, event, full=True)
+            return _answer(lease, event, full=False)  # a delta too: scenes repeat, their objects keep their ids
 
         return self.pool.call(lease_id, run, episode=False)
 
