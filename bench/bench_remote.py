@@ -89,7 +89,7 @@ def round_trip(url: str, n: int, server_pid: int) -> None:
         _show("remote: Pickup+Drop (objects move)", _times(
             lambda: (remote.step(action="PickupObject", objectId=mug, forceAction=True),
                      remote.step(action="DropHandObject", forceAction=True)), n // 2))
-        _show("remote: reset(FloorPlan1) (full)", _times(lambda: remote.reset("FloorPlan1"), n // 10))
+        _show("remote: reset(FloorPlan1), same scene", _times(lambda: remote.reset("FloorPlan1"), n // 10))
         _show("remote: frame (600x600 PNG)", _times(lambda: remote.step(action="RotateRight").frame, n // 10))
     finally:
         remote.stop()

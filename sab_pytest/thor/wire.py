@@ -45,6 +45,9 @@ def encode_objects(objects: Sequence[Mapping[str, Any]], base: Mapping[str, Mapp
         oid = obj.get("objectId")
         old = base.get(oid) if base is not None and isinstance(oid, str) else None
         if old is not None and len(old) == len(obj):  # same size: a key set change shows as a KeyError
+            if old == obj:  # most objects after most actions (compared in C, stops at the first difference)
+                out.append({"id": oid, "d": {}})
+                continue
             try:
                 out.append({"id": oid, "d": {k: v for k, v in obj.items() if not (old[k] is v or old[k] == v)}})
                 continue
