@@ -432,3 +432,24 @@ def test_preflight_counts_free_engines_over_every_url(start) -> None:
     settings = Settings(engine="remote", thor_url=f"{a.url},{b.url}")
     assert preflight(settings, workers=3) is None
     assert "3 THOR engine(s) free for 4 worker(s)" in preflight(settings, workers=4)
+
+
+def test_the_ai2thor_backend_starts_cloud_rendering_controllers(monkeypatch) -> None:
+    import ai2thor.controller
+    import ai2thor.platform
+
+    from sab_pytest.thor.server import engine_factory
+
+    made: list[dict] = []
+    monkeypatch.setattr(ai2thor.controller, "Controller", lambda **kw: made.append(kw) or object())
+    engine_factory("ai2thor", width=640, height=480)()
+    first = made[-1]
+    assert first["platform"] is ai2thor.platform.CloudRendering and (first["width"], first["height"]) == (640, 480)
+    assert "local_executable_path" not in first
+    engine_factory("ai2thor", executable="/opt/thor/stand-in", platform="Linux64")()
+    assert made[-1]["platform"] is ai2thor.platform.Linux64
+    assert made[-1]["local_executable_path"] == "/opt/thor/stand-in"
+    with pytest.raises(UsageError, match="--platform"):
+        engine_factory("ai2thor", platform="Amiga")
+    with pytest.raises(UsageError, match="--backend"):
+        engine_factory("unity")
