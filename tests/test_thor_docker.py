@@ -1,6 +1,7 @@
 """The THOR host files under ``thor/``, checked without Docker or a GPU: the Dockerfile's own command
 serves engines (with the embedded backend), its health check passes against it, the compose file
-parses and asks for what a GPU host needs, and the Dockerfile lints."""
+parses and asks for what a GPU host needs, and the Dockerfile lints. And the image's backend,
+ai2thor's own Controller, served against the stand-in Unity process where that is installed."""
 
 from __future__ import annotations
 
@@ -92,3 +93,40 @@ def test_compose_config_validates() -> None:
 def test_dockerfile_lints_clean() -> None:
     done = subprocess.run(["hadolint", str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _standin() -> str | None:
+    """The stand-in Unity process (``sab-thor-standin``, branch thor-local-shards), where installed."""
+    beside = Path(sys.executable).parent / "sab-thor-standin"
+    return str(beside) if beside.is_file() else shutil.which("sab-thor-standin")
+
+
+@pytest.mark.skipif(_standin() is None, reason="the stand-in Unity process (sab-thor-standin) is not installed")
+def test_the_ai2thor_backend_serves_ai2thors_controller_and_restarts_a_killed_unity(real_scenes_dir: Path) -> None:
+    from sab_pytest.errors import InfraError
+    from sab_pytest.thor.sim import Controller
+
+    port = free_port()
+    env = {**os.environ, "SAB_THOR_SCENES": str(real_scenes_dir)}
+    env.pop("DISPLAY", None)
+    proc = start_server([sys.executable, "-m", "sab_pytest.thor.server", "--backend", "ai2thor", "--executable",
+                         _standin(), "--platform", "Linux64", "--port", str(port)], env)
+    engine = RemoteEngine(f"http://127.0.0.1:{port}")
+    try:
+        local = Controller(width=600, height=600)
+        assert engine.reset("FloorPlan1").metadata["objects"] == local.reset("FloorPlan1").metadata["objects"]
+        assert engine.step(action="MoveAhead").metadata["objects"] == local.step(action="MoveAhead").metadata["objects"]
+        with pytest.raises(ValueError):
+            engine.step(action="Fly")
+        unity = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                                                 text=True).stdout.split()]
+        assert len(unity) == 1
+        os.kill(unity[0], signal.SIGKILL)  # the "Unity" process dies under the lease holder
+        with pytest.raises(InfraError, match="restarted"):
+            engine.step(action="RotateRight")
+        assert engine.reset("FloorPlan1").metadata["objects"]  # a new process answers
+    finally:
+        engine.stop()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+

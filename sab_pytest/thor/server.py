@@ -75,6 +75,8 @@ def engine_factory(backend: str, *, width: int = 600, height: int = 600, scenes_
                                   "renderDepthImage": False, "renderInstanceSegmentation": False}
         if executable:
             kwargs["local_executable_path"] = executable
+            if not os.environ.get("DISPLAY"):  # ai2thor 5.0.0 passes DISPLAY=None to any external build
+                kwargs["x_display"] = ":0"  # and fails inside subprocess; a headless build never opens it
         return lambda: ThorController(**kwargs)
     raise UsageError(f"--backend: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
