@@ -261,6 +261,28 @@ def test_an_event_without_objects_is_an_error_not_a_silent_zero(start, engines) 
         engine.step(action="RotateRight")
 
 
+def test_an_event_that_is_not_json_loses_the_episode_not_the_engine(start, engines) -> None:
+    server = start(engines=1)
+    engine = engines(server.url)
+    engine.reset("FloorPlan1")
+    slot = server.pool.slots[0]
+    real_step = slot.engine.step
+
+    def odd(*args, **kwargs):
+        event = real_step(*args, **kwargs)
+        event.metadata["actionReturn"] = {1j}  # nothing JSON can carry
+        return event
+
+    slot.engine.step = odd
+    with pytest.raises(InfraError, match="could not be encoded"):
+        engine.step(action="RotateRight")
+    slot.engine.step = real_step
+    with pytest.raises(InfraError, match="reset"):
+        engine.step(action="RotateRight")  # not a second run of an action whose answer was never sent
+    assert slot.restarts == 0 and engine.reset("FloorPlan1").metadata["objects"]
+    assert engine.step(action="RotateRight").metadata["lastActionSuccess"]
+
+
 def test_a_step_whose_answer_was_lost_is_not_run_twice(start, engines, monkeypatch) -> None:
     server = start(engines=1)
     engine = engines(server.url)

@@ -94,13 +94,18 @@ def _answer(lease: Lease, event: Any, *, full: bool) -> bytes:
     metadata = event.metadata
     objects = metadata["objects"]
     base = None if full else lease.base
-    lease.seq += 1
-    body = {"seq": lease.seq, "base": None if base is None else lease.seq - 1,
+    seq = lease.seq + 1
+    body = {"seq": seq, "base": None if base is None else lease.seq,
             "metadata": {k: v for k, v in metadata.items() if k != "objects"},
             "objects": wire.encode_objects(objects, base)}
-    lease.base = wire.index_objects(objects)
-    lease.answer = _json(body)
-    return lease.answer
+    try:
+        answer = _json(body)
+    except (TypeError, ValueError) as exc:  # the action ran, but its event cannot be sent: the episode is lost
+        lease.lost = f"an event of this episode could not be encoded as JSON ({exc}); call reset(scene)"
+        lease.has_episode = False
+        raise PoolError(500, wire.ENGINE_FAILED, lease.lost) from exc
+    lease.seq, lease.base, lease.answer = seq, wire.index_objects(objects), answer
+    return answer
 
 
 def _json(body: Any) -> bytes:
