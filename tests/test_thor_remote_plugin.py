@@ -11,6 +11,7 @@ import pytest
 from support.thor_host import free_port, sim_server
 from support.tiny_dataset import N_CASES
 
+import sab_pytest.thor.sim  # noqa: F401  imported before pytester snapshots sys.modules (numpy loads once)
 from sab_pytest.thor.server import ServerConfig, ThorServer
 
 CASE_TEST = """
