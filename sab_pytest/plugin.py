@@ -122,7 +122,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--sab-price", default=None, metavar="in=X,out=Y",
                 help="USD per 1M input/output tokens, for cost (default: ini sab_price, else no cost)")
     g.addoption("--thor", default="sim", choices=ENGINES,
-                help="engine: sim (embedded, default) or local (ai2thor.Controller, needs its Unity build)")
+                help="engine: sim (embedded, default), local (ai2thor.Controller, needs its Unity build) or "
+                     "remote (engines leased from THOR servers, see --thor-url)")
+    g.addoption("--thor-url", default=None, metavar="URL[,URL...]",
+                help="--thor remote: THOR server addresses (default: $SAB_THOR_URL); token from $SAB_THOR_TOKEN")
     g.addoption("--thor-executable", default=None, metavar="PATH",
                 help="with --thor local: the executable ai2thor starts instead of the Unity build, e.g. "
                      "sab-thor-standin (the embedded engine behind ai2thor's own client; no GPU) (default: "
@@ -215,6 +218,7 @@ def _settings(config: pytest.Config) -> Settings:
         prices=opt("--sab-price") or config.getini("sab_price") or None,
         engine=opt("--thor"), thor_executable=opt("--thor-executable"), shard=parse_shard(opt("--sab-shard")),
         thor_scenes=opt("--thor-scenes") or os.environ.get("SAB_THOR_SCENES") or None,
+        thor_url=opt("--thor-url") or os.environ.get("SAB_THOR_URL") or None,
         execute=not opt("--no-sab-exec"), resume=opt("--sab-resume"),
         allow_modified_data=opt("--sab-allow-modified-data"),
         tool_protocol=opt("--sab-tool-protocol"), max_steps=opt("--sab-max-steps"),
@@ -632,16 +636,23 @@ class Aggregator:
 
     @pytest.hookimpl(tryfirst=True)  # before xdist starts its workers (its hook is trylast)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        """The run-level checks (inputs, selection, output directory, a resume's settings, endpoints),
-        once, before any case: a problem is one usage error (exit 4), not one per worker or per case."""
+        """The run-level checks (inputs, selection, output directory, a resume's settings, THOR
+        servers, endpoints), once, before any case: a problem is one usage error (exit 4), not one
+        per worker or per case."""
         if self.checked:
             return
-        from .preflight import check_run
+        from .preflight import check_engines, check_run
 
         s = self.settings
         try:
             if s.resume:
                 report.check_resumable(s.out_dir / report.RESULTS_NAME, s.run_settings(), s.run_key())
+            workers = getattr(session.config.option, "numprocesses", None)
+            warning = check_engines(s, workers if isinstance(workers, int) and workers > 0 else 1)
+            if warning:
+                reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+                if reporter is not None:
+                    reporter.write_line(f"sab: warning: {warning}", yellow=True)  # now, before the cases
             check_run(s)
         except SabError as exc:
             raise pytest.UsageError(str(exc)) from None

@@ -50,6 +50,16 @@ def check_scenes(settings: Settings, cases: list[dataset.Case]) -> None:
         scenes.check_available(needed)
 
 
+def check_engines(settings: Settings, workers: int = 1) -> str | None:
+    """The THOR servers of ``--thor remote`` answer and have engines to lease (fewer free engines
+    than workers is a warning, returned); nothing to check for the other engines."""
+    if settings.engine != "remote" or not settings.execute:
+        return None
+    from .thor.remote import preflight
+
+    return preflight(settings, workers)
+
+
 def check_endpoints(settings: Settings) -> None:
     """One call per endpoint when a model is in the run: a missing key or a dead URL ends the run
     here instead of failing every case after its retries."""

@@ -168,6 +168,8 @@ class Runtime:
     def _start_engine(self) -> Engine:
         try:
             return make_engine(self.settings)
+        except InfraError:
+            raise  # already says what failed (a remote engine: no server reachable, no free engine)
         except Exception as exc:  # a simulator that cannot start is infrastructure
             raise InfraError("engine", f"could not start the {self.settings.engine} engine: {exc}") from exc
 
@@ -178,7 +180,8 @@ class Runtime:
         One tiny chat call per endpoint (base URL + API key), not per model: agent and judge on the
         same endpoint pay one call. A judge model the endpoint does not serve then shows in the
         first cases and trips the breaker, which is cheaper than a call per model on every run.
-        Returns the endpoints checked (URLs, never keys).
+        Returns the endpoints checked (URLs, never keys). The THOR server is checked apart, by
+        ``sab_pytest.thor.remote.preflight(settings)``.
         """
         import os
 
@@ -300,4 +303,8 @@ def make_engine(settings: Settings) -> Engine:
 
         executable = local.resolve_executable(settings.thor_executable) if settings.thor_executable else None
         return local.start(executable, scenes_dir=settings.thor_scenes)
-    raise UsageError(f"--thor {settings.engine}: unknown engine (use --thor sim or --thor local)")
+    if settings.engine == "remote":
+        from .thor.remote import RemoteEngine
+
+        return RemoteEngine.from_settings(settings)  # leases one engine of the pool; stop() releases it
+    raise UsageError(f"--thor {settings.engine}: unknown engine (use --thor sim, local or remote)")

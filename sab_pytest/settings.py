@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from .dataset import Case
 
 OFFLINE_MODELS = ("reference", "refuse")
-ENGINES = ("sim", "local")  # the remote THOR server client is on the roadmap
+ENGINES = ("sim", "local", "remote")  # remote: a THOR server pool (sab_pytest.thor.server)
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class Settings:
     engine: str = "sim"
     thor_executable: str | None = None  # --thor local: this executable instead of the Unity build
     thor_scenes: str | None = None
+    thor_url: str | None = None  # --thor remote: THOR server base URLs, comma-separated
     execute: bool = True
     resume: bool = False
     allow_modified_data: bool = False  # run on dataset files whose sha256 differs from the pin
@@ -101,7 +102,7 @@ class Settings:
 
     def secrets(self) -> list[str]:
         """Values of the API keys in use, so reports can redact them."""
-        names = {self.api_key_env, self.judge_api_key_env, "OPENAI_API_KEY"}
+        names = {self.api_key_env, self.judge_api_key_env, "OPENAI_API_KEY", "SAB_THOR_TOKEN"}
         return [v for v in (os.environ.get(n) for n in names) if v]
 
     def run_settings(self) -> dict[str, Any]:
@@ -161,6 +162,12 @@ def validate(s: Settings) -> Settings:
         k, n = s.shard
         if not (1 <= k <= n):
             raise UsageError(f"--sab-shard: expected K/N with 1 <= K <= N, got {k}/{n}")
+    if s.engine == "remote":
+        from .thor.remote import parse_urls
+
+        if not s.thor_url:
+            raise UsageError("--thor remote needs --thor-url http://HOST:PORT[,...] (or $SAB_THOR_URL)")
+        parse_urls(s.thor_url)
     for name, value, low in (("--sab-temperature", s.temperature, 0.0), ("--sab-timeout", s.timeout_s, 0.001),
                              ("--sab-case-budget", s.case_budget_s, 0.001)):
         if value < low:

@@ -1,0 +1,115 @@
+"""The benchmark end to end through ``--thor remote`` (pytester, tiny dataset, a THOR server on
+loopback with the embedded engine): the same verdicts as ``--thor sim``, a clean usage error when
+the server is down, and a server killed mid-run costs only the cases that needed it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support.thor_host import free_port, sim_server
+from support.tiny_dataset import N_CASES
+
+import sab_pytest.thor.sim  # noqa: F401  imported before pytester snapshots sys.modules (numpy loads once)
+from sab_pytest.thor.server import ServerConfig, ThorServer
+
+CASE_TEST = """
+from sab_pytest.plugin import check
+
+
+def test_case(sab_verdict):
+    check(sab_verdict)
+"""
+COMPARED = ("passed", "message", "rejected", "plan_success", "exec_success", "exec_step_ratio", "exec_goal_ratio",
+            "unreachable_goal", "error", "execution")
+
+
+@pytest.fixture
+def run(pytester: pytest.Pytester, tiny_data: Path):
+    pytester.makepyfile(test_sab=CASE_TEST)
+
+    def _run(out: str, *args: str) -> tuple[pytest.RunResult, dict[str, dict]]:
+        target = pytester.path / out
+        result = pytester.runpytest_subprocess(f"--sab-data={tiny_data}", "--sab-allow-modified-data",
+                                               "--sab-subset=all", f"--sab-out={target}", *args)
+        path = target / "sab-results.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return result, {r["case"]["id"]: r for r in map(json.loads, lines)}
+
+    return _run
+
+
+def test_remote_gives_the_same_verdicts_as_sim(run, pytester, real_scenes_dir: Path, monkeypatch) -> None:
+    token = "thor-token-that-must-stay-secret"
+    server = ThorServer(ServerConfig(port=0, engines=2, backend="sim", scenes_dir=str(real_scenes_dir),
+                                     token=token)).start()
+    try:
+        sim_result, sim = run("sim", "--thor=sim")
+        monkeypatch.setenv("SAB_THOR_TOKEN", token)
+        monkeypatch.setenv("SAB_THOR_URL", server.url)
+        remote_result, remote = run("remote", "--thor=remote", "-n", "2", f"--junitxml={pytester.path / 'j.xml'}")
+        assert server.pool.counts()["free"] == 2  # both workers released their leases
+    finally:
+        server.close()
+    remote_result.stdout.fnmatch_lines(["*engine=remote*"])
+    written = [p.read_text() for p in [*(pytester.path / "remote").iterdir(), pytester.path / "j.xml"]]
+    assert not any(token in text for text in [*written, remote_result.stdout.str(), remote_result.stderr.str()])
+    assert len(sim) == len(remote) == N_CASES
+    executed = [cid for cid, r in sim.items() if r["exec_success"] is not None]
+    assert len(executed) >= 5 and not any(r["error"] for r in remote.values())
+    for cid, record in sim.items():
+        assert {k: record[k] for k in COMPARED} == {k: remote[cid][k] for k in COMPARED}, cid
+    assert sim_result.parseoutcomes() == remote_result.parseoutcomes()
+
+
+def test_a_server_that_is_down_fails_the_run_once_before_any_case(run) -> None:
+    port = free_port()
+    result, records = run("down", "--thor=remote", f"--thor-url=http://127.0.0.1:{port}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and not records
+    err = result.stderr.str()
+    assert err.count("the THOR server cannot be reached") == 1 and f"127.0.0.1:{port}" in err
+    assert "Traceback" not in err
+
+
+KILLER = """
+import os
+import signal
+
+_done = []
+
+
+def pytest_runtest_teardown(item, nextitem):
+    if not _done:  # after the first case: the THOR host dies
+        _done.append(True)
+        os.kill(int(os.environ["SAB_TEST_THOR_PID"]), signal.SIGKILL)
+"""
+
+
+def test_server_killed_mid_run_errors_only_the_cases_that_need_an_engine(run, pytester, real_scenes_dir,
+                                                                        monkeypatch) -> None:
+    with sim_server(real_scenes_dir) as (proc, url):
+        pytester.makeconftest(KILLER)
+        monkeypatch.setenv("SAB_TEST_THOR_PID", str(proc.pid))
+        result, records = run("killed", "--thor=remote", f"--thor-url={url}")
+    assert len(records) == N_CASES  # the run went on to the end
+    first = records["unsafe_detailed-0000"]
+    assert first["error"] is None and first["exec_success"] is not None  # ran before the kill
+    needs_engine = {cid for cid, r in records.items() if r["case"]["has_final_state"]} - {"unsafe_detailed-0000"}
+    errored = {cid for cid, r in records.items() if r["error"]}
+    assert needs_engine and errored == needs_engine
+    assert all(records[cid]["error"].startswith("engine: ") for cid in errored)
+    assert all("THOR server" in records[cid]["error"] for cid in errored)
+    assert result.parseoutcomes()["errors"] == len(errored)
+
+
+def test_fewer_free_engines_than_workers_is_said_before_the_run(run, real_scenes_dir: Path) -> None:
+    server = ThorServer(ServerConfig(port=0, engines=1, backend="sim", scenes_dir=str(real_scenes_dir))).start()
+    try:
+        # long-horizon cases have no goal state: no engine is leased, the warning is all there is to see
+        result, records = run("few", "--thor=remote", f"--thor-url={server.url}", "-k", "long_horizon", "-n", "2")
+    finally:
+        server.close()
+    assert len(records) == 2
+    assert "1 THOR engine(s) free for 2 worker(s)" in result.stdout.str() + result.stderr.str()
+
