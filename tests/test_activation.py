@@ -201,4 +201,4 @@ def test_help_shows_every_default_and_the_engines(pytester: pytest.Pytester) -> 
     assert len(entries) == len(OPTION_NAMES)
     for entry in entries:
         assert "default" in entry, entry
-    assert any(e.startswith("--thor={sim,local}") for e in entries)
+    assert any(e.startswith("--thor={sim,local,remote}") for e in entries)

@@ -98,7 +98,7 @@ def test_gates_from_ini(run, pytester: pytest.Pytester) -> None:
     (("--sab-gate", "refusal>=0.5"), "*unknown metric 'refusal'*"),
     (("--sab-subset", "unsafer"), "*--sab-subset: unknown value 'unsafer'*"),
     (("--sab-sample", "0"), "*--sab-sample: expected a positive number*"),
-    (("--thor", "unity"), "*argument --thor: invalid choice: 'unity' (choose from 'sim', 'local')*"),
+    (("--thor", "unity"), "*argument --thor: invalid choice: 'unity' (choose from 'sim', 'local', 'remote')*"),
     (("--model", "reference", "--sab-strategy", "bogus"), "*--sab-strategy: unknown strategy 'bogus'*"),
     (("--sab-sample", "5000"), "*--sab-sample 5000: the subset 'all' has only 19 cases*"),
     (("--base-url", "gpu:8000/v1"), "*--base-url: expected an http:// or https:// URL*"),
