@@ -40,20 +40,15 @@ class RunDir:
 
 
 def read_run(directory: str | Path) -> RunDir:
-    """Read ``sab-summary.json`` and ``sab-results.jsonl`` of one run (each case once, first record wins)."""
+    """One shard's output directory (``runs.load_run``: each case once, its last record winning)."""
+    from .runs import load_run
+
     path = Path(directory)
-    summary_path = path / report.SUMMARY_NAME
-    if not summary_path.is_file():
+    if not (path / report.SUMMARY_NAME).is_file():
         raise MergeError(f"{path}: no {report.SUMMARY_NAME} (not a run's output directory, or the run wrote "
                          "no results)")
-    try:
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise MergeError(f"{summary_path}: unreadable summary: {exc}") from None
-    seen: dict[str, dict[str, Any]] = {}
-    for record in report.read_results(path / report.RESULTS_NAME):
-        seen.setdefault(record["case"]["id"], record)
-    return RunDir(path, summary, list(seen.values()))
+    run = load_run(path, "merge")
+    return RunDir(path, run.summary, run.records or [])
 
 
 def _shard(run: RunDir) -> tuple[int, int]:
