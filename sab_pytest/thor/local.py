@@ -64,7 +64,8 @@ def start(executable: str | None, scenes_dir: str | None = None, **kwargs: Any) 
     kwargs.setdefault("width", WIDTH)
     kwargs.setdefault("height", HEIGHT)
     if executable is None:
-        return LocalController(platform="CloudRendering", **kwargs)
+        kwargs.setdefault("platform", "CloudRendering")
+        return LocalController(**kwargs)
     if not os.environ.get("DISPLAY"):
         kwargs.setdefault("x_display", ":0")
     with _environment("SAB_THOR_SCENES", scenes_dir):

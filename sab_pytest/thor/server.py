@@ -66,18 +66,15 @@ def engine_factory(backend: str, *, width: int = 600, height: int = 600, scenes_
         return lambda: SimController(width=width, height=height)
     if backend == "ai2thor":
         import ai2thor.platform
-        from ai2thor.controller import Controller as ThorController
+
+        from .local import start
 
         platform_cls = getattr(ai2thor.platform, platform, None)
         if platform_cls is None:
             raise UsageError(f"--platform: ai2thor has no platform {platform!r}")
         kwargs: dict[str, Any] = {"platform": platform_cls, "width": width, "height": height,
                                   "renderDepthImage": False, "renderInstanceSegmentation": False}
-        if executable:
-            kwargs["local_executable_path"] = executable
-            if not os.environ.get("DISPLAY"):  # ai2thor 5.0.0 passes DISPLAY=None to any external build
-                kwargs["x_display"] = ":0"  # and fails inside subprocess; a headless build never opens it
-        return lambda: ThorController(**kwargs)
+        return lambda: start(executable or None, scenes_dir=scenes_dir, **kwargs)
     raise UsageError(f"--backend: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 
