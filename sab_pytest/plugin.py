@@ -728,7 +728,11 @@ class Aggregator:
                 f"{f' sample={s.sample}' if s.sample else ''}, seed={s.seed}, engine={engine}{shard}"
                 + (f", gates: {'; '.join(s.gates)}" if s.gates else "")]
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any):
+        """The metrics table, after pytest's own failure report and short summary (the outermost
+        wrapper finishes last), so that it is what a reader sees right above the final counts."""
+        yield
         if self.summary is None:
             return
         terminalreporter.write_sep("=", "SafeAgentBench")
