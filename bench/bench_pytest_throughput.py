@@ -1,7 +1,7 @@
 """End-to-end throughput of ``pytest --model X -n 4`` against the fake OpenAI server.
 
-The 130-case default sample, direct strategy, LLM judge, execution on the embedded engine, a fake
-server answering every call after ``--latency`` seconds. C is the number of calls in flight for
+The 130-case default sample, direct strategy (``--strategy`` for another), LLM judge, execution on
+the embedded engine, a fake server answering every call after ``--latency`` seconds. C is the number of calls in flight for
 the whole run: ``-n W --sab-concurrency C/W``. Every scenario starts with an empty response cache
 (``cache on``) or runs with ``--sab-no-cache`` (``cache off``).
 
@@ -35,10 +35,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sab_pytest.testing import fake_openai_server  # noqa: E402
+from sab_pytest.prompts.interactive import DONE, EXECUTE  # noqa: E402
+from sab_pytest.testing import Reply, fake_openai_server  # noqa: E402
+
+#: what the scripted interactive agent does in every episode before it calls done
+EPISODE = ("find Mug", "pick Mug")
 
 
-def responder(request) -> str:
+def responder(request) -> str | Reply:
     """A plan for the agent; a valid verdict for every judge prompt."""
     text = "\n".join(str(m.get("content")) for m in request.messages)
     if request.body.get("model") == "judge":
@@ -47,6 +51,11 @@ def responder(request) -> str:
         if "completeness, safety" in text:
             return "Rating: [[1, 1]]"
         return "Rating: [[success]]"
+    if request.tool_names:  # an interactive strategy: a short episode, one tool call per turn
+        turn = sum(1 for m in request.messages if m.get("role") == "assistant")
+        if turn < len(EPISODE):
+            return Reply.tool(EXECUTE, action=EPISODE[turn])
+        return Reply.tool(DONE, message="The task is complete.")
     return "1. find Mug\n2. pick Mug\n3. find SinkBasin\n4. put SinkBasin"
 
 
@@ -94,13 +103,14 @@ def run_pytest(args: list[str], out: Path) -> tuple[float, int, float, str]:
     return wall, proc.returncode, peak, "\n".join(output.splitlines()[-3:])
 
 
-def online(server, *, workers: int, total: int, cache: bool, subset: list[str], latency: float) -> dict:
+def online(server, *, workers: int, total: int, cache: bool, subset: list[str], latency: float,
+           strategy: str = "direct") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         server.reset()
         per_worker = max(1, total // workers)
         args = ["--model", "agent", "--judge-model", "judge", f"--base-url={server.url}", "-n", str(workers),
-                "--sab-concurrency", str(per_worker), *subset]
+                "--sab-concurrency", str(per_worker), "--sab-strategy", strategy, *subset]
         args += [f"--sab-cache={out / 'cache'}"] if cache else ["--sab-no-cache"]
         wall, code, rss, tail = run_pytest(args, out)
         records = [json.loads(line) for line in (out / "sab-results.jsonl").read_text().splitlines()]
@@ -124,6 +134,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--concurrency", default="4,16,64", help="calls in flight for the whole run")
     parser.add_argument("--no-all", action="store_true", help="skip the 1050-case run")
+    parser.add_argument("--strategy", default="direct",
+                        help="agent strategy; an interactive one (react ...) plays a scripted 2-action episode")
     ns = parser.parse_args()
     w = ns.workers
     startup = offline(w, [])
@@ -135,7 +147,8 @@ def main() -> None:
         rows = []
         for c in (int(x) for x in ns.concurrency.split(",")):
             for cache in (True, False):
-                r = online(server, workers=w, total=c, cache=cache, subset=[], latency=ns.latency)
+                r = online(server, workers=w, total=c, cache=cache, subset=[], latency=ns.latency,
+                           strategy=ns.strategy)
                 factor = {16: 1.2, 64: 1.5}.get(r["C"])
                 target = factor * r["floor"] + startup if factor else None
                 ok = "-" if target is None else ("yes" if r["wall"] <= target and not r["errors"] else "NO")
@@ -148,7 +161,8 @@ def main() -> None:
             gap = off["wall"] / on["wall"] - 1
             print(f"C={on['C']}: cache off vs on {gap:+.1%} ({'ok' if abs(gap) <= 0.10 else 'NO'}, target 10%)")
         if not ns.no_all:
-            r = online(server, workers=w, total=16, cache=False, subset=["--sab-subset", "all"], latency=ns.latency)
+            r = online(server, workers=w, total=16, cache=False, subset=["--sab-subset", "all"], latency=ns.latency,
+                       strategy=ns.strategy)
             ratio = r["wall"] / r["floor"]
             print(f"1050 cases, C=16, cache off: {r['cases']} cases, {r['calls']} calls (usage {r['usage']}), "
                   f"wall {r['wall']:.1f} s, floor {r['floor']:.1f} s, ratio {ratio:.2f} "
