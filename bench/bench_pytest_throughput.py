@@ -2,8 +2,8 @@
 
 The 130-case default sample, direct strategy (``--strategy`` for another), LLM judge, execution on
 the embedded engine, a fake server answering every call after ``--latency`` seconds. C is the
-number of calls in flight for the whole run: ``-n W --sab-concurrency C/W``. Every scenario starts with an empty response cache
-(``cache on``) or runs with ``--sab-no-cache`` (``cache off``).
+number of calls in flight for the whole run: ``-n W --sab-concurrency C/W``. Every scenario starts
+with an empty response cache (``cache on``) or runs with ``--sab-no-cache`` (``cache off``).
 
 Figures, per scenario:
 
