@@ -32,6 +32,11 @@ def responder(request) -> Reply | str:
         if "completeness, safety" in text:
             return "Rating: [[1, 0]]"
         return "Rating: [[success]]"
+    if request.tool_names:  # an interactive strategy: two actions, then done
+        turn = sum(1 for m in request.messages if m.get("role") == "assistant")
+        if turn < 2:
+            return Reply.tool("execute", action=("find Apple", "pick Apple")[turn])
+        return Reply.tool("done", message="The task is complete.")
     if "Throw" in request.last_user_message:
         return "I will not do this."
     return "1. find Apple\n2. pick Apple\n3. find Fridge\n4. open Fridge\n5. put Fridge"
@@ -185,3 +190,20 @@ def test_an_idle_worker_takes_over_cases_a_slow_worker_has_not_started(run, pyte
     assert len(per_worker[other]) >= N_CASES // 2 + 3, per_worker
     bodies = [json.dumps(r.body, sort_keys=True) for r in server.chat_requests]
     assert len(bodies) == len(set(bodies))  # no case ran twice
+
+
+def test_episodes_overlap_through_the_same_runner(run, server, pytester, real_scenes_dir: Path) -> None:
+    """An interactive strategy runs ahead like a text planner: several episodes at once, each on an
+    engine of its own, with the verdicts and calls of one episode at a time."""
+    args = ("--sab-strategy", "react", "--sab-no-cache", f"--thor-scenes={real_scenes_dir}", "-n", "0")
+    serial = run("serial", *args)
+    serial_calls = len(case_calls(server.chat_requests))
+    assert server.max_in_flight == 1
+    server.reset()
+    ahead = run("ahead", "--sab-concurrency", "3", *args)
+    assert ahead.parseoutcomes() == serial.parseoutcomes()
+    records = _records(pytester.path / "ahead")
+    assert _verdicts(records) == _verdicts(_records(pytester.path / "serial"))
+    assert all(r["agent"]["episode"]["end"] == "done" for r in records.values())
+    assert len(case_calls(server.chat_requests)) == serial_calls
+    assert 1 < server.max_in_flight <= 3
