@@ -457,13 +457,13 @@ def test_preflight_counts_free_engines_over_every_url(start) -> None:
 
 
 def test_the_ai2thor_backend_starts_cloud_rendering_controllers(monkeypatch) -> None:
-    import ai2thor.controller
     import ai2thor.platform
 
+    from sab_pytest.thor import local
     from sab_pytest.thor.server import engine_factory
 
-    made: list[dict] = []
-    monkeypatch.setattr(ai2thor.controller, "Controller", lambda **kw: made.append(kw) or object())
+    made: list[dict] = []  # the engines start through thor.local.start, as --thor local does
+    monkeypatch.setattr(local, "LocalController", lambda **kw: made.append(kw) or object())
     engine_factory("ai2thor", width=640, height=480)()
     first = made[-1]
     assert first["platform"] is ai2thor.platform.CloudRendering and (first["width"], first["height"]) == (640, 480)
