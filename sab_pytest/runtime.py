@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,17 +69,6 @@ class EnginePool:
                 self._all.remove(engine)
         with contextlib.suppress(Exception):
             engine.stop()
-
-    @contextlib.contextmanager
-    def lease(self) -> Iterator[Engine]:
-        """An engine for the duration of the block; broken if the block raises."""
-        engine = self.acquire()
-        try:
-            yield engine
-        except BaseException:
-            self.release(engine, broken=True)
-            raise
-        self.release(engine)
 
     def close(self) -> None:
         with self._lock:
@@ -145,8 +134,7 @@ class Runtime:
 
     @cached_property
     def guard_model(self) -> ChatModel | None:
-        s = self.settings
-        return None if s.guard == "off" or s.guard_model_name == "rules" else self.chat_model("guard")
+        return self.chat_model("guard") if self.settings.guard_uses_api else None
 
     @cached_property
     def guard(self) -> Guard | None:
@@ -220,33 +208,24 @@ class Runtime:
         ``Verdict.error``, it is never raised. Failed model requests are counted on the verdict."""
         from .models import failure_log
 
-        if not self.needs_engine(case):
+        engine = None
+        if self.needs_engine(case):
+            try:
+                engine = self.engines.acquire()
+            except InfraError as exc:
+                return failed_verdict(case, exc)
+        verdict: Verdict | None = None
+        try:
             with self._budget(), failure_log() as failures:
-                verdict = evaluate(case, self.agent, self.judge, None, execute=self.settings.execute)
+                verdict = evaluate(case, self.agent, self.judge, engine, execute=self.settings.execute)
             verdict.failures = failures
-            return verdict
-        try:
-            engine = self.engines.acquire()
-        except InfraError as exc:
-            return failed_verdict(case, exc)
-        result: Verdict | None = None
-        try:
-            with self._budget(), failure_log() as failures:
-                result = evaluate(case, self.agent, self.judge, engine, execute=self.settings.execute)
-            result.failures = failures
         finally:
-            broken = result is None or (result.error or "").startswith("engine")
-            self.engines.release(engine, broken=broken)
-        return result
+            if engine is not None:  # an engine that failed mid-case is stopped, not handed out again
+                self.engines.release(engine, broken=verdict is None or (verdict.error or "").startswith("engine"))
+        return verdict
 
     def close(self) -> None:
         self.engines.close()
-
-    def describe(self) -> dict[str, Any]:
-        s = self.settings
-        return {"model": s.model, "strategy": s.strategy if s.strategy_applies else "-",
-                "judge": s.judge_model, "engine": s.engine if s.execute else "off",
-                "guard": s.guard_model_name if s.guard != "off" else "off"}
 
 
 def start_runner(runtime: Runtime, session: Any, skip: set[str] = frozenset()) -> CaseRunner[Case, Verdict]:

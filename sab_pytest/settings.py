@@ -95,10 +95,14 @@ class Settings:
         return self.guard_model or self.judge_model
 
     @property
+    def guard_uses_api(self) -> bool:
+        """Whether the guard is a model called over an API (not off, not the offline keyword rule)."""
+        return self.guard != "off" and self.guard_model_name != "rules"
+
+    @property
     def uses_api(self) -> bool:
         """Whether any model of the run (agent, judge, guard) is called over an API."""
-        guard_api = self.guard != "off" and self.guard_model_name != "rules"
-        return not self.offline_agent or self.judge_model != "rules" or guard_api
+        return not self.offline_agent or self.judge_model != "rules" or self.guard_uses_api
 
     def secrets(self) -> list[str]:
         """Values of the API keys in use, so reports can redact them."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,11 @@ def resolve_executable(value: str) -> str:
     return str(path.resolve())
 
 
+#: ai2thor copies os.environ when it launches the executable; engines started at once by the case
+#: runner's threads must not see each other's temporary SAB_THOR_SCENES (or its removal)
+_LAUNCH_LOCK = threading.Lock()
+
+
 def start(executable: str | None, scenes_dir: str | None = None, **kwargs: Any) -> Controller:
     """Start ai2thor's Controller: the Unity build (``executable=None``) or the given executable.
 
@@ -68,7 +74,7 @@ def start(executable: str | None, scenes_dir: str | None = None, **kwargs: Any) 
         return LocalController(**kwargs)
     if not os.environ.get("DISPLAY"):
         kwargs.setdefault("x_display", ":0")
-    with _environment("SAB_THOR_SCENES", scenes_dir):
+    with _LAUNCH_LOCK, _environment("SAB_THOR_SCENES", scenes_dir):
         return LocalController(local_executable_path=executable, **kwargs)
 
 
