@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import tempfile
 import threading
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InfraError
+from .fetch import atomic_write_bytes
 
 ENDPOINT_DOWN = "endpoint_down"
 INTERRUPTED = "interrupted"
@@ -183,6 +183,4 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     """Atomic replace: a reader sees the old file or the new one, never half of one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    atomic_write_bytes(path, json.dumps(data).encode())

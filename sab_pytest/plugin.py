@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from . import activation, categories, dataset, metrics, report
-from .breaker import ENDPOINT_DOWN, INTERRUPTED, STOP_KINDS
+from .breaker import DEFAULT_MAX_FAILURES, ENDPOINT_DOWN, INTERRUPTED, STOP_KINDS
 from .errors import SabError, UsageError
 from .settings import ENGINES, OFFLINE_MODELS, Settings, parse_shard, validate
 
@@ -113,7 +113,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--sab-timeout", default=60.0, type=float, help="seconds per model request (default 60)")
     g.addoption("--sab-retries", default=6, type=int, help="retries per model request (default 6)")
     g.addoption("--sab-case-budget", default=900.0, type=float, help="seconds of model time per case (default 900)")
-    g.addoption("--sab-max-failures", default=10, type=int, metavar="N",
+    g.addoption("--sab-max-failures", default=DEFAULT_MAX_FAILURES, type=int, metavar="N",
                 help="stop the run when N model calls in a row, counted across all workers, get no answer "
                      "(after retrying) with no success between them; 0 = never stop (default 10)")
     g.addoption("--sab-concurrency", default=1, type=int, metavar="N",

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .breaker import DEFAULT_MAX_FAILURES
 from .errors import UsageError
 
 if TYPE_CHECKING:
@@ -39,7 +40,8 @@ class Settings:
     max_retries: int = 6
     case_budget_s: float = 900.0
     concurrency: int = 1
-    max_failures: int = 10  # model calls failing for good in a row, run-wide, that stop the run; 0 = never
+    # model calls failing for good in a row, run-wide, that stop the run; 0 = never
+    max_failures: int = DEFAULT_MAX_FAILURES
     data_dir: str | None = None
     subset: str = "mixed"
     sample: int | None = None

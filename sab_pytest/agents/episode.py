@@ -44,10 +44,6 @@ if TYPE_CHECKING:
 Message = dict[str, Any]
 PROTOCOLS = ("tools", "text")
 
-#: How an episode ended: the agent called done; or one of the limits, or the guard, stopped it.
-ENDS = ("done", "step_limit", "turn_limit", "no_action", "time_budget", "guard")
-
-
 @dataclass(frozen=True)
 class EpisodeLimits:
     """``--sab-max-steps``, ``--sab-max-images`` and ``--sab-tool-protocol``."""
@@ -385,8 +381,8 @@ class ModelPolicy:
         if feedback is not None:
             self._answer(feedback)
         tools = prompts.TOOLS if self.protocol == "tools" else None
-        request = cap_images(self.messages, self.max_images)
-        call = self.chat_model.complete(request, role="agent", max_tokens=self.max_tokens, tools=tools)
+        self.messages = cap_images(self.messages, self.max_images)  # kept capped: no old picture is carried on
+        call = self.chat_model.complete(list(self.messages), role="agent", max_tokens=self.max_tokens, tools=tools)
         if call.error:  # the protocol says implementations raise; never act on a failed call
             raise InfraError("model_api", f"model call failed: {call.error}")
         self.calls.append(call)
