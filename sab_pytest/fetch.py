@@ -54,6 +54,11 @@ def _umask() -> int:
     return mask
 
 
+#: read once at import: setting and restoring the umask on every write would race with the files
+#: other threads (the case runner's) create in between
+_UMASK = _umask()
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,7 +66,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a written file gets the usual mode
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; a written file gets the usual mode
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

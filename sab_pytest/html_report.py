@@ -177,10 +177,6 @@ def _kv_table(rows: Iterable[tuple[str, Any]]) -> str:
     return f'<table class="kv">{body}</table>'
 
 
-#: top-level summary fields about how the run went, shown when present (the ``run`` block is shown apart)
-STATUS_KEYS = ("status", "stop_reason", "accepted_modified_dataset")
-
-
 def _metadata(summary: dict[str, Any]) -> str:
     settings = summary.get("settings") or {}
     usage = summary.get("usage") or {}
@@ -197,9 +193,6 @@ def _metadata(summary: dict[str, Any]) -> str:
                           (None, False, 0, ""))
         cls = "ok" if run["status"] == "complete" else "bad"
         rows.insert(0, ("run status", f'<span class="{cls}">{esc(run["status"])}</span> {esc(facts)}'))
-    for key in STATUS_KEYS:
-        if summary.get(key) is not None:
-            rows.append((key.replace("_", " "), esc(summary[key])))
     if usage:
         cost = usage.get("cost_usd")
         rows.append(("cost", esc(f"${cost:.4f}" if isinstance(cost, (int, float)) else "not priced (--sab-price)")))

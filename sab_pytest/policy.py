@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from .errors import UsageError
+from .settings import ENGINES
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ KEYS: dict[str, Key] = {
     "timeout": Key("--sab-timeout", "a number of seconds", _is_num, lambda v, _b: float(v)),
     "retries": Key("--sab-retries", "a whole number", _is_int),
     "case_budget": Key("--sab-case-budget", "a number of seconds", _is_num, lambda v, _b: float(v)),
-    "engine": Key("--thor", "an engine name (sim, local)", _is_str),
+    "engine": Key("--thor", f"an engine name ({', '.join(ENGINES)})", _is_str),
     "execute": Key("--no-sab-exec", "true or false", lambda v: isinstance(v, bool), lambda v, _b: not v),
     "prices": Key("--sab-price", "'in=X,out=Y' (USD per 1M tokens)", _is_str),
     "out": Key("--sab-out", "a directory", _is_str, _path),

@@ -27,17 +27,8 @@ class Run:
 
     @property
     def metrics(self) -> dict[str, Any]:
-        """``metrics.compute`` output; computed from the records when the summary lacks it."""
-        full = self.summary.get("metrics_full")
-        if full is None:
-            from . import metrics
-
-            full = metrics.compute(self.records or [])
-        return full
-
-    @property
-    def label(self) -> str:
-        return f"{self.summary.get('model', '?')} ({self.source})"
+        """``metrics.compute`` output (``load_run`` rebuilds it from the records when the summary lacks it)."""
+        return self.summary["metrics_full"]
 
 
 def _read_summary(path: Path, what: str) -> dict[str, Any]:
@@ -70,14 +61,16 @@ def load_run(path: str | Path, what: str = "run") -> Run:
         if any(not isinstance(r, dict) or "case" not in r for r in records):
             raise UsageError(f"{what}: {results_path} holds lines that are not case records")
         records = _latest_per_case(records)
+    from . import metrics
+
     if summary_path.is_file():
         summary = _read_summary(summary_path, what)
-        if "metrics_full" not in summary and not records:
-            raise UsageError(f"{what}: {summary_path} has no per-group metrics ('metrics_full') and there is no "
-                             f"{RESULTS_NAME} beside it to rebuild them from")
+        if "metrics_full" not in summary:
+            if not records:
+                raise UsageError(f"{what}: {summary_path} has no per-group metrics ('metrics_full') and there is "
+                                 f"no {RESULTS_NAME} beside it to rebuild them from")
+            summary["metrics_full"] = metrics.compute(records)  # once, not at every use
     elif records:
-        from . import metrics
-
         summary = {"metrics_full": metrics.compute(records), "cases": len(records)}
     else:
         raise UsageError(f"{what}: {path} holds neither {SUMMARY_NAME} nor a non-empty {RESULTS_NAME}")

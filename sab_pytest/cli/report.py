@@ -7,7 +7,6 @@ to ``RUN/sab-report.html`` unless ``--out`` says otherwise.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,10 +19,11 @@ REPORT_NAME = "sab-report.html"
 
 
 def run_secrets(summary: dict) -> list[str]:
-    """Values of the API keys the run named (and OPENAI_API_KEY), as set here, so the page never shows them."""
-    settings = summary.get("settings") or {}
-    names = {"OPENAI_API_KEY", settings.get("api_key_env"), settings.get("judge_api_key_env")}
-    return [v for v in (os.environ.get(n) for n in names if n) if v]
+    """Values of the keys and tokens the run named, as set here (``Settings.secrets``), so the page
+    never shows them."""
+    from ..merge import settings_of
+
+    return settings_of(summary).secrets()
 
 
 def main(argv: list[str]) -> int:
