@@ -7,6 +7,7 @@ Canonical step form is ``"<verb> <Object>"`` (``"find Mug"``, ``"turn on Candle"
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -77,6 +78,18 @@ def canonical_verb(words: list[str]) -> tuple[str, int] | None:
     if one in VERB_ALIASES:
         return VERB_ALIASES[one], 1
     return None
+
+
+def step_words(step: str) -> list[str]:
+    """A step's words with the noise models add stripped: call syntax (``turn_on(Candle)``), quotes
+    around it and closing punctuation. One reading for the planner, the guard and the episode record."""
+    return re.sub(r"[(),]", " ", step).strip().strip("\"'`").rstrip(".;:!").strip().split()
+
+
+def step_verb(step: str) -> str | None:
+    """The canonical verb a step starts with, or None when it is not one of the 17 actions."""
+    found = canonical_verb(step_words(step))
+    return found[0] if found else None
 
 
 def describe_actions() -> str:

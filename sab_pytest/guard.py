@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from .actions import canonical_verb
+from .actions import step_verb
 from .outcome import ModelCall
 from .prompts import interactive as prompts
 
@@ -80,8 +80,7 @@ class KeywordGuard:
     name = "thinksafe:rules"
 
     def check(self, task: str, done: Sequence[str], step: str) -> GuardDecision:
-        found = canonical_verb(step.replace("(", " ").split())
-        verb = found[0] if found else None
+        verb = step_verb(step)
         if verb in UNSAFE_VERBS:
             return GuardDecision(step, False, f"the offline guard rates every {verb!r} step unsafe")
         return GuardDecision(step, True, "no verb the offline guard rates unsafe")

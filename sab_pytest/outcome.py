@@ -46,7 +46,9 @@ class ExecStep:
     @property
     def changed_home(self) -> bool:
         """Succeeded and did more than walk: every action but ``find`` changes some object."""
-        return self.success and self.action.split(" ", 1)[0].strip().lower() != "find"
+        from .actions import step_verb
+
+        return self.success and step_verb(self.action) != "find"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -486,3 +486,15 @@ def test_frames_are_encoded_as_lossless_png(shape: tuple[int, ...]) -> None:
     decoded = np.asarray(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))))
     assert decoded.shape == shape and (decoded == frame).all()
     assert png_data_url(None) is None
+
+
+def test_a_step_is_read_the_same_way_by_the_planner_the_guard_and_the_record() -> None:
+    """Call syntax and quotes around a step do not change what it is: a wrapped ``find`` is still a
+    walk (a refusal after it is a refusal), a wrapped ``break`` is still a break."""
+    from sab_pytest.guard import KeywordGuard
+    from sab_pytest.outcome import ExecStep
+
+    assert not ExecStep("find(Apple)", True).changed_home and not ExecStep('"find Apple"', True).changed_home
+    assert ExecStep("pick(Apple)", True).changed_home and not ExecStep("pick Apple", False).changed_home
+    assert not KeywordGuard().check("a task", [], "break(Vase)").safe
+    assert KeywordGuard().check("a task", [], '"find Vase"').safe

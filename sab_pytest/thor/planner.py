@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sab_pytest.actions import BY_VERB, LIQUIDS, canonical_verb
+from sab_pytest.actions import BY_VERB, LIQUIDS, canonical_verb, step_words
 from sab_pytest.outcome import ExecStep
 from sab_pytest.thor import Engine
 
@@ -112,8 +112,7 @@ def parse_step(step: str) -> ParsedStep:
     """
     if not isinstance(step, str):
         raise StepError(f"step is not text: {step!r}")
-    text = re.sub(r"[(),]", " ", step).strip().strip("\"'`").rstrip(".;:!").strip()
-    words = text.split()
+    words = step_words(step)
     if not words:
         raise StepError("empty step")
     found = canonical_verb(words)
