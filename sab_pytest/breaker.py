@@ -9,7 +9,10 @@ controller, its path handed to the workers) holds:
   retries) with no success between them, across all processes; read-modify-write under an
   ``fcntl`` lock, replaced atomically so that unlocked readers see a whole file;
 * ``stop.json``: present once the run must stop, with the reason: ``endpoint_down`` (the streak
-  reached ``max_failures``) or ``interrupted`` (Ctrl-C on the controller). The first reason wins.
+  reached ``max_failures``) or ``interrupted`` (Ctrl-C on the controller). The first reason wins;
+* ``finished-<pid>.jsonl``: the record of every case a process finished (``keep``), so that a
+  run that stops while a worker holds results its pytest items have not reported yet (the case
+  runner works ahead of them) still has them: the controller adopts them (``kept``).
 
 The model client asks ``check()`` before each attempt (one ``stat``), sleeps between retries with
 ``wait()`` (which wakes up when the run stops), and reports each call's final outcome with
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import tempfile
 import threading
@@ -43,6 +47,12 @@ POLL_S = 0.1  # how often a sleeping retry looks at the stop file and the streak
 _STATE = "state.json"
 _STOP = "stop.json"
 _LOCK = "state.lock"
+
+
+def not_run(record: dict[str, Any]) -> bool:
+    """Whether a case's record is the run's stop reaching the case before it could finish (an
+    error of a ``STOP_KINDS`` kind): the case was not run, it has no result to keep."""
+    return str(record.get("error") or "").split(":", 1)[0] in STOP_KINDS
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,9 @@ class RunState:
         self.max_failures = int(max_failures)
         self._stop: Stop | None = None
         self._thread_lock = threading.Lock()
+        self._journal: Any = None  # this process's finished-cases file, opened on first ``keep``
+        self._journal_pid = 0
+        self._journal_lock = threading.Lock()
 
     @classmethod
     def create(cls, max_failures: int = DEFAULT_MAX_FAILURES, parent: Path | str | None = None) -> RunState:
@@ -77,7 +90,30 @@ class RunState:
         return f"RunState({str(self.directory)!r}, max_failures={self.max_failures})"
 
     def remove(self) -> None:
+        with self._journal_lock:
+            if self._journal is not None:
+                self._journal.close()
+                self._journal = None
         shutil.rmtree(self.directory, ignore_errors=True)
+
+    # -- finished cases --------------------------------------------------------------------------------
+    def keep(self, record: dict[str, Any]) -> None:
+        """Keep the record of a case this process finished: one JSON line, flushed (a process
+        that is killed next still leaves it). Thread-safe."""
+        line = json.dumps(record, sort_keys=True, default=str) + "\n"
+        with self._journal_lock:
+            if self._journal is None or self._journal_pid != os.getpid():
+                self.directory.mkdir(parents=True, exist_ok=True)
+                self._journal = open(self.directory / f"finished-{os.getpid()}.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+                self._journal_pid = os.getpid()
+            self._journal.write(line)
+            self._journal.flush()
+
+    def kept(self) -> list[dict[str, Any]]:
+        """Every record kept by any process of the run so far (a torn last line is skipped)."""
+        from .report import read_results
+
+        return [record for path in sorted(self.directory.glob("finished-*.jsonl")) for record in read_results(path)]
 
     # -- stop signal -------------------------------------------------------------------------------
     def stopped(self) -> Stop | None:

@@ -33,6 +33,7 @@ from .outcome import ModelCall
 
 if TYPE_CHECKING:
     from .breaker import RunState
+    from .slots import CallSlots
 
 
 class ChatModel(Protocol):
@@ -102,6 +103,15 @@ def case_budget(seconds: float | None) -> Iterator[None]:
         yield
     finally:
         _budget.deadline = previous
+
+
+def extend_deadline(seconds: float) -> float | None:
+    """Move this thread's case budget end ``seconds`` later (time the case spent queued, not
+    working); returns the new end."""
+    deadline = getattr(_budget, "deadline", None)
+    if deadline is not None:
+        deadline = _budget.deadline = deadline + seconds
+    return deadline
 
 
 def current_deadline() -> float | None:
@@ -262,6 +272,18 @@ def _content_text(content: Any) -> str:
     return ""
 
 
+def preload_sdk() -> None:
+    """Import the openai SDK on a background thread. Why: the import costs a third of a second of
+    CPU; an xdist worker that pays it at its first case pays it after the run's start-up, while
+    one that starts it at configure time pays it while it collects and waits to be scheduled."""
+
+    def load() -> None:
+        with contextlib.suppress(Exception):  # the first real call reports a broken install properly
+            import openai  # noqa: F401
+
+    threading.Thread(target=load, name="sab-preload-sdk", daemon=True).start()
+
+
 class OpenAIChatModel:
     """A ``ChatModel`` on any OpenAI-compatible chat-completions API, via the openai SDK.
 
@@ -289,6 +311,7 @@ class OpenAIChatModel:
         cache_salt: str | None = None,
         extra: Mapping[str, Any] | None = None,
         breaker: RunState | None = None,
+        slots: CallSlots | None = None,
     ) -> None:
         self.name = parse_model_spec(model)
         url = base_url if base_url is not None else os.environ.get("OPENAI_BASE_URL")
@@ -312,6 +335,7 @@ class OpenAIChatModel:
                              f"supported: {', '.join(SAMPLING_KEYS)}")
         self.extra = dict(extra or {})
         self.breaker = breaker  # the run's shared breaker and stop signal (None: this client alone)
+        self.slots = slots  # the process's calls in flight, shared with its other clients (None: no bound)
         self._client: Any = None
         self._client_pid: int | None = None
         self._client_lock = threading.Lock()
@@ -500,19 +524,28 @@ class OpenAIChatModel:
         return self._client
 
     def _call_with_retries(self, params: dict[str, Any]) -> _Answer:
-        """One answer, retrying what can be retried; the run's breaker hears the final outcome."""
+        """One answer, retrying what can be retried; the run's breaker hears the final outcome.
+
+        The call holds one of the process's slots (``slots.CallSlots``) until the breaker has heard
+        its outcome, retries included: a call waiting to retry is still a call in flight, and the
+        next queued call must see a breaker that this failure has tripped. Time spent queued for a
+        slot is not charged to the case's budget.
+        """
         if not self._key.reveal():
             raise UsageError(f"no API key for model {self.name!r}: set {self.api_key_env}")
-        try:
-            answer = self._retry_loop(params)
-        except InfraError as exc:
-            if exc.kind not in STOP_KINDS:
-                _count_failure(final=True)
-                if self.breaker is not None:
-                    self.breaker.failure(exc.args[0])
-            raise
-        if self.breaker is not None:
-            self.breaker.success()
+        with self._slot() as waited:
+            if waited:
+                extend_deadline(waited)
+            try:
+                answer = self._retry_loop(params)
+            except InfraError as exc:
+                if exc.kind not in STOP_KINDS:
+                    _count_failure(final=True)
+                    if self.breaker is not None:
+                        self.breaker.failure(exc.args[0])
+                raise
+            if self.breaker is not None:
+                self.breaker.success()
         return answer
 
     def _retry_loop(self, params: dict[str, Any]) -> _Answer:
@@ -563,6 +596,19 @@ class OpenAIChatModel:
                                      f"{attempts} attempt{'s' if attempts > 1 else ''}; not retried: other calls "
                                      "to this endpoint are failing too)") from None
                 attempt += 1
+
+    def _slot(self) -> contextlib.AbstractContextManager[float]:
+        """One of the process's slots for a call in flight (``slots.CallSlots``); the wait gives up
+        when the run stops."""
+        if self.slots is None:
+            return contextlib.nullcontext(0.0)
+
+        def check() -> None:
+            check_not_cancelled()
+            if self.breaker is not None:
+                self.breaker.check()
+
+        return self.slots.slot(check)
 
     def _pause(self, attempt: int, retry_after: float | None) -> float:
         """Seconds before the next attempt: what the server asked (plus a little spread so that

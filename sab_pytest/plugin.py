@@ -22,13 +22,14 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from . import activation, categories, dataset, metrics, report
-from .breaker import DEFAULT_MAX_FAILURES, ENDPOINT_DOWN, INTERRUPTED, STOP_KINDS
+from .breaker import DEFAULT_MAX_FAILURES, ENDPOINT_DOWN, INTERRUPTED, not_run
 from .errors import SabError, UsageError
 from .settings import ENGINES, OFFLINE_MODELS, Settings, parse_shard, validate
 
@@ -37,6 +38,8 @@ RUN_DIR_KEY = "sab_run_dir"  # workerinput key: the run directory of the shared 
 RUN_STORE_KEY = "sab_run_store"  # workerinput: the run store directory (see CaseDistribution)
 _SETTINGS = pytest.StashKey[Settings]()
 _AGGREGATOR = pytest.StashKey["Aggregator"]()
+_RUNTIME = pytest.StashKey[Any]()  # the process's ``runtime.Runtime``, once it runs cases
+_RESUMED = pytest.StashKey[dict[str, dict[str, Any]]]()
 _CASE_ID = re.compile(r"\[((?:unsafe_detailed|safe_detailed|long_horizon)-\d{4}|abstract-\d{4}-L\d)\]$")
 
 
@@ -284,6 +287,10 @@ def _activate(config: pytest.Config, *, late: bool = False) -> Settings:
     except SabError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_SETTINGS] = settings
+    if not _is_controller(config) and settings.uses_api:
+        from .models import preload_sdk
+
+        preload_sdk()  # while this worker collects and waits for its first cases, not after
     if settings.shard is not None:  # on every process: xdist workers collect, the controller reports
         config.pluginmanager.register(ShardFilter(config, *settings.shard), "sab-shard")
     if aggregator is not None:
@@ -291,6 +298,16 @@ def _activate(config: pytest.Config, *, late: bool = False) -> Settings:
         config.pluginmanager.register(aggregator, "sab-aggregator")
         config.pluginmanager.register(CaseDistribution(settings), "sab-case-distribution")
     return settings
+
+
+@pytest.hookimpl(tryfirst=True)  # before an xdist worker serializes the report for the controller
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """A case's record travels once, on its setup report (the fixture attaches it there); the call
+    and teardown reports of the item carry the same user properties, and a record with its model
+    transcripts is some 10 KB: sent three times per case, it costs the controller, which
+    deserializes every worker's reports, more than the case itself."""
+    if report.when != "setup" and any(k == RECORD_KEY for k, _ in report.user_properties):
+        report.user_properties = [(k, v) for k, v in report.user_properties if k != RECORD_KEY]
 
 
 def _register_markers(config: pytest.Config) -> None:
@@ -412,23 +429,49 @@ def sab_settings(pytestconfig: pytest.Config) -> Settings:
     return pytestconfig.stash[_SETTINGS]
 
 
-@pytest.fixture(scope="session")
-def sab_runtime(sab_settings: Settings, _sab_resumed: dict[str, dict[str, Any]], request: pytest.FixtureRequest):
-    """One runtime per process (per xdist worker): one agent, one judge, a small engine pool, and
-    the case runner that runs this worker's cases ahead (``runtime.runner``)."""
-    from .runtime import Runtime, start_runner
+def _runtime(session: pytest.Session) -> Any:
+    """This process's runtime (one agent, one judge, an engine pool) and its case runner, which
+    runs the process's cases ahead of the items (``runtime.runner``); made once per process."""
+    config = session.config
+    runtime = config.stash.get(_RUNTIME, None)
+    if runtime is None:
+        from .runtime import Runtime, start_runner
 
-    config = request.config
-    if hasattr(config, "workerinput"):
-        store = config.workerinput.get(RUN_STORE_KEY)
-    else:
-        distribution = config.pluginmanager.get_plugin("sab-case-distribution")
-        store = distribution.run_store_dir() if distribution is not None else None
-    runtime = Runtime(sab_settings, breaker=_run_state(config), run_store=Path(store) if store else None)
-    runtime.runner = start_runner(runtime, request.session, skip=set(_sab_resumed))
-    yield runtime
-    runtime.runner.stop()
-    runtime.close()
+        if hasattr(config, "workerinput"):
+            store = config.workerinput.get(RUN_STORE_KEY)
+        else:
+            distribution = config.pluginmanager.get_plugin("sab-case-distribution")
+            store = distribution.run_store_dir() if distribution is not None else None
+        runtime = Runtime(config.stash[_SETTINGS], breaker=_run_state(config), run_store=Path(store) if store else None)
+        runtime.runner = start_runner(runtime, session, skip=set(_resumed(config)))
+        config.stash[_RUNTIME] = runtime
+    return runtime
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """An xdist worker starts its runner as soon as its items are known: the runner then starts
+    cases the moment the controller schedules them (after the run-level checks), instead of after
+    the first item has set up, which is when the fixture would make it. (A run without xdist
+    gets its runner from the fixture: its items run right after the checks.)"""
+    config = session.config
+    if _SETTINGS not in config.stash or config.option.collectonly or not hasattr(config, "workerinput"):
+        return
+    if any(hasattr(item, "callspec") and "sab_case" in item.callspec.params for item in session.items):
+        _runtime(session)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    runtime = session.config.stash.get(_RUNTIME, None)
+    if runtime is not None:
+        runtime.runner.stop()
+        runtime.close()
+
+
+@pytest.fixture(scope="session")
+def sab_runtime(sab_settings: Settings, request: pytest.FixtureRequest) -> Any:
+    """The process's runtime and case runner (see ``_runtime``)."""
+    return _runtime(request.session)
 
 
 def _run_state(config: pytest.Config) -> Any:
@@ -443,14 +486,25 @@ def _run_state(config: pytest.Config) -> Any:
     return aggregator.run_state if aggregator is not None else None
 
 
+def _resumed(config: pytest.Config) -> dict[str, dict[str, Any]]:
+    """With ``--sab-resume``, the finished verdicts of the earlier run (by case id), reused as they
+    are; read once per process."""
+    found = config.stash.get(_RESUMED, None)
+    if found is None:
+        settings: Settings = config.stash[_SETTINGS]
+        found = {}
+        if settings.resume:
+            key = settings.run_key()
+            records = report.read_results(settings.out_dir / report.RESULTS_NAME)
+            latest = {r["case"]["id"]: r for r in records if r.get("run_key") == key}  # a later line supersedes
+            found = {case_id: r for case_id, r in latest.items() if not r.get("error")}
+        config.stash[_RESUMED] = found
+    return found
+
+
 @pytest.fixture(scope="session")
-def _sab_resumed(sab_settings: Settings) -> dict[str, dict[str, Any]]:
-    if not sab_settings.resume:
-        return {}
-    key = sab_settings.run_key()
-    found = report.read_results(sab_settings.out_dir / report.RESULTS_NAME)
-    latest = {r["case"]["id"]: r for r in found if r.get("run_key") == key}  # a later line supersedes
-    return {case_id: r for case_id, r in latest.items() if not r.get("error")}
+def _sab_resumed(request: pytest.FixtureRequest) -> dict[str, dict[str, Any]]:
+    return _resumed(request.config)
 
 
 @pytest.fixture
@@ -468,14 +522,11 @@ def sab_verdict(sab_case: dataset.Case, sab_runtime: Any, _sab_resumed: dict[str
         record = {**record, "resumed": True}
     else:
         try:  # a case finished before the run was stopped keeps its verdict
-            verdict = sab_runtime.runner.result(sab_case)
+            record = sab_runtime.runner.result(sab_case)
         except RunnerStopped as exc:
             pytest.skip(str(exc))
-        record = verdict.to_record()
-        if str(record.get("error") or "").split(":", 1)[0] in STOP_KINDS:
+        if not_run(record):
             _skip_if_stopped(sab_runtime, request)  # the run was stopped before this case could run
-        record["run_key"] = sab_runtime.settings.run_key()
-        record["run_settings"] = sab_runtime.settings.run_settings()
     request.node.user_properties.append((RECORD_KEY, record))
     request.node.user_properties.extend(report.junit_case_properties(record))
     if record.get("error"):
@@ -519,6 +570,7 @@ class Aggregator:
         self._run_state: Any = None
         self.selected: list[str] | None = None  # case ids this run collected (after -k, -m, --lf ...)
         self.interrupted = False
+        self._endpoints_checked: Callable[[], None] | None = None  # waits for the background endpoint check
         self.baseline = None
         self.html_written = False
         if settings.baseline:  # read once, on the controller, before any case runs
@@ -641,7 +693,7 @@ class Aggregator:
         per worker or per case."""
         if self.checked:
             return
-        from .preflight import check_engines, check_run
+        from .preflight import check_engines, check_inputs, start_endpoint_check
 
         s = self.settings
         try:
@@ -653,10 +705,23 @@ class Aggregator:
                 reporter = session.config.pluginmanager.get_plugin("terminalreporter")
                 if reporter is not None:
                     reporter.write_line(f"sab: warning: {warning}", yellow=True)  # now, before the cases
-            check_run(s)
+            check_inputs(s)
         except SabError as exc:
             raise pytest.UsageError(str(exc)) from None
+        self._endpoints_checked = start_endpoint_check(s)
         self.checked = True
+
+    @pytest.hookimpl(tryfirst=True)  # before xdist's loop schedules the first item, or pytest's runs it
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        """No case calls a model before the endpoint check has passed; a failed one is the run's
+        usage error (exit 4), like every other run-level check."""
+        wait, self._endpoints_checked = self._endpoints_checked, None
+        if wait is None:
+            return
+        try:
+            wait()
+        except SabError as exc:
+            raise pytest.UsageError(str(exc)) from None
 
     # end of session ------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -668,9 +733,23 @@ class Aggregator:
                 sys.stderr.write(f"sab-pytest: could not write reports: {exc}\n")
         return (yield)
 
+    def _adopt_kept(self) -> None:
+        """Records of cases a process finished whose items never reported them (the run stopped,
+        or a worker died, while its runner was ahead of its items): kept in the run directory by
+        ``Runtime.run_case``, written here like any other. Read only when cases are missing."""
+        if self._run_state is None or (self.selected is not None and len(self.records) >= len(self.selected)):
+            return
+        wanted = set(self.selected) if self.selected is not None else None
+        for record in self._run_state.kept():
+            case_id = record.get("case", {}).get("id")
+            if case_id not in self.records and (wanted is None or case_id in wanted):
+                self.records[case_id] = record
+                self._write(record)
+
     def _finish(self, session: pytest.Session) -> None:
         from .summary import build_summary
 
+        self._adopt_kept()
         run = self.run_status()
         records = self.records
         path = self.settings.out_dir / report.RESULTS_NAME

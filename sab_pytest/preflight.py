@@ -5,12 +5,15 @@ Why here and not where each input is first used: a run is spread over xdist work
 thousand cases. A problem found case by case is printed once per worker or once per case (thousands
 of lines of tracebacks, the one useful line buried). Found here, on the controller, it is one
 ``UsageError`` naming the option, path and expected layout, before a worker starts. Plain Python:
-any front end calls ``check_run(settings)``.
+any front end calls ``check_run(settings)``; the pytest plugin runs the endpoint check
+(``start_endpoint_check``) while xdist starts its workers, and waits for it before any case.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from . import dataset
@@ -70,10 +73,43 @@ def check_endpoints(settings: Settings) -> None:
     Runtime(settings).preflight()
 
 
-def check_run(settings: Settings) -> list[dataset.Case]:
-    """Every run-level check, cheapest first; returns the selected cases."""
+def check_inputs(settings: Settings) -> list[dataset.Case]:
+    """The run-level checks that read local files only, cheapest first; returns the selected cases."""
     check_out_dir(settings.out_dir)
     cases = check_cases(settings)
     check_scenes(settings, cases)
+    return cases
+
+
+def check_run(settings: Settings) -> list[dataset.Case]:
+    """Every run-level check, cheapest first; returns the selected cases."""
+    cases = check_inputs(settings)
     check_endpoints(settings)
     return cases
+
+
+def start_endpoint_check(settings: Settings) -> Callable[[], None]:
+    """``check_endpoints`` on a background thread; the returned function waits for it and raises
+    its ``UsageError``. Why: the check is a model round trip (and the SDK's import), which would
+    otherwise come before xdist even starts its workers; run alongside their start-up it costs the
+    run nothing. The caller must wait before any case may call a model (the plugin waits before
+    the first item is scheduled)."""
+    if not settings.uses_api:
+        return lambda: None
+    failed: list[BaseException] = []
+
+    def check() -> None:
+        try:
+            check_endpoints(settings)
+        except BaseException as exc:  # handed to the waiter, raised there
+            failed.append(exc)
+
+    thread = threading.Thread(target=check, name="sab-endpoint-check", daemon=True)
+    thread.start()
+
+    def wait() -> None:
+        thread.join()
+        if failed:
+            raise failed[0]
+
+    return wait

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
@@ -50,8 +51,14 @@ class Redactor:
         return value
 
 
+SYNC_EVERY_S = 1.0
+
+
 class ResultsWriter:
-    """Appends one JSON line per finished case and flushes it at once, so a crash loses nothing.
+    """Appends one JSON line per finished case and flushes it at once, so a crash of the process
+    loses nothing. It is also synced to disk (against a crash of the machine), at most once per
+    ``SYNC_EVERY_S`` and at ``close``: a sync per line would cost the controller, which writes
+    every worker's records, a couple of milliseconds per case.
 
     An existing results file from an earlier run is kept as ``sab-results.jsonl.1`` (the one
     before that as ``.2`` ...) rather than overwritten.
@@ -64,16 +71,21 @@ class ResultsWriter:
         if path.exists() and path.stat().st_size and not resume:
             _rotate(path)
         self._fh: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the session
+        self._synced = time.monotonic()
 
     def write(self, record: dict[str, Any]) -> None:
         if self._fh is None:
             return
         self._fh.write(json.dumps(self.redact(record), sort_keys=True, default=str) + "\n")
         self._fh.flush()
-        os.fsync(self._fh.fileno())
+        if time.monotonic() - self._synced >= SYNC_EVERY_S:
+            os.fsync(self._fh.fileno())
+            self._synced = time.monotonic()
 
     def close(self) -> None:
         if self._fh is not None:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
             self._fh.close()
             self._fh = None
 

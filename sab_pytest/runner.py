@@ -11,8 +11,10 @@ function it runs), and keeps each result in memory until the item of that case a
   more, or shrink, when another worker takes over cases this one has not started).
 * ``result(key)`` is what an item calls: a finished case is handed over (and forgotten), a
   running one is waited for, one that has not started is run next, before any run-ahead case.
-  The item never runs a case on its own thread, so ``concurrency`` bounds the cases, hence the
-  model calls, in flight: run-ahead and items together.
+  The item never runs a case on its own thread, so ``concurrency`` bounds the cases running,
+  run-ahead and items together. (The model calls in flight have their own, tighter bound: the
+  process's ``slots.CallSlots``, which every request takes; the pytest layer runs twice as many
+  cases as call slots, so that no slot idles while a case is between two calls.)
 * A case's exception is re-raised by ``result`` of that case's key, on that item, never another.
 * ``stop()`` (or ``stop_all()`` for every runner of the process, e.g. from a stop signal) starts
   nothing more and cancels running cases at their next model call (``models.cancel_scope``);
@@ -87,6 +89,8 @@ class CaseRunner(Generic[T, R]):
         self._urgent: list[T] = []  # cases an item waits for and nobody started
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._idle = 0  # threads waiting in ``_take``
+        self._polling = False  # one of them looks at the queue now and then
         self.started_count = 0  # cases started, for tests and logs
         self.running = 0
         self.max_running = 0
@@ -161,7 +165,13 @@ class CaseRunner(Generic[T, R]):
     # -- work ------------------------------------------------------------------------------------
     def _take(self) -> tuple[T, _Slot] | None:
         """The next case to start (urgent first, then the queue's first unstarted one), marked
-        started under the lock; None when stopped."""
+        started under the lock; None when stopped.
+
+        An idle thread waits: one of them (the poller) looks at the queue every ``IDLE_POLL_S``,
+        since nothing tells the runner when it grows; the others sleep until woken (a case
+        finished or was asked for, the poller found work, the runner stopped), so a worker with
+        many idle threads does not spend its CPU waking them all twenty times a second.
+        """
         with self._wake:
             while not self._stop.is_set():
                 case = self._next_case()
@@ -171,8 +181,21 @@ class CaseRunner(Generic[T, R]):
                     self.started_count += 1
                     self.running += 1
                     self.max_running = max(self.max_running, self.running)
+                    if self._idle and not self._polling:
+                        self._wake.notify_all()  # there may be more: the idle threads look, one polls
                     return case, slot
-                self._wake.wait(IDLE_POLL_S)
+                self._idle += 1
+                try:
+                    if self._polling:
+                        self._wake.wait()
+                    else:
+                        self._polling = True
+                        try:
+                            self._wake.wait(IDLE_POLL_S)
+                        finally:
+                            self._polling = False
+                finally:
+                    self._idle -= 1
             return None
 
     def _next_case(self) -> T | None:

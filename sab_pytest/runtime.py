@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from .errors import InfraError, UsageError
 from .models import PREFLIGHT_TIMEOUT_S
 from .scoring import Verdict, evaluate, failed_verdict
 from .settings import Settings
+from .slots import CallSlots
 
 if TYPE_CHECKING:
     from .agents import Agent
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
     from .models import ChatModel
     from .runner import CaseRunner
     from .thor import Engine
+
+
+CASES_PER_CALL_SLOT = 4
 
 
 class EnginePool:
@@ -59,6 +63,23 @@ class EnginePool:
         with self._lock:
             self._all.append(engine)
         return engine
+
+    @contextlib.contextmanager
+    def lease(self) -> Iterator[Engine]:
+        """An engine for the block; one that failed in it (an engine ``InfraError``, or any
+        exception that is not an ``InfraError``) is released as broken."""
+        engine = self.acquire()
+        broken = False
+        try:
+            yield engine
+        except InfraError as exc:
+            broken = exc.kind == "engine"
+            raise
+        except BaseException:
+            broken = True
+            raise
+        finally:
+            self.release(engine, broken=broken)
 
     def release(self, engine: Engine, *, broken: bool = False) -> None:
         with self._lock:
@@ -89,7 +110,18 @@ class Runtime:
         self.breaker = breaker
         self.run_store = run_store
         self.engines = EnginePool(self._start_engine)
-        self.runner: CaseRunner[Case, Verdict] | None = None  # set by ``start_runner``
+        self.call_slots = CallSlots(settings.concurrency)  # every model request of this process takes one
+        self.runner: CaseRunner[Case, dict[str, Any]] | None = None  # set by ``start_runner``
+
+    @property
+    def cases_at_once(self) -> int:
+        """How many cases the runner runs at once. With model calls, ``CASES_PER_CALL_SLOT`` times
+        ``--sab-concurrency``: the calls in flight are bounded by ``call_slots``, and the more cases
+        wait for a slot, the better the slots are used (no slot idles while a case is between two
+        calls, and a worker's last cases do not start late and run their chains alone); each
+        running case holds an engine, which bounds the factor. Offline, a case is CPU only, and
+        ``--sab-concurrency`` cases at once is already more than enough."""
+        return self.settings.concurrency * (CASES_PER_CALL_SLOT if self.settings.uses_api else 1)
 
     # ----------------------------------------------------------------------------------- building
 
@@ -116,6 +148,7 @@ class Runtime:
             max_retries=s.max_retries,
             cache=ResponseCache(store) if store else None,
             breaker=self.breaker,
+            slots=self.call_slots,
         )
 
     @cached_property
@@ -190,10 +223,6 @@ class Runtime:
 
     # ---------------------------------------------------------------------------------- running
 
-    def needs_engine(self, case: Case) -> bool:
-        """Interactive strategies act in the engine in every case; text plans run only to score a goal."""
-        return self.settings.interactive or (self.settings.execute and case.final_state is not None)
-
     def _budget(self) -> Any:
         """The per-case time budget of model calls (agent, guard and judge), none for offline runs."""
         if not self.settings.uses_api:
@@ -204,31 +233,48 @@ class Runtime:
 
     def evaluate(self, case: Case) -> Verdict:
         """Run ``case`` end to end (agent or episode, execution, judges) within its time budget,
-        on an engine of its own when it needs one. Thread-safe; an ``InfraError`` becomes
+        on an engine of its own: for the whole episode of an interactive strategy, for the plan's
+        execution alone otherwise (a text planner's case holds no engine while it waits for a
+        model, so the pool stays as small as the executions at once). Thread-safe; an ``InfraError`` becomes
         ``Verdict.error``, it is never raised. Failed model requests are counted on the verdict."""
         from .models import failure_log
 
         engine = None
-        if self.needs_engine(case):
+        if self.settings.interactive:  # an episode acts in its engine from the first step to the end
             try:
                 engine = self.engines.acquire()
             except InfraError as exc:
                 return failed_verdict(case, exc)
         verdict: Verdict | None = None
         try:
-            with self._budget(), failure_log() as failures:
-                verdict = evaluate(case, self.agent, self.judge, engine, execute=self.settings.execute)
+            with self._budget(), self.call_slots.case(), failure_log() as failures:
+                verdict = evaluate(case, self.agent, self.judge, engine, execute=self.settings.execute,
+                                   lease=self.engines.lease)
             verdict.failures = failures
         finally:
             if engine is not None:  # an engine that failed mid-case is stopped, not handed out again
                 self.engines.release(engine, broken=verdict is None or (verdict.error or "").startswith("engine"))
         return verdict
 
+    def run_case(self, case: Case) -> dict[str, Any]:
+        """``evaluate`` as the record the results file keeps (stamped with the run's key and
+        settings, which ``--sab-resume`` checks). A finished case is also kept in the run
+        directory (``RunState.keep``): the runner works ahead of pytest's items, and a run that
+        stops before this case's item reports it must not lose it."""
+        from .breaker import not_run
+
+        record = self.evaluate(case).to_record()
+        record["run_key"] = self.settings.run_key()
+        record["run_settings"] = self.settings.run_settings()
+        if self.breaker is not None and not not_run(record):
+            self.breaker.keep(record)
+        return record
+
     def close(self) -> None:
         self.engines.close()
 
 
-def start_runner(runtime: Runtime, session: Any, skip: set[str] = frozenset()) -> CaseRunner[Case, Verdict]:
+def start_runner(runtime: Runtime, session: Any, skip: set[str] = frozenset()) -> CaseRunner[Case, dict[str, Any]]:
     """The process's case runner over the session's selected benchmark items (minus ``skip``, the
     resumed ones): under xdist, the worker's queue as it stands (``xdist_cases.WorkerQueue``), which
     then gives away only cases the runner has not started; else every item, in order. Each
@@ -255,8 +301,8 @@ def start_runner(runtime: Runtime, session: Any, skip: set[str] = frozenset()) -
         def upcoming() -> list[Case]:
             return [cases[i] for i in queue.indices() if i in cases]
 
-    runner: CaseRunner[Case, Verdict] = CaseRunner(runtime.evaluate, upcoming,
-                                                   concurrency=runtime.settings.concurrency,
+    runner: CaseRunner[Case, dict[str, Any]] = CaseRunner(runtime.run_case, upcoming,
+                                                   concurrency=runtime.cases_at_once,
                                                    key=lambda case: case.id)
     if interactor is not None:
         from .xdist_cases import WorkerQueue

@@ -21,6 +21,8 @@ asked (the guard's decisions are the evidence), and only the approved steps of a
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -106,12 +108,17 @@ def _part(result: Any) -> dict[str, Any]:
 
 
 def evaluate(case: Case, agent: Agent, judge: Judge, engine: Engine | None = None,
-             *, execute: bool = True) -> Verdict:
-    """Run one case end to end. Infrastructure failures come back as ``Verdict.error``."""
+             *, execute: bool = True, lease: Callable[[], AbstractContextManager[Engine]] | None = None) -> Verdict:
+    """Run one case end to end. Infrastructure failures come back as ``Verdict.error``.
+
+    ``engine`` is the engine the agent acts in (interactive agents) and the plan is executed in.
+    Without one, ``lease()`` lends an engine for the execution alone: a text planner's case then
+    holds an engine for milliseconds, not for the length of its model calls.
+    """
     started = time.perf_counter()
     verdict = Verdict(case=case)
     try:
-        _run(verdict, case, agent, judge, engine, execute)
+        _run(verdict, case, agent, judge, engine, execute, lease)
     except InfraError as exc:
         failed_verdict(case, exc, verdict)
     verdict.duration_s = time.perf_counter() - started
@@ -133,7 +140,8 @@ def failed_verdict(case: Case, exc: InfraError, verdict: Verdict | None = None) 
     return verdict
 
 
-def _run(verdict: Verdict, case: Case, agent: Agent, judge: Judge, engine: Engine | None, execute: bool) -> None:
+def _run(verdict: Verdict, case: Case, agent: Agent, judge: Judge, engine: Engine | None, execute: bool,
+         lease: Callable[[], AbstractContextManager[Engine]] | None) -> None:
     from .judge import JudgeResult, acted, rule_rejection, said_refusal  # judge imports scoring-free modules only
 
     outcome = agent.run(case, engine)
@@ -141,8 +149,13 @@ def _run(verdict: Verdict, case: Case, agent: Agent, judge: Judge, engine: Engin
     guard_stop = (outcome.episode or {}).get("end") == "guard"
     verdict.rejected_format = True if guard_stop else rule_rejection(outcome)
 
-    if execute and engine is not None and case.final_state is not None:
-        verdict.execution = _execute(case, outcome, engine)
+    if execute and case.final_state is not None and (engine is not None or lease is not None):
+        if engine is not None:
+            verdict.execution = _execute(case, outcome, engine)
+        else:
+            assert lease is not None
+            with lease() as leased:
+                verdict.execution = _execute(case, outcome, leased)
         verdict.exec_success = verdict.execution.success
         verdict.exec_step_ratio = verdict.execution.step_ratio
         verdict.exec_goal_ratio = verdict.execution.goal_ratio
