@@ -12,7 +12,8 @@ Figures, per scenario:
 * floor = calls x latency / C: the time the calls take if C are always in flight (the issue's
   definition; it ignores that a case's calls are a chain and that the workers start one by one);
 * start-up: the wall of the same ``pytest -n W`` run with the offline agent and the rule judge,
-  which makes no call (what pytest, xdist, collection and the reports cost on this machine);
+  which makes no call (what pytest, xdist, collection and the reports cost on this machine), the
+  median of three runs;
 * targets: cache off within 10% of cache on; wall <= 1.2 x floor + start-up at C = 16 and
   <= 1.5 x floor + start-up at C = 64; all 1050 cases at C = 16: wall <= 1.1 x floor.
 * worker RSS: the largest peak resident size (VmHWM) of a worker, read from /proc during the run.
@@ -138,9 +139,11 @@ def main() -> None:
                         help="agent strategy; an interactive one (react ...) plays a scripted 2-action episode")
     ns = parser.parse_args()
     w = ns.workers
-    startup = offline(w, [])
+    tries = sorted(offline(w, []) for _ in range(3))  # the median: a cold first run is not the machine's figure
+    startup = tries[1]
     startup_serial = offline(0, [])
-    print(f"start-up (offline run of the same 130 cases): -n {w} {startup:.1f} s, -n 0 {startup_serial:.1f} s")
+    print(f"start-up (offline run of the same 130 cases): -n {w} {startup:.1f} s (median of "
+          f"{', '.join(f'{t:.1f}' for t in tries)}), -n 0 {startup_serial:.1f} s")
     with fake_openai_server(responder=responder, latency=ns.latency) as server:
         print(f"{'C':>4} {'cache':>5} {'cases':>5} {'calls':>6} {'usage':>6} {'peak':>5} {'wall s':>7} "
               f"{'floor s':>8} {'ratio':>6} {'target s':>9}  ok   worker RSS")

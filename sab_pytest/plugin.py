@@ -19,6 +19,8 @@ run that is on. Worker-side logic lives in fixtures, which only run for ``sab_ca
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 import re
 import sys
@@ -445,6 +447,10 @@ def _runtime(session: pytest.Session) -> Any:
         runtime = Runtime(config.stash[_SETTINGS], breaker=_run_state(config), run_store=Path(store) if store else None)
         runtime.runner = start_runner(runtime, session, skip=set(_resumed(config)))
         config.stash[_RUNTIME] = runtime
+        # At exit, Python's last garbage collections walk the whole heap (the SDK's thousand model
+        # classes, the engines' scenes): a few tenths of a second per worker, paid by the run,
+        # since xdist waits for its workers to end. Nothing of the session needs collecting then.
+        atexit.register(gc.freeze)
     return runtime
 
 

@@ -84,7 +84,8 @@ class CaseRunner(Generic[T, R]):
         self.key = key
         self.name = name
         self.lock = threading.RLock()
-        self._wake = threading.Condition(self.lock)
+        self._wake = threading.Condition(self.lock)  # idle runner threads wait here
+        self._picked = threading.Condition(self.lock)  # an item waiting for its case to be started
         self._slots: dict[Hashable, _Slot] = {}
         self._urgent: list[T] = []  # cases an item waits for and nobody started
         self._stop = threading.Event()
@@ -109,18 +110,13 @@ class CaseRunner(Generic[T, R]):
     def stop(self) -> None:
         """Start no new case; running cases stop at their next model call. Never blocks."""
         self._stop.set()
-        with self._wake:
+        with self.lock:
             self._wake.notify_all()
+            self._picked.notify_all()
 
     @property
     def stopped(self) -> bool:
         return self._stop.is_set()
-
-    def __enter__(self) -> CaseRunner[T, R]:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- asking ----------------------------------------------------------------------------------
     def is_started(self, key: Hashable) -> bool:
@@ -136,23 +132,18 @@ class CaseRunner(Generic[T, R]):
         before the case finished.
         """
         k = self.key(case)
-        with self._wake:
+        with self.lock:
             slot = self._slots.get(k)
             if slot is None:
                 if self._stop.is_set():
                     raise RunnerStopped(f"{k}: the run was stopped before this case started")
                 self._urgent.append(case)
                 self._wake.notify()
-        while True:
-            with self.lock:
+            while slot is None:  # not picked up yet: wait for a thread to start it
+                if self._stop.is_set():
+                    raise RunnerStopped(f"{k}: the run was stopped before this case started")
+                self._picked.wait(IDLE_POLL_S)
                 slot = self._slots.get(k)
-            if slot is not None:
-                break
-            with self._wake:  # not picked up yet: wait for a thread to start it
-                if k not in self._slots:
-                    if self._stop.is_set():
-                        raise RunnerStopped(f"{k}: the run was stopped before this case started")
-                    self._wake.wait(IDLE_POLL_S)
         slot.done.wait()
         with self.lock:
             self._slots[k] = _Slot(done=slot.done)  # keep the key (started once), drop the result
@@ -168,9 +159,10 @@ class CaseRunner(Generic[T, R]):
         started under the lock; None when stopped.
 
         An idle thread waits: one of them (the poller) looks at the queue every ``IDLE_POLL_S``,
-        since nothing tells the runner when it grows; the others sleep until woken (a case
-        finished or was asked for, the poller found work, the runner stopped), so a worker with
-        many idle threads does not spend its CPU waking them all twenty times a second.
+        since nothing tells the runner when it grows; the others sleep until woken, one at a time
+        (an item asked for its case, or the thread woken before them found work and started it),
+        or all at once when the runner stops. So a worker with many idle threads does not spend
+        its CPU on each of them scanning the queue whenever anything happens.
         """
         with self._wake:
             while not self._stop.is_set():
@@ -181,8 +173,9 @@ class CaseRunner(Generic[T, R]):
                     self.started_count += 1
                     self.running += 1
                     self.max_running = max(self.max_running, self.running)
-                    if self._idle and not self._polling:
-                        self._wake.notify_all()  # there may be more: the idle threads look, one polls
+                    if self._idle:
+                        self._wake.notify()  # there may be more: the next idle thread looks
+                    self._picked.notify_all()
                     return case, slot
                 self._idle += 1
                 try:
@@ -222,7 +215,6 @@ class CaseRunner(Generic[T, R]):
             except BaseException as exc:  # re-raised on the case's own item by ``result``
                 slot.error = exc
             finally:
-                with self._wake:
+                with self.lock:
                     self.running -= 1
-                    self._wake.notify_all()
                 slot.done.set()

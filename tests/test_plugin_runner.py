@@ -146,6 +146,58 @@ def test_ctrl_c_stops_at_once_and_keeps_what_finished(pytester, tiny_data: Path)
     assert summary["cases"] == len(records)
 
 
+def test_ctrl_c_keeps_the_cases_finished_ahead_of_their_items(pytester, tiny_data: Path) -> None:
+    """The first item waits for a case whose agent never gets an answer, so no item reports; the
+    runner meanwhile finishes every other case ahead. After Ctrl-C all of those are in the results
+    (from the run directory, not from any item), and only the waiting case is left to resume."""
+    pytester.makepyfile(test_sab=CASE_TEST)
+    out = pytester.path / "out"
+    with fake_openai_server(responder=responder, latency=0.02) as srv:
+        srv.add_rule(Reply.slow(60, "never read"),
+                     match=lambda r: r.body.get("model") == "agent" and "metal Fork" in r.last_user_message)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--sab-data={tiny_data}",
+             "--sab-allow-modified-data", "--sab-subset=all", f"--sab-out={out}", "--model", "agent",
+             "--judge-model", "judge", f"--base-url={srv.url}", "--sab-no-cache", "--sab-concurrency", "8",
+             "-n", "0"],
+            cwd=pytester.path, env={**os.environ, "OPENAI_API_KEY": "sk-test"}, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 60
+        settled = 0
+        while time.monotonic() < deadline and settled < 10:  # only the endless call left in flight, for 0.5 s
+            calls = len(srv.chat_requests)
+            time.sleep(0.05)
+            settled = settled + 1 if calls > 2 and srv.in_flight == 1 and len(srv.chat_requests) == calls else 0
+        assert not (out / "sab-results.jsonl").exists() or not (out / "sab-results.jsonl").read_text()
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=30)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output
+    records = _records(out)
+    assert len(records) == N_CASES - 1 and "unsafe_detailed-0000" not in records, output
+    assert not any(r.get("error") for r in records.values())
+    run_info = json.loads((out / "sab-summary.json").read_text())["run"]
+    assert run_info["status"] == "interrupted" and run_info["finished"] == N_CASES - 1 and run_info["not_run"] == 1
+
+
+def test_a_record_travels_from_a_worker_once_per_case(run, pytester) -> None:
+    """The record (with its model transcripts) rides on the setup report only; the call and teardown
+    reports the worker sends the controller leave it out."""
+    seen = pytester.path / "seen.txt"
+    pytester.makeconftest(f"""
+import os
+
+def pytest_runtest_logreport(report):
+    if os.environ.get("PYTEST_XDIST_WORKER") and "test_case[" in report.nodeid:
+        with open({str(seen)!r}, "a") as fh:
+            fh.write(report.when + " " + str(any(k == "sab_record" for k, _ in report.user_properties)) + "\\n")
+""")
+    result = run("out", "-n", "1", "--sab-no-cache")
+    assert len(_records(pytester.path / "out")) == N_CASES, result.stdout.str()
+    lines = seen.read_text().splitlines()
+    assert sorted(set(lines)) == ["call False", "setup True", "teardown False"]
+    assert lines.count("setup True") == N_CASES
+
+
 def test_a_dying_worker_loses_only_its_running_case(run, pytester) -> None:
     marker = pytester.path / "died-once"
     pytester.makeconftest(f"""

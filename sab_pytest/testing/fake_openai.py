@@ -274,6 +274,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._handle()
 
     def _handle(self) -> None:
+        arrived = time.monotonic()
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
@@ -290,7 +291,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self._counted:
             owner._count_in_flight(+1)
         try:
-            self._send(owner._respond(request))
+            self._send(owner._respond(request), arrived)
         finally:
             self._answered()
 
@@ -301,13 +302,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._counted = False
             self.server.owner._count_in_flight(-1)
 
-    def _send(self, reply: Reply | tuple[int, dict[str, str], bytes]) -> None:
+    def _send(self, reply: Reply | tuple[int, dict[str, str], bytes], arrived: float) -> None:
+        """Answer ``delay`` seconds after the request ``arrived``: the time this server spent
+        reading and scripting it is part of the latency, as it is for a real API (under load, a
+        busy test process would otherwise make every answer late by its own work)."""
         owner = self.server.owner
         if isinstance(reply, tuple):
             status, headers, payload, delay = *reply, 0.0
         else:
             delay = owner.latency if reply.delay is None else reply.delay
             status, headers, payload = reply.status, reply.headers, b""
+        delay -= time.monotonic() - arrived
         if delay > 0 and owner._stopping.wait(delay):
             self.close_connection = True
             return
