@@ -100,7 +100,9 @@ class RunState:
     def keep(self, record: dict[str, Any]) -> None:
         """Keep the record of a case this process finished: one JSON line, flushed (a process
         that is killed next still leaves it). Thread-safe."""
-        line = json.dumps(record, sort_keys=True, default=str) + "\n"
+        from .report import json_line
+
+        line = json_line(record)
         with self._journal_lock:
             if self._journal is None or self._journal_pid != os.getpid():
                 self.directory.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,6 @@ computes them (so four shards merged give the metrics of one run, to the last di
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,7 +154,7 @@ def merge(runs: list[RunDir], out_dir: Path) -> dict[str, Any]:
     redact = report.Redactor(settings.secrets())
     out_dir.mkdir(parents=True, exist_ok=True)
     # one atomic write (the per-line fsync of a live run buys nothing here), lines as ResultsWriter writes them
-    lines = "".join(json.dumps(redact(r), sort_keys=True, default=str) + "\n" for r in records)
+    lines = "".join(report.json_line(redact(r)) for r in records)
     atomic_write_bytes(out_dir / report.RESULTS_NAME, lines.encode())
     report.write_summary(out_dir / report.SUMMARY_NAME, summary, redact)
     return summary

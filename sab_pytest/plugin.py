@@ -122,8 +122,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="stop the run when N model calls in a row, counted across all workers, get no answer "
                      "(after retrying) with no success between them; 0 = never stop (default 10)")
     g.addoption("--sab-concurrency", default=1, type=int, metavar="N",
-                help="cases (hence model calls) in flight per worker: N>1 runs the worker's upcoming cases "
-                     "ahead, each with its own engine (default 1)")
+                help="model calls in flight per worker; the worker runs up to 4N of its upcoming cases ahead "
+                     "to keep them busy (default 1)")
     g.addoption("--sab-price", default=None, metavar="in=X,out=Y",
                 help="USD per 1M input/output tokens, for cost (default: ini sab_price, else no cost)")
     g.addoption("--thor", default="sim", choices=ENGINES,
@@ -502,7 +502,7 @@ def _resumed(config: pytest.Config) -> dict[str, dict[str, Any]]:
         if settings.resume:
             key = settings.run_key()
             records = report.read_results(settings.out_dir / report.RESULTS_NAME)
-            latest = {r["case"]["id"]: r for r in records if r.get("run_key") == key}  # a later line supersedes
+            latest = report.latest_per_case(r for r in records if r.get("run_key") == key)
             found = {case_id: r for case_id, r in latest.items() if not r.get("error")}
         config.stash[_RESUMED] = found
     return found
@@ -766,8 +766,8 @@ class Aggregator:
         if self.settings.resume and run["partial_selection"]:
             # a rerun (--lf, -k ...) into the same results: the summary covers them all, not the rerun alone
             key, full = self.settings.run_key(), set(self._full_selection())
-            earlier = {r["case"]["id"]: r for r in report.read_results(path)
-                       if r.get("run_key") == key and r["case"]["id"] in full}
+            earlier = report.latest_per_case(r for r in report.read_results(path)
+                                             if r.get("run_key") == key and r["case"]["id"] in full)
             records = {**earlier, **records}
             run["merged"] = len(records) - len(self.records)
         base = self.baseline

@@ -76,7 +76,7 @@ class ResultsWriter:
     def write(self, record: dict[str, Any]) -> None:
         if self._fh is None:
             return
-        self._fh.write(json.dumps(self.redact(record), sort_keys=True, default=str) + "\n")
+        self._fh.write(json_line(self.redact(record)))
         self._fh.flush()
         if time.monotonic() - self._synced >= SYNC_EVERY_S:
             os.fsync(self._fh.fileno())
@@ -137,15 +137,26 @@ def check_resumable(path: Path, settings: dict[str, Any], key: str) -> None:
                      f"{path.name}.1)")
 
 
-def compact_results(path: Path, redact: Redactor) -> None:
-    """Rewrite ``path`` with one line per case (a later line for a case replaces the earlier one),
-    in first-seen order; atomic, so a crash leaves the old file or the new one."""
+def json_line(record: dict[str, Any]) -> str:
+    """A record as one line of a results file (the one spelling every writer uses)."""
+    return json.dumps(record, sort_keys=True, default=str) + "\n"
+
+
+def latest_per_case(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One record per case id, in first-seen order, the last one written winning: a resumed run
+    appends a new record for a case it redoes. Records without a case id are skipped."""
     latest: dict[str, dict[str, Any]] = {}
-    for record in read_results(path):
+    for record in records:
         case_id = (record.get("case") or {}).get("id")
         if case_id is not None:
             latest[case_id] = record
-    lines = "".join(json.dumps(redact(r), sort_keys=True, default=str) + "\n" for r in latest.values())
+    return latest
+
+
+def compact_results(path: Path, redact: Redactor) -> None:
+    """Rewrite ``path`` with one line per case (a later line for a case replaces the earlier one),
+    in first-seen order; atomic, so a crash leaves the old file or the new one."""
+    lines = "".join(json_line(redact(r)) for r in latest_per_case(read_results(path)).values())
     atomic_write_bytes(path, lines.encode())
 
 

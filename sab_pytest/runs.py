@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
-from .report import RESULTS_NAME, SUMMARY_NAME, read_results
+from .report import RESULTS_NAME, SUMMARY_NAME, latest_per_case, read_results
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def load_run(path: str | Path, what: str = "run") -> Run:
     if records is not None:
         if any(not isinstance(r, dict) or "case" not in r for r in records):
             raise UsageError(f"{what}: {results_path} holds lines that are not case records")
-        records = _latest_per_case(records)
+        records = list(latest_per_case(records).values())
     from . import metrics
 
     if summary_path.is_file():
@@ -77,10 +77,3 @@ def load_run(path: str | Path, what: str = "run") -> Run:
     return Run(source=path, summary=summary, records=records)
 
 
-def _latest_per_case(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One record per case id, the last one written winning: a resumed run appends a new record for a
-    case that errored before, and that later record is the one its summary counted."""
-    by_id: dict[str, dict[str, Any]] = {}
-    for r in records:
-        by_id[r["case"]["id"]] = r
-    return list(by_id.values())

@@ -100,6 +100,19 @@ def test_dead_endpoint_fails_once_before_any_case(run, reply: Reply, needle: str
     assert took < 25
 
 
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_no_case_calls_a_model_before_the_endpoint_check_has_passed(run, workers: str) -> None:
+    """The check runs in the background while xdist starts its workers; the first case is
+    scheduled only once it has passed."""
+    with fake_openai_server() as server:
+        server.add_rule(Reply.slow(1.5, "OK"), match=is_preflight)
+        result = run(server, "-n", workers)
+        preflight = [r for r in server.chat_requests if is_preflight(r)]
+        cases = _case_calls(server)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED and len(preflight) == 1 and cases
+    assert min(r.received_at for r in cases) >= preflight[0].received_at + 1.5
+
+
 def test_healthy_run_pays_one_preflight_per_endpoint(pytester: pytest.Pytester, tiny_data: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makepyfile(test_sab=CASE_TEST)

@@ -184,10 +184,13 @@ def test_a_record_travels_from_a_worker_once_per_case(run, pytester) -> None:
     reports the worker sends the controller leave it out."""
     seen = pytester.path / "seen.txt"
     pytester.makeconftest(f"""
-import os
+WORKER = []
+
+def pytest_configure(config):
+    WORKER.append(hasattr(config, "workerinput"))  # not the environment: this suite may run under xdist
 
 def pytest_runtest_logreport(report):
-    if os.environ.get("PYTEST_XDIST_WORKER") and "test_case[" in report.nodeid:
+    if WORKER[0] and "test_case[" in report.nodeid:
         with open({str(seen)!r}, "a") as fh:
             fh.write(report.when + " " + str(any(k == "sab_record" for k, _ in report.user_properties)) + "\\n")
 """)
