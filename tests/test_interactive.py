@@ -108,12 +108,15 @@ def test_move_by_move_strategies_do_a_safe_task_end_to_end(strategy: str, protoc
     assert ("Perception" in system) == (strategy == "pca")
 
 
-def test_map_vlm_looks_grounds_plans_and_executes(cases, make_runtime) -> None:
+@pytest.mark.parametrize("protocol", ["tools", "text"])
+def test_map_vlm_looks_grounds_plans_and_executes(protocol: str, cases, make_runtime) -> None:
+    """Three plain calls whatever the tool protocol: MAP writes a plan, it calls no tool."""
     with fake_openai_server(responder=map_script(FRIDGE)) as server:
-        verdict = make_runtime(server, strategy="map_vlm").evaluate(cases["safe_detailed-0000"])
+        runtime = make_runtime(server, strategy="map_vlm", tool_protocol=protocol)
+        verdict = runtime.evaluate(cases["safe_detailed-0000"])
         requests = server.chat_requests
     assert verdict.error is None and verdict.exec_success is True and verdict.passed
-    assert len(requests) == 3
+    assert len(requests) == 3 and not any(r.tool_names for r in requests)
     assert [len(r.images) for r in requests] == [1, 1, 0]  # both vision agents really get the picture
     assert "Fridge" in requests[1].last_user_message and "CounterTop" in requests[1].last_user_message
     assert verdict.outcome.steps == FRIDGE and [s.action for s in verdict.outcome.executed] == FRIDGE
