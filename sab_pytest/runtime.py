@@ -38,6 +38,22 @@ if TYPE_CHECKING:
 CASES_PER_CALL_SLOT = 4
 
 
+def cases_at_once(settings: Settings) -> int:
+    """How many cases a process's runner runs at once.
+
+    With model calls, ``CASES_PER_CALL_SLOT`` times ``--sab-concurrency``: the calls in flight are
+    bounded by the call slots, and the more cases wait for a slot, the better the slots are used
+    (none idles while a case is between two calls, and a worker's last cases do not start late and
+    run their chains alone). But an episode holds its engine from start to end: on a real AI2-THOR
+    (``--thor local`` or ``remote``) an engine is a Unity process, so episodes run
+    ``--sab-concurrency`` at a time there. Offline a case is CPU only, and ``--sab-concurrency``
+    cases at once is already more than enough.
+    """
+    if not settings.uses_api or (settings.interactive and settings.engine != "sim"):
+        return settings.concurrency
+    return settings.concurrency * CASES_PER_CALL_SLOT
+
+
 class EnginePool:
     """Engines for cases running at once: ``acquire`` hands out an idle one or starts a new one, so
     two running cases never share an engine and the pool grows only to the most cases ever run at
@@ -115,13 +131,7 @@ class Runtime:
 
     @property
     def cases_at_once(self) -> int:
-        """How many cases the runner runs at once. With model calls, ``CASES_PER_CALL_SLOT`` times
-        ``--sab-concurrency``: the calls in flight are bounded by ``call_slots``, and the more cases
-        wait for a slot, the better the slots are used (no slot idles while a case is between two
-        calls, and a worker's last cases do not start late and run their chains alone); each
-        running case holds an engine, which bounds the factor. Offline, a case is CPU only, and
-        ``--sab-concurrency`` cases at once is already more than enough."""
-        return self.settings.concurrency * (CASES_PER_CALL_SLOT if self.settings.uses_api else 1)
+        return cases_at_once(self.settings)
 
     # ----------------------------------------------------------------------------------- building
 

@@ -454,6 +454,21 @@ def test_preflight_counts_free_engines_over_every_url(start) -> None:
     settings = Settings(engine="remote", thor_url=f"{a.url},{b.url}")
     assert preflight(settings, workers=3) is None
     assert "3 THOR engine(s) free for 4 worker(s)" in preflight(settings, workers=4)
+    # an episode holds its engine all along: a worker running two at once wants two
+    acting = Settings(engine="remote", thor_url=f"{a.url},{b.url}", model="agent", model_given=True,
+                      strategy="react", concurrency=2)
+    assert "3 THOR engine(s) free for 2 worker(s) x 2 episodes at once" in preflight(acting, workers=2)
+
+
+def test_cases_at_once_fill_the_call_slots_but_episodes_on_real_thor_hold_an_engine_each() -> None:
+    from sab_pytest.runtime import CASES_PER_CALL_SLOT, cases_at_once
+
+    text = Settings(model="agent", model_given=True, concurrency=3)
+    assert cases_at_once(text) == 3 * CASES_PER_CALL_SLOT
+    assert cases_at_once(Settings(model="agent", model_given=True, concurrency=3, strategy="react")) == 3 * CASES_PER_CALL_SLOT
+    assert cases_at_once(Settings(model="agent", model_given=True, concurrency=3, strategy="react",
+                                  engine="remote", thor_url="http://h:1")) == 3
+    assert cases_at_once(Settings(model="reference", judge_model="rules", concurrency=3)) == 3  # offline
 
 
 def test_the_ai2thor_backend_starts_cloud_rendering_controllers(monkeypatch) -> None:

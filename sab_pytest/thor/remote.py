@@ -164,16 +164,25 @@ def health(url: str, token: str | None, *, timeout: float = 10.0, tries: int = 1
 def preflight(settings: Any, workers: int = 1) -> str | None:
     """Fail once, clearly, before any case when ``--thor remote`` cannot work: every URL must answer
     its health check with the token accepted and an engine running (else UsageError). Returns a
-    warning when fewer engines are free than ``workers`` (the others would wait for a lease, up to a
-    minute per case, then error), else None. Does nothing for the other engines."""
+    warning when fewer engines are free than the run holds at once (one per worker, whose text
+    plans borrow one to be executed; one per running episode for the strategies that act), since
+    the others would wait for a lease, up to a minute per case, then error; else None. Does nothing
+    for the other engines."""
     if getattr(settings, "engine", None) != "remote":
         return None
     token = token_from_env()
     free = sum(int(health(url, token, tries=2).get("free") or 0) for url in parse_urls(settings.thor_url))
-    if free >= workers:
+    episodes = 1
+    if getattr(settings, "interactive", False):
+        from ..runtime import cases_at_once
+
+        episodes = cases_at_once(settings)
+    if free >= workers * episodes:
         return None
-    return (f"--thor remote: {free} THOR engine(s) free for {workers} worker(s); the others wait for a lease "
-            "(up to 60 s per case, then an engine error). Serve more engines or run fewer workers.")
+    each = f" x {episodes} episodes at once" if episodes > 1 else ""
+    return (f"--thor remote: {free} THOR engine(s) free for {workers} worker(s){each}; the others wait for a "
+            "lease (up to 60 s per case, then an engine error). Serve more engines, or run fewer workers or a "
+            "lower --sab-concurrency.")
 
 
 class RemoteEngine:
