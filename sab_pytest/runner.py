@@ -13,13 +13,12 @@ function it runs), and keeps each result in memory until the item of that case a
   running one is waited for, one that has not started is run next, before any run-ahead case.
   The item never runs a case on its own thread, so ``concurrency`` bounds the cases running,
   run-ahead and items together. (The model calls in flight have their own, tighter bound: the
-  process's ``slots.CallSlots``, which every request takes; the pytest layer runs twice as many
-  cases as call slots, so that no slot idles while a case is between two calls.)
+  process's ``slots.CallSlots``, which every request takes; the runtime runs more cases than
+  call slots (``runtime.cases_at_once``), so that no slot idles while a case is between calls.)
 * A case's exception is re-raised by ``result`` of that case's key, on that item, never another.
-* ``stop()`` (or ``stop_all()`` for every runner of the process, e.g. from a stop signal) starts
-  nothing more and cancels running cases at their next model call (``models.cancel_scope``);
-  finished results stay available, and ``result`` of a case that never finished raises
-  ``RunnerStopped``. The threads are daemons, so an interrupted session never waits for them.
+* ``stop()`` starts nothing more and cancels running cases at their next model call
+  (``models.cancel_scope``); finished results stay available, and ``result`` of a case that never
+  finished raises ``RunnerStopped``. The threads are daemons, so an interrupted session never waits for them.
 * ``lock`` and ``is_started`` let a caller that gives cases away (the xdist queue adapter) do so
   atomically: a case is started exactly once, under the lock.
 
@@ -29,7 +28,6 @@ Plain Python: ``CaseRunner(evaluate, upcoming, concurrency=8)`` works without py
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -40,18 +38,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 IDLE_POLL_S = 0.05  # how often an idle thread looks again at a queue that may grow
-
-
-_runners: weakref.WeakSet[CaseRunner[Any, Any]] = weakref.WeakSet()
-
-
-def stop_all() -> int:
-    """Stop every case runner of this process (a stop signal, Ctrl-C); returns how many. Safe to
-    call from any thread; never blocks."""
-    runners = list(_runners)
-    for runner in runners:
-        runner.stop()
-    return len(runners)
 
 
 class RunnerStopped(Exception):
@@ -95,7 +81,6 @@ class CaseRunner(Generic[T, R]):
         self.started_count = 0  # cases started, for tests and logs
         self.running = 0
         self.max_running = 0
-        _runners.add(self)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> CaseRunner[T, R]:

@@ -465,7 +465,8 @@ def test_cases_at_once_fill_the_call_slots_but_episodes_on_real_thor_hold_an_eng
 
     text = Settings(model="agent", model_given=True, concurrency=3)
     assert cases_at_once(text) == 3 * CASES_PER_CALL_SLOT
-    assert cases_at_once(Settings(model="agent", model_given=True, concurrency=3, strategy="react")) == 3 * CASES_PER_CALL_SLOT
+    acting = Settings(model="agent", model_given=True, concurrency=3, strategy="react")
+    assert cases_at_once(acting) == 3 * CASES_PER_CALL_SLOT
     assert cases_at_once(Settings(model="agent", model_given=True, concurrency=3, strategy="react",
                                   engine="remote", thor_url="http://h:1")) == 3
     assert cases_at_once(Settings(model="reference", judge_model="rules", concurrency=3)) == 3  # offline
