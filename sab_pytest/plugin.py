@@ -475,7 +475,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 @pytest.fixture(scope="session")
-def sab_runtime(sab_settings: Settings, request: pytest.FixtureRequest) -> Any:
+def sab_runtime(request: pytest.FixtureRequest) -> Any:
     """The process's runtime and case runner (see ``_runtime``)."""
     return _runtime(request.session)
 

@@ -5,8 +5,9 @@ Why here and not where each input is first used: a run is spread over xdist work
 thousand cases. A problem found case by case is printed once per worker or once per case (thousands
 of lines of tracebacks, the one useful line buried). Found here, on the controller, it is one
 ``UsageError`` naming the option, path and expected layout, before a worker starts. Plain Python:
-any front end calls ``check_run(settings)``; the pytest plugin runs the endpoint check
-(``start_endpoint_check``) while xdist starts its workers, and waits for it before any case.
+a front end calls ``check_inputs(settings)`` and ``check_endpoints(settings)``; the pytest plugin
+runs the endpoint check in the background (``start_endpoint_check``) while xdist starts its
+workers, and waits for it before any case.
 """
 
 from __future__ import annotations
@@ -78,13 +79,6 @@ def check_inputs(settings: Settings) -> list[dataset.Case]:
     check_out_dir(settings.out_dir)
     cases = check_cases(settings)
     check_scenes(settings, cases)
-    return cases
-
-
-def check_run(settings: Settings) -> list[dataset.Case]:
-    """Every run-level check, cheapest first; returns the selected cases."""
-    cases = check_inputs(settings)
-    check_endpoints(settings)
     return cases
 
 

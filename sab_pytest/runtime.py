@@ -4,9 +4,10 @@ evaluates cases with them. Plain Python; the pytest layer holds one per xdist wo
 Everything is built lazily: a run of offline agents never imports the openai SDK, and an engine
 is started only when a case needs one: a case with a goal state that is executed, or any case of
 an interactive strategy (react, basic, pca, map_vlm), which acts in the engine whatever the goal.
-``evaluate`` is thread-safe: the case runner calls it for several cases at once, and each running
-case leases its own engine from a small pool (as many engines as cases ever ran at once; the
-embedded engines share the parsed scene templates of ``thor.scenes``, one per process).
+``evaluate`` is thread-safe: the case runner calls it for several cases at once, and a case leases
+an engine of its own from a small pool, an episode for its whole length, a text plan only while it
+is executed (the pool grows to the most leases ever held at once; the embedded engines share the
+parsed scene templates of ``thor.scenes``, one per process).
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ def cases_at_once(settings: Settings) -> int:
 
 class EnginePool:
     """Engines for cases running at once: ``acquire`` hands out an idle one or starts a new one, so
-    two running cases never share an engine and the pool grows only to the most cases ever run at
-    once. An engine released as broken (it failed mid-case) is stopped, not handed out again."""
+    two running cases never share an engine and the pool grows only to the most engines ever
+    leased at once. An engine released as broken (it failed mid-case) is stopped, not handed out
+    again."""
 
     def __init__(self, make: Callable[[], Engine]) -> None:
         self._make = make
