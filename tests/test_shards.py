@@ -138,6 +138,11 @@ def test_merge_gates_refusals_and_incomplete_shards(run, pytester: pytest.Pytest
             assert needle in done.stderr, (name, done.stderr)
         assert not (out / "sab-summary.json").exists()
     assert _merge_cli(p / "r1", "--out", p / "r1").returncode == 2  # never overwrite a shard
+    (p / "a-file").write_text("")
+    unwritable = _merge_cli(p / "r1", p / "r2", p / "r3", "--out", p / "a-file" / "m")
+    assert unwritable.returncode == 2 and "Traceback" not in unwritable.stderr
+    assert "python -m sab_pytest merge: --out: cannot write" in unwritable.stderr
+    assert "Not a directory" in unwritable.stderr
 
     # a shard whose last case never finished: merged, but the merge cannot pass
     shutil.copytree(p / "r3", p / "cut")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from ..compare import compare_runs, render_text
@@ -17,6 +16,7 @@ from ..errors import SabError
 from ..fetch import atomic_write_bytes
 from ..report import Redactor
 from ..runs import load_run
+from . import fail, os_problem
 from .report import run_secrets
 
 
@@ -45,10 +45,8 @@ def main(argv: list[str]) -> int:
 
             atomic_write_bytes(Path(args.html), compare_page(result).encode())
     except SabError as exc:
-        print(f"python -m sab_pytest compare: {exc}", file=sys.stderr)
-        return 2
+        return fail("compare", exc)
     except OSError as exc:
-        print(f"python -m sab_pytest compare: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
-        return 2
+        return fail("compare", f"cannot write {os_problem(exc)}")
     print("\n".join(render_text(result, all_groups=args.all_groups)))
     return 0

@@ -8,12 +8,12 @@ errored; without, 0 only if every case passed; 1 otherwise or when a shard's res
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from .. import report
 from ..errors import SabError
 from ..merge import exit_status, merge, read_run
+from . import fail, os_problem
 
 
 def main(argv: list[str]) -> int:
@@ -25,13 +25,13 @@ def main(argv: list[str]) -> int:
     out = Path(args.out)
     inputs = [Path(d) for d in args.dirs]
     if any(out.resolve() == d.resolve() for d in inputs):
-        print(f"merge: --out {out} is one of the shard directories; choose another", file=sys.stderr)
-        return 2
+        return fail("merge", f"--out {out} is one of the shard directories; choose another")
     try:
         summary = merge([read_run(d) for d in inputs], out)
     except SabError as exc:
-        print(f"merge: {exc}", file=sys.stderr)
-        return 2
+        return fail("merge", exc)
+    except OSError as exc:  # --out cannot be made or written
+        return fail("merge", f"--out: cannot write {os_problem(exc, out)}")
     for line in report.render_table(summary):
         print(line)
     if summary["missing_results"]:

@@ -7,13 +7,13 @@ to ``RUN/sab-report.html`` unless ``--out`` says otherwise.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 from ..errors import SabError
 from ..report import Redactor
 from ..runs import load_run
+from . import fail, os_problem
 
 REPORT_NAME = "sab-report.html"
 
@@ -43,11 +43,9 @@ def main(argv: list[str]) -> int:
         out = Path(args.out) if args.out else base / REPORT_NAME
         write_report(out, run.summary, run.records, Redactor(run_secrets(run.summary)))
     except SabError as exc:
-        print(f"python -m sab_pytest report: {exc}", file=sys.stderr)
-        return 2
+        return fail("report", exc)
     except OSError as exc:
-        print(f"python -m sab_pytest report: {exc.filename or args.run}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        return fail("report", os_problem(exc, args.run))
     size = out.stat().st_size
     print(f"wrote {out} ({size / 1e6:.2f} MB, {len(run.records)} cases) in {time.perf_counter() - started:.2f} s")
     return 0
