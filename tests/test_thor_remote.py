@@ -8,7 +8,9 @@ import http.client
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -244,19 +246,25 @@ def test_an_idle_engine_whose_process_died_is_restarted_by_the_reaper(start, eng
     assert engine.reset("FloorPlan1").metadata["objects"]
 
 
+def _alter_events(slot, change) -> Callable[..., Any]:
+    """Make the server's engine in ``slot`` pass each event through ``change`` (a misbehaving
+    engine); returns its own ``step``, to put back."""
+    real_step = slot.engine.step
+
+    def altered(*args, **kwargs):
+        event = real_step(*args, **kwargs)
+        change(event.metadata)
+        return event
+
+    slot.engine.step = altered
+    return real_step
+
+
 def test_an_event_without_objects_is_an_error_not_a_silent_zero(start, engines) -> None:
     server = start(engines=1)
     engine = engines(server.url)
     engine.reset("FloorPlan1")
-    slot = server.pool.slots[0]
-    real_step = slot.engine.step
-
-    def empty(*args, **kwargs):
-        event = real_step(*args, **kwargs)
-        event.metadata["objects"] = []
-        return event
-
-    slot.engine.step = empty
+    _alter_events(server.pool.slots[0], lambda metadata: metadata.update(objects=[]))
     with pytest.raises(InfraError, match="no objects"):
         engine.step(action="RotateRight")
 
@@ -266,14 +274,7 @@ def test_an_event_that_is_not_json_loses_the_episode_not_the_engine(start, engin
     engine = engines(server.url)
     engine.reset("FloorPlan1")
     slot = server.pool.slots[0]
-    real_step = slot.engine.step
-
-    def odd(*args, **kwargs):
-        event = real_step(*args, **kwargs)
-        event.metadata["actionReturn"] = {1j}  # nothing JSON can carry
-        return event
-
-    slot.engine.step = odd
+    real_step = _alter_events(slot, lambda metadata: metadata.update(actionReturn={1j}))  # nothing JSON can carry
     with pytest.raises(InfraError, match="could not be encoded"):
         engine.step(action="RotateRight")
     slot.engine.step = real_step
