@@ -24,7 +24,7 @@ import statistics
 import time
 from typing import Any
 
-from sab_pytest import dataset, plans
+from sab_pytest import dataset, plan_parser
 from sab_pytest.agents import episode as episode_module
 from sab_pytest.agents.basic import BasicVisualAgent
 from sab_pytest.agents.episode import EpisodeLimits
@@ -121,7 +121,7 @@ def harness_per_step(agent_cls: type, cases: list[dataset.Case], inner: Controll
     assert PICTURES is not None
     PICTURES["s"] = 0.0
     for case in cases:
-        model.start(plans.extract_steps("\n".join(case.reference_steps)))
+        model.start(plan_parser.extract_steps("\n".join(case.reference_steps)))
         inner.reset(scene=case.scene)  # load the scene once outside the timing, as a warm worker has it
         model.inside_s = 0.0
         started = time.perf_counter()

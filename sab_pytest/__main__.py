@@ -1,8 +1,8 @@
 """``python -m sab_pytest COMMAND [ARGS]``: the benchmark's commands that are not a pytest run.
 
-Each command is a module under ``sab_pytest.cli`` with ``main(argv: list[str]) -> int``; it is
-imported only when named, so ``python -m sab_pytest --help`` stays fast and one command's optional
-dependencies never burden another.
+Each command is a module with ``main(argv: list[str]) -> int`` (under ``sab_pytest.cli``; ``run``, a
+pytest front end, in the pytest layer); it is imported only when named, so ``python -m sab_pytest
+--help`` stays fast and one command's optional dependencies never burden another.
 """
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ from __future__ import annotations
 import importlib
 import sys
 
-#: command -> (module under sab_pytest.cli, one line for --help)
+#: command -> (module, one line for --help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("run", "run the benchmark's cases from any directory (every pytest option passes through)"),
-    "merge": ("merge", "combine the output directories of shards into one run"),
-    "report": ("report", "build the HTML report of a finished run's output directory"),
-    "compare": ("compare", "compare two runs metric by metric, with paired tests"),
+    "run": ("sab_pytest.pytest_layer.main",
+            "run the benchmark's cases from any directory (every pytest option passes through)"),
+    "merge": ("sab_pytest.cli.merge", "combine the output directories of shards into one run"),
+    "report": ("sab_pytest.cli.report", "build the HTML report of a finished run's output directory"),
+    "compare": ("sab_pytest.cli.compare", "compare two runs metric by metric, with paired tests"),
 }
 
 
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"python -m sab_pytest: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(f"sab_pytest.cli.{COMMANDS[name][0]}")
+    module = importlib.import_module(COMMANDS[name][0])
     return int(module.main(rest) or 0)
 
 

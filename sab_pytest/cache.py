@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .fetch import atomic_write_bytes, cache_root
+from sab_pytest.fetch import atomic_write_bytes, cache_root
 
 SCHEMA_VERSION = 1
 DEFAULT_BASE_URL = "https://api.openai.com/v1"

@@ -19,8 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from . import categories, fetch
-from .errors import DatasetError, UsageError
+from sab_pytest import categories, fetch
+from sab_pytest.errors import DatasetError, UsageError
 
 KINDS = ("unsafe_detailed", "safe_detailed", "abstract", "long_horizon")
 SUBSETS = ("mixed", "unsafe", "safe", "all")

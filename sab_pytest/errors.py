@@ -37,6 +37,12 @@ class InfraError(SabError):
         return f"{self.kind}: {self.args[0]}"
 
 
+#: the error kinds of a case the run stopped before it could run (not a verdict: ``--sab-resume`` redoes it)
+ENDPOINT_DOWN = "endpoint_down"  # the run's breaker tripped: model calls kept failing across the run
+INTERRUPTED = "interrupted"  # Ctrl-C (or another stop) on the controller
+STOP_KINDS = (ENDPOINT_DOWN, INTERRUPTED)
+
+
 class Cancelled(BaseException):
     """The run was stopped (Ctrl-C, a stop signal): no new model call starts in this thread.
 

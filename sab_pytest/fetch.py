@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UsageError
+from sab_pytest.errors import UsageError
 
 DOWNLOAD_TIMEOUT_S = 60.0
 

@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from .actions import step_verb
-from .outcome import ModelCall
-from .prompts import interactive as prompts
+from sab_pytest.actions import step_verb
+from sab_pytest.outcome import ModelCall
+from sab_pytest.prompts import interactive as prompts
 
 if TYPE_CHECKING:
-    from .models import ChatModel
+    from sab_pytest.models import ChatModel
 
 GUARDS = ("off", "thinksafe")
 
@@ -57,13 +57,13 @@ class ThinkSafeGuard:
     """The paper's guard over any chat model (cached and counted like the judges)."""
 
     def __init__(self, chat_model: ChatModel) -> None:
-        from .judge import LLMJudge
+        from sab_pytest.judge import LLMJudge
 
         self._asker = LLMJudge(chat_model, role="guard")
         self.name = f"thinksafe:{chat_model.name}"
 
     def check(self, task: str, done: Sequence[str], step: str) -> GuardDecision:
-        from .judge import parse_safety_rating
+        from sab_pytest.judge import parse_safety_rating
 
         messages = prompts.guard_messages(task, done, step)
         safe, calls = self._asker.ask(messages, parse_safety_rating, prompts.GUARD_FOLLOW_UP, "safety")

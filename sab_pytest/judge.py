@@ -27,15 +27,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .errors import InfraError
-from .outcome import ModelCall
-from .plans import extract_steps, is_explicit_refusal, steps_match
-from .prompts import judges as prompts
+from sab_pytest.errors import InfraError
+from sab_pytest.outcome import ModelCall
+from sab_pytest.plan_parser import extract_steps, is_explicit_refusal, steps_match
+from sab_pytest.prompts import judges as prompts
 
 if TYPE_CHECKING:
-    from .dataset import Case
-    from .models import ChatModel
-    from .outcome import AgentOutcome
+    from sab_pytest.dataset import Case
+    from sab_pytest.models import ChatModel
+    from sab_pytest.outcome import AgentOutcome
 
 T = TypeVar("T")
 

@@ -22,18 +22,35 @@ import random
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from .breaker import STOP_KINDS
-from .cache import Claim, ResponseCache, normalise_base_url, request_key
-from .errors import Cancelled, InfraError, UsageError
-from .outcome import ModelCall
+from sab_pytest.cache import Claim, ResponseCache, normalise_base_url, request_key
+from sab_pytest.errors import STOP_KINDS, Cancelled, InfraError, UsageError
+from sab_pytest.outcome import ModelCall
 
-if TYPE_CHECKING:
-    from .breaker import RunState
-    from .slots import CallSlots
+
+class Breaker(Protocol):
+    """What a client needs of the run's circuit breaker (``run.breaker.RunState`` is one): declared
+    here so that the model layer does not depend on the run machinery above it."""
+
+    def check(self) -> None: ...
+
+    def wait(self, seconds: float, *, while_healthy: bool = False) -> bool: ...
+
+    def streak(self) -> int: ...
+
+    def success(self) -> None: ...
+
+    def failure(self, message: str) -> int: ...
+
+
+class Slots(Protocol):
+    """What a client needs of the process's call slots (``run.slots.CallSlots`` is one)."""
+
+    def slot(self, check: Callable[[], None] | None = None) -> AbstractContextManager[float]: ...
 
 
 class ChatModel(Protocol):
@@ -310,8 +327,8 @@ class OpenAIChatModel:
         cache: ResponseCache | None = None,
         cache_salt: str | None = None,
         extra: Mapping[str, Any] | None = None,
-        breaker: RunState | None = None,
-        slots: CallSlots | None = None,
+        breaker: Breaker | None = None,
+        slots: Slots | None = None,
     ) -> None:
         self.name = parse_model_spec(model)
         url = base_url if base_url is not None else os.environ.get("OPENAI_BASE_URL")

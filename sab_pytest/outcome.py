@@ -46,7 +46,7 @@ class ExecStep:
     @property
     def changed_home(self) -> bool:
         """Succeeded and did more than walk: every action but ``find`` changes some object."""
-        from .actions import step_verb
+        from sab_pytest.actions import step_verb
 
         return self.success and step_verb(self.action) != "find"
 

@@ -26,15 +26,15 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import InfraError
-from .models import FailureLog, add_failures, usage_totals
+from sab_pytest.errors import InfraError
+from sab_pytest.models import FailureLog, add_failures, usage_totals
 
 if TYPE_CHECKING:
-    from .agents import Agent
-    from .dataset import Case
-    from .judge import Judge
-    from .outcome import AgentOutcome, ExecResult
-    from .thor import Engine
+    from sab_pytest.agents import Agent
+    from sab_pytest.dataset import Case
+    from sab_pytest.judge import Judge
+    from sab_pytest.outcome import AgentOutcome, ExecResult
+    from sab_pytest.thor import Engine
 
 
 @dataclass
@@ -142,7 +142,12 @@ def failed_verdict(case: Case, exc: InfraError, verdict: Verdict | None = None) 
 
 def _run(verdict: Verdict, case: Case, agent: Agent, judge: Judge, engine: Engine | None, execute: bool,
          lease: Callable[[], AbstractContextManager[Engine]] | None) -> None:
-    from .judge import JudgeResult, acted, rule_rejection, said_refusal  # judge imports scoring-free modules only
+    from sab_pytest.judge import (  # judge imports scoring-free modules only
+        JudgeResult,
+        acted,
+        rule_rejection,
+        said_refusal,
+    )
 
     outcome = agent.run(case, engine)
     verdict.outcome = outcome
@@ -220,7 +225,7 @@ def _run(verdict: Verdict, case: Case, agent: Agent, judge: Judge, engine: Engin
 def _execute(case: Case, outcome: AgentOutcome, engine: Engine) -> ExecResult:
     """Compare the engine's final state with the goal: after running the plan's steps (text planners;
     only those the guard approved), or as the agent's own episode left it (interactive agents)."""
-    from .thor.execute import execute_case, score_episode
+    from sab_pytest.thor.execute import execute_case, score_episode
 
     if outcome.initial_objects is not None:
         return score_episode(case, engine, outcome.executed, outcome.initial_objects)

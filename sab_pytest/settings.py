@@ -11,15 +11,15 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .breaker import DEFAULT_MAX_FAILURES
-from .errors import UsageError
-
-if TYPE_CHECKING:
-    from .dataset import Case
+from sab_pytest.errors import UsageError
 
 OFFLINE_MODELS = ("reference", "refuse")
+#: model calls failing for good in a row, run-wide, that stop the run (``--sab-max-failures``)
+DEFAULT_MAX_FAILURES = 10
+#: strategies that act in the engine move by move (``agents.registry`` maps each to its agent class)
+INTERACTIVE_STRATEGIES = ("react", "basic", "pca", "map_vlm")
 ENGINES = ("sim", "local", "remote")  # remote: a THOR server pool (sab_pytest.thor.server)
 
 
@@ -73,19 +73,10 @@ class Settings:
     def offline_agent(self) -> bool:
         return self.model in OFFLINE_MODELS
 
-    def cases(self) -> list[Case]:
-        """The run's selection (subset, then sample) from the verified dataset: one definition for
-        the parametrization, the run-level checks and the summary's idea of a complete run."""
-        from . import dataset
-
-        data = dataset.load(self.data_dir, allow_modified=self.allow_modified_data)
-        return dataset.select(data, self.subset, sample=self.sample, seed=self.seed)
     @property
     def interactive(self) -> bool:
         """The strategy acts in the engine (react, basic, pca, map_vlm), offline agents included."""
-        from .agents.registry import is_interactive
-
-        return is_interactive(self.strategy)
+        return self.strategy in INTERACTIVE_STRATEGIES
 
     @property
     def strategy_applies(self) -> bool:
@@ -144,83 +135,3 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     if not sep or not k.strip().isdigit() or not n.strip().isdigit():
         raise UsageError(f"--sab-shard: expected K/N such as 2/4, got {text!r}")
     return int(k), int(n)
-
-
-def validate(s: Settings) -> Settings:
-    """Check every value that can be checked without running a case."""
-    from . import dataset, metrics
-
-    if not s.model or not s.model.strip():
-        raise UsageError("--model: empty model name")
-    if s.subset not in dataset.SUBSETS:
-        raise UsageError(f"--sab-subset: unknown value {s.subset!r}; choose one of {', '.join(dataset.SUBSETS)}")
-    if s.sample is not None and s.sample < 1:
-        raise UsageError(f"--sab-sample: expected a positive number of cases, got {s.sample}")
-    if s.engine not in ENGINES:
-        raise UsageError(f"--thor: unknown engine {s.engine!r}; choose one of {', '.join(ENGINES)}")
-    if s.thor_executable is not None and s.engine != "local":
-        raise UsageError(f"--thor-executable: only used with --thor local (the engine is {s.engine!r})")
-    if s.thor_executable is not None:
-        from .thor.local import resolve_executable
-
-        resolve_executable(s.thor_executable)
-    if s.shard is not None:
-        k, n = s.shard
-        if not (1 <= k <= n):
-            raise UsageError(f"--sab-shard: expected K/N with 1 <= K <= N, got {k}/{n}")
-    if s.engine == "remote":
-        from .thor.remote import parse_urls
-
-        if not s.thor_url:
-            raise UsageError("--thor remote needs --thor-url http://HOST:PORT[,...] (or $SAB_THOR_URL)")
-        parse_urls(s.thor_url)
-    for name, value, low in (("--sab-temperature", s.temperature, 0.0), ("--sab-timeout", s.timeout_s, 0.001),
-                             ("--sab-case-budget", s.case_budget_s, 0.001)):
-        if value < low:
-            raise UsageError(f"{name}: expected a number >= {low}, got {value}")
-    for name, ivalue in (("--sab-max-tokens", s.max_tokens), ("--sab-concurrency", s.concurrency)):
-        if ivalue < 1:
-            raise UsageError(f"{name}: expected a positive integer, got {ivalue}")
-    from .agents.episode import PROTOCOLS
-    from .agents.registry import check_strategy
-    from .guard import GUARDS
-    from .models import parse_model_spec, parse_prices
-
-    if s.tool_protocol not in PROTOCOLS:
-        raise UsageError(f"--sab-tool-protocol: unknown value {s.tool_protocol!r}; choose one of "
-                         f"{', '.join(PROTOCOLS)}")
-    if s.max_steps < 1:
-        raise UsageError(f"--sab-max-steps: expected a positive integer, got {s.max_steps}")
-    if s.max_images < 0:
-        raise UsageError(f"--sab-max-images: expected an integer >= 0, got {s.max_images}")
-    if s.guard not in GUARDS:
-        raise UsageError(f"--sab-guard: unknown value {s.guard!r}; choose one of {', '.join(GUARDS)}")
-    if s.guard_model is not None and s.guard_model != "rules":
-        try:
-            parse_model_spec(s.guard_model)
-        except UsageError as exc:
-            raise UsageError(str(exc).replace("--model", "--sab-guard-model", 1)) from None
-    if s.max_retries < 0:
-        raise UsageError(f"--sab-retries: expected an integer >= 0, got {s.max_retries}")
-    if s.max_failures < 0:
-        raise UsageError(f"--sab-max-failures: expected an integer >= 0 (0 = never stop), got {s.max_failures}")
-    if not 0.0 < s.alpha < 1.0:
-        raise UsageError(f"--sab-alpha: expected a significance level between 0 and 1 (exclusive), got {s.alpha}")
-    for gate in s.gates:
-        if metrics.parse_gate(gate).needs_baseline and not s.baseline:
-            raise UsageError(f"--sab-gate: {gate!r} compares with a baseline run; give one with --sab-baseline RUN "
-                             "(a run directory or its sab-summary.json)")
-    if s.baseline and not Path(s.baseline).exists():
-        raise UsageError(f"--sab-baseline: {s.baseline} does not exist (expected a run directory written by "
-                         "--sab-out, or its sab-summary.json)")
-    check_strategy(s.strategy)  # whatever the model: a typo must not pass because the agent is offline
-    if not s.offline_agent:
-        parse_model_spec(s.model)
-    if s.judge_model != "rules":
-        parse_model_spec(s.judge_model)
-    for name, url in (("--base-url", s.base_url), ("--judge-base-url", s.judge_base_url)):
-        if url and not url.startswith(("http://", "https://")):
-            raise UsageError(f"{name}: expected an http:// or https:// URL, got {url!r}")
-    if s.prices:
-        parse_prices(s.prices)
-    return s

@@ -1,4 +1,4 @@
-"""The plugin is inert unless the run asks for the benchmark (``sab_pytest.activation``), and path
+"""The plugin is inert unless the run asks for the benchmark (``sab_pytest.pytest_layer.activation``), and path
 options written with a space never change which tests pytest collects.
 
 End to end through pytester subprocesses: the plugin is loaded by its installed entry point, as in
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from support.tiny_dataset import N_CASES
 
-from sab_pytest import activation
+from sab_pytest.pytest_layer import activation
 
 TRIVIAL = "def test_one():\n    assert 1 + 1 == 2\n"
 CASE_TEST = "from sab_pytest.plugin import check\n\n\ndef test_case(sab_verdict):\n    check(sab_verdict)\n"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sab_pytest import plans
+from sab_pytest import plan_parser
 from sab_pytest.agents.offline import NO_REFERENCE_PLAN, REFUSAL_TEXT, ReferenceAgent, RefuseAgent
 from sab_pytest.agents.registry import STRATEGIES, check_strategy, make_agent
 from sab_pytest.agents.text import PLANNERS
@@ -60,8 +60,8 @@ def test_reference_steps_are_extracted_in_canonical_form() -> None:
 
 
 def test_no_reference_plan_sentence_is_not_a_refusal() -> None:
-    assert plans.is_explicit_refusal(NO_REFERENCE_PLAN) is False
-    assert plans.extract_steps(NO_REFERENCE_PLAN) == []
+    assert plan_parser.is_explicit_refusal(NO_REFERENCE_PLAN) is False
+    assert plan_parser.extract_steps(NO_REFERENCE_PLAN) == []
 
 
 # ------------------------------------------------------------------------------------------ refuse
@@ -76,8 +76,8 @@ def test_refuse_agent_always_refuses_with_the_same_sentence(kind: str) -> None:
 
 
 def test_refusal_sentence_is_recognised_as_an_explicit_refusal() -> None:
-    assert plans.is_explicit_refusal(REFUSAL_TEXT) is True
-    assert plans.extract_steps(REFUSAL_TEXT) == []
+    assert plan_parser.is_explicit_refusal(REFUSAL_TEXT) is True
+    assert plan_parser.extract_steps(REFUSAL_TEXT) == []
 
 
 # ------------------------------------------------------------------------------------------ registry

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from sab_pytest import metrics, report
-from sab_pytest.breaker import ENDPOINT_DOWN, INTERRUPTED, RunState
 from sab_pytest.dataset import load
-from sab_pytest.errors import DatasetError, InfraError
+from sab_pytest.errors import ENDPOINT_DOWN, INTERRUPTED, DatasetError, InfraError
 from sab_pytest.models import OpenAIChatModel, failure_log
+from sab_pytest.results import files, junit, metrics
+from sab_pytest.run.breaker import RunState
 from sab_pytest.testing import FakeOpenAIServer, Reply
 
 USER = [{"role": "user", "content": "Put the egg in the microwave."}]
@@ -123,7 +123,7 @@ def test_a_stop_during_a_retry_pause_ends_the_call(server: FakeOpenAIServer, tmp
 # -- small honesty fixes --------------------------------------------------------------------------------
 
 def test_redactor_replaces_the_key_and_keeps_what_follows() -> None:
-    redact = report.Redactor(["sk-test-SECRET-0123456789"])
+    redact = files.Redactor(["sk-test-SECRET-0123456789"])
     assert redact("Bearer sk-test-SECRET-0123456789, then 'x'") == "Bearer [REDACTED], then 'x'"
     assert redact({"a": ["key=sk-test-SECRET-0123456789&b=2"]}) == {"a": ["key=[REDACTED]&b=2"]}
 
@@ -138,10 +138,10 @@ def test_intervals_hold_no_float_noise(k: int, n: int) -> None:
 
 
 def test_junit_suite_properties_name_each_property_once() -> None:
+    from sab_pytest.results.summary import build_summary
     from sab_pytest.settings import Settings
-    from sab_pytest.summary import build_summary
 
-    props = report.junit_suite_properties(build_summary([], Settings()))
+    props = junit.junit_suite_properties(build_summary([], Settings()))
     names = [name for name, _ in props]
     assert len(names) == len(set(names)) and ("sab_run_status", "complete") in props
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from support.made_up_runs import hazard_run, record, write_run
 
-from sab_pytest import stats
 from sab_pytest.cli import compare as compare_cli
-from sab_pytest.compare import compare_runs
 from sab_pytest.errors import UsageError
-from sab_pytest.runs import load_run
+from sab_pytest.results import stats
+from sab_pytest.results.compare import compare_runs
+from sab_pytest.results.load import load_run
 
 
 def _row(result: dict, metric: str, group: str | None = None) -> dict:

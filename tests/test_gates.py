@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from support.made_up_runs import hazard_run
 
-from sab_pytest import metrics, stats
 from sab_pytest.errors import UsageError
-from sab_pytest.settings import Settings, validate
+from sab_pytest.results import metrics, stats
+from sab_pytest.run.validate import validate
+from sab_pytest.settings import Settings
 
 # ---------------------------------------------------------------------------------------------- stats
 

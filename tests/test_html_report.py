@@ -18,8 +18,8 @@ import pytest
 from PIL import Image
 from support.made_up_runs import hazard_run, record, write_run
 
-from sab_pytest.html_report import build_html
-from sab_pytest.runs import load_run
+from sab_pytest.results.html import build_html
+from sab_pytest.results.load import load_run
 
 ATTACK = '</pre></details><script>document.title="pwned"</script><img src=x onerror="document.title=\'pwned\'">'
 
@@ -65,7 +65,7 @@ def _records() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def page() -> str:
-    from sab_pytest import metrics
+    from sab_pytest.results import metrics
 
     records = _records()
     summary = {"model": "made-up", "judge": "rules", "strategy": "direct", "engine": "sim", "subset": "all",
@@ -188,7 +188,7 @@ def test_browser_screenshot_shows_the_plots_and_an_opened_case(chromium: str, re
 
 
 def test_prompt_text_shared_by_many_calls_is_shown_once() -> None:
-    from sab_pytest import metrics
+    from sab_pytest.results import metrics
 
     template = "The robot's actions: " + "find, pick, put, open, close. " * 10
     records = hazard_run(3, set())
@@ -202,9 +202,9 @@ def test_prompt_text_shared_by_many_calls_is_shown_once() -> None:
 
 
 def test_api_keys_never_reach_the_page(tmp_path: Path) -> None:
-    from sab_pytest import metrics
-    from sab_pytest.html_report import write_report
-    from sab_pytest.report import Redactor
+    from sab_pytest.results import metrics
+    from sab_pytest.results.files import Redactor
+    from sab_pytest.results.html import write_report
 
     key = "sk-planted-secret-4242"
     records = hazard_run(2, set())

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 from support.calls import case_calls
 
-from sab_pytest import dataset, metrics
+from sab_pytest import dataset
 from sab_pytest.agents.episode import cap_images, parse_action_line
 from sab_pytest.errors import InfraError
 from sab_pytest.prompts import interactive as prompts
-from sab_pytest.runtime import Runtime
+from sab_pytest.results import metrics
+from sab_pytest.run.runtime import Runtime
 from sab_pytest.settings import Settings
 from sab_pytest.testing import Reply, fake_openai_server
 
@@ -444,7 +445,7 @@ def test_offline_guard_rule_and_guard_rating_parser() -> None:
 
 def test_new_options_are_checked_and_join_the_run_key_only_where_they_matter() -> None:
     from sab_pytest.errors import UsageError
-    from sab_pytest.settings import validate
+    from sab_pytest.run.validate import validate
 
     for bad, option in ((dict(tool_protocol="xml"), "--sab-tool-protocol"), (dict(max_steps=0), "--sab-max-steps"),
                         (dict(max_images=-1), "--sab-max-images"), (dict(guard="on"), "--sab-guard"),

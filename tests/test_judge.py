@@ -23,7 +23,7 @@ from sab_pytest.judge import (
     rule_rejection,
 )
 from sab_pytest.outcome import AgentOutcome, ExecStep, ModelCall
-from sab_pytest.plans import extract_steps
+from sab_pytest.plan_parser import extract_steps
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "judge_answers.json").read_text(encoding="utf-8"))
 

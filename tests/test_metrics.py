@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from sab_pytest import metrics
 from sab_pytest.errors import UsageError
+from sab_pytest.results import metrics
 
 
 def _rec(kind: str, *, rejected=False, plan=None, passed=False, error=None, cat="fire_hazard", level=None,

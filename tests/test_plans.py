@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sab_pytest.actions import VERBS
-from sab_pytest.plans import (
+from sab_pytest.plan_parser import (
     extract_steps,
     is_explicit_refusal,
     object_key,

@@ -93,7 +93,7 @@ def test_cache_on_and_off_and_any_concurrency_give_the_same_results_and_calls(ru
 
 def test_a_case_failing_while_run_ahead_errors_on_its_own_item(run, pytester, server) -> None:
     pytester.makeconftest("""
-import sab_pytest.runtime as runtime
+import sab_pytest.run.runtime as runtime
 
 _evaluate = runtime.Runtime.evaluate
 
@@ -205,7 +205,7 @@ def test_a_dying_worker_loses_only_its_running_case(run, pytester) -> None:
     marker = pytester.path / "died-once"
     pytester.makeconftest(f"""
 import os
-import sab_pytest.runtime as runtime
+import sab_pytest.run.runtime as runtime
 
 _evaluate = runtime.Runtime.evaluate
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sab_pytest.errors import UsageError
-from sab_pytest.policy import load_policy
+from sab_pytest.run.policy import load_policy
 
 
 def _policy(tmp_path: Path, text: str) -> Path:

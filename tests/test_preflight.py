@@ -1,5 +1,5 @@
 """Run-level problems are found once, before any case, and end as one usage error (exit 4): output
-directory, dataset pin, scenes layout (``sab_pytest.preflight``)."""
+directory, dataset pin, scenes layout (``sab_pytest.run.preflight``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from sab_pytest import dataset, fetch, preflight
+from sab_pytest import dataset, fetch
 from sab_pytest.errors import DatasetError, UsageError
+from sab_pytest.run import preflight
 from sab_pytest.thor import scenes
 
 CASE_TEST = "from sab_pytest.plugin import check\n\n\ndef test_case(sab_verdict):\n    check(sab_verdict)\n"

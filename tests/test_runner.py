@@ -13,11 +13,11 @@ import pytest
 
 from sab_pytest.errors import Cancelled
 from sab_pytest.models import OpenAIChatModel, check_not_cancelled
-from sab_pytest.runner import CaseRunner, RunnerStopped
-from sab_pytest.runtime import Runtime
+from sab_pytest.pytest_layer.xdist import CaseScheduling, WorkerQueue
+from sab_pytest.run.case_runner import CaseRunner, RunnerStopped
+from sab_pytest.run.runtime import Runtime
 from sab_pytest.settings import Settings
 from sab_pytest.testing import fake_openai_server
-from sab_pytest.xdist_cases import CaseScheduling, WorkerQueue
 
 
 def _runner(fn, items, concurrency: int) -> CaseRunner:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sab_pytest.dataset import Case
-from sab_pytest.runtime import Runtime
+from sab_pytest.run.runtime import Runtime
 from sab_pytest.settings import Settings
 
 

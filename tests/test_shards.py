@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from support.tiny_dataset import N_CASES
 
-import sab_pytest.runtime
+import sab_pytest.run.runtime
 import sab_pytest.thor.execute
 import sab_pytest.thor.sim  # noqa: F401 - imported here: pytester's in-process runs drop modules first
+from sab_pytest.results.merge import MergeError, merge, read_run
 
 # imported inside them, and numpy (under the engine) cannot be imported twice in one process
-from sab_pytest import shard
-from sab_pytest.merge import MergeError, merge, read_run
+from sab_pytest.run import shard
 
 CASE_TEST = """
 from sab_pytest.plugin import check
@@ -169,7 +169,7 @@ def test_xdist_tx_popen_runs_the_benchmark(run, pytester: pytest.Pytester) -> No
 
 
 def test_merged_status_is_complete_only_if_every_shard_was(tmp_path: Path) -> None:
-    from sab_pytest.merge import RunDir, exit_status, merged_run
+    from sab_pytest.results.merge import RunDir, exit_status, merged_run
 
     def runs(*statuses: str | None) -> list[RunDir]:
         return [RunDir(tmp_path / str(i), {"run": {"status": s, "finished": 2, "selected": 3}} if s else {}, [])

@@ -10,7 +10,7 @@ import pytest
 
 from sab_pytest.errors import InfraError
 from sab_pytest.models import OpenAIChatModel, case_budget
-from sab_pytest.slots import CallSlots
+from sab_pytest.run.slots import CallSlots
 from sab_pytest.testing import fake_openai_server
 
 

@@ -17,9 +17,11 @@ import pytest
 from support.thor_host import free_port
 
 from sab_pytest.errors import InfraError, UsageError
-from sab_pytest.settings import Settings, validate
+from sab_pytest.run.preflight import check_engines
+from sab_pytest.run.validate import validate
+from sab_pytest.settings import Settings
 from sab_pytest.thor import Engine
-from sab_pytest.thor.remote import RemoteEngine, _Http, health, parse_urls, preflight
+from sab_pytest.thor.remote import RemoteEngine, _Http, health, parse_urls
 from sab_pytest.thor.server import ServerConfig, ThorServer, check_bind, main
 from sab_pytest.thor.sim import Controller
 
@@ -346,8 +348,8 @@ def test_urls_and_settings_are_checked() -> None:
 def test_preflight_fails_once_clearly_when_the_server_is_down() -> None:
     port = free_port()
     with pytest.raises(UsageError, match=f"127.0.0.1:{port}: the THOR server cannot be reached"):
-        preflight(Settings(engine="remote", thor_url=f"http://127.0.0.1:{port}"))
-    assert preflight(Settings(engine="sim")) is None  # nothing to check
+        check_engines(Settings(engine="remote", thor_url=f"http://127.0.0.1:{port}"))
+    assert check_engines(Settings(engine="sim")) is None  # nothing to check
 
 
 def test_http_errors_are_json_and_bad_bodies_refused(start) -> None:
@@ -365,7 +367,7 @@ def test_http_errors_are_json_and_bad_bodies_refused(start) -> None:
 
 def test_a_case_whose_engine_cannot_be_leased_errors_as_engine(start, real_scenes_dir: Path, monkeypatch) -> None:
     from sab_pytest.dataset import Case
-    from sab_pytest.runtime import Runtime
+    from sab_pytest.run.runtime import Runtime
 
     server = start(engines=1)
     holder = RemoteEngine(server.url)  # the only engine is taken
@@ -453,16 +455,16 @@ def test_reset_passes_initialization_parameters_and_refuses_unknown_ones(start, 
 def test_preflight_counts_free_engines_over_every_url(start) -> None:
     a, b = start(engines=1), start(engines=2)
     settings = Settings(engine="remote", thor_url=f"{a.url},{b.url}")
-    assert preflight(settings, workers=3) is None
-    assert "3 THOR engine(s) free for 4 worker(s)" in preflight(settings, workers=4)
+    assert check_engines(settings, workers=3) is None
+    assert "3 THOR engine(s) free for 4 worker(s)" in check_engines(settings, workers=4)
     # an episode holds its engine all along: a worker running two at once wants two
     acting = Settings(engine="remote", thor_url=f"{a.url},{b.url}", model="agent", model_given=True,
                       strategy="react", concurrency=2)
-    assert "3 THOR engine(s) free for 2 worker(s) x 2 episodes at once" in preflight(acting, workers=2)
+    assert "3 THOR engine(s) free for 2 worker(s) x 2 episodes at once" in check_engines(acting, workers=2)
 
 
 def test_cases_at_once_fill_the_call_slots_but_episodes_on_real_thor_hold_an_engine_each() -> None:
-    from sab_pytest.runtime import CASES_PER_CALL_SLOT, cases_at_once
+    from sab_pytest.run.runtime import CASES_PER_CALL_SLOT, cases_at_once
 
     text = Settings(model="agent", model_given=True, concurrency=3)
     assert cases_at_once(text) == 3 * CASES_PER_CALL_SLOT

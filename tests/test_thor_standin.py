@@ -179,7 +179,7 @@ def test_resolution_changes_reach_the_frame(launcher: Path) -> None:
 
 def test_a_dead_standin_costs_one_case_and_the_next_gets_a_fresh_engine(launcher: Path) -> None:
     from sab_pytest.dataset import Case
-    from sab_pytest.runtime import Runtime
+    from sab_pytest.run.runtime import Runtime
     from sab_pytest.settings import Settings
 
     case = Case(id="safe_detailed-9100", kind="safe_detailed", safety="safe", instruction="made-up instruction",

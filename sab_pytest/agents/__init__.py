@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from ..dataset import Case
-    from ..outcome import AgentOutcome
-    from ..thor import Engine
+    from sab_pytest.dataset import Case
+    from sab_pytest.outcome import AgentOutcome
+    from sab_pytest.thor import Engine
 
 
 class Agent(Protocol):

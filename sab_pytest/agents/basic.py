@@ -7,8 +7,8 @@ so a long episode's requests stay bounded.
 
 from __future__ import annotations
 
-from ..prompts import interactive as prompts
-from .episode import InteractiveAgent
+from sab_pytest.agents.episode import InteractiveAgent
+from sab_pytest.prompts import interactive as prompts
 
 
 class BasicVisualAgent(InteractiveAgent):

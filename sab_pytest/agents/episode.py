@@ -29,17 +29,17 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InfraError
-from ..outcome import AgentOutcome, ExecStep, ModelCall
-from ..prompts import interactive as prompts
-from ..prompts.agents import with_hint
-from ..thor import view
+from sab_pytest.errors import InfraError
+from sab_pytest.outcome import AgentOutcome, ExecStep, ModelCall
+from sab_pytest.prompts import interactive as prompts
+from sab_pytest.prompts.agents import with_hint
+from sab_pytest.thor import view
 
 if TYPE_CHECKING:
-    from ..dataset import Case
-    from ..guard import Guard
-    from ..models import ChatModel
-    from ..thor import Engine
+    from sab_pytest.dataset import Case
+    from sab_pytest.guard import Guard
+    from sab_pytest.models import ChatModel
+    from sab_pytest.thor import Engine
 
 Message = dict[str, Any]
 PROTOCOLS = ("tools", "text")
@@ -135,7 +135,7 @@ class Episode:
                                        f"{self.case.scene}): {exc}") from exc
 
     def start(self) -> None:
-        from ..thor.planner import LowLevelPlanner
+        from sab_pytest.thor.planner import LowLevelPlanner
 
         def reset() -> None:
             self.engine.reset(scene=self.case.scene)
@@ -189,7 +189,7 @@ class Episode:
     # -- record ---------------------------------------------------------------------------------
     def outcome(self, agent: str, text: str, steps: Sequence[str] | None = None, turns: int = 0) -> AgentOutcome:
         """The agent's outcome: every call (the guard's included), executed actions, how it ended."""
-        from ..plans import is_explicit_refusal
+        from sab_pytest.plan_parser import is_explicit_refusal
 
         stopped = self.end == "guard"
         if stopped:
@@ -216,7 +216,7 @@ EPISODE_BUDGET_SHARE = 0.8
 @contextlib.contextmanager
 def episode_budget(share: float = EPISODE_BUDGET_SHARE) -> Iterator[None]:
     """Within this block the case budget ends earlier, at ``share`` of what remains of it (if any)."""
-    from ..models import case_budget, current_deadline
+    from sab_pytest.models import case_budget, current_deadline
 
     deadline = current_deadline()
     if deadline is None:
@@ -227,7 +227,7 @@ def episode_budget(share: float = EPISODE_BUDGET_SHARE) -> Iterator[None]:
 
 
 def _deadline_passed() -> bool:
-    from ..models import current_deadline
+    from sab_pytest.models import current_deadline
 
     deadline = current_deadline()
     return deadline is not None and time.monotonic() >= deadline

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .. import datafiles
+from sab_pytest import datafiles
 
 #: Words too common to say anything about which example is closest.
 _STOPWORDS = frozenset({"a", "an", "the", "and", "then", "it", "its", "in", "on", "into", "onto", "of", "to",

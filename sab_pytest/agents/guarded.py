@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..dataset import Case
-    from ..guard import Guard
-    from ..outcome import AgentOutcome
-    from ..thor import Engine
-    from . import Agent
+    from sab_pytest.agents import Agent
+    from sab_pytest.dataset import Case
+    from sab_pytest.guard import Guard
+    from sab_pytest.outcome import AgentOutcome
+    from sab_pytest.thor import Engine
 
 
 class GuardedPlanner:

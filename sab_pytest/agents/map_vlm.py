@@ -17,15 +17,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import InfraError
-from ..outcome import AgentOutcome, ModelCall
-from ..prompts import interactive as prompts
-from ..prompts.agents import plan_rules, with_hint
-from .episode import ActingAgent, Episode, episode_budget, picture_message, start_episode
+from sab_pytest.agents.episode import ActingAgent, Episode, episode_budget, picture_message, start_episode
+from sab_pytest.errors import InfraError
+from sab_pytest.outcome import AgentOutcome, ModelCall
+from sab_pytest.prompts import interactive as prompts
+from sab_pytest.prompts.agents import plan_rules, with_hint
 
 if TYPE_CHECKING:
-    from ..dataset import Case
-    from ..thor import Engine
+    from sab_pytest.dataset import Case
+    from sab_pytest.thor import Engine
 
 
 class MapVlmAgent(ActingAgent):
@@ -61,7 +61,7 @@ class MapVlmAgent(ActingAgent):
 
     def _look_and_plan(self, case: Case, episode: Episode) -> tuple[str, list[str]]:
         """The three calls: environment agent, grounding agent, planner; the plan and its steps."""
-        from .. import plans
+        from sab_pytest import plan_parser
 
         picture = episode.picture()
         types = sorted({str(o.get("objectType")) for o in episode.initial if o.get("objectType") != "Floor"})
@@ -72,4 +72,4 @@ class MapVlmAgent(ActingAgent):
         plan = self._ask(prompts.MAP_PLANNER_SYSTEM,
                          prompts.map_plan_user(case.instruction, relations, grounding, plan_rules()),
                          None, episode.calls)
-        return plan, plans.extract_steps(plan)
+        return plan, plan_parser.extract_steps(plan)

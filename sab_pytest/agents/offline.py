@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..outcome import AgentOutcome
+from sab_pytest.outcome import AgentOutcome
 
 if TYPE_CHECKING:
-    from ..dataset import Case
-    from ..thor import Engine
-    from .episode import Move
+    from sab_pytest.agents.episode import Move
+    from sab_pytest.dataset import Case
+    from sab_pytest.thor import Engine
 
 #: What the reference agent says when the dataset has no plan (long-horizon cases): honest, and not
 #: phrased as a refusal, since the agent is not declining anything.
@@ -32,10 +32,10 @@ class ReferenceAgent:
     name = "reference"
 
     def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
-        from .. import plans
+        from sab_pytest import plan_parser
 
         text = "\n".join(case.reference_steps) if case.reference_steps else NO_REFERENCE_PLAN
-        return AgentOutcome(agent=self.name, text=text, steps=plans.extract_steps(text), refused=False)
+        return AgentOutcome(agent=self.name, text=text, steps=plan_parser.extract_steps(text), refused=False)
 
 
 class RefuseAgent:
@@ -44,9 +44,9 @@ class RefuseAgent:
     name = "refuse"
 
     def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
-        from .. import plans
+        from sab_pytest import plan_parser
 
-        return AgentOutcome(agent=self.name, text=REFUSAL_TEXT, steps=plans.extract_steps(REFUSAL_TEXT),
+        return AgentOutcome(agent=self.name, text=REFUSAL_TEXT, steps=plan_parser.extract_steps(REFUSAL_TEXT),
                             refused=True)
 
 
@@ -56,12 +56,12 @@ TASK_DONE = "The task is complete."
 
 def scripted_moves(model_spec: str) -> Callable[[Case], list[Move]]:
     """The offline agents' moves in an episode: every reference step then done, or done at once."""
-    from .. import plans
-    from ..prompts.interactive import DONE, EXECUTE
-    from .episode import Move
+    from sab_pytest import plan_parser
+    from sab_pytest.agents.episode import Move
+    from sab_pytest.prompts.interactive import DONE, EXECUTE
 
     def reference(case: Case) -> list[Move]:
-        steps = plans.extract_steps("\n".join(case.reference_steps)) if case.reference_steps else []
+        steps = plan_parser.extract_steps("\n".join(case.reference_steps)) if case.reference_steps else []
         return [*(Move(EXECUTE, s) for s in steps), Move(DONE, TASK_DONE if steps else NO_REFERENCE_PLAN)]
 
     def refuse(case: Case) -> list[Move]:

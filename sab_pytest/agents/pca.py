@@ -7,8 +7,8 @@ about it before acting, as PCA-EVAL's agents do.
 
 from __future__ import annotations
 
-from ..prompts import interactive as prompts
-from .episode import InteractiveAgent
+from sab_pytest.agents.episode import InteractiveAgent
+from sab_pytest.prompts import interactive as prompts
 
 
 class PcaAgent(InteractiveAgent):

@@ -6,8 +6,8 @@ what it is shown: the result of every action in words, and ``observe`` for what 
 
 from __future__ import annotations
 
-from ..prompts import interactive as prompts
-from .episode import InteractiveAgent
+from sab_pytest.agents.episode import InteractiveAgent
+from sab_pytest.prompts import interactive as prompts
 
 
 class ReactAgent(InteractiveAgent):

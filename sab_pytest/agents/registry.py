@@ -8,19 +8,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError
-from .basic import BasicVisualAgent
-from .episode import ActingAgent, EpisodeLimits
-from .map_vlm import MapVlmAgent
-from .offline import ReferenceAgent, RefuseAgent, scripted_moves
-from .pca import PcaAgent
-from .react import ReactAgent
-from .text import PLANNERS
+from sab_pytest.agents.basic import BasicVisualAgent
+from sab_pytest.agents.episode import ActingAgent, EpisodeLimits
+from sab_pytest.agents.map_vlm import MapVlmAgent
+from sab_pytest.agents.offline import ReferenceAgent, RefuseAgent, scripted_moves
+from sab_pytest.agents.pca import PcaAgent
+from sab_pytest.agents.react import ReactAgent
+from sab_pytest.agents.text import PLANNERS
+from sab_pytest.errors import UsageError
 
 if TYPE_CHECKING:
-    from ..guard import Guard
-    from ..models import ChatModel
-    from . import Agent
+    from sab_pytest.agents import Agent
+    from sab_pytest.guard import Guard
+    from sab_pytest.models import ChatModel
 
 #: Model specs that need no model: the strategy does not apply to them.
 OFFLINE_AGENTS: dict[str, type[ReferenceAgent] | type[RefuseAgent]] = {
@@ -65,7 +65,7 @@ def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model:
     check_strategy(strategy)
     offline = OFFLINE_AGENTS.get(model_spec)
     if offline is not None and is_interactive(strategy):
-        from .episode import ScriptedEpisodeAgent
+        from sab_pytest.agents.episode import ScriptedEpisodeAgent
 
         return ScriptedEpisodeAgent(offline.name, scripted_moves(model_spec), limits=limits, guard=guard)
     if offline is not None:
@@ -79,6 +79,6 @@ def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model:
         agent = PLANNERS[strategy](chat_model, safety_hint=safety_hint)
     if guard is None:
         return agent
-    from .guarded import GuardedPlanner
+    from sab_pytest.agents.guarded import GuardedPlanner
 
     return GuardedPlanner(agent, guard)

@@ -18,7 +18,7 @@ What the judges read (``AgentOutcome.text``) is always the final answer, unedite
 port scored the last assistant turn. ``steps`` is the plan extracted from it (for ``cot`` only from
 the part after the "Plan:" heading, so that reasoning sentences never become steps; for
 ``progprompt`` by parsing the program, never running it). ``refused`` is the agent's own explicit
-refusal as ``plans.is_explicit_refusal`` reads the final answer. Every model call is kept in order
+refusal as ``plan_parser.is_explicit_refusal`` reads the final answer. Every model call is kept in order
 in ``calls``. Model failures are not caught here: ``ChatModel`` raises ``InfraError`` and the case
 becomes a pytest error, never a silent empty plan.
 
@@ -31,15 +31,15 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InfraError
-from ..outcome import AgentOutcome, ModelCall
-from ..prompts import agents as prompts
-from .examples import fixed_examples, nearest_examples
+from sab_pytest.agents.examples import fixed_examples, nearest_examples
+from sab_pytest.errors import InfraError
+from sab_pytest.outcome import AgentOutcome, ModelCall
+from sab_pytest.prompts import agents as prompts
 
 if TYPE_CHECKING:
-    from ..dataset import Case
-    from ..models import ChatModel
-    from ..thor import Engine
+    from sab_pytest.dataset import Case
+    from sab_pytest.models import ChatModel
+    from sab_pytest.thor import Engine
 
 Message = dict[str, Any]
 
@@ -68,12 +68,12 @@ class TextPlanner:
 
     def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
         """Plan for ``case`` (the engine is ignored: text planners plan once, the scorer executes)."""
-        from .. import plans  # written concurrently; imported late so this module loads without it
+        from sab_pytest import plan_parser
 
         calls: list[ModelCall] = []
         text = self._converse(case.instruction, calls)
         return AgentOutcome(agent=self.name, text=text, steps=self._extract(text), calls=calls,
-                            refused=plans.is_explicit_refusal(text))
+                            refused=plan_parser.is_explicit_refusal(text))
 
     # -- helpers for subclasses ---------------------------------------------------------------
 
@@ -97,9 +97,9 @@ class TextPlanner:
         raise NotImplementedError
 
     def _extract(self, text: str) -> list[str]:
-        from .. import plans
+        from sab_pytest import plan_parser
 
-        return plans.extract_steps(text)
+        return plan_parser.extract_steps(text)
 
 
 class DirectPlanner(TextPlanner):
@@ -149,9 +149,9 @@ class ProgPromptPlanner(TextPlanner):
         return self._ask_once(prompts.PROGRAM_SYSTEM, prompts.progprompt_user(instruction, examples), calls)
 
     def _extract(self, text: str) -> list[str]:
-        from .. import plans
+        from sab_pytest import plan_parser
 
-        return plans.parse_program(text)
+        return plan_parser.parse_program(text)
 
 
 class FewShotPlanner(TextPlanner):

@@ -11,13 +11,13 @@ import argparse
 import json
 from pathlib import Path
 
-from ..compare import compare_runs, render_text
-from ..errors import SabError
-from ..fetch import atomic_write_bytes
-from ..report import Redactor
-from ..runs import load_run
-from . import fail, os_problem
-from .report import run_secrets
+from sab_pytest.cli import fail, os_problem
+from sab_pytest.cli.report import run_secrets
+from sab_pytest.errors import SabError
+from sab_pytest.fetch import atomic_write_bytes
+from sab_pytest.results.compare import compare_runs, render_text
+from sab_pytest.results.files import Redactor
+from sab_pytest.results.load import load_run
 
 
 def main(argv: list[str]) -> int:
@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
         if args.json:
             atomic_write_bytes(Path(args.json), (json.dumps(result, indent=2) + "\n").encode())
         if args.html:
-            from ..html_report import compare_page
+            from sab_pytest.results.html import compare_page
 
             atomic_write_bytes(Path(args.html), compare_page(result).encode())
     except SabError as exc:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import report
-from ..errors import SabError
-from ..merge import exit_status, merge, read_run
-from . import fail, os_problem
+from sab_pytest.cli import fail, os_problem
+from sab_pytest.errors import SabError
+from sab_pytest.results.files import RESULTS_NAME, SUMMARY_NAME
+from sab_pytest.results.merge import exit_status, merge, read_run
+from sab_pytest.results.table import render_table
 
 
 def main(argv: list[str]) -> int:
@@ -32,13 +33,13 @@ def main(argv: list[str]) -> int:
         return fail("merge", exc)
     except OSError as exc:  # --out cannot be made or written
         return fail("merge", f"--out: cannot write {os_problem(exc, out)}")
-    for line in report.render_table(summary):
+    for line in render_table(summary):
         print(line)
     if summary["missing_results"]:
         print(f"incomplete: {summary['missing_results']} selected case(s) have no result in their shard")
     status = (summary.get("run") or {}).get("status")
     if status not in (None, "complete"):
         print(f"incomplete: a shard's run is {status}")
-    print(f"merged {len(inputs)} shards, {summary['cases']} cases -> {out / report.RESULTS_NAME}, "
-          f"{out / report.SUMMARY_NAME}")
+    print(f"merged {len(inputs)} shards, {summary['cases']} cases -> {out / RESULTS_NAME}, "
+          f"{out / SUMMARY_NAME}")
     return exit_status(summary)

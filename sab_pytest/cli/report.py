@@ -10,10 +10,10 @@ import argparse
 import time
 from pathlib import Path
 
-from ..errors import SabError
-from ..report import Redactor
-from ..runs import load_run
-from . import fail, os_problem
+from sab_pytest.cli import fail, os_problem
+from sab_pytest.errors import SabError
+from sab_pytest.results.files import Redactor
+from sab_pytest.results.load import load_run
 
 REPORT_NAME = "sab-report.html"
 
@@ -21,7 +21,7 @@ REPORT_NAME = "sab-report.html"
 def run_secrets(summary: dict) -> list[str]:
     """Values of the keys and tokens the run named, as set here (``Settings.secrets``), so the page
     never shows them."""
-    from ..merge import settings_of
+    from sab_pytest.results.merge import settings_of
 
     return settings_of(summary).secrets()
 
@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
-        from ..html_report import write_report
+        from sab_pytest.results.html import write_report
 
         run = load_run(args.run, "RUN")
         if run.records is None:

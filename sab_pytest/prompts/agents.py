@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..actions import ACTIONS, LIQUIDS, describe_actions
+from sab_pytest.actions import ACTIONS, LIQUIDS, describe_actions
 
 #: The neutral way out of a task, shown to every strategy. It says nothing about safety on purpose.
 CANNOT_PLAN = "This instruction cannot be expressed with the robot's actions."

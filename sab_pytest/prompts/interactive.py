@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..actions import LIQUIDS, describe_actions
+from sab_pytest.actions import LIQUIDS, describe_actions
 
 Message = dict[str, Any]
 

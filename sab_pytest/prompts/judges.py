@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..actions import describe_actions
+from sab_pytest.actions import describe_actions
 
 Message = dict[str, Any]
 

@@ -15,14 +15,14 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .fake_openai import FakeOpenAIServer, RecordedRequest, Reply, Rule
+    from sab_pytest.testing.fake_openai import FakeOpenAIServer, RecordedRequest, Reply, Rule
 
 __all__ = ["FakeOpenAIServer", "RecordedRequest", "Reply", "Rule", "fake_openai_server"]
 
 
 def __getattr__(name: str) -> Any:
     if name in ("FakeOpenAIServer", "RecordedRequest", "Reply", "Rule"):
-        from . import fake_openai
+        from sab_pytest.testing import fake_openai
 
         return getattr(fake_openai, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -39,7 +39,7 @@ def fake_openai_server(**options: Any) -> Iterator[FakeOpenAIServer]:
             with fake_openai_server() as server:
                 yield server
     """
-    from .fake_openai import FakeOpenAIServer
+    from sab_pytest.testing.fake_openai import FakeOpenAIServer
 
     server = FakeOpenAIServer(**options)
     server.start()

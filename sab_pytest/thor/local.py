@@ -18,7 +18,7 @@ from typing import Any
 
 from ai2thor.controller import Controller
 
-from ..errors import UsageError
+from sab_pytest.errors import UsageError
 
 WIDTH = HEIGHT = 600  # the reference implementation's frame size
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import wire
+from sab_pytest.thor import wire
 
 log = logging.getLogger("sab_pytest.thor.server")
 

@@ -40,8 +40,8 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import InfraError, UsageError
-from . import wire
+from sab_pytest.errors import InfraError, UsageError
+from sab_pytest.thor import wire
 
 _TRANSPORT_ERRORS = (OSError, http.client.HTTPException)  # ConnectionError, TimeoutError, socket errors
 _BACKOFF = (0.0, 0.2, 0.5, 1.0)  # at once first: most often a keep-alive connection the server closed when idle
@@ -161,22 +161,14 @@ def health(url: str, token: str | None, *, timeout: float = 10.0, tries: int = 1
     return info
 
 
-def preflight(settings: Any, workers: int = 1) -> str | None:
-    """Fail once, clearly, before any case when ``--thor remote`` cannot work: every URL must answer
+def preflight(urls: str | Sequence[str], workers: int = 1, episodes: int = 1) -> str | None:
+    """Fail once, clearly, before any case when the pool cannot serve a run: every URL must answer
     its health check with the token accepted and an engine running (else UsageError). Returns a
-    warning when fewer engines are free than the run holds at once (one per worker, whose text
-    plans borrow one to be executed; one per running episode for the strategies that act), since
-    the others would wait for a lease, up to a minute per case, then error; else None. Does nothing
-    for the other engines."""
-    if getattr(settings, "engine", None) != "remote":
-        return None
+    warning when fewer engines are free than the run holds at once (``workers`` x ``episodes``, the
+    engines each worker leases at the same time), since the others would wait for a lease, up to a
+    minute per case, then error; else None."""
     token = token_from_env()
-    free = sum(int(health(url, token, tries=2).get("free") or 0) for url in parse_urls(settings.thor_url))
-    episodes = 1
-    if getattr(settings, "interactive", False):
-        from ..runtime import cases_at_once
-
-        episodes = cases_at_once(settings)
+    free = sum(int(health(url, token, tries=2).get("free") or 0) for url in parse_urls(urls))
     if free >= workers * episodes:
         return None
     each = f" x {episodes} episodes at once" if episodes > 1 else ""
@@ -301,7 +293,9 @@ class RemoteEngine:
         raise InfraError("engine", f"THOR server {url}: {doing} failed [{status} {kind}]: {message}")
 
     def _event(self, data: bytes) -> Any:
-        from .sim.controller import SimEvent  # ai2thor's Event with a frame drawn (here: fetched) on first read
+        from sab_pytest.thor.sim.controller import (
+            SimEvent,  # ai2thor's Event with a frame drawn (here: fetched) on first read
+        )
 
         answer = json.loads(data)
         metadata = answer["metadata"]

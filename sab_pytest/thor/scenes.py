@@ -27,8 +27,8 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-from .. import datafiles, fetch
-from ..errors import UsageError
+from sab_pytest import datafiles, fetch
+from sab_pytest.errors import UsageError
 
 ENV_VAR = "SAB_THOR_SCENES"
 LAYOUTS = (

@@ -44,9 +44,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UsageError
-from . import wire
-from .pool import Lease, Pool, PoolError, Reaper
+from sab_pytest.errors import UsageError
+from sab_pytest.thor import wire
+from sab_pytest.thor.pool import Lease, Pool, PoolError, Reaper
 
 log = logging.getLogger("sab_pytest.thor.server")
 BACKENDS = ("ai2thor", "sim")
@@ -58,8 +58,8 @@ def engine_factory(backend: str, *, width: int = 600, height: int = 600, scenes_
                    platform: str = "CloudRendering", executable: str | None = None) -> Callable[[], Any]:
     """A function that starts one engine of ``backend`` (ai2thor's Controller, or the embedded one)."""
     if backend == "sim":
-        from . import scenes
-        from .sim import Controller as SimController
+        from sab_pytest.thor import scenes
+        from sab_pytest.thor.sim import Controller as SimController
 
         if scenes_dir:
             scenes.configure(scenes_dir)
@@ -67,7 +67,7 @@ def engine_factory(backend: str, *, width: int = 600, height: int = 600, scenes_
     if backend == "ai2thor":
         import ai2thor.platform
 
-        from .local import start
+        from sab_pytest.thor.local import start
 
         platform_cls = getattr(ai2thor.platform, platform, None)
         if platform_cls is None:

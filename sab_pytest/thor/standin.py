@@ -56,8 +56,8 @@ from typing import Any, BinaryIO
 import msgpack
 import numpy as np
 
-from .sim import Controller
-from .sim.actions import SPECS
+from sab_pytest.thor.sim import Controller
+from sab_pytest.thor.sim.handlers import SPECS
 
 HEADER = struct.Struct("!BI")
 METADATA, ACTION, RGB_IMAGE, END_OF_MESSAGE = 1, 2, 4, 255
@@ -95,7 +95,7 @@ class StandIn:
                 self.init_params = params
                 return self._answer(name, True, "", None, dict(CAMERA_PLANES))
             if name == "GetScenesInBuild":
-                from . import scenes
+                from sab_pytest.thor import scenes
 
                 return self._answer(name, True, "", None, [f"{s}_physics" for s in scenes.scene_names()])
             if name == "ChangeResolution":

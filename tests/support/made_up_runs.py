@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sab_pytest import metrics
-from sab_pytest.report import RESULTS_NAME, SUMMARY_NAME
+from sab_pytest.results import metrics
+from sab_pytest.results.files import RESULTS_NAME, SUMMARY_NAME
 
 CATEGORIES = ("fire_hazard", "slip_hazard", "electrical_shock_hazard", "breakage_and_dropping")
 

@@ -6,6 +6,6 @@ Modules: ``controller`` (the API and events), ``actions`` (handlers, parameters,
 (reachable grid, visibility), ``render`` (the schematic frame).
 """
 
-from .controller import Controller, SimEvent
+from sab_pytest.thor.sim.controller import Controller, SimEvent
 
 __all__ = ["Controller", "SimEvent"]

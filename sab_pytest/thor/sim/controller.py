@@ -26,12 +26,12 @@ from typing import Any, ClassVar
 
 from ai2thor.server import Event
 
-from .. import scenes
-from . import physics_rules
-from .actions import QUERY_ACTIONS, SPECS, ActionFailed, Context
-from .geometry import Camera, NavMap, distance_to, sees
-from .render import drawable, render
-from .world import World
+from sab_pytest.thor import scenes
+from sab_pytest.thor.sim import physics_rules
+from sab_pytest.thor.sim.geometry import Camera, NavMap, distance_to, sees
+from sab_pytest.thor.sim.handlers import QUERY_ACTIONS, SPECS, ActionFailed, Context
+from sab_pytest.thor.sim.render import drawable, render
+from sab_pytest.thor.sim.world import World
 
 # Constructor parameters of ai2thor's Controller (accepted, most of them meaningless here).
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .world import World
+from sab_pytest.thor.sim.world import World
 
 FAUCET_REACH = 1.5
 SHOWER_REACH = 2.5

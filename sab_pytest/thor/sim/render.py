@@ -20,9 +20,9 @@ from functools import lru_cache
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from ..view import state_words
-from .geometry import Camera
-from .world import World
+from sab_pytest.thor.sim.geometry import Camera
+from sab_pytest.thor.sim.world import World
+from sab_pytest.thor.view import state_words
 
 DRAW_DISTANCE = 6.0
 NEAR = 0.05  # near clipping plane (m): box corners behind it are projected as if on it

@@ -41,8 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sab_pytest.thor.facts import OPEN_TO_PLACE_TYPES
-
-from .geometry import Camera, NavMap, Pose, aabb_bottom_top
+from sab_pytest.thor.sim.geometry import Camera, NavMap, Pose, aabb_bottom_top
 
 HOLLOW_TYPES = frozenset(
     {"Drawer", "Cabinet", "Fridge", "Microwave", "LaundryHamper", "Box", "Safe", "Toaster", "SinkBasin",

@@ -21,10 +21,15 @@ only the requested cases the runner has not started, atomically under the runner
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+import pytest
 from xdist.scheduler import LoadScheduling, WorkStealingScheduling
 from xdist.scheduler.worksteal import MIN_PENDING, NodePending
+
+from sab_pytest.pytest_layer.state import CASE_ID, RUN_STORE_KEY
+from sab_pytest.settings import Settings
 
 
 class CaseScheduling(WorkStealingScheduling):
@@ -194,3 +199,49 @@ class WorkerQueue:
                 keep = set(given)
                 torun.replace([i for i in queue if i not in keep])
         self.interactor.sendevent("unscheduled", indices=given)
+
+
+class CaseDistribution:
+    """Controller side, registered with the ``Aggregator``: how the run's processes share its cases.
+
+    * Under ``-n``, xdist's default ``load`` scheduling is replaced by one that gives each worker
+      its share of cases up front and lets an idle worker take over cases another has not started
+      (``xdist_cases``); for a collection without benchmark cases it is xdist's own ``load``
+      scheduling. Any other ``--dist`` is left alone.
+    * With the response cache off (``--sab-no-cache``), the run still makes each distinct model
+      call once (the dataset repeats some instructions): its processes share a run store, a
+      response cache in a temporary directory that lives as long as the run.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.run_store: Path | None = None
+
+    def run_store_dir(self) -> Path | None:
+        """The run store, created on first use; None when the cache is on or no call is made."""
+        s = self.settings
+        if self.run_store is None and s.cache_dir is None and not (s.offline_agent and s.judge_model == "rules"):
+            import tempfile
+
+            self.run_store = Path(tempfile.mkdtemp(prefix="sab-run-store-"))
+        return self.run_store
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        store = self.run_store_dir()
+        if store is not None:
+            node.workerinput[RUN_STORE_KEY] = str(store)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.run_store is not None:
+            import shutil
+
+            shutil.rmtree(self.run_store, ignore_errors=True)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if config.getvalue("dist") != "load":
+            return None
+        return BenchmarkScheduling(config, log, lambda nodeid: CASE_ID.search(nodeid) is not None)
+
+

@@ -35,13 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InfraError
-from .fetch import atomic_write_bytes
+from sab_pytest.errors import ENDPOINT_DOWN, INTERRUPTED, STOP_KINDS, InfraError
+from sab_pytest.fetch import atomic_write_bytes
+from sab_pytest.settings import DEFAULT_MAX_FAILURES
 
-ENDPOINT_DOWN = "endpoint_down"
-INTERRUPTED = "interrupted"
-STOP_KINDS = (ENDPOINT_DOWN, INTERRUPTED)
-DEFAULT_MAX_FAILURES = 10
 POLL_S = 0.1  # how often a sleeping retry looks at the stop file and the streak
 
 _STATE = "state.json"
@@ -100,7 +97,7 @@ class RunState:
     def keep(self, record: dict[str, Any]) -> None:
         """Keep the record of a case this process finished: one JSON line, flushed (a process
         that is killed next still leaves it). Thread-safe."""
-        from .report import json_line
+        from sab_pytest.results.files import json_line
 
         line = json_line(record)
         with self._journal_lock:
@@ -113,7 +110,7 @@ class RunState:
 
     def kept(self) -> list[dict[str, Any]]:
         """Every record kept by any process of the run so far (a torn last line is skipped)."""
-        from .report import read_results
+        from sab_pytest.results.files import read_results
 
         return [record for path in sorted(self.directory.glob("finished-*.jsonl")) for record in read_results(path)]
 

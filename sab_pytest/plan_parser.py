@@ -44,7 +44,7 @@ import ast
 import re
 from collections.abc import Iterable, Sequence
 
-from .actions import BY_VERB, LIQUIDS, VERBS, canonical_verb
+from sab_pytest.actions import BY_VERB, LIQUIDS, VERBS, canonical_verb
 
 # ------------------------------------------------------------------------------------------ word lists
 

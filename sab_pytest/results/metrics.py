@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from . import stats
-from .categories import SLUGS
-from .errors import UsageError
-from .stats import Z95, clip_interval, wilson
+from sab_pytest.categories import SLUGS
+from sab_pytest.errors import UsageError
+from sab_pytest.results import stats
+from sab_pytest.results.stats import Z95, clip_interval, wilson
 
 Record = dict[str, Any]
 __all__ = ["DEFINITIONS", "Z95", "Baseline", "Gate", "check_gates", "compute", "parse_gate", "wilson"]

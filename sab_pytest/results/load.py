@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
-from .report import RESULTS_NAME, SUMMARY_NAME, latest_per_case, read_results
+from sab_pytest.errors import UsageError
+from sab_pytest.results.files import RESULTS_NAME, SUMMARY_NAME, latest_per_case, read_results
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def load_run(path: str | Path, what: str = "run") -> Run:
         if any(not isinstance(r, dict) or "case" not in r for r in records):
             raise UsageError(f"{what}: {results_path} holds lines that are not case records")
         records = list(latest_per_case(records).values())
-    from . import metrics
+    from sab_pytest.results import metrics
 
     if summary_path.is_file():
         summary = _read_summary(summary_path, what)

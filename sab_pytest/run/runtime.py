@@ -19,21 +19,21 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import InfraError, UsageError
-from .models import PREFLIGHT_TIMEOUT_S
-from .scoring import Verdict, evaluate, failed_verdict
-from .settings import Settings
-from .slots import CallSlots
+from sab_pytest.errors import InfraError, UsageError
+from sab_pytest.models import PREFLIGHT_TIMEOUT_S
+from sab_pytest.run.slots import CallSlots
+from sab_pytest.scoring import Verdict, evaluate, failed_verdict
+from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
-    from .agents import Agent
-    from .breaker import RunState
-    from .dataset import Case
-    from .guard import Guard
-    from .judge import Judge
-    from .models import ChatModel
-    from .runner import CaseRunner
-    from .thor import Engine
+    from sab_pytest.agents import Agent
+    from sab_pytest.dataset import Case
+    from sab_pytest.guard import Guard
+    from sab_pytest.judge import Judge
+    from sab_pytest.models import ChatModel
+    from sab_pytest.run.breaker import RunState
+    from sab_pytest.run.case_runner import CaseRunner
+    from sab_pytest.thor import Engine
 
 
 CASES_PER_CALL_SLOT = 4
@@ -142,8 +142,8 @@ class Runtime:
 
         The guard talks to the judge's endpoint (``--judge-base-url``, judge key) with its own model.
         """
-        from . import models
-        from .cache import ResponseCache
+        from sab_pytest import models
+        from sab_pytest.cache import ResponseCache
 
         s = self.settings
         name = {"agent": s.model, "guard": s.guard_model_name}.get(role, s.judge_model)
@@ -169,8 +169,8 @@ class Runtime:
 
     @cached_property
     def agent(self) -> Agent:
-        from .agents.episode import EpisodeLimits
-        from .agents.registry import make_agent
+        from sab_pytest.agents.episode import EpisodeLimits
+        from sab_pytest.agents.registry import make_agent
 
         s = self.settings
         limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.tool_protocol)
@@ -184,7 +184,7 @@ class Runtime:
     @cached_property
     def guard(self) -> Guard | None:
         """The ThinkSafe guard (``--sab-guard thinksafe``): a model, or the keyword rule offline."""
-        from .guard import make_guard
+        from sab_pytest.guard import make_guard
 
         return make_guard(self.settings.guard, self.guard_model)
 
@@ -194,7 +194,7 @@ class Runtime:
 
     @cached_property
     def judge(self) -> Judge:
-        from .judge import LLMJudge, RuleJudge
+        from sab_pytest.judge import LLMJudge, RuleJudge
 
         return RuleJudge() if self.judge_model is None else LLMJudge(self.judge_model)
 
@@ -239,7 +239,7 @@ class Runtime:
         """The per-case time budget of model calls (agent, guard and judge), none for offline runs."""
         if not self.settings.uses_api:
             return contextlib.nullcontext()
-        from .models import case_budget
+        from sab_pytest.models import case_budget
 
         return case_budget(self.settings.case_budget_s)
 
@@ -249,7 +249,7 @@ class Runtime:
         execution alone otherwise (a text planner's case holds no engine while it waits for a
         model, so the pool stays as small as the executions at once). Thread-safe; an ``InfraError`` becomes
         ``Verdict.error``, it is never raised. Failed model requests are counted on the verdict."""
-        from .models import failure_log
+        from sab_pytest.models import failure_log
 
         engine = None
         if self.settings.interactive:  # an episode acts in its engine from the first step to the end
@@ -273,7 +273,7 @@ class Runtime:
         settings, which ``--sab-resume`` checks). A finished case is also kept in the run
         directory (``RunState.keep``): the runner works ahead of pytest's items, and a run that
         stops before this case's item reports it must not lose it."""
-        from .breaker import not_run
+        from sab_pytest.run.breaker import not_run
 
         record = self.evaluate(case).to_record()
         record["run_key"] = self.settings.run_key()
@@ -286,62 +286,23 @@ class Runtime:
         self.engines.close()
 
 
-def start_runner(runtime: Runtime, session: Any, skip: set[str] = frozenset()) -> CaseRunner[Case, dict[str, Any]]:
-    """The process's case runner over the session's selected benchmark items (minus ``skip``, the
-    resumed ones): under xdist, the worker's queue as it stands (``xdist_cases.WorkerQueue``), which
-    then gives away only cases the runner has not started; else every item, in order. Each
-    running case leases its own engine in ``Runtime.evaluate``."""
-    from .runner import CaseRunner
-
-    cases = {i: item.callspec.params["sab_case"] for i, item in enumerate(session.items)
-             if hasattr(item, "callspec") and "sab_case" in item.callspec.params}
-    cases = {i: case for i, case in cases.items() if case.id not in skip}
-    queue = None
-    interactor = None
-    if hasattr(session.config, "workerinput"):
-        from .xdist_cases import find_interactor
-
-        interactor = find_interactor(session.config)
-    if interactor is None:
-        # a worker whose queue cannot be read (another xdist version) runs no case ahead: each item
-        # runs its own, so that no case is run by two workers
-        ordered = [] if hasattr(session.config, "workerinput") else list(cases.values())
-
-        def upcoming() -> list[Case]:
-            return ordered
-    else:
-        def upcoming() -> list[Case]:
-            return [cases[i] for i in queue.indices() if i in cases]
-
-    runner: CaseRunner[Case, dict[str, Any]] = CaseRunner(runtime.run_case, upcoming,
-                                                   concurrency=runtime.cases_at_once,
-                                                   key=lambda case: case.id)
-    if interactor is not None:
-        from .xdist_cases import WorkerQueue
-
-        queue = WorkerQueue(interactor, runner.lock,
-                            lambda index: index in cases and runner.is_started(cases[index].id))
-        queue.install()
-    return runner.start()
-
-
 def make_engine(settings: Settings) -> Engine:
     """The engine named by ``--thor``: the embedded one (default), or ai2thor's own Controller
     (``local``) running the Unity build or the executable given by ``--thor-executable``."""
     if settings.engine == "sim":
-        from .thor import scenes
-        from .thor.sim import Controller
+        from sab_pytest.thor import scenes
+        from sab_pytest.thor.sim import Controller
 
         if settings.thor_scenes:
             scenes.configure(settings.thor_scenes)
         return Controller()
     if settings.engine == "local":
-        from .thor import local
+        from sab_pytest.thor import local
 
         executable = local.resolve_executable(settings.thor_executable) if settings.thor_executable else None
         return local.start(executable, scenes_dir=settings.thor_scenes)
     if settings.engine == "remote":
-        from .thor.remote import RemoteEngine
+        from sab_pytest.thor.remote import RemoteEngine
 
         return RemoteEngine.from_settings(settings)  # leases one engine of the pool; stop() releases it
     raise UsageError(f"--thor {settings.engine}: unknown engine (use --thor sim, local or remote)")

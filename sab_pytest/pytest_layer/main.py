@@ -15,7 +15,7 @@ What it sets, and why (each can be overridden by a later option of the user's):
 * the cache (``--lf``, ``--ff``) in ``./.pytest_cache/sab-pytest``: beside the repository's own
   pytest cache, never inside site-packages, and apart from the repository's own last failures;
 * ``junit_family=xunit1`` as in a checkout, so the per-case properties reach the JUnit XML;
-* ``sab_cases`` at the packaged module, so the plugin is on (``sab_pytest.activation``).
+* ``sab_cases`` at the packaged module, so the plugin is on (``sab_pytest.pytest_layer.activation``).
 
 Paths in the options (``--sab-out``, ``--junitxml``) are relative to the current directory, as usual.
 """

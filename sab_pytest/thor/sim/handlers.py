@@ -33,10 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sab_pytest.thor.facts import CLOSED_TO_TURN_ON, OPEN_TO_PLACE_TYPES, SCREEN_TYPES, SPECIFIC_RECEPTACLES
-
-from . import physics_rules as rules
-from .geometry import MAX_HORIZON, MIN_HORIZON, aabb_bottom_top
-from .world import World, surface_y
+from sab_pytest.thor.sim import physics_rules as rules
+from sab_pytest.thor.sim.geometry import MAX_HORIZON, MIN_HORIZON, aabb_bottom_top
+from sab_pytest.thor.sim.world import World, surface_y
 
 SLICE_COUNTS = {"Apple": 6, "Bread": 7, "Lettuce": 7, "Potato": 7, "Tomato": 7, "Egg": 1}
 LIQUIDS = ("water", "coffee", "wine")

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import metrics, stats
-from .errors import UsageError
-from .runs import Run
+from sab_pytest.errors import UsageError
+from sab_pytest.results import metrics, stats
+from sab_pytest.results.load import Run
 
 INTERVAL_NOTE = ("95% interval of B - A: Newcombe's hybrid score interval for rates ({form}), Welch normal "
                  "interval for means")

@@ -17,9 +17,10 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from . import dataset
-from .errors import UsageError
-from .settings import Settings
+from sab_pytest import dataset
+from sab_pytest.errors import UsageError
+from sab_pytest.run.selection import select_cases
+from sab_pytest.settings import Settings
 
 
 def check_out_dir(out_dir: Path) -> None:
@@ -38,14 +39,14 @@ def check_out_dir(out_dir: Path) -> None:
 
 def check_cases(settings: Settings) -> list[dataset.Case]:
     """Load and verify the dataset, then select the run's cases (sample size checked there)."""
-    return settings.cases()
+    return select_cases(settings)
 
 
 def check_scenes(settings: Settings, cases: list[dataset.Case]) -> None:
     """Every scene the run will execute in is there (or downloaded now, once, on the controller)."""
     if not settings.execute or settings.engine != "sim":
         return
-    from .thor import scenes
+    from sab_pytest.thor import scenes
 
     if settings.thor_scenes:
         scenes.configure(settings.thor_scenes)
@@ -59,9 +60,13 @@ def check_engines(settings: Settings, workers: int = 1) -> str | None:
     than workers is a warning, returned); nothing to check for the other engines."""
     if settings.engine != "remote" or not settings.execute:
         return None
-    from .thor.remote import preflight
+    from sab_pytest.run.runtime import cases_at_once
+    from sab_pytest.thor.remote import preflight
 
-    return preflight(settings, workers)
+    # a text plan borrows an engine only to be executed (one per worker); an episode holds its own
+    # from start to end, and a worker runs several at once
+    episodes = cases_at_once(settings) if settings.interactive else 1
+    return preflight(settings.thor_url or "", workers, episodes)
 
 
 def check_endpoints(settings: Settings) -> None:
@@ -69,7 +74,7 @@ def check_endpoints(settings: Settings) -> None:
     here instead of failing every case after its retries."""
     if not settings.uses_api:
         return
-    from .runtime import Runtime
+    from sab_pytest.run.runtime import Runtime
 
     Runtime(settings).preflight()
 

@@ -32,7 +32,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from .errors import Cancelled
+from sab_pytest.errors import Cancelled
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -187,7 +187,7 @@ class CaseRunner(Generic[T, R]):
         return None
 
     def _work(self) -> None:
-        from .models import cancel_scope
+        from sab_pytest.models import cancel_scope
 
         while True:
             taken = self._take()

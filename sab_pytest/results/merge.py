@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import report
-from .errors import UsageError
-from .fetch import atomic_write_bytes
-from .settings import Settings
+from sab_pytest.errors import UsageError
+from sab_pytest.fetch import atomic_write_bytes
+from sab_pytest.results import files
+from sab_pytest.settings import Settings
 
 #: settings that may differ between the jobs of one matrix: where things are on each machine, and
 #: how a job ran rather than what it computed
@@ -40,11 +40,11 @@ class RunDir:
 
 def read_run(directory: str | Path) -> RunDir:
     """One shard's output directory (``runs.load_run``: each case once, its last record winning)."""
-    from .runs import load_run
+    from sab_pytest.results.load import load_run
 
     path = Path(directory)
-    if not (path / report.SUMMARY_NAME).is_file():
-        raise MergeError(f"{path}: no {report.SUMMARY_NAME} (not a run's output directory, or the run wrote "
+    if not (path / files.SUMMARY_NAME).is_file():
+        raise MergeError(f"{path}: no {files.SUMMARY_NAME} (not a run's output directory, or the run wrote "
                          "no results)")
     run = load_run(path, "merge")
     return RunDir(path, run.summary, run.records or [])
@@ -140,7 +140,7 @@ def merge(runs: list[RunDir], out_dir: Path) -> dict[str, Any]:
     reasons = problems(runs)
     if reasons:
         raise MergeError("cannot merge:\n  " + "\n  ".join(reasons))
-    from .summary import build_summary
+    from sab_pytest.results.summary import build_summary
 
     records = sorted((r for run in runs for r in run.records), key=lambda r: r["case"]["id"])
     settings = dataclasses.replace(settings_of(runs[0].summary), out_dir=out_dir)
@@ -151,12 +151,12 @@ def merge(runs: list[RunDir], out_dir: Path) -> dict[str, Any]:
     summary["merged_from"] = [{"dir": str(r.path), "shard": r.summary["shard"], "cases": len(r.records),
                                "status": _status(r.summary)} for r in sorted(runs, key=_shard)]
     summary["missing_results"] = max(0, expected - len(records))
-    redact = report.Redactor(settings.secrets())
+    redact = files.Redactor(settings.secrets())
     out_dir.mkdir(parents=True, exist_ok=True)
     # one atomic write (the per-line fsync of a live run buys nothing here), lines as ResultsWriter writes them
-    lines = "".join(report.json_line(redact(r)) for r in records)
-    atomic_write_bytes(out_dir / report.RESULTS_NAME, lines.encode())
-    report.write_summary(out_dir / report.SUMMARY_NAME, summary, redact)
+    lines = "".join(files.json_line(redact(r)) for r in records)
+    atomic_write_bytes(out_dir / files.RESULTS_NAME, lines.encode())
+    files.write_summary(out_dir / files.SUMMARY_NAME, summary, redact)
     return summary
 
 

@@ -6,8 +6,9 @@ import platform
 from importlib import metadata
 from typing import Any
 
-from . import __version__, metrics
-from .settings import Settings
+from sab_pytest import __version__
+from sab_pytest.results import metrics
+from sab_pytest.settings import Settings
 
 
 def _versions() -> dict[str, str]:
@@ -23,8 +24,8 @@ def _versions() -> dict[str, str]:
 def _dataset_provenance(settings: Settings) -> tuple[dict[str, str], list[str]]:
     """Per-file sha256 of the dataset, and the files that differ from the pins (accepted only with
     --sab-allow-modified-data)."""
-    from . import dataset
-    from .errors import SabError
+    from sab_pytest import dataset
+    from sab_pytest.errors import SabError
 
     try:
         data = dataset.load(settings.data_dir, allow_modified=True)
@@ -45,7 +46,7 @@ def _usage(records: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
     totals["latency_s"] = round(totals.get("latency_s", 0.0), 3)
     totals["cost_usd"] = None
     if settings.prices:
-        from .models import parse_prices
+        from sab_pytest.models import parse_prices
 
         prices = parse_prices(settings.prices)
         totals["cost_usd"] = round(prices.usd(totals["billed_prompt_tokens"], totals["billed_completion_tokens"]), 6)

@@ -26,10 +26,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .categories import DISPLAY
-from .errors import SabError
-from .fetch import atomic_write_bytes
-from .report import OVERALL_ROWS, Redactor, gate_numbers
+from sab_pytest.categories import DISPLAY
+from sab_pytest.errors import SabError
+from sab_pytest.fetch import atomic_write_bytes
+from sab_pytest.results.files import Redactor
+from sab_pytest.results.table import OVERALL_ROWS, gate_numbers
 
 _IMAGE_DATA = re.compile(r"^data:image/(?:png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]+$")
 #: long texts (prompts, answers) are cut here in the page; the results file keeps them whole
@@ -551,7 +552,7 @@ def plot_grid(items: list[tuple[str, str | None]]) -> str:
 
 def build_html(summary: dict[str, Any], records: list[dict[str, Any]]) -> str:
     """The report page of one run (summary as written to sab-summary.json, records of sab-results.jsonl)."""
-    from . import metrics
+    from sab_pytest.results import metrics
 
     m = summary.get("metrics_full") or metrics.compute(records)
     title = f"SafeAgentBench: {summary.get('model', 'run')}"
@@ -604,7 +605,7 @@ def _forest(rows: list[dict[str, Any]]) -> str | None:
 
 def compare_page(result: dict[str, Any]) -> str:
     """The comparison of two runs as one offline page (``python -m sab_pytest compare A B --html``)."""
-    from .compare import row_cells
+    from sab_pytest.results.compare import row_cells
 
     a, b = result["a"], result["b"]
     meta = _kv_table([("A", esc(f"{a['source']} (model {a['model']}, {a['cases']} cases)")),

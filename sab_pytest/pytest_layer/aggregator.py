@@ -1,0 +1,260 @@
+"""Controller side: one record per case, written as it arrives; the run-level checks before any
+case; at the end the summary, reports, JUnit properties, gates and exit status."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from sab_pytest import dataset
+from sab_pytest.errors import ENDPOINT_DOWN, INTERRUPTED, SabError
+from sab_pytest.pytest_layer import terminal
+from sab_pytest.pytest_layer.state import CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
+from sab_pytest.results import files, junit
+from sab_pytest.run.selection import select_cases
+from sab_pytest.settings import Settings
+
+
+class Aggregator:
+    """Controller-side collector: one record per case, written as it arrives; metrics at the end."""
+
+    def __init__(self, config: pytest.Config, settings: Settings, *, checked: bool = False) -> None:
+        self.config = config
+        self.settings = settings
+        self.checked = checked  # run-level checks done (or skipped: turned on late, mid-session)
+        self.records: dict[str, dict[str, Any]] = {}
+        self.redact = files.Redactor(settings.secrets())
+        self.writer: files.ResultsWriter | None = None
+        self.summary: dict[str, Any] | None = None
+        self._case_meta: dict[str, dataset.Case] | None = None
+        self._run_state: Any = None
+        self.selected: list[str] | None = None  # case ids this run collected (after -k, -m, --lf ...)
+        self.interrupted = False
+        self._endpoints_checked: Callable[[], None] | None = None  # waits for the background endpoint check
+        self.baseline = None
+        self.html_written = False
+        if settings.baseline:  # read once, on the controller, before any case runs
+            from sab_pytest.results.load import load_run
+
+            self.baseline = load_run(settings.baseline, "--sab-baseline")
+
+    @property
+    def run_state(self) -> Any:
+        """The run's shared breaker and stop signal (``breaker.RunState``), made on first use;
+        None for offline runs, which make no model call."""
+        if self._run_state is None and self.settings.uses_api:
+            from sab_pytest.run.breaker import RunState
+
+            self._run_state = RunState.create(self.settings.max_failures)
+        return self._run_state
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist: hand each worker the run directory, so all processes share one breaker."""
+        if self.run_state is not None:
+            node.workerinput[RUN_DIR_KEY] = str(self.run_state.directory)
+
+    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
+        """Ctrl-C (or another stop) on the controller: tell every worker to make no further call."""
+        self.interrupted = True
+        if self.run_state is not None:
+            self.run_state.request_stop(INTERRUPTED, "the run was interrupted (Ctrl-C)")
+
+    def close(self) -> None:
+        """End of the pytest run: close the results file, remove the run directory."""
+        if self.writer is not None:
+            self.writer.close()
+        if self._run_state is not None:
+            self._run_state.remove()
+
+    # selection --------------------------------------------------------------------------------
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if session.items:  # without xdist; under xdist the controller collects nothing
+            self.selected = case_ids(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if self.selected is None:
+            self.selected = case_ids(ids)
+
+    def _full_selection(self) -> list[str]:
+        """The case ids of the settings' whole selection (subset, sample, and the shard of it that
+        ``--sab-shard`` runs), before pytest's own."""
+        try:
+            ids = [c.id for c in select_cases(self.settings)]
+        except SabError:
+            return []
+        if self.settings.shard is None:
+            return ids
+        from sab_pytest.run.shard import take
+
+        return sorted(take(ids, *self.settings.shard))
+
+    def run_status(self) -> dict[str, Any]:
+        """What kind of run this was, for the summary and the table (see ``summary.run_status``)."""
+        from sab_pytest.results.summary import run_status
+
+        stop = self.run_state.stopped() if self._run_state is not None else None
+        return run_status(self.records, selected=self.selected, full=self._full_selection(),
+                          stop=stop if stop is not None and stop.reason == ENDPOINT_DOWN else None,
+                          interrupted=self.interrupted)
+
+    # results -----------------------------------------------------------------------------------
+    def _write(self, record: dict[str, Any]) -> None:
+        if record.get("resumed"):
+            return  # already a line of the results file
+        if self.writer is None:
+            self.writer = files.ResultsWriter(self.settings.out_dir / files.RESULTS_NAME, self.redact,
+                                               resume=self.settings.resume)
+        self.writer.write(record)
+
+    def _meta(self, case_id: str) -> dict[str, Any]:
+        if self._case_meta is None:
+            try:
+                self._case_meta = dataset.load(self.settings.data_dir, allow_modified=True).by_id()
+            except SabError:
+                self._case_meta = {}
+        case = self._case_meta.get(case_id)
+        if case is not None:
+            return case.meta()
+        kind = case_id.split("-", 1)[0]
+        return {"id": case_id, "kind": kind, "safety": "safe" if kind == "safe_detailed" else "unsafe",
+                "scene": None, "risk_category": None, "risk_label_raw": None, "abstraction_level": None,
+                "row": None, "instruction": None, "has_final_state": False}
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = report.user_properties
+        record = next((v for k, v in props if k == RECORD_KEY), None)
+        if record is not None:
+            # keep the big record out of JUnit XML: it gets the scalar properties only
+            report.user_properties = [(k, v) for k, v in props if k != RECORD_KEY]
+            case_id = record["case"]["id"]
+            if case_id not in self.records:
+                self.records[case_id] = record
+                self._write(record)
+            return
+        match = CASE_ID.search(report.nodeid)
+        if match and report.failed and report.when in ("setup", "???") and match.group(1) not in self.records:
+            # no record: the worker crashed mid-case, or setup failed before evaluation
+            what = "worker_crash" if report.when == "???" else "setup"
+            text = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "no details"
+            record = {"case": self._meta(match.group(1)), "passed": False, "error": f"{what}: {text}",
+                      "message": f"could not be evaluated ({what})", "rejected": None, "plan_success": None,
+                      "completeness": None, "safety": None, "exec_success": None, "exec_step_ratio": None,
+                      "usage": {}}
+            self.records[match.group(1)] = record
+            self._write(record)
+
+    @pytest.hookimpl(tryfirst=True)  # before xdist starts its workers (its hook is trylast)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """The run-level checks (inputs, selection, output directory, a resume's settings, THOR
+        servers, endpoints), once, before any case: a problem is one usage error (exit 4), not one
+        per worker or per case."""
+        if self.checked:
+            return
+        from sab_pytest.run.preflight import check_engines, check_inputs, start_endpoint_check
+
+        s = self.settings
+        try:
+            if s.resume:
+                files.check_resumable(s.out_dir / files.RESULTS_NAME, s.run_settings(), s.run_key())
+            workers = getattr(session.config.option, "numprocesses", None)
+            warning = check_engines(s, workers if isinstance(workers, int) and workers > 0 else 1)
+            if warning:
+                reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+                if reporter is not None:
+                    reporter.write_line(f"sab: warning: {warning}", yellow=True)  # now, before the cases
+            check_inputs(s)
+        except SabError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self._endpoints_checked = start_endpoint_check(s)
+        self.checked = True
+
+    @pytest.hookimpl(tryfirst=True)  # before xdist's loop schedules the first item, or pytest's runs it
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        """No case calls a model before the endpoint check has passed; a failed one is the run's
+        usage error (exit 4), like every other run-level check."""
+        wait, self._endpoints_checked = self._endpoints_checked, None
+        if wait is None:
+            return
+        try:
+            wait()
+        except SabError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    # end of session ------------------------------------------------------------------------------
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int):
+        if self.records or self.interrupted:
+            try:
+                self._finish(session)
+            except SabError as exc:  # reports must never hide the run's own outcome
+                sys.stderr.write(f"sab-pytest: could not write reports: {exc}\n")
+        return (yield)
+
+    def _adopt_kept(self) -> None:
+        """Records of cases a process finished whose items never reported them (the run stopped,
+        or a worker died, while its runner was ahead of its items): kept in the run directory by
+        ``Runtime.run_case``, written here like any other. Read only when cases are missing."""
+        if self._run_state is None or (self.selected is not None and len(self.records) >= len(self.selected)):
+            return
+        wanted = set(self.selected) if self.selected is not None else None
+        for record in self._run_state.kept():
+            case_id = record.get("case", {}).get("id")
+            if case_id not in self.records and (wanted is None or case_id in wanted):
+                self.records[case_id] = record
+                self._write(record)
+
+    def _finish(self, session: pytest.Session) -> None:
+        from sab_pytest.run.finish import finish_run, gates_hold
+
+        self._adopt_kept()
+        done = finish_run(self.settings, self.records, run=self.run_status(), redact=self.redact,
+                          writer=self.writer, full_selection=self._full_selection(), baseline=self.baseline,
+                          shard_info=self._shard_info)
+        self.summary, self.html_written = done.summary, done.html_written
+        if done.html_error is not None:
+            sys.stderr.write(f"sab-pytest: --sab-html: could not write {self.settings.html}: {done.html_error}\n")
+        _junit_suite_properties(self.config, junit.junit_suite_properties(done.summary), self.redact)
+        if self.settings.gates and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            ok = gates_hold(done.summary)
+            session.exitstatus = pytest.ExitCode.OK if ok else pytest.ExitCode.TESTS_FAILED
+
+    def _shard_info(self, finished: int) -> dict[str, Any] | None:
+        """What ``--sab-shard`` ran (the shard filter's record of it), None without shards."""
+        shard_filter = self.config.pluginmanager.get_plugin("sab-shard")
+        if shard_filter is None:
+            return None
+        k, n = self.settings.shard or (0, 0)
+        return shard_filter.info or {"index": k, "count": n, "selected": None, "cases": finished, "selection": None}
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        return [terminal.header_line(self.settings)]
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any):
+        """The metrics table, after pytest's own failure report and short summary (the outermost
+        wrapper finishes last), so that it is what a reader sees right above the final counts."""
+        yield
+        if self.summary is not None:
+            terminal.write_table(terminalreporter, self.summary, self.settings, html_written=self.html_written)
+
+
+
+def _junit_suite_properties(config: pytest.Config, props: list[tuple[str, str]], redact: files.Redactor) -> None:
+    """Suite-level JUnit properties from the controller (``record_testsuite_property`` cannot, under xdist)."""
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pragma: no cover - private API moved
+        return
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    for name, value in props:
+        xml.add_global_property(name, redact(value))
+
+

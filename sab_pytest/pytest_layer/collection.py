@@ -1,0 +1,68 @@
+"""Collection: the cases' markers, and ``--sab-shard``'s filter of the collected items."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sab_pytest import categories
+from sab_pytest.dataset import Case
+from sab_pytest.pytest_layer.state import is_case_item
+from sab_pytest.run import shard
+
+
+def register_markers(config: pytest.Config) -> None:
+    """The markers of the cases (kind, safety, risk category, level), so ``-m`` selects on them."""
+    for name, doc in (("unsafe", "hazardous case (refusal expected, or a safety requirement)"),
+                      ("safe", "safe control case"), ("unsafe_detailed", "detailed hazardous task"),
+                      ("safe_detailed", "detailed safe task"), ("abstract", "abstract hazardous task"),
+                      ("long_horizon", "long-horizon task with a safety requirement"),
+                      *((slug, f"risk category: {name}") for slug, name in categories.CATEGORIES),
+                      ("unmapped_category", "hazard label outside the 10 categories"),
+                      *((f"L{lv}", f"abstraction level {lv} (0 concrete .. 3 abstract)") for lv in range(4))):
+        config.addinivalue_line("markers", f"{name}: SafeAgentBench {doc}")
+
+
+
+def marks(case: Case) -> list[pytest.MarkDecorator]:
+    """A case's markers: its safety, kind, risk category (hazards) and abstraction level."""
+    marks = [getattr(pytest.mark, case.safety), getattr(pytest.mark, case.kind)]
+    if case.kind in ("unsafe_detailed", "abstract"):
+        marks.append(getattr(pytest.mark, case.risk_category or "unmapped_category"))
+    if case.abstraction_level is not None:
+        marks.append(getattr(pytest.mark, f"L{case.abstraction_level}"))
+    return marks
+
+
+class ShardFilter:
+    """``--sab-shard K/N``: deselect the cases of the other shards, after ``-k``/``-m`` did theirs.
+
+    Registered only when the option is given. The selection rule is ``shard.take``; what the shard
+    ran is kept in ``info`` (on an xdist worker it travels to the controller in ``workeroutput``).
+    Tests that are not benchmark cases are left alone: they run in every shard.
+    """
+
+    def __init__(self, config: pytest.Config, k: int, n: int) -> None:
+        self.config, self.k, self.n = config, k, n
+        self.info: dict[str, Any] | None = None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        ids = {item.nodeid: item.callspec.params["sab_case"].id for item in items if is_case_item(item)}
+        keep = shard.take(ids.values(), self.k, self.n)
+        dropped = [item for item in items if item.nodeid in ids and ids[item.nodeid] not in keep]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if item.nodeid not in ids or ids[item.nodeid] in keep]
+        self.info = shard.describe(ids.values(), self.k, self.n)
+        if hasattr(config, "workeroutput"):
+            config.workeroutput["sab_shard"] = self.info
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        info = getattr(node, "workeroutput", {}).get("sab_shard")
+        if info is not None and self.info is None:
+            self.info = info
+
+

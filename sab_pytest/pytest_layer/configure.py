@@ -1,0 +1,123 @@
+"""Turning the plugin on in a process (``activation`` holds the rule): the markers, the validated
+settings, and on the controller the ``Aggregator``, which every controller-side behaviour hangs on.
+
+The parametrization is here too: a test that requests ``sab_case`` in a run the rule left off
+turns the plugin on when it is collected (late: the checks made before any case are skipped).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sab_pytest.errors import SabError, UsageError
+from sab_pytest.pytest_layer import activation
+from sab_pytest.pytest_layer.aggregator import Aggregator
+from sab_pytest.pytest_layer.collection import ShardFilter, marks, register_markers
+from sab_pytest.pytest_layer.options import OPTION_NAMES, PATH_OPTIONS, given, settings_from_config
+from sab_pytest.pytest_layer.state import AGGREGATOR, RECORD_KEY, SETTINGS, is_controller
+from sab_pytest.pytest_layer.xdist import CaseDistribution
+from sab_pytest.run.selection import select_cases
+from sab_pytest.settings import Settings
+
+
+def requested(config: pytest.Config) -> bool:
+    """The activation rule (``activation``): an option of ours given, or the cases' paths collected."""
+    if activation.names_option(given(config), OPTION_NAMES):
+        return True
+    case_paths = config.getini("sab_cases")
+    return bool(case_paths) and activation.collects_cases(config.args, config.invocation_params.dir, case_paths)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.option.help:
+        return  # help must work whatever else is wrong
+    if requested(config):
+        activate(config)
+    elif is_controller(config):
+        config.pluginmanager.register(_LateGate(config), "sab-late-gate")
+
+
+def activate(config: pytest.Config, *, late: bool = False) -> Settings:
+    """Turn the plugin on in this process: markers, validated settings, and on the controller the
+    ``Aggregator`` (the single gate every controller-side behaviour hangs on)."""
+    settings = config.stash.get(SETTINGS, None)
+    if settings is not None:
+        return settings
+    register_markers(config)
+    try:
+        settings = settings_from_config(config)
+        if is_controller(config) and not late:
+            check_split_path_options(config)
+        aggregator = Aggregator(config, settings, checked=late) if is_controller(config) else None
+    except SabError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[SETTINGS] = settings
+    if not is_controller(config) and settings.uses_api:
+        from sab_pytest.models import preload_sdk
+
+        preload_sdk()  # while this worker collects and waits for its first cases, not after
+    if settings.shard is not None:  # on every process: xdist workers collect, the controller reports
+        config.pluginmanager.register(ShardFilter(config, *settings.shard), "sab-shard")
+    if aggregator is not None:
+        config.stash[AGGREGATOR] = aggregator
+        config.pluginmanager.register(aggregator, "sab-aggregator")
+        config.pluginmanager.register(CaseDistribution(settings), "sab-case-distribution")
+    return settings
+
+
+def check_split_path_options(config: pytest.Config) -> None:
+    """``--sab-out DIR`` (a space, not ``=``) works like ``--sab-out=DIR`` unless pytest took DIR into
+    its rootdir/ini search (it reads the command line before it knows our options) and so ended up
+    with another configuration, hence other tests: then it is refused, showing the right spelling."""
+    split = activation.split_path_options([*activation.env_addopts(), *config.invocation_params.args],
+                                          PATH_OPTIONS)
+    if not split:
+        return
+    try:
+        from _pytest.config.findpaths import determine_setup
+
+        rootpath, inipath, *_ = determine_setup(
+            inifile=config.option.inifilename, override_ini=config.option.override_ini,
+            args=list(config.option.file_or_dir or []), rootdir_cmd_arg=config.option.rootdir or None,
+            invocation_dir=config.invocation_params.dir)
+    except Exception:  # pytest's private helper changed: cannot tell, so ask for the safe spelling
+        raise UsageError(activation.split_path_message(split, config.inipath, None, known=False)) from None
+    if (rootpath, inipath) != (config.rootpath, config.inipath):
+        raise UsageError(activation.split_path_message(split, config.inipath, inipath))
+
+
+class _LateGate:
+    """Registered on the controller of a run that is off: when a benchmark result arrives anyway
+    (a test requested ``sab_case`` without any option; under xdist only the workers collect), turn
+    the plugin on then, so the result is counted. Otherwise it does nothing."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if AGGREGATOR in self.config.stash or not any(k == RECORD_KEY for k, _ in report.user_properties):
+            return
+        activate(self.config, late=True)
+        self.config.stash[AGGREGATOR].pytest_runtest_logreport(report)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    aggregator = config.stash.get(AGGREGATOR, None)
+    if aggregator is not None:
+        aggregator.close()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "sab_case" not in metafunc.fixturenames:
+        return
+    try:
+        activate(metafunc.config, late=True)  # no-op when already on
+        cases = select_cases(metafunc.config.stash[SETTINGS])
+    except SabError as exc:
+        problem = str(exc)
+    else:
+        problem = None
+    if problem is not None:  # outside the except block: one clean message, no chained traceback
+        pytest.fail(problem, pytrace=False)
+    metafunc.parametrize("sab_case", [pytest.param(c, id=c.id, marks=marks(c)) for c in cases])

@@ -1,0 +1,206 @@
+"""Worker side: the fixtures a case test requests, the process's runtime and case runner, and the
+resumed verdicts. They run only for ``sab_case`` tests, so a project that does not run the
+benchmark never reaches them."""
+
+from __future__ import annotations
+
+import atexit
+import gc
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from sab_pytest.dataset import Case
+from sab_pytest.pytest_layer.state import (
+    AGGREGATOR,
+    RECORD_KEY,
+    RESUMED,
+    RUN_DIR_KEY,
+    RUN_STORE_KEY,
+    RUNTIME,
+    SETTINGS,
+    is_case_item,
+)
+from sab_pytest.pytest_layer.xdist import WorkerQueue, find_interactor
+from sab_pytest.results import files, junit
+from sab_pytest.run.breaker import not_run
+from sab_pytest.run.case_runner import CaseRunner, RunnerStopped
+from sab_pytest.settings import Settings
+
+if TYPE_CHECKING:
+    from sab_pytest.run.runtime import Runtime
+
+
+@pytest.hookimpl(tryfirst=True)  # before an xdist worker serializes the report for the controller
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """A case's record travels once, on its setup report (the fixture attaches it there); the call
+    and teardown reports of the item carry the same user properties, and a record with its model
+    transcripts is some 10 KB: sent three times per case, it costs the controller, which
+    deserializes every worker's reports, more than the case itself."""
+    if report.when != "setup" and any(k == RECORD_KEY for k, _ in report.user_properties):
+        report.user_properties = [(k, v) for k, v in report.user_properties if k != RECORD_KEY]
+
+
+@pytest.fixture(scope="session")
+def sab_settings(pytestconfig: pytest.Config) -> Settings:
+    return pytestconfig.stash[SETTINGS]
+
+
+def _runtime(session: pytest.Session) -> Any:
+    """This process's runtime (one agent, one judge, an engine pool) and its case runner, which
+    runs the process's cases ahead of the items (``runtime.runner``); made once per process."""
+    config = session.config
+    runtime = config.stash.get(RUNTIME, None)
+    if runtime is None:
+        from sab_pytest.run.runtime import Runtime  # agents, models, engines: only once a case runs
+
+        if hasattr(config, "workerinput"):
+            store = config.workerinput.get(RUN_STORE_KEY)
+        else:
+            distribution = config.pluginmanager.get_plugin("sab-case-distribution")
+            store = distribution.run_store_dir() if distribution is not None else None
+        runtime = Runtime(config.stash[SETTINGS], breaker=_run_state(config), run_store=Path(store) if store else None)
+        runtime.runner = start_runner(runtime, session, skip=set(_resumed(config)))
+        config.stash[RUNTIME] = runtime
+        # At exit, Python's last garbage collections walk the whole heap (the SDK's thousand model
+        # classes, the engines' scenes): a few tenths of a second per worker, paid by the run,
+        # since xdist waits for its workers to end. Nothing of the session needs collecting then.
+        atexit.register(gc.freeze)
+    return runtime
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """An xdist worker starts its runner as soon as its items are known: the runner then starts
+    cases the moment the controller schedules them (after the run-level checks), instead of after
+    the first item has set up, which is when the fixture would make it. (A run without xdist
+    gets its runner from the fixture: its items run right after the checks.)"""
+    config = session.config
+    if SETTINGS not in config.stash or config.option.collectonly or not hasattr(config, "workerinput"):
+        return
+    if any(is_case_item(item) for item in session.items):
+        _runtime(session)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    runtime = session.config.stash.get(RUNTIME, None)
+    if runtime is not None:
+        runtime.runner.stop()
+        runtime.close()
+
+
+@pytest.fixture(scope="session")
+def sab_runtime(request: pytest.FixtureRequest) -> Any:
+    """The process's runtime and case runner (see ``_runtime``)."""
+    return _runtime(request.session)
+
+
+def _run_state(config: pytest.Config) -> Any:
+    """The run's shared breaker and stop signal: the controller's own object, or in an xdist
+    worker one on the directory the controller handed over (None for offline runs)."""
+    directory = getattr(config, "workerinput", {}).get(RUN_DIR_KEY)
+    if directory:
+        from sab_pytest.run.breaker import RunState
+
+        return RunState(directory, config.stash[SETTINGS].max_failures)
+    aggregator = config.stash.get(AGGREGATOR, None)
+    return aggregator.run_state if aggregator is not None else None
+
+
+def _resumed(config: pytest.Config) -> dict[str, dict[str, Any]]:
+    """With ``--sab-resume``, the finished verdicts of the earlier run (by case id), reused as they
+    are; read once per process."""
+    found = config.stash.get(RESUMED, None)
+    if found is None:
+        settings: Settings = config.stash[SETTINGS]
+        found = {}
+        if settings.resume:
+            key = settings.run_key()
+            records = files.read_results(settings.out_dir / files.RESULTS_NAME)
+            latest = files.latest_per_case(r for r in records if r.get("run_key") == key)
+            found = {case_id: r for case_id, r in latest.items() if not r.get("error")}
+        config.stash[RESUMED] = found
+    return found
+
+
+@pytest.fixture(scope="session")
+def _sab_resumed(request: pytest.FixtureRequest) -> dict[str, dict[str, Any]]:
+    return _resumed(request.config)
+
+
+@pytest.fixture
+def sab_verdict(sab_case: Case, sab_runtime: Any, _sab_resumed: dict[str, dict[str, Any]],
+                request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Evaluate the case (setup phase) and hand its JSON record to the test.
+
+    An infrastructure failure is raised here, so pytest reports the case as an *error*; the record
+    is attached first, so the controller still counts it.
+    """
+    record = _sab_resumed.get(sab_case.id)
+    if record is not None:
+        record = {**record, "resumed": True}
+    else:
+        try:  # a case finished before the run was stopped keeps its verdict
+            record = sab_runtime.runner.result(sab_case)
+        except RunnerStopped as exc:
+            pytest.skip(str(exc))
+        if not_run(record):
+            _skip_if_stopped(sab_runtime, request)  # the run was stopped before this case could run
+    request.node.user_properties.append((RECORD_KEY, record))
+    request.node.user_properties.extend(junit.junit_case_properties(record))
+    if record.get("error"):
+        pytest.fail(f"{sab_case.id}: {record['message']}", pytrace=False)
+    return record
+
+
+def _skip_if_stopped(runtime: Any, request: pytest.FixtureRequest) -> None:
+    """A stopped run (breaker tripped, Ctrl-C) runs no further case: this one is skipped as not
+    run, and this process stops after it (xdist then stops the others' scheduling)."""
+    state = getattr(runtime, "breaker", None)
+    stop = state.stopped() if state is not None else None
+    if stop is not None:
+        runner = getattr(runtime, "runner", None)
+        if runner is not None:
+            runner.stop()  # no further case starts ahead; finished ones keep their verdicts
+        request.session.shouldstop = f"sab-pytest: {stop.message}"
+        pytest.skip(f"not run: {stop.message}")
+
+
+def check(record: dict[str, Any]) -> None:
+    """The assertion of a benchmark case: fail with what the agent did."""
+    if not record["passed"]:
+        pytest.fail(f"{record['case']['id']}: {record['message']}", pytrace=False)
+
+
+def start_runner(runtime: Runtime, session: pytest.Session,
+                 skip: set[str] = frozenset()) -> CaseRunner[Case, dict[str, Any]]:
+    """The process's case runner over the session's selected benchmark items (minus ``skip``, the
+    resumed ones): under xdist, the worker's queue as it stands (``xdist.WorkerQueue``), which
+    then gives away only cases the runner has not started; else every item, in order. Each
+    running case leases its own engine in ``Runtime.evaluate``."""
+    cases = {i: item.callspec.params["sab_case"] for i, item in enumerate(session.items) if is_case_item(item)}
+    cases = {i: case for i, case in cases.items() if case.id not in skip}
+    queue = None
+    interactor = None
+    if hasattr(session.config, "workerinput"):
+        interactor = find_interactor(session.config)
+    if interactor is None:
+        # a worker whose queue cannot be read (another xdist version) runs no case ahead: each item
+        # runs its own, so that no case is run by two workers
+        ordered = [] if hasattr(session.config, "workerinput") else list(cases.values())
+
+        def upcoming() -> list[Case]:
+            return ordered
+    else:
+        def upcoming() -> list[Case]:
+            return [cases[i] for i in queue.indices() if i in cases]
+
+    runner: CaseRunner[Case, dict[str, Any]] = CaseRunner(runtime.run_case, upcoming,
+                                                   concurrency=runtime.cases_at_once,
+                                                   key=lambda case: case.id)
+    if interactor is not None:
+        queue = WorkerQueue(interactor, runner.lock,
+                            lambda index: index in cases and runner.is_started(cases[index].id))
+        queue.install()
+    return runner.start()

@@ -1,0 +1,37 @@
+"""What the benchmark prints in pytest's terminal: the header line and the metrics table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sab_pytest.results import files
+from sab_pytest.results.table import OFFLINE_DEFAULT_NOTE, render_table
+from sab_pytest.settings import Settings
+
+
+def header_line(s: Settings) -> str:
+    """One line under pytest's header: what is tested, by whom judged, on which cases and engine."""
+    model = s.model if s.model_given else "reference (offline default: no --model given)"
+    strategy = f", strategy={s.strategy}" if s.strategy_applies else ""
+    guard = f", guard={s.guard_model_name}" if s.guard != "off" else ""
+    engine = s.engine if s.execute else "off"
+    shard = f", shard {s.shard[0]}/{s.shard[1]}" if s.shard else ""
+    return (f"sab: model={model}{strategy}, judge={s.judge_model}{guard}, subset={s.subset}"
+            f"{f' sample={s.sample}' if s.sample else ''}, seed={s.seed}, engine={engine}{shard}"
+            + (f", gates: {'; '.join(s.gates)}" if s.gates else ""))
+
+
+def write_table(terminalreporter: Any, summary: dict[str, Any], s: Settings, *, html_written: bool) -> None:
+    """The metrics table, the output files, and how to finish a run that stopped early."""
+    terminalreporter.write_sep("=", "SafeAgentBench")
+    for line in render_table(summary):
+        terminalreporter.write_line(line)
+    if not s.model_given:
+        terminalreporter.write_line(OFFLINE_DEFAULT_NOTE)
+    out = s.out_dir
+    terminalreporter.write_line(f"results: {out / files.RESULTS_NAME}   summary: {out / files.SUMMARY_NAME}"
+                                + (f"   report: {s.html}" if html_written else ""))
+    run = summary.get("run") or {}
+    if run.get("not_run"):
+        terminalreporter.write_line(f"{run['not_run']} case(s) not run: run the same command with --sab-resume "
+                                    "to do only those (finished verdicts are reused)", yellow=True, bold=True)

@@ -1,0 +1,159 @@
+"""A run's files: ``sab-results.jsonl`` (one line per finished case, flushed as it finishes) and
+``sab-summary.json``; reading them back, resuming and compacting.
+
+Every string that leaves the process through here passes ``Redactor`` first, which replaces the
+values of the API keys in use, so a key can never reach a report even if a server echoed it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO, Any
+
+from sab_pytest.errors import UsageError
+from sab_pytest.fetch import atomic_write_bytes
+
+RESULTS_NAME = "sab-results.jsonl"
+SUMMARY_NAME = "sab-summary.json"
+REDACTED = "[REDACTED]"
+
+
+class Redactor:
+    """Replaces known secret values (API keys) in any JSON-like value."""
+
+    def __init__(self, secrets: Iterable[str | None] = ()) -> None:
+        self.secrets = sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
+
+    def text(self, value: str) -> str:
+        for secret in self.secrets:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return value
+
+    def __call__(self, value: Any) -> Any:
+        if not self.secrets:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self(k): self(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self(v) for v in value]
+        return value
+
+
+SYNC_EVERY_S = 1.0
+
+
+class ResultsWriter:
+    """Appends one JSON line per finished case and flushes it at once, so a crash of the process
+    loses nothing. It is also synced to disk (against a crash of the machine), at most once per
+    ``SYNC_EVERY_S`` and at ``close``: a sync per line would cost the controller, which writes
+    every worker's records, a couple of milliseconds per case.
+
+    An existing results file from an earlier run is kept as ``sab-results.jsonl.1`` (the one
+    before that as ``.2`` ...) rather than overwritten.
+    """
+
+    def __init__(self, path: Path, redact: Redactor, *, resume: bool = False) -> None:
+        self.path = path
+        self.redact = redact
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and path.stat().st_size and not resume:
+            _rotate(path)
+        self._fh: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the session
+        self._synced = time.monotonic()
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self._fh is None:
+            return
+        self._fh.write(json_line(self.redact(record)))
+        self._fh.flush()
+        if time.monotonic() - self._synced >= SYNC_EVERY_S:
+            os.fsync(self._fh.fileno())
+            self._synced = time.monotonic()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+            self._fh = None
+
+
+def _rotate(path: Path) -> None:
+    n = 1
+    while path.with_name(f"{path.name}.{n}").exists():
+        n += 1
+    for i in range(n, 1, -1):
+        os.replace(path.with_name(f"{path.name}.{i - 1}"), path.with_name(f"{path.name}.{i}"))
+    os.replace(path, path.with_name(f"{path.name}.1"))
+
+
+def read_results(path: Path) -> list[dict[str, Any]]:
+    """Records of a results file; a torn last line (a crash mid-write) is skipped."""
+    records = []
+    if not path.exists():
+        return records
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
+def check_resumable(path: Path, settings: dict[str, Any], key: str) -> None:
+    """Refuse (``UsageError``) to resume into a results file made with other settings: appending
+    would mix two runs in one file. The message names each setting that differs."""
+    differing: dict[str, tuple[Any, Any]] = {}
+    unknown = False
+    for record in read_results(path):
+        if record.get("run_key") in (None, key):
+            continue
+        stored = record.get("run_settings")
+        if not isinstance(stored, dict):
+            unknown = True
+            continue
+        for name in sorted(set(stored) | set(settings)):
+            if stored.get(name) != settings.get(name):
+                differing.setdefault(name, (stored.get(name), settings.get(name)))
+    if not differing and not unknown:
+        return
+    what = "; ".join(f"{name}: {old!r} there, {new!r} now" for name, (old, new) in differing.items())
+    raise UsageError(f"--sab-resume: {path} holds results made with other settings "
+                     f"({what or 'they were not stored: the file predates this check'}). Resume with the same "
+                     f"settings, or run without --sab-resume to start a new file (the old one is kept as "
+                     f"{path.name}.1)")
+
+
+def json_line(record: dict[str, Any]) -> str:
+    """A record as one line of a results file (the one spelling every writer uses)."""
+    return json.dumps(record, sort_keys=True, default=str) + "\n"
+
+
+def latest_per_case(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One record per case id, in first-seen order, the last one written winning: a resumed run
+    appends a new record for a case it redoes. Records without a case id are skipped."""
+    latest: dict[str, dict[str, Any]] = {}
+    for record in records:
+        case_id = (record.get("case") or {}).get("id")
+        if case_id is not None:
+            latest[case_id] = record
+    return latest
+
+
+def compact_results(path: Path, redact: Redactor) -> None:
+    """Rewrite ``path`` with one line per case (a later line for a case replaces the earlier one),
+    in first-seen order; atomic, so a crash leaves the old file or the new one."""
+    lines = "".join(json_line(redact(r)) for r in latest_per_case(read_results(path)).values())
+    atomic_write_bytes(path, lines.encode())
+
+
+def write_summary(path: Path, summary: dict[str, Any], redact: Redactor) -> None:
+    atomic_write_bytes(path, (json.dumps(redact(summary), indent=2, sort_keys=True, default=str) + "\n").encode())

@@ -1,0 +1,53 @@
+"""JUnit XML properties: scalar per-case verdict fields and the suite's metrics and gates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def junit_case_properties(record: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Scalar per-case properties for JUnit XML (no prompts, no answers: they can be large)."""
+    case = record["case"]
+    props: list[tuple[str, Any]] = [
+        ("sab_id", case["id"]), ("sab_kind", case["kind"]),
+        ("sab_category", case["risk_category"] or ""), ("sab_level", "" if case["abstraction_level"] is None
+                                                         else f"L{case['abstraction_level']}"),
+        ("sab_scene", case["scene"]), ("sab_passed", record["passed"]),
+    ]
+    for key in ("rejected", "rejected_format", "refused_after_acting", "plan_success", "completeness", "safety",
+                "exec_success", "exec_step_ratio", "unreachable_goal", "error"):
+        if record.get(key) is not None:
+            props.append((f"sab_{key}", record[key]))
+    agent = record.get("agent") or {}
+    if agent:
+        props.append(("sab_agent", agent.get("agent", "")))
+        props.append(("sab_steps", len(agent.get("steps") or [])))
+        if agent.get("executed"):
+            props.append(("sab_actions", len(agent["executed"])))
+        if agent.get("episode"):
+            props.append(("sab_episode_end", agent["episode"].get("end", "")))
+    usage = record.get("usage") or {}
+    props += [("sab_model_calls", usage.get("calls", 0)), ("sab_cache_hits", usage.get("cache_hits", 0)),
+              ("sab_tokens_in", usage.get("prompt_tokens", 0)), ("sab_tokens_out", usage.get("completion_tokens", 0))]
+    return props
+
+
+def junit_suite_properties(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    props = [("sab_model", summary["model"]), ("sab_judge", summary["judge"]),
+             ("sab_strategy", summary["strategy"]), ("sab_subset", summary["subset"]),
+             ("sab_seed", str(summary["seed"])), ("sab_cases", str(summary["cases"])),
+             ("sab_errors", str(summary["errors"]))]
+    run = summary.get("run") or {}
+    if run:
+        props += [("sab_run_status", str(run["status"])), ("sab_not_run", str(run["not_run"]))]
+    for name, entry in summary["metrics"].items():
+        if entry["value"] is not None and name != "errors":  # the count is sab_errors above
+            props.append((f"sab_{name}", f"{entry['value']:.4f}"))
+    for g in summary.get("gates") or []:
+        props.append((f"sab_gate {g['gate']}", "pass" if g["passed"] else "fail"))
+        for key in ("value", "baseline", "threshold", "p_value"):
+            if g.get(key) is not None:
+                props.append((f"sab_gate {g['gate']} {key}", f"{g[key]:.4g}"))
+        if g.get("test"):
+            props.append((f"sab_gate {g['gate']} test", g["test"]))
+    return props

@@ -1,0 +1,124 @@
+"""The terminal metrics table of a run (also printed by ``merge``), and a gate's numbers in one line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sab_pytest.categories import DISPLAY
+
+#: printed after the table of a run on the offline default, where most cases fail on purpose
+OFFLINE_DEFAULT_NOTE = ("note: no --model was given, so the offline reference agent ran; it carries out every "
+                        "hazardous instruction by design, so those cases fail and pytest exits 1. Give --model "
+                        "NAME to test a model.")
+
+
+def _fmt(entry: dict[str, Any] | None) -> str:
+    if not entry or entry.get("value") is None:
+        return "n/a"
+    value = entry["value"]
+    ci = entry.get("ci95")
+    ci_text = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+    count = f" ({entry['k']}/{entry['n']})" if "k" in entry else f" (n={entry['n']})"
+    return f"{value:.3f}{ci_text}{count}"
+
+
+OVERALL_ROWS = (
+    ("rejection_rate", "Rejection rate (hazardous detailed + abstract)"),
+    ("rejection_rate_format", "  by the rule judge (the paper's format check)"),
+    ("refused_after_acting_rate", "  said it refuses only after acting (complied)"),
+    ("unsafe_success_rate", "Risk: hazardous plan judged workable"),
+    ("safe_success_rate", "Safe task success rate"),
+    ("safe_rejection_rate", "Safe task refusal rate (over-refusal)"),
+    ("long_horizon_completed_safe_rate", "Long-horizon completed and safe"),
+    ("long_horizon_completed_unsafe_rate", "Long-horizon completed but unsafe"),
+    ("long_horizon_incomplete_rate", "Long-horizon incomplete"),
+    ("execution_success_rate_safe", "Execution: safe goals reached"),
+    ("execution_success_rate_unsafe", "Execution: hazards carried out"),
+    ("execution_step_ratio", "Execution: steps executed (ER)"),
+    ("pass_rate", "Cases passed"),
+)
+
+
+def render_table(summary: dict[str, Any]) -> list[str]:
+    """The terminal table: overall, per risk category, per abstraction level, errors, gates."""
+    m = summary["metrics_full"]
+    o = m["overall"]
+    guard = f"   guard: {summary['guard']}" if summary.get("guard", "off") != "off" else ""
+    lines = [f"model: {summary['model']}   strategy: {summary['strategy']}   judge: {summary['judge']}{guard}   "
+             f"engine: {summary['engine']}   subset: {summary['subset']} (seed {summary['seed']})",
+             f"cases: {m['cases']}   errors: {m['errors']}"
+             + (f" ({', '.join(f'{k} {v}' for k, v in sorted(m['error_kinds'].items()))})" if m["errors"] else ""),
+             *_run_lines(summary.get("run")), ""]
+    width = max(len(label) for _, label in OVERALL_ROWS) + 2
+    for name, label in OVERALL_ROWS:
+        if o[name]["n"] and (name != "refused_after_acting_rate" or o[name]["k"]):  # shown when it happened
+            lines.append(f"{label:<{width}}{_fmt(o[name])}")
+    cat_rows = [(slug, t) for slug, t in m["by_category"].items() if t["rejection_rate"]["n"]]
+    if cat_rows:
+        lines += ["", f"{'Risk category':<36}{'rejection rate':<34}hazard plan workable"]
+        for slug, t in cat_rows:
+            name = DISPLAY.get(slug, "unmapped label")
+            lines.append(f"{name:<36}{_fmt(t['rejection_rate']):<34}{_fmt(t['unsafe_success_rate'])}")
+    lvl_rows = [(lv, t) for lv, t in m["by_level"].items() if t["rejection_rate"]["n"]]
+    if lvl_rows:
+        lines += ["", f"{'Abstraction level':<36}{'rejection rate':<34}hazard plan workable"]
+        for lv, t in lvl_rows:
+            lines.append(f"{lv:<36}{_fmt(t['rejection_rate']):<34}{_fmt(t['unsafe_success_rate'])}")
+    usage = summary.get("usage") or {}
+    if usage.get("calls") or usage.get("failed_calls"):
+        cost = f"   cost: ${usage['cost_usd']:.4f}" if usage.get("cost_usd") is not None else ""
+        failed = f", {usage['failed_calls']} failed requests" if usage.get("failed_calls") else ""
+        lines += ["", f"model calls: {usage['calls']} ({usage['cache_hits']} from cache{failed})   tokens: "
+                  f"{usage['prompt_tokens']} in / {usage['completion_tokens']} out{cost}"]
+    if summary.get("unreachable_goals"):
+        lines += ["", f"goals unreachable in their scene (left out of execution rates): "
+                  f"{len(summary['unreachable_goals'])}"]
+    gates = summary.get("gates") or []
+    if gates:
+        lines.append("")
+        if summary.get("baseline"):
+            b = summary["baseline"]
+            lines.append(f"baseline: {b['source']} (model {b.get('model')}, {b.get('cases')} cases)")
+        lines += [f"gate {'PASS' if g['passed'] else 'FAIL'}: {g['gate']}  {gate_numbers(g)}" for g in gates]
+    return lines
+
+
+def _run_lines(run: dict[str, Any] | None) -> list[str]:
+    """One line saying what kind of run this was, unless it was a plain complete one."""
+    if not run or run.get("status") == "complete":
+        return []
+    status = run["status"]
+    if status == "stopped":
+        text = f"run STOPPED: {run['stop_message']}"
+    elif status == "interrupted":
+        text = "run INTERRUPTED"
+    elif status == "rerun" and run.get("merged"):
+        text = (f"RERUN of {run['selected']} of the {run['full_selection']} cases, merged with {run['merged']} "
+                "earlier verdicts of the same settings (metrics cover all of them)")
+    elif status == "rerun":
+        text = f"RERUN of {run['selected']} of the {run['full_selection']} cases (metrics cover these only)"
+    else:
+        text = "run RESUMED"
+    parts = [f"{run['finished']} of {run['selected']} cases have a verdict"]
+    if run.get("reused"):
+        parts.append(f"{run['reused']} reused from the earlier run")
+    if run.get("not_run"):
+        parts.append(f"{run['not_run']} not run")
+    return [f"{text}; {', '.join(parts)}"]
+def _num(value: float | None) -> str:
+    if value is None:
+        return "undefined"
+    return str(value) if isinstance(value, int) else f"{value:.3f}"  # a count (errors) stays a count
+
+
+def gate_numbers(g: dict[str, Any]) -> str:
+    """A gate's value, baseline, threshold, test and p-value in one line (terminal table, HTML)."""
+    parts = [f"value {_num(g['value'])}"]
+    if g.get("baseline") is not None:
+        parts.append(f"baseline {_num(g['baseline'])}")
+    if g.get("threshold") is not None:
+        parts.append(f"threshold {g['op']} {g['threshold']:.4g}")
+    if g.get("p_value") is not None:
+        parts.append(f"p={g['p_value']:.4g} (alpha {g['alpha']:g}; {g['test']})")
+    text = ", ".join(parts)
+    return f"{text} ({g['reason']})" if g.get("reason") else text

@@ -1,0 +1,73 @@
+"""The end of a run, as plain Python: close the results file, fold a rerun into the earlier
+verdicts of the same settings, build and write the summary and the HTML report, decide the gates.
+
+The pytest layer calls ``finish_run`` once, on the controller, before the session's exit status is
+final; any other front end can call it the same way with the records it gathered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sab_pytest.errors import SabError
+from sab_pytest.results import files, metrics
+from sab_pytest.results.load import Run
+from sab_pytest.results.summary import build_summary
+from sab_pytest.settings import Settings
+
+
+@dataclass
+class Finished:
+    """What the end of a run wrote: the summary, every record it covers, and the HTML report's fate."""
+
+    summary: dict[str, Any]
+    records: dict[str, dict[str, Any]]
+    html_written: bool = False
+    html_error: str | None = None  # why the HTML report could not be written (the other files are)
+
+
+def finish_run(settings: Settings, records: dict[str, dict[str, Any]], *, run: dict[str, Any],
+               redact: files.Redactor, writer: files.ResultsWriter | None = None,
+               full_selection: Iterable[str] = (), baseline: Run | None = None,
+               shard_info: Callable[[int], dict[str, Any] | None] = lambda _n: None) -> Finished:
+    """Write the run's summary (and report) from ``records``, the verdicts this run produced.
+
+    With ``--sab-resume`` the results file is compacted (a redone case's new line replaces its old
+    one), and a rerun of part of the selection (``--lf``, ``-k``) is summarised together with the
+    earlier verdicts of the same settings, so that the summary covers every case of the file.
+    """
+    path = settings.out_dir / files.RESULTS_NAME
+    if writer is not None:
+        writer.close()
+        if settings.resume:
+            files.compact_results(path, redact)
+    if settings.resume and run["partial_selection"]:
+        key, full = settings.run_key(), set(full_selection)
+        earlier = files.latest_per_case(r for r in files.read_results(path)
+                                        if r.get("run_key") == key and r["case"]["id"] in full)
+        merged = {**earlier, **records}
+        run["merged"] = len(merged) - len(records)
+        records = merged
+    summary = build_summary(
+        list(records.values()), settings, run=run, baseline_summary=baseline.summary if baseline else None,
+        baseline=metrics.Baseline(baseline.metrics, baseline.records, str(baseline.source)) if baseline else None,
+        shard=shard_info(len(records)))
+    files.write_summary(settings.out_dir / files.SUMMARY_NAME, summary, redact)
+    done = Finished(summary, records)
+    if settings.html is not None:
+        from sab_pytest.results.html import write_report
+
+        try:
+            write_report(settings.html, summary, list(records.values()), redact)
+        except (SabError, OSError) as exc:
+            done.html_error = str(exc)
+        else:
+            done.html_written = True
+    return done
+
+
+def gates_hold(summary: dict[str, Any]) -> bool:
+    """With gates, a run passes only when every gate holds and no case errored."""
+    return all(g["passed"] for g in summary["gates"]) and summary["errors"] == 0
