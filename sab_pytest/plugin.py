@@ -19,6 +19,7 @@ for the benchmark (the rule is in ``pytest_layer.activation``).
 from __future__ import annotations
 
 from sab_pytest.errors import UsageError
+from sab_pytest.pytest_layer.aggregator import aggregator
 from sab_pytest.pytest_layer.configure import pytest_configure, pytest_generate_tests, pytest_unconfigure
 from sab_pytest.pytest_layer.fixtures import (
     _sab_resumed,
@@ -31,7 +32,7 @@ from sab_pytest.pytest_layer.fixtures import (
     sab_verdict,
 )
 from sab_pytest.pytest_layer.options import OPTION_NAMES, pytest_addoption
-from sab_pytest.pytest_layer.state import RECORD_KEY, aggregator
+from sab_pytest.pytest_layer.state import RECORD_KEY
 
 __all__ = [
     "OPTION_NAMES", "RECORD_KEY", "UsageError", "_sab_resumed", "aggregator", "check", "pytest_addoption",

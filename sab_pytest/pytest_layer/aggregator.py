@@ -18,6 +18,16 @@ from sab_pytest.run.selection import select_cases
 from sab_pytest.settings import Settings
 
 
+def aggregator(config: pytest.Config) -> Aggregator | None:
+    """The controller's ``Aggregator`` when the plugin is on in this run, else None.
+
+    The one gate for controller-side behaviour: hook methods go on the ``Aggregator`` (or on objects
+    it registers), and code outside it asks here, so nothing happens in a project that did not ask
+    for the benchmark. Worker-side behaviour goes into fixtures that only ``sab_case`` tests request.
+    """
+    return config.stash.get(AGGREGATOR, None)
+
+
 class Aggregator:
     """Controller-side collector: one record per case, written as it arrives; metrics at the end."""
 
@@ -258,3 +268,4 @@ def _junit_suite_properties(config: pytest.Config, props: list[tuple[str, str]],
         xml.add_global_property(name, redact(value))
 
 
+AGGREGATOR = pytest.StashKey[Aggregator]()  # set on the controller when the plugin is on (configure.activate)

@@ -11,10 +11,10 @@ import pytest
 
 from sab_pytest.errors import SabError, UsageError
 from sab_pytest.pytest_layer import activation
-from sab_pytest.pytest_layer.aggregator import Aggregator
+from sab_pytest.pytest_layer.aggregator import AGGREGATOR, Aggregator
 from sab_pytest.pytest_layer.collection import ShardFilter, marks, register_markers
 from sab_pytest.pytest_layer.options import OPTION_NAMES, PATH_OPTIONS, given, settings_from_config
-from sab_pytest.pytest_layer.state import AGGREGATOR, RECORD_KEY, SETTINGS, is_controller
+from sab_pytest.pytest_layer.state import RECORD_KEY, SETTINGS, is_controller
 from sab_pytest.pytest_layer.xdist import CaseDistribution
 from sab_pytest.run.selection import select_cases
 from sab_pytest.settings import Settings

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from sab_pytest.dataset import Case
+from sab_pytest.pytest_layer.aggregator import AGGREGATOR
 from sab_pytest.pytest_layer.state import (
-    AGGREGATOR,
     RECORD_KEY,
     RESUMED,
     RUN_DIR_KEY,

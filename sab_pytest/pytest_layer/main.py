@@ -22,6 +22,7 @@ Paths in the options (``--sab-out``, ``--junitxml``) are relative to the current
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -40,9 +41,9 @@ pytest's own help, with the SafeAgentBench options, follows.
 
 def pytest_args(argv: list[str], cwd: Path | None = None) -> list[str]:
     """The full pytest command line for ``argv`` (the user's options come last, so they win)."""
-    from sab_pytest.cases import benchmark
-
-    module = Path(benchmark.__file__).resolve()
+    spec = importlib.util.find_spec("sab_pytest.cases.benchmark")  # located, not imported: pytest imports it
+    assert spec is not None and spec.origin is not None, "the package ships sab_pytest/cases/benchmark.py"
+    module = Path(spec.origin).resolve()
     package = module.parent.parent
     cache = (cwd or Path.cwd()) / ".pytest_cache" / "sab-pytest"
     return [str(module), "-c", os.devnull, f"--rootdir={package}", f"--confcutdir={package}",

@@ -1,0 +1,103 @@
+"""The shape of the package, kept: layers one way down, no import cycle, small modules, and the
+names the layers share declared once. (``.ci/run`` also runs ``lint-imports`` on the contracts in
+pyproject.toml; these tests say the same where a developer runs ``pytest tests``.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grimp
+import pytest
+
+import sab_pytest
+from sab_pytest.agents import registry
+from sab_pytest.settings import INTERACTIVE_STRATEGIES
+
+PACKAGE = Path(sab_pytest.__file__).parent
+MAX_LINES = 450
+MAX_TOP_LEVEL_MODULES = 20
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph("sab_pytest", include_external_packages=True)
+
+
+def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    modules = sorted(m for m in graph.modules if m.startswith("sab_pytest"))
+    for root in modules:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next((c for c in children if c.startswith("sab_pytest")), None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    found.append(sorted(group))
+    return found
+
+
+def test_no_import_cycle(graph: grimp.ImportGraph) -> None:
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    made_up = grimp.ImportGraph()
+    for module in ("sab_pytest", "sab_pytest.a", "sab_pytest.b", "sab_pytest.c"):
+        made_up.add_module(module)
+    made_up.add_import(importer="sab_pytest.a", imported="sab_pytest.b")
+    made_up.add_import(importer="sab_pytest.b", imported="sab_pytest.c")
+    made_up.add_import(importer="sab_pytest.c", imported="sab_pytest.a")
+    assert _cycles(made_up) == [["sab_pytest.a", "sab_pytest.b", "sab_pytest.c"]]
+
+
+def test_only_the_pytest_layer_imports_pytest_or_xdist(graph: grimp.ImportGraph) -> None:
+    allowed = ("sab_pytest.pytest_layer", "sab_pytest.plugin", "sab_pytest.cases")
+    importers = {m for external in ("pytest", "_pytest", "xdist") if external in graph.modules
+                 for m in graph.find_modules_that_directly_import(external)}
+    assert sorted(m for m in importers if not m.startswith(allowed)) == []
+
+
+def test_the_import_contracts_hold() -> None:
+    from importlinter.cli import lint_imports
+
+    assert lint_imports(config_filename=str(PACKAGE.parent / "pyproject.toml"), no_cache=True) == 0
+
+
+def test_modules_stay_small() -> None:
+    sizes = {str(p.relative_to(PACKAGE)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
+    assert {name: n for name, n in sizes.items() if n >= MAX_LINES} == {}
+    assert len(list(PACKAGE.glob("*.py"))) <= MAX_TOP_LEVEL_MODULES
+
+
+def test_settings_and_the_registry_name_the_same_interactive_strategies() -> None:
+    assert set(INTERACTIVE_STRATEGIES) == set(registry.INTERACTIVE)
