@@ -59,7 +59,7 @@ class AgentOutcome:
     """Everything an agent produced for one case.
 
     ``text`` is the final answer the judges read; ``steps`` the plan extracted from it (normalised
-    ``verb object`` strings, see ``plans.py``); ``calls`` every model call in order; ``executed``
+    ``verb object`` strings, see ``plan_parser``); ``calls`` every model call in order; ``executed``
     the actions an interactive agent ran itself (empty for text planners, whose plans are executed
     afterwards by the scorer).
 

@@ -1,17 +1,17 @@
 """Cases and xdist: each worker knows its cases up front, and never gives away one it started.
 
-Why: a worker's case runner (``runner.py``) runs whole cases ahead of pytest's items, so it must
-know which cases the worker will run. xdist's default ``load`` scheduling hands out a couple of
+Why: a worker's case runner (``run.case_runner``) runs whole cases ahead of pytest's items, so it
+must know which cases the worker will run. xdist's default ``load`` scheduling hands out a couple of
 items at a time, which leaves nothing to run ahead; its ``worksteal`` scheduling hands each worker
 an even share at the start and lets an idle worker take over part of another's queue, but the
 worker gives away the tail of its queue without knowing that the runner may have started (or
 finished) those cases: they would run twice.
 
-Controller side, ``BenchmarkScheduling`` (returned by the plugin's ``pytest_xdist_make_scheduler``
+Controller side, ``BenchmarkScheduling`` (returned by ``CaseDistribution.pytest_xdist_make_scheduler``
 when ``--dist`` is ``load``, xdist's default with ``-n``): once the workers' collections are in, a
-collection holding benchmark cases is scheduled by ``CaseScheduling`` (work stealing that
-remembers which cases a worker refused to give up and never asks for them again); any other
-collection by xdist's own ``LoadScheduling``, unchanged.
+collection holding benchmark cases is scheduled by ``CaseScheduling`` (work stealing that remembers
+which cases a worker refused to give up and never asks for them again); any other collection by
+xdist's own ``LoadScheduling``, unchanged.
 
 Worker side, ``WorkerQueue``: reads the worker's queue (the item indices xdist will run next, in
 order) for the runner, and replaces the worker's answer to a steal request so that it gives up
@@ -206,8 +206,8 @@ class CaseDistribution:
 
     * Under ``-n``, xdist's default ``load`` scheduling is replaced by one that gives each worker
       its share of cases up front and lets an idle worker take over cases another has not started
-      (``xdist_cases``); for a collection without benchmark cases it is xdist's own ``load``
-      scheduling. Any other ``--dist`` is left alone.
+      (``BenchmarkScheduling`` above); for a collection without benchmark cases it is xdist's own
+      ``load`` scheduling. Any other ``--dist`` is left alone.
     * With the response cache off (``--sab-no-cache``), the run still makes each distinct model
       call once (the dataset repeats some instructions): its processes share a run store, a
       response cache in a temporary directory that lives as long as the run.
