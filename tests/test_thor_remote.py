@@ -371,7 +371,7 @@ def test_a_case_whose_engine_cannot_be_leased_errors_as_engine(start, real_scene
 
     server = start(engines=1)
     holder = RemoteEngine(server.url)  # the only engine is taken
-    monkeypatch.setattr(RemoteEngine, "from_settings", classmethod(lambda cls, s: cls(s.thor_url, lease_wait=0.2)))
+    monkeypatch.setattr("sab_pytest.thor.remote.LEASE_WAIT_S", 0.2)
     case = Case(id="safe_detailed-9100", kind="safe_detailed", safety="safe", instruction="made-up",
                 reference_steps=("find Vase",), scene="FloorPlan201", final_state=({"objectType": "Vase"},),
                 risk_category=None, risk_label_raw=None, abstraction_level=None, row=0)

@@ -214,22 +214,23 @@ class Runtime:
         same endpoint pay one call. A judge model the endpoint does not serve then shows in the
         first cases and trips the breaker, which is cheaper than a call per model on every run.
         Returns the endpoints checked (URLs, never keys). The THOR server is checked apart, by
-        ``sab_pytest.thor.remote.preflight(settings)``.
+        ``run.preflight.check_engines``.
         """
         import os
+
+        from sab_pytest.models import OpenAIChatModel
 
         timeout = min(self.settings.timeout_s, PREFLIGHT_TIMEOUT_S)
         seen: set[tuple[str, str]] = set()
         checked: list[str] = []
         for model in (self.agent_model, self.judge_model, self.guard_model):
-            check = getattr(model, "preflight", None)
-            if check is None:
+            if not isinstance(model, OpenAIChatModel):  # offline: no endpoint to check
                 continue
             endpoint = (model.server, os.environ.get(model.api_key_env) or model.api_key_env)
             if endpoint in seen:
                 continue
             seen.add(endpoint)
-            check(timeout=timeout)
+            model.preflight(timeout=timeout)
             checked.append(model.server)
         return checked
 
@@ -302,7 +303,8 @@ def make_engine(settings: Settings) -> Engine:
         executable = local.resolve_executable(settings.thor_executable) if settings.thor_executable else None
         return local.start(executable, scenes_dir=settings.thor_scenes)
     if settings.engine == "remote":
-        from sab_pytest.thor.remote import RemoteEngine
+        from sab_pytest.thor.remote import RemoteEngine, token_from_env
 
-        return RemoteEngine.from_settings(settings)  # leases one engine of the pool; stop() releases it
+        # leases one engine of the pool; stop() releases it
+        return RemoteEngine(settings.thor_url or "", token=token_from_env())
     raise UsageError(f"--thor {settings.engine}: unknown engine (use --thor sim, local or remote)")

@@ -47,6 +47,10 @@ _TRANSPORT_ERRORS = (OSError, http.client.HTTPException)  # ConnectionError, Tim
 _BACKOFF = (0.0, 0.2, 0.5, 1.0)  # at once first: most often a keep-alive connection the server closed when idle
 
 
+#: how long a lease waits for a free engine before the case errors as ``engine`` (all are leased)
+LEASE_WAIT_S = 60.0
+
+
 def parse_urls(value: str | Sequence[str] | None, *, option: str = "--thor-url") -> list[str]:
     """``http://host:port[,http://...]`` -> normalised base URLs; UsageError naming ``option``."""
     items = value.split(",") if isinstance(value, str) else list(value or [])
@@ -181,11 +185,11 @@ class RemoteEngine:
     """An engine leased from a THOR server pool; see the module docstring."""
 
     def __init__(self, urls: str | Sequence[str], *, token: str | None = None, timeout: float = 120.0,
-                 lease_wait: float = 60.0, client: str | None = None) -> None:
+                 lease_wait: float | None = None, client: str | None = None) -> None:
         self.urls = parse_urls(urls)
         self.token = token
         self.timeout = timeout
-        self.lease_wait = lease_wait
+        self.lease_wait = LEASE_WAIT_S if lease_wait is None else lease_wait
         self.client = client or f"{socket.gethostname()}:{os.getpid()}:{os.environ.get('PYTEST_XDIST_WORKER', '-')}"
         self.last_event: Any = None
         self._http: _Http | None = None
@@ -197,10 +201,6 @@ class RemoteEngine:
         self._beat_stop = threading.Event()
         self._beat: threading.Thread | None = None
         self._acquire()
-
-    @classmethod
-    def from_settings(cls, settings: Any) -> RemoteEngine:
-        return cls(settings.thor_url, token=token_from_env())
 
     # ------------------------------------------------------------------------------- leasing
     @property
