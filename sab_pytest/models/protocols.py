@@ -1,0 +1,48 @@
+"""What the rest of the code needs of a model and of the run around it, as protocols: agents and
+judges talk to any ``ChatModel``; a client reports to any ``Breaker`` and takes any ``Slots``, so the
+model layer does not depend on the run machinery above it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from sab_pytest.outcome import ModelCall
+
+
+class Breaker(Protocol):
+    """What a client needs of the run's circuit breaker (``run.breaker.RunState`` is one): declared
+    here so that the model layer does not depend on the run machinery above it."""
+
+    def check(self) -> None: ...
+
+    def wait(self, seconds: float, *, while_healthy: bool = False) -> bool: ...
+
+    def streak(self) -> int: ...
+
+    def success(self) -> None: ...
+
+    def failure(self, message: str) -> int: ...
+
+
+class Slots(Protocol):
+    """What a client needs of the process's call slots (``run.slots.CallSlots`` is one)."""
+
+    def slot(self, check: Callable[[], None] | None = None) -> AbstractContextManager[float]: ...
+
+
+class ChatModel(Protocol):
+    """A chat model: messages in, one answer out (recorded as a ``ModelCall``).
+
+    Implementations raise ``InfraError("model_api", ...)`` when no answer can be had after their
+    retries; they never return an empty answer silently.
+    """
+
+    name: str
+
+    def complete(self, messages: list[dict[str, Any]], *, role: str = "agent",
+                 max_tokens: int | None = None, tools: list[dict[str, Any]] | None = None) -> ModelCall: ...
+
+
+# --------------------------------------------------------------------------------------------------

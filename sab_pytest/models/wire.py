@@ -1,0 +1,226 @@
+"""What crosses the wire to an OpenAI-compatible server, read defensively: an answer body parsed
+into an ``Answer`` or classified as a ``Failure`` (retry or not, how long the server asked to wait),
+the server's error text with every secret scrubbed, and the limits of the retry policy."""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import json
+import math
+import re
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# Secrets
+
+# Key-shaped tokens: a provider prefix (sk-, sk-proj-, pk-, rk-) and at least 10 token characters,
+# with at least one digit, so ordinary words ("key-holders", "sk-learn") stay. A bearer token is
+# the RFC 6750 character set only: the punctuation after it ("...,", "...'") is kept.
+_KEY_PATTERN = re.compile(r"\b(?:sk|pk|rk)-(?=[A-Za-z_\-]*\d)[A-Za-z0-9_\-]{10,}")
+_BEARER_PATTERN = re.compile(r"(Bearer\s+)(?!<redacted)[A-Za-z0-9\-._~+/]+=*", re.IGNORECASE)
+
+
+def scrub(text: str, *secrets: str | None) -> str:
+    """``text`` with the given secrets and anything shaped like an API key replaced; the text
+    around them is kept as it was."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "<redacted>")
+    text = _BEARER_PATTERN.sub(r"\1<redacted>", text)
+    return _KEY_PATTERN.sub("<redacted-key>", text)
+
+
+# Retry policy, answers and failures
+
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+MAX_RETRY_AFTER_S = 120.0  # a server asking for a longer pause is treated as a permanent refusal
+PREFLIGHT_TIMEOUT_S = 15.0  # per preflight attempt (also bounded by --sab-timeout)
+# Longest pause between two attempts. With the default 6 retries, a call rides out an outage of
+# 25-51 s (jittered) before it fails for good; that first failure is also how long a run against
+# an endpoint that died takes to stop (the breaker's other calls then fail fast).
+BACKOFF_MAX_S = 20.0
+SAMPLING_KEYS = ("top_p", "seed", "stop", "tools", "tool_choice", "response_format", "n",
+                 "presence_penalty", "frequency_penalty", "logit_bias")
+
+
+class Failure(Exception):
+    """One failed attempt: whether to retry, and how long the server asked us to wait."""
+
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
+                 timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.timed_out = timed_out
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    tool_calls: list[dict[str, Any]] | None = None  # [{"id", "name", "arguments"}] when the model called tools
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    value = headers.get("retry-after-ms")
+    if value:
+        with contextlib.suppress(ValueError):
+            ms = float(value)
+            if math.isfinite(ms) and ms >= 0:
+                return ms / 1000.0
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    with contextlib.suppress(ValueError):
+        seconds = float(value)
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    with contextlib.suppress(TypeError, ValueError, IndexError):
+        when = email.utils.parsedate_to_datetime(value)
+        return max(0.0, when.timestamp() - time.time())
+    return None
+
+
+class Secret:
+    """Holds the API key so that ``repr``, ``vars()`` and tracebacks show a placeholder."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str | None) -> None:
+        self._value = value or None
+
+    def __repr__(self) -> str:
+        return "<secret>" if self._value else "<no key>"
+
+    def __bool__(self) -> bool:
+        return self._value is not None
+
+    def reveal(self) -> str | None:
+        return self._value
+
+
+def content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # some servers return typed parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def preload_sdk() -> None:
+    """Import the openai SDK on a background thread. Why: the import costs a third of a second of
+    CPU; an xdist worker that pays it at its first case pays it after the run's start-up, while
+    one that starts it at configure time pays it while it collects and waits to be scheduled."""
+
+    def load() -> None:
+        with contextlib.suppress(Exception):  # the first real call reports a broken install properly
+            import openai  # noqa: F401
+
+    threading.Thread(target=load, name="sab-preload-sdk", daemon=True).start()
+
+
+def is_completion(body: str) -> bool:
+    """Whether ``body`` is a chat completion (its content may be empty: max_tokens=1 allows that)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return False
+    choices = data.get("choices") if isinstance(data, dict) else None
+    return isinstance(choices, list) and bool(choices) and isinstance(choices[0], dict)
+
+
+def shorten(body: str, limit: int = 80) -> str:
+    text = " ".join(body.split())
+    if not text:
+        return "empty body"
+    return repr(text[:limit] + ("..." if len(text) > limit else ""))
+def parse_tool_calls(raw: Any) -> list[dict[str, Any]] | None:
+    """The answer's function calls as plain ``{"id", "name", "arguments"}`` dicts (arguments stay the
+    JSON text the model wrote: the agent parses it, so a malformed one is the model's mistake)."""
+    if not isinstance(raw, list):
+        return None
+    calls = []
+    for item in raw:
+        function = item.get("function") if isinstance(item, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            calls.append({"id": str(item.get("id") or f"call_{len(calls)}"), "name": function["name"],
+                          "arguments": function.get("arguments") if isinstance(function.get("arguments"), str)
+                          else json.dumps(function.get("arguments") or {})})
+    return calls or None
+
+
+def elide_images(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with every inline image replaced by a short note of its size, for records.
+
+    The request sent keeps the pictures; a case's record (results file, worker -> controller
+    report) must not carry tens of kilobytes of base64 per call.
+    """
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "image_url" for p in content):
+            parts = []
+            for part in content:
+                url = str((part.get("image_url") or {}).get("url", "")) if isinstance(part, dict) else ""
+                if isinstance(part, dict) and part.get("type") == "image_url" and url.startswith("data:"):
+                    part = {"type": "image_url", "image_url": {"url": f"{url.split(',', 1)[0]},<{len(url)} chars>"}}
+                parts.append(part)
+            message = {**message, "content": parts}
+        out.append(message)
+    return out
+
+
+def as_int(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0
+
+
+def parse_answer(body: str, max_tokens: int | None = None) -> Answer:
+    """A chat completion's body as an ``Answer``; a body that cannot be one is a ``Failure`` saying
+    whether the same request could get a better answer (retry) or not."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise Failure(f"invalid JSON in the answer body ({len(body)} bytes)", retryable=True) from None
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise Failure("answer body has no choices", retryable=True)
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    text = content_text(message.get("content"))
+    finish = choice.get("finish_reason")
+    tool_calls = parse_tool_calls(message.get("tool_calls"))
+    if not text.strip() and not tool_calls:
+        if finish == "length":  # the same request would be cut again: retrying cannot help
+            raise Failure(f"empty answer: the token limit (max_tokens={max_tokens}) was "
+                           "used up before any text", retryable=False)
+        raise Failure(f"empty answer (finish_reason={finish!r})", retryable=True)
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    return Answer(text=text, finish_reason=finish if isinstance(finish, str) else None,
+                   prompt_tokens=as_int(usage.get("prompt_tokens")),
+                   completion_tokens=as_int(usage.get("completion_tokens")), tool_calls=tool_calls)
+
+
+def error_text(exc: Any, secret: str | None) -> str:
+    """The server's error message (never the SDK's repr, which may echo request details)."""
+    body = getattr(exc, "body", None)
+    message = None
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else None
+    if not isinstance(message, str) or not message:
+        message = getattr(exc, "message", None) or type(exc).__name__
+    return scrub(message[:500], secret)
+
+
+def connection_reason(exc: BaseException, secret: str | None) -> str:
+    """Why a connection failed, from the exception's cause, with the key scrubbed."""
+    cause = exc.__cause__ or exc.__context__
+    text = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
+    return scrub(text[:300], secret)
