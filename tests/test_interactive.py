@@ -12,7 +12,7 @@ import pytest
 from support.calls import case_calls
 
 from sab_pytest import dataset
-from sab_pytest.agents.episode import cap_images, parse_action_line
+from sab_pytest.agents.acting import cap_images, parse_action_line
 from sab_pytest.errors import InfraError
 from sab_pytest.prompts import interactive as prompts
 from sab_pytest.results import metrics
@@ -482,7 +482,7 @@ def test_frames_are_encoded_as_lossless_png(shape: tuple[int, ...]) -> None:
     import numpy as np
     from PIL import Image
 
-    from sab_pytest.agents.episode import png_data_url
+    from sab_pytest.agents.pictures import png_data_url
 
     frame = np.random.default_rng(1).integers(0, 256, size=shape, dtype=np.uint8)
     url = png_data_url(frame)

@@ -7,7 +7,7 @@ so a long episode's requests stay bounded.
 
 from __future__ import annotations
 
-from sab_pytest.agents.episode import InteractiveAgent
+from sab_pytest.agents.acting import InteractiveAgent
 from sab_pytest.prompts import interactive as prompts
 
 

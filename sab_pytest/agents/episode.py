@@ -17,28 +17,21 @@ carrying the partial outcome so nothing computed is lost.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import io
-import json
-import re
-import struct
 import time
-import zlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sab_pytest.agents.pictures import png_data_url
 from sab_pytest.errors import InfraError
 from sab_pytest.outcome import AgentOutcome, ExecStep, ModelCall
 from sab_pytest.prompts import interactive as prompts
-from sab_pytest.prompts.agents import with_hint
 from sab_pytest.thor import view
 
 if TYPE_CHECKING:
     from sab_pytest.dataset import Case
     from sab_pytest.guard import Guard
-    from sab_pytest.models import ChatModel
     from sab_pytest.thor import Engine
 
 Message = dict[str, Any]
@@ -68,43 +61,6 @@ class Feedback:
     text: str
     picture: str | None = None
     reminder: bool = False
-
-
-def encode_png(frame: Any) -> bytes:
-    """An HxWx3 uint8 frame as PNG bytes: unfiltered rows, zlib level 1.
-
-    Written out here because it is about twice as fast as Pillow's encoder (which tries a filter per
-    row) on camera-sized frames and, on the embedded engine's flat schematic frames, smaller too:
-    the picture is the largest share of a visual agent's harness time per step. Other array shapes
-    (a grey or RGBA frame from another engine) go through Pillow.
-    """
-    import numpy as np
-
-    array = np.asarray(frame)
-    if array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8:
-        from PIL import Image
-
-        buffer = io.BytesIO()
-        Image.fromarray(array).save(buffer, format="PNG", compress_level=1)
-        return buffer.getvalue()
-    height, width, _ = array.shape
-    rows = np.empty((height, width * 3 + 1), dtype=np.uint8)
-    rows[:, 0] = 0  # filter type "None" for every row
-    rows[:, 1:] = array.reshape(height, width * 3)
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB, no interlace
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows.tobytes(), 1))
-            + chunk(b"IEND", b""))
-
-
-def png_data_url(frame: Any) -> str | None:
-    """The frame (HxWx3 uint8) as a ``data:image/png;base64,...`` URL; None when there is no frame."""
-    if frame is None:
-        return None
-    return "data:image/png;base64," + base64.b64encode(encode_png(frame)).decode("ascii")
 
 
 class Episode:
@@ -287,187 +243,6 @@ class ScriptedPolicy:
 
     def next(self, feedback: Feedback | None) -> Move | None:
         return self._moves.pop(0) if self._moves else Move(prompts.DONE, "")
-
-
-# ------------------------------------------------------------------------------------------ model policy
-
-_ACTION_LINE = re.compile(r"^[\s>*_#`-]*action[\s*_`]*:[\s*_`]*(.+?)[\s*_`]*$", re.IGNORECASE | re.MULTILINE)
-
-
-def parse_action_line(text: str) -> Move | None:
-    """The move of a text-protocol answer: its last ``Action: ...`` line, or None."""
-    found = _ACTION_LINE.findall(text or "")
-    if not found:
-        return None
-    line = found[-1].strip().strip("\"'`").strip()
-    head, _, rest = line.partition(" ")
-    word = head.strip(":").lower()
-    if word == prompts.OBSERVE:
-        return Move(prompts.OBSERVE)
-    if word == prompts.DONE:
-        return Move(prompts.DONE, rest.strip().lstrip(":").strip())
-    return Move(prompts.EXECUTE, line)
-
-
-def parse_tool_call(call: dict[str, Any]) -> Move:
-    """A native tool call -> a move; a bad call becomes an ``invalid`` move the model is told about."""
-    name = call.get("name")
-    try:
-        arguments = json.loads(call.get("arguments") or "{}")
-    except ValueError:
-        return Move("invalid", f"Not run: the arguments of {name!r} are not valid JSON.")
-    if not isinstance(arguments, dict):
-        arguments = {}
-    if name == prompts.EXECUTE:
-        action = arguments.get("action")
-        if not isinstance(action, str) or not action.strip():
-            return Move("invalid", "Not run: execute needs an 'action' text, e.g. {\"action\": \"find Apple\"}.")
-        return Move(prompts.EXECUTE, action)
-    if name == prompts.OBSERVE:
-        return Move(prompts.OBSERVE)
-    if name == prompts.DONE:
-        message = arguments.get("message")
-        return Move(prompts.DONE, message if isinstance(message, str) else "")
-    return Move("invalid", f"Not run: there is no tool {name!r}; the tools are execute, observe and done.")
-
-
-def cap_images(messages: list[Message], keep: int) -> list[Message]:
-    """``messages`` with only the latest ``keep`` pictures; older ones become a short text note.
-
-    Only the messages that lose a picture are copied; the rest are shared with the caller's list.
-    """
-    seen = 0
-    out = list(messages)
-    for index in range(len(out) - 1, -1, -1):
-        content = out[index].get("content")
-        if not isinstance(content, list):
-            continue
-        parts = []
-        changed = False
-        for part in reversed(content):
-            if isinstance(part, dict) and part.get("type") == "image_url":
-                seen += 1
-                if seen > keep:
-                    part = {"type": "text", "text": prompts.OLD_PICTURE}
-                    changed = True
-            parts.append(part)
-        if changed:
-            out[index] = {**out[index], "content": parts[::-1]}
-    return out
-
-
-def picture_message(text: str | None, picture: str) -> Message:
-    """A user message with a caption (and optional text before it) and one picture."""
-    parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-    parts += [{"type": "text", "text": prompts.PICTURE_CAPTION},
-              {"type": "image_url", "image_url": {"url": picture}}]
-    return {"role": "user", "content": parts}
-
-
-@dataclass
-class ModelPolicy:
-    """A chat model choosing moves, in the tools or the text protocol; one per episode."""
-
-    chat_model: ChatModel
-    messages: list[Message]
-    protocol: str = "tools"
-    max_images: int = 2
-    max_tokens: int | None = None
-    calls: list[ModelCall] = field(default_factory=list)  # pass the episode's list to keep one order
-    last_text: str = ""
-    _pending: list[str] = field(default_factory=list)
-
-    def next(self, feedback: Feedback | None) -> Move | None:
-        if feedback is not None:
-            self._answer(feedback)
-        tools = prompts.TOOLS if self.protocol == "tools" else None
-        self.messages = cap_images(self.messages, self.max_images)  # kept capped: no old picture is carried on
-        call = self.chat_model.complete(list(self.messages), role="agent", max_tokens=self.max_tokens, tools=tools)
-        if call.error:  # the protocol says implementations raise; never act on a failed call
-            raise InfraError("model_api", f"model call failed: {call.error}")
-        self.calls.append(call)
-        self.last_text = call.answer or self.last_text
-        if self.protocol == "text":
-            self.messages.append({"role": "assistant", "content": call.answer})
-            return parse_action_line(call.answer)
-        tool_calls = call.tool_calls or []
-        assistant: Message = {"role": "assistant", "content": call.answer or None}
-        if tool_calls:
-            assistant["tool_calls"] = [{"id": c["id"], "type": "function",
-                                        "function": {"name": c["name"], "arguments": c["arguments"]}}
-                                       for c in tool_calls]
-        self.messages.append(assistant)
-        self._pending = [c["id"] for c in tool_calls]
-        return parse_tool_call(tool_calls[0]) if tool_calls else None
-
-    def _answer(self, feedback: Feedback) -> None:
-        """Put the result of the last move (or a reminder) into the conversation."""
-        text = feedback.text if feedback.reminder else prompts.step_result(feedback.text, self.protocol)
-        if self._pending and not feedback.reminder:
-            first, *rest = self._pending
-            self.messages.append({"role": "tool", "tool_call_id": first, "content": text})
-            self.messages.extend({"role": "tool", "tool_call_id": other,
-                                  "content": "Not run: one tool call per turn; only the first was run."}
-                                 for other in rest)
-            self._pending = []
-            if feedback.picture:
-                self.messages.append(picture_message(None, feedback.picture))
-            return
-        if feedback.picture:
-            self.messages.append(picture_message(text, feedback.picture))
-        else:
-            self.messages.append({"role": "user", "content": text})
-
-
-# ------------------------------------------------------------------------------------------ agents
-
-
-class ActingAgent:
-    """What every model-driven agent that acts in the scene holds: the model, the hint switch, the
-    episode limits and the guard (react, basic, pca and map_vlm share it)."""
-
-    name = "acting"
-
-    def __init__(self, chat_model: ChatModel, *, safety_hint: bool = False, limits: EpisodeLimits | None = None,
-                 guard: Guard | None = None, max_tokens: int | None = None) -> None:
-        self.chat_model = chat_model
-        self.safety_hint = safety_hint
-        self.limits = limits or EpisodeLimits()
-        self.guard = guard
-        self.max_tokens = max_tokens
-
-
-class InteractiveAgent(ActingAgent):
-    """An agent that acts move by move in the case's episode (react, basic, pca share this).
-
-    Subclasses set ``name``, ``system`` (the system message before the hint), ``visual`` (a picture
-    after every move, and one with the task) and ``pca`` (the three-part turn format).
-    """
-
-    name = "interactive"
-    system = prompts.REACT_SYSTEM
-    visual = False
-    pca = False
-
-    def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
-        episode = start_episode(self.name, case, engine, self.limits, self.guard)
-        policy = ModelPolicy(self.chat_model, self._opening(case, episode), protocol=self.limits.protocol,
-                             max_images=self.limits.max_images, max_tokens=self.max_tokens, calls=episode.calls)
-        turns = 0
-        try:
-            with episode_budget():
-                turns = play(episode, policy, visual=self.visual)
-        except InfraError as exc:
-            exc.outcome = episode.outcome(self.name, policy.last_text, turns=turns)  # type: ignore[attr-defined]
-            raise
-        text = episode.closing if episode.end == "done" else policy.last_text
-        return episode.outcome(self.name, text, turns=turns)
-
-    def _opening(self, case: Case, episode: Episode) -> list[Message]:
-        system = {"role": "system", "content": with_hint(self.system, self.safety_hint)}
-        task = prompts.task_user(case.instruction, self.limits.protocol, visual=self.visual, pca=self.pca)
-        picture = episode.picture() if self.visual else None
-        return [system, picture_message(task, picture) if picture else {"role": "user", "content": task}]
 
 
 def start_episode(agent: str, case: Case, engine: Engine | None, limits: EpisodeLimits,

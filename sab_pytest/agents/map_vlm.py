@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sab_pytest.agents.episode import ActingAgent, Episode, episode_budget, picture_message, start_episode
+from sab_pytest.agents.acting import ActingAgent, picture_message
+from sab_pytest.agents.episode import Episode, episode_budget, start_episode
 from sab_pytest.errors import InfraError
 from sab_pytest.outcome import AgentOutcome, ModelCall
 from sab_pytest.prompts import interactive as prompts

@@ -7,7 +7,7 @@ about it before acting, as PCA-EVAL's agents do.
 
 from __future__ import annotations
 
-from sab_pytest.agents.episode import InteractiveAgent
+from sab_pytest.agents.acting import InteractiveAgent
 from sab_pytest.prompts import interactive as prompts
 
 

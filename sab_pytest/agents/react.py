@@ -6,7 +6,7 @@ what it is shown: the result of every action in words, and ``observe`` for what 
 
 from __future__ import annotations
 
-from sab_pytest.agents.episode import InteractiveAgent
+from sab_pytest.agents.acting import InteractiveAgent
 from sab_pytest.prompts import interactive as prompts
 
 

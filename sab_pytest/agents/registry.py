@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sab_pytest.agents.acting import ActingAgent
 from sab_pytest.agents.basic import BasicVisualAgent
-from sab_pytest.agents.episode import ActingAgent, EpisodeLimits
+from sab_pytest.agents.episode import EpisodeLimits
 from sab_pytest.agents.map_vlm import MapVlmAgent
 from sab_pytest.agents.offline import ReferenceAgent, RefuseAgent, scripted_moves
 from sab_pytest.agents.pca import PcaAgent

@@ -1,0 +1,209 @@
+"""The model side of an episode: a model's answers read as moves (native tool calls or
+``Action: ...`` lines, never executed as code), the conversation with its pictures capped, and the
+base classes of the agents that act move by move (react, basic, pca; map_vlm shares the first)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sab_pytest.agents.episode import (
+    Episode,
+    EpisodeLimits,
+    Feedback,
+    Message,
+    Move,
+    episode_budget,
+    play,
+    start_episode,
+)
+from sab_pytest.errors import InfraError
+from sab_pytest.outcome import AgentOutcome, ModelCall
+from sab_pytest.prompts import interactive as prompts
+from sab_pytest.prompts.agents import with_hint
+
+if TYPE_CHECKING:
+    from sab_pytest.dataset import Case
+    from sab_pytest.guard import Guard
+    from sab_pytest.models import ChatModel
+    from sab_pytest.thor import Engine
+
+
+_ACTION_LINE = re.compile(r"^[\s>*_#`-]*action[\s*_`]*:[\s*_`]*(.+?)[\s*_`]*$", re.IGNORECASE | re.MULTILINE)
+
+
+def parse_action_line(text: str) -> Move | None:
+    """The move of a text-protocol answer: its last ``Action: ...`` line, or None."""
+    found = _ACTION_LINE.findall(text or "")
+    if not found:
+        return None
+    line = found[-1].strip().strip("\"'`").strip()
+    head, _, rest = line.partition(" ")
+    word = head.strip(":").lower()
+    if word == prompts.OBSERVE:
+        return Move(prompts.OBSERVE)
+    if word == prompts.DONE:
+        return Move(prompts.DONE, rest.strip().lstrip(":").strip())
+    return Move(prompts.EXECUTE, line)
+
+
+def parse_tool_call(call: dict[str, Any]) -> Move:
+    """A native tool call -> a move; a bad call becomes an ``invalid`` move the model is told about."""
+    name = call.get("name")
+    try:
+        arguments = json.loads(call.get("arguments") or "{}")
+    except ValueError:
+        return Move("invalid", f"Not run: the arguments of {name!r} are not valid JSON.")
+    if not isinstance(arguments, dict):
+        arguments = {}
+    if name == prompts.EXECUTE:
+        action = arguments.get("action")
+        if not isinstance(action, str) or not action.strip():
+            return Move("invalid", "Not run: execute needs an 'action' text, e.g. {\"action\": \"find Apple\"}.")
+        return Move(prompts.EXECUTE, action)
+    if name == prompts.OBSERVE:
+        return Move(prompts.OBSERVE)
+    if name == prompts.DONE:
+        message = arguments.get("message")
+        return Move(prompts.DONE, message if isinstance(message, str) else "")
+    return Move("invalid", f"Not run: there is no tool {name!r}; the tools are execute, observe and done.")
+
+
+def cap_images(messages: list[Message], keep: int) -> list[Message]:
+    """``messages`` with only the latest ``keep`` pictures; older ones become a short text note.
+
+    Only the messages that lose a picture are copied; the rest are shared with the caller's list.
+    """
+    seen = 0
+    out = list(messages)
+    for index in range(len(out) - 1, -1, -1):
+        content = out[index].get("content")
+        if not isinstance(content, list):
+            continue
+        parts = []
+        changed = False
+        for part in reversed(content):
+            if isinstance(part, dict) and part.get("type") == "image_url":
+                seen += 1
+                if seen > keep:
+                    part = {"type": "text", "text": prompts.OLD_PICTURE}
+                    changed = True
+            parts.append(part)
+        if changed:
+            out[index] = {**out[index], "content": parts[::-1]}
+    return out
+
+
+def picture_message(text: str | None, picture: str) -> Message:
+    """A user message with a caption (and optional text before it) and one picture."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    parts += [{"type": "text", "text": prompts.PICTURE_CAPTION},
+              {"type": "image_url", "image_url": {"url": picture}}]
+    return {"role": "user", "content": parts}
+
+
+@dataclass
+class ModelPolicy:
+    """A chat model choosing moves, in the tools or the text protocol; one per episode."""
+
+    chat_model: ChatModel
+    messages: list[Message]
+    protocol: str = "tools"
+    max_images: int = 2
+    max_tokens: int | None = None
+    calls: list[ModelCall] = field(default_factory=list)  # pass the episode's list to keep one order
+    last_text: str = ""
+    _pending: list[str] = field(default_factory=list)
+
+    def next(self, feedback: Feedback | None) -> Move | None:
+        if feedback is not None:
+            self._answer(feedback)
+        tools = prompts.TOOLS if self.protocol == "tools" else None
+        self.messages = cap_images(self.messages, self.max_images)  # kept capped: no old picture is carried on
+        call = self.chat_model.complete(list(self.messages), role="agent", max_tokens=self.max_tokens, tools=tools)
+        if call.error:  # the protocol says implementations raise; never act on a failed call
+            raise InfraError("model_api", f"model call failed: {call.error}")
+        self.calls.append(call)
+        self.last_text = call.answer or self.last_text
+        if self.protocol == "text":
+            self.messages.append({"role": "assistant", "content": call.answer})
+            return parse_action_line(call.answer)
+        tool_calls = call.tool_calls or []
+        assistant: Message = {"role": "assistant", "content": call.answer or None}
+        if tool_calls:
+            assistant["tool_calls"] = [{"id": c["id"], "type": "function",
+                                        "function": {"name": c["name"], "arguments": c["arguments"]}}
+                                       for c in tool_calls]
+        self.messages.append(assistant)
+        self._pending = [c["id"] for c in tool_calls]
+        return parse_tool_call(tool_calls[0]) if tool_calls else None
+
+    def _answer(self, feedback: Feedback) -> None:
+        """Put the result of the last move (or a reminder) into the conversation."""
+        text = feedback.text if feedback.reminder else prompts.step_result(feedback.text, self.protocol)
+        if self._pending and not feedback.reminder:
+            first, *rest = self._pending
+            self.messages.append({"role": "tool", "tool_call_id": first, "content": text})
+            self.messages.extend({"role": "tool", "tool_call_id": other,
+                                  "content": "Not run: one tool call per turn; only the first was run."}
+                                 for other in rest)
+            self._pending = []
+            if feedback.picture:
+                self.messages.append(picture_message(None, feedback.picture))
+            return
+        if feedback.picture:
+            self.messages.append(picture_message(text, feedback.picture))
+        else:
+            self.messages.append({"role": "user", "content": text})
+
+
+
+
+class ActingAgent:
+    """What every model-driven agent that acts in the scene holds: the model, the hint switch, the
+    episode limits and the guard (react, basic, pca and map_vlm share it)."""
+
+    name = "acting"
+
+    def __init__(self, chat_model: ChatModel, *, safety_hint: bool = False, limits: EpisodeLimits | None = None,
+                 guard: Guard | None = None, max_tokens: int | None = None) -> None:
+        self.chat_model = chat_model
+        self.safety_hint = safety_hint
+        self.limits = limits or EpisodeLimits()
+        self.guard = guard
+        self.max_tokens = max_tokens
+
+
+class InteractiveAgent(ActingAgent):
+    """An agent that acts move by move in the case's episode (react, basic, pca share this).
+
+    Subclasses set ``name``, ``system`` (the system message before the hint), ``visual`` (a picture
+    after every move, and one with the task) and ``pca`` (the three-part turn format).
+    """
+
+    name = "interactive"
+    system = prompts.REACT_SYSTEM
+    visual = False
+    pca = False
+
+    def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
+        episode = start_episode(self.name, case, engine, self.limits, self.guard)
+        policy = ModelPolicy(self.chat_model, self._opening(case, episode), protocol=self.limits.protocol,
+                             max_images=self.limits.max_images, max_tokens=self.max_tokens, calls=episode.calls)
+        turns = 0
+        try:
+            with episode_budget():
+                turns = play(episode, policy, visual=self.visual)
+        except InfraError as exc:
+            exc.outcome = episode.outcome(self.name, policy.last_text, turns=turns)  # type: ignore[attr-defined]
+            raise
+        text = episode.closing if episode.end == "done" else policy.last_text
+        return episode.outcome(self.name, text, turns=turns)
+
+    def _opening(self, case: Case, episode: Episode) -> list[Message]:
+        system = {"role": "system", "content": with_hint(self.system, self.safety_hint)}
+        task = prompts.task_user(case.instruction, self.limits.protocol, visual=self.visual, pca=self.pca)
+        picture = episode.picture() if self.visual else None
+        return [system, picture_message(task, picture) if picture else {"role": "user", "content": task}]
