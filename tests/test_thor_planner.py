@@ -17,8 +17,9 @@ import pytest
 from sab_pytest.dataset import Case
 from sab_pytest.thor import scenes
 from sab_pytest.thor.execute import execute_case, step_ratio
-from sab_pytest.thor.planner import LowLevelPlanner, StepError, natural_key, parse_step
+from sab_pytest.thor.planner import LowLevelPlanner
 from sab_pytest.thor.sim import Controller
+from sab_pytest.thor.step_names import StepError, natural_key, parse_step
 
 # --------------------------------------------------------------------------- parsing (no engine)
 

@@ -33,146 +33,30 @@ differs where the reference was wrong or brittle:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from sab_pytest.actions import BY_VERB, LIQUIDS, canonical_verb, step_words
 from sab_pytest.outcome import ExecStep
 from sab_pytest.thor import Engine
-
-ObjectMeta = Mapping[str, Any]
-
-#: common names that are not THOR types -> the types they can mean (first present one wins ties)
-SYNONYMS: dict[str, tuple[str, ...]] = {
-    "table": ("DiningTable", "CoffeeTable", "SideTable", "Desk"),
-    "counter": ("CounterTop",),
-    "refrigerator": ("Fridge",),
-    "stove": ("StoveBurner",),
-    "burner": ("StoveBurner",),
-    "oven": ("Microwave",),
-    "tv": ("Television",),
-    "phone": ("CellPhone",),
-    "trashcan": ("GarbageCan",),
-    "bin": ("GarbageCan",),
-    "lamp": ("DeskLamp", "FloorLamp"),
-    "plant": ("HousePlant",),
-    "tap": ("Faucet",),
-    "couch": ("Sofa",),
-    "shower": ("ShowerHead",),
-    "light": ("LightSwitch",),
-}
-
-#: verb -> metadata flag a target must have for the action to make sense (preference, not a ban)
-VERB_FLAG: dict[str, str] = {
-    "pick": "pickupable", "put": "receptacle", "open": "openable", "close": "openable",
-    "slice": "sliceable", "turn on": "toggleable", "turn off": "toggleable", "break": "breakable",
-    "cook": "cookable", "dirty": "dirtyable", "clean": "dirtyable", "fillLiquid": "canFillWithLiquid",
-    "emptyLiquid": "canFillWithLiquid",
-}
-
-#: verb -> (state key, value it must have for the action to change anything)
-STATE_PRECONDITION: dict[str, tuple[str, bool]] = {
-    "open": ("isOpen", False), "close": ("isOpen", True), "turn on": ("isToggled", False),
-    "turn off": ("isToggled", True), "slice": ("isSliced", False), "break": ("isBroken", False),
-    "cook": ("isCooked", False), "dirty": ("isDirty", False), "clean": ("isDirty", True),
-    "fillLiquid": ("isFilledWithLiquid", False), "emptyLiquid": ("isFilledWithLiquid", True),
-}
-
-_ARTICLES = {"a", "an", "the", "some", "this", "that"}
-_PRONOUNS = {"it", "them", "object", "item", "heldobject"}
-_PREPOSITIONS = ("into", "onto", "inside", "in", "on", "to")
-_NUMBER_TAIL = re.compile(r"^(.*?\D)\s*(\d+)$")
-_NATURAL = re.compile(r"(\d+)")
-CAMERA_OFFSET = 0.675  # camera height above the agent's standing position (m), as in iTHOR
-REACH = 1.5  # THOR's default visibility distance (m): the "in reach" radius
+from sab_pytest.thor.planner_verbs import VerbSteps
+from sab_pytest.thor.step_names import (
+    CAMERA_OFFSET,
+    REACH,
+    STATE_PRECONDITION,
+    SYNONYMS,
+    VERB_FLAG,
+    ObjectMeta,
+    ParsedStep,
+    StepError,
+    box_gap,
+    name_key,
+    natural_key,
+    parse_step,
+    position,
+)
 
 
-class StepError(Exception):
-    """A step that cannot even be attempted; the message becomes the failed step's message."""
-
-
-@dataclass(frozen=True)
-class ParsedStep:
-    """A step split into canonical verb, object words, instance number and liquid."""
-
-    verb: str
-    name: str  # object text as written ("watering can"), "" when the verb takes none
-    number: int | None = None
-    liquid: str | None = None
-
-
-def parse_step(step: str) -> ParsedStep:
-    """Split a step; raise ``StepError`` for anything that is not one of the 17 actions.
-
-    Tolerated noise: surrounding whitespace and quotes, a trailing period, call syntax
-    (``turn_on(Candle)``, ``fillLiquid(Mug, water)``), leading articles, and for ``put`` a
-    ``<held> in/on <receptacle>`` phrase (the receptacle is what counts).
-    """
-    if not isinstance(step, str):
-        raise StepError(f"step is not text: {step!r}")
-    words = step_words(step)
-    if not words:
-        raise StepError("empty step")
-    found = canonical_verb(words)
-    if found is None:
-        raise StepError(f"unknown action {words[0]!r} in step {step!r}")
-    verb, used = found
-    rest = words[used:]
-    liquid = None
-    if verb == "fillLiquid":
-        # "fill the kettle" without a liquid: water, what a robot at a tap would use
-        liquid = rest.pop().lower() if rest and rest[-1].lower() in LIQUIDS else "water"
-    if verb == "put":
-        lowered = [w.lower() for w in rest]
-        for prep in _PREPOSITIONS:
-            if prep in lowered[1:]:  # "put Apple in Fridge" -> Fridge; "put in Fridge" handled by alias
-                rest = rest[len(lowered) - lowered[::-1].index(prep):]
-                break
-    while rest and rest[0].lower() in _ARTICLES:
-        rest = rest[1:]
-    name = " ".join(rest)
-    number = None
-    match = _NUMBER_TAIL.match(name)
-    if match:
-        name, number = match.group(1).strip(), int(match.group(2))
-    elif name.isdigit():
-        raise StepError(f"object name is only a number in step {step!r}")
-    if BY_VERB[verb].takes_object and not name:
-        raise StepError(f"'{verb}' needs an object, step {step!r} names none")
-    return ParsedStep(verb, name, number, liquid)
-
-
-def name_key(name: str) -> str:
-    """Case-, space- and punctuation-free spelling used to compare names with objectTypes."""
-    return re.sub(r"[^0-9a-z]", "", name.casefold())
-
-
-def natural_key(text: str) -> tuple[Any, ...]:
-    """Sort key that orders ``_2`` before ``_10``."""
-    return tuple(int(p) if p.isdigit() else p for p in _NATURAL.split(text))
-
-
-def _pos(obj: Mapping[str, Any]) -> tuple[float, float, float]:
-    p = obj.get("position") or {}
-    return float(p.get("x", 0.0)), float(p.get("y", 0.0)), float(p.get("z", 0.0))
-
-
-def _box_gap(point: tuple[float, float, float], obj: Mapping[str, Any]) -> float:
-    """Horizontal distance from a standing point to the nearest point of the object's box."""
-    box = obj.get("axisAlignedBoundingBox") or {}
-    center, size = box.get("center"), box.get("size")
-    x, _, z = point
-    if not center or not size:
-        ox, _, oz = _pos(obj)
-        return math.hypot(ox - x, oz - z)
-    dx = max(abs(x - float(center["x"])) - float(size["x"]) / 2, 0.0)
-    dz = max(abs(z - float(center["z"])) - float(size["z"]) / 2, 0.0)
-    return math.hypot(dx, dz)
-
-
-class LowLevelPlanner:
+class LowLevelPlanner(VerbSteps):
     """Runs high-level steps on one engine episode. Build one per episode, call ``restore`` after reset."""
 
     def __init__(self, engine: Engine, *, find_tries: int = 6) -> None:
@@ -224,7 +108,7 @@ class LowLevelPlanner:
 
     # ------------------------------------------------------------------ name resolution
     def _agent_pos(self) -> tuple[float, float, float]:
-        return _pos(self.metadata.get("agent") or {})
+        return position(self.metadata.get("agent") or {})
 
     def _held(self) -> ObjectMeta | None:
         inventory = self.metadata.get("inventoryObjects") or []
@@ -317,7 +201,7 @@ class LowLevelPlanner:
         ax, ay, az = self._agent_pos()
 
         def cost(obj: ObjectMeta) -> tuple[float, str]:
-            x, y, z = _pos(obj)
+            x, y, z = position(obj)
             penalty = 100.0 if self._closed_in(obj, by_id) else 0.0
             if verb == "put" and obj.get("objectType") in ("StoveBurner", "Toaster") and obj.get(
                     "receptacleObjectIds"):
@@ -363,7 +247,7 @@ class LowLevelPlanner:
         failure otherwise: a ``find`` that leaves the object out of reach is no success.
         """
         obj_id = str(obj.get("objectId"))
-        target = _pos(obj)
+        target = position(obj)
         first_ok: tuple[float, float, float] | None = None
         for point in self._stand_points(target)[skip:skip + self.find_tries]:
             if not self._teleport_facing(point, target):
@@ -377,7 +261,7 @@ class LowLevelPlanner:
         if first_ok is None:
             raise StepError(f"Cannot move to {name}: no reachable standing point near it")
         self._teleport_facing(first_ok, target)
-        gap = _box_gap(first_ok, obj)
+        gap = box_gap(first_ok, obj)
         if gap > REACH:
             raise StepError(f"Cannot reach {name}: the nearest standing point is {gap:.2f} m from it")
         return f"; {name} is not in view from here"
@@ -416,7 +300,7 @@ class LowLevelPlanner:
 
     def _flat_distance(self, obj: ObjectMeta) -> float:
         ax, _, az = self._agent_pos()
-        x, _, z = _pos(obj)
+        x, _, z = position(obj)
         return math.hypot(x - ax, z - az)
 
     def _restore_horizon(self, horizon: float) -> None:
@@ -426,145 +310,3 @@ class LowLevelPlanner:
             self._do("LookDown", degrees=delta)
         elif delta < 0:
             self._do("LookUp", degrees=-delta)
-
-    # ------------------------------------------------------------------ the 17 actions
-    def _find(self, p: ParsedStep) -> str:
-        obj = self.resolve(p.name, p.number, "find")
-        oid = str(obj.get("objectId"))
-        if obj.get("isPickedUp"):
-            return f"holding {oid}"
-        x, y, z = _pos(obj)
-        if obj.get("visible") and math.dist(self._agent_pos(), (x, y, z)) < 1.0:
-            return f"{oid} already in view"
-        return f"at {oid}" + self._go_to(obj)
-
-    def _pick(self, p: ParsedStep) -> str:
-        obj = self.resolve(p.name, p.number, "pick")
-        oid = str(obj.get("objectId"))
-        held = self._held()
-        if held is not None:
-            if held.get("objectId") == oid:
-                return f"already holding {oid}"
-            raise StepError(f"Cannot pick up {obj.get('objectType')}: "
-                            f"already holding {held.get('objectType')}")
-        ok, err = self._attempt(lambda: self._do("PickupObject", objectId=oid, forceAction=False,
-                                                 manualInteract=False), obj)
-        if not ok:
-            raise StepError(self._describe_failure(obj, f"Picking up {obj.get('objectType')}", err))
-        return f"holding {oid}"
-
-    def _put(self, p: ParsedStep) -> str:
-        held = self._held()
-        if held is None:
-            raise StepError("Nothing Done. Robot is not holding any object")
-        recep = self.resolve(p.name, p.number, "put")
-        tried = [recep]
-        if p.number is None:  # like the reference: also try the next receptacle of that type
-            others = [o for o in self.objects() if o.get("objectType") == recep.get("objectType")
-                      and o.get("objectId") != recep.get("objectId") and self._usable(o, "put")
-                      and not (o.get("openable") and not o.get("isOpen"))]
-            ax, ay, az = self._agent_pos()
-            others.sort(key=lambda o: (math.dist((ax, ay, az), _pos(o)), str(o.get("objectId"))))
-            tried += others[:1]
-        errors: list[str] = []
-        for target in tried:
-            rid = str(target.get("objectId"))
-
-            def put(rid: str = rid) -> tuple[bool, str]:
-                return self._do("PutObject", objectId=rid, forceAction=True)
-
-            ok, err = self._attempt(put, target)
-            if ok:
-                self._focus[name_key(p.name)] = rid
-                return f"put {held.get('objectId')} in/on {rid}"
-            errors.append(err or "no reason given")
-        also = f" (the next {recep.get('objectType')} failed too)" if len(errors) > 1 else ""
-        # the first error is about the receptacle the plan meant; the fallback's is secondary
-        raise StepError(f"Putting {held.get('objectType')} on {recep.get('objectType')} failed: "
-                        f"{errors[0]}{also}")
-
-    def _single(self, p: ParsedStep, action: str, what: str, **extra: Any) -> str:
-        obj = self.resolve(p.name, p.number, p.verb)
-        oid = str(obj.get("objectId"))
-        ok, err = self._do(action, objectId=oid, **extra)
-        if not ok:
-            raise StepError(self._describe_failure(obj, f"{what} {obj.get('objectType')}", err))
-        return f"{action} {oid}"
-
-    def _open(self, p: ParsedStep) -> str:
-        obj = self.resolve(p.name, p.number, "open")
-        oid = str(obj.get("objectId"))
-        ok, err = self._do("OpenObject", objectId=oid, openness=1.0)
-        if not ok and self._do("MoveBack")[0]:  # the door may hit the agent: step back once and retry
-            ok, err = self._do("OpenObject", objectId=oid, openness=1.0)
-        if not ok:
-            raise StepError(self._describe_failure(obj, f"Opening {obj.get('objectType')}", err))
-        return f"OpenObject {oid}"
-
-    def _close(self, p: ParsedStep) -> str:
-        return self._single(p, "CloseObject", "Closing", forceAction=True)
-
-    def _slice(self, p: ParsedStep) -> str:
-        return self._single(p, "SliceObject", "Slicing")
-
-    def _turn_on(self, p: ParsedStep) -> str:
-        return self._single(p, "ToggleObjectOn", "Turning on")
-
-    def _turn_off(self, p: ParsedStep) -> str:
-        return self._single(p, "ToggleObjectOff", "Turning off")
-
-    def _break(self, p: ParsedStep) -> str:
-        return self._single(p, "BreakObject", "Breaking")
-
-    def _cook(self, p: ParsedStep) -> str:
-        return self._single(p, "CookObject", "Cooking")
-
-    def _dirty(self, p: ParsedStep) -> str:
-        return self._single(p, "DirtyObject", "Dirtying")
-
-    def _clean(self, p: ParsedStep) -> str:
-        return self._single(p, "CleanObject", "Cleaning")
-
-    def _fillLiquid(self, p: ParsedStep) -> str:
-        return self._single(p, "FillObjectWithLiquid", "Filling", fillLiquid=p.liquid)
-
-    def _emptyLiquid(self, p: ParsedStep) -> str:
-        return self._single(p, "EmptyLiquidFromObject", "Emptying")
-
-    def _release(self, p: ParsedStep, action: str, **extra: Any) -> str:
-        held = self._held()
-        if held is None:
-            raise StepError("Nothing Done. Robot is not holding any object")
-        key = name_key(p.name)
-        if key and key not in _PRONOUNS:  # "throw AlarmClock" must name what is held
-            held_keys = {name_key(str(held.get("objectType"))),
-                         name_key(str(held.get("objectId", "")).split("|")[0])}
-            if key not in held_keys and held.get("objectType") not in self._types_for(key, self.objects()):
-                raise StepError(f"Nothing Done. Robot holds {held.get('objectType')}, not {p.name}")
-        ok, err = self._do(action, forceAction=True, **extra)
-        if not ok:
-            raise StepError(f"{action} of {held.get('objectType')} failed: {err or 'no reason given'}")
-        return f"{action} {held.get('objectId')}"
-
-    def _drop(self, p: ParsedStep) -> str:
-        return self._release(p, "DropHandObject")
-
-    def _throw(self, p: ParsedStep) -> str:
-        return self._release(p, "ThrowObject", moveMagnitude=1500.0)
-
-    def _pour(self, p: ParsedStep) -> str:
-        held = self._held()
-        if held is None:
-            raise StepError("Nothing Done. Robot is not holding any object")
-        if not held.get("isFilledWithLiquid"):
-            raise StepError(f"Nothing poured: the held {held.get('objectType')} contains no liquid")
-        held_id = str(held.get("objectId"))
-        # 120 deg spills whether THOR reads pitch as absolute or relative; 60 more makes it 180 if relative
-        for pitch in (120.0, 60.0):
-            ok, err = self._do("RotateHeldObject", pitch=pitch)
-            if not ok:
-                raise StepError(f"Pour action failed: {err or 'could not tilt the held object'}")
-            now = self._current(held_id)
-            if now is not None and not now.get("isFilledWithLiquid"):
-                return f"poured the {held.get('fillLiquid') or 'liquid'} out of {held_id}"
-        raise StepError(f"Pour action failed: {held.get('objectType')} still holds its liquid after tilting")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sab_pytest.thor.planner import natural_key
+from sab_pytest.thor.step_names import natural_key
 
 ObjectMeta = Mapping[str, Any]
 
