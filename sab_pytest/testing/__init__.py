@@ -15,16 +15,21 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sab_pytest.testing.fake_openai import FakeOpenAIServer, RecordedRequest, Reply, Rule
+    from sab_pytest.testing.fake_openai import FakeOpenAIServer
+    from sab_pytest.testing.fake_replies import RecordedRequest, Reply, Rule
 
 __all__ = ["FakeOpenAIServer", "RecordedRequest", "Reply", "Rule", "fake_openai_server"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("FakeOpenAIServer", "RecordedRequest", "Reply", "Rule"):
+    if name == "FakeOpenAIServer":
         from sab_pytest.testing import fake_openai
 
-        return getattr(fake_openai, name)
+        return fake_openai.FakeOpenAIServer
+    if name in ("RecordedRequest", "Reply", "Rule"):
+        from sab_pytest.testing import fake_replies
+
+        return getattr(fake_replies, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

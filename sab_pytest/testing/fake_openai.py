@@ -29,7 +29,6 @@ names of ``Reply``.
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
 import json
 import socket
@@ -37,206 +36,21 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
-MODELS_PATHS = ("/v1/models", "/models")
-SECRET_HEADERS = ("authorization", "api-key", "x-api-key")
-DEFAULT_MODELS = ("gpt-4o", "gpt-4o-mini", "fake-model")
-
-
-def redact_headers(headers: dict[str, str]) -> dict[str, str]:
-    """Headers safe to print: credentials are replaced by their scheme and a marker."""
-    safe: dict[str, str] = {}
-    for name, value in headers.items():
-        if name.lower() in SECRET_HEADERS:
-            scheme = value.split(" ", 1)[0] if " " in value else ""
-            safe[name] = f"{scheme} <redacted>".strip()
-        else:
-            safe[name] = value
-    return safe
-
-
-@dataclass
-class RecordedRequest:
-    """One request as the server received it.
-
-    ``headers`` holds the raw values (lower-case names) so that tests can check exactly what the
-    client sent, credentials included; ``repr`` and ``summary`` redact them so that a failing
-    assertion or a demo log never prints a key.
-    """
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-    raw_body: bytes
-    received_at: float
-
-    @property
-    def authorization(self) -> str | None:
-        return self.headers.get("authorization")
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        if isinstance(self.body, dict) and isinstance(self.body.get("messages"), list):
-            return self.body["messages"]
-        return []
-
-    @property
-    def images(self) -> list[dict[str, Any]]:
-        """Every image part of the request, in order: its media type, URL length and decoded size."""
-        found = []
-        for message in self.messages:
-            content = message.get("content") if isinstance(message, dict) else None
-            for part in content if isinstance(content, list) else []:
-                if not (isinstance(part, dict) and part.get("type") == "image_url"):
-                    continue
-                url = str((part.get("image_url") or {}).get("url", ""))
-                head, _, data = url.partition(",")
-                media = head[5:].split(";", 1)[0] if head.startswith("data:") else "url"
-                size = len(base64.b64decode(data, validate=False)) if ";base64" in head else 0
-                found.append({"media_type": media, "url_chars": len(url), "bytes": size})
-        return found
-
-    @property
-    def tool_names(self) -> list[str]:
-        """Names of the functions the request offers (``tools``)."""
-        tools = self.body.get("tools") if isinstance(self.body, dict) else None
-        return [t.get("function", {}).get("name") for t in tools or [] if isinstance(t, dict)]
-
-    @property
-    def last_user_message(self) -> str:
-        for message in reversed(self.messages):
-            if isinstance(message, dict) and message.get("role") == "user":
-                return _text_of(message.get("content"))
-        return ""
-
-    def summary(self) -> str:
-        model = self.body.get("model") if isinstance(self.body, dict) else None
-        return f"{self.method} {self.path} model={model!r} last_user={self.last_user_message[:60]!r}"
-
-    def __repr__(self) -> str:
-        return (f"RecordedRequest(method={self.method!r}, path={self.path!r}, "
-                f"headers={redact_headers(self.headers)!r}, body={self.body!r})")
-
-
-def _text_of(content: Any) -> str:
-    """Text of a message ``content`` (a string, or a list of typed parts with images)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(part.get("text", "") for part in content
-                        if isinstance(part, dict) and part.get("type") == "text")
-    return ""
-
-
-Content = str | Callable[[RecordedRequest], str] | None
-
-
-@dataclass
-class Reply:
-    """What the server does with one request.
-
-    ``content=None`` means "the default answer for this request". ``delay`` (seconds) replaces the
-    server's latency for this reply. ``body`` (when not None) is sent verbatim instead of a chat
-    completion, which is how invalid JSON or odd error bodies are produced. ``drop`` closes the
-    connection without any response.
-    """
-
-    content: Content = None
-    status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float | None = None
-    drop: bool = False
-    body: str | bytes | dict[str, Any] | None = None
-    finish_reason: str = "stop"
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    tool_calls: list[dict[str, Any]] | None = None  # [{"name": ..., "arguments": {...} or "json"}]
-    request: RecordedRequest | None = field(default=None, repr=False, compare=False)  # set when answering
-
-    @classmethod
-    def tool(cls, name: str, content: str = "", **arguments: Any) -> Reply:
-        """An answer that calls one tool (``content`` is optional text beside the call)."""
-        return cls(content=content, tool_calls=[{"name": name, "arguments": arguments}],
-                   finish_reason="tool_calls")
-
-    @classmethod
-    def error(cls, status: int, message: str = "fake error", *, retry_after: float | str | None = None,
-              retry_after_ms: float | None = None, headers: dict[str, str] | None = None) -> Reply:
-        """An HTTP error with an OpenAI-style error body and optional retry headers."""
-        all_headers = dict(headers or {})
-        if retry_after is not None:
-            all_headers["Retry-After"] = str(retry_after)
-        if retry_after_ms is not None:
-            all_headers["retry-after-ms"] = str(retry_after_ms)
-        body = {"error": {"message": message, "type": "fake_error", "code": str(status)}}
-        return cls(status=status, headers=all_headers, body=body)
-
-    @classmethod
-    def rate_limited(cls, retry_after: float | str | None = None,
-                     retry_after_ms: float | None = None) -> Reply:
-        return cls.error(429, "rate limit reached (fake)", retry_after=retry_after,
-                         retry_after_ms=retry_after_ms)
-
-    @classmethod
-    def slow(cls, seconds: float, content: Content = None) -> Reply:
-        return cls(content=content, delay=seconds)
-
-    @classmethod
-    def dropped(cls) -> Reply:
-        return cls(drop=True)
-
-    @classmethod
-    def invalid_json(cls) -> Reply:
-        return cls(body='{"id": "chatcmpl-broken", "choices": [')
-
-    @classmethod
-    def empty(cls) -> Reply:
-        return cls(content="")
-
-    @classmethod
-    def truncated(cls, content: str = "partial answer that was cut") -> Reply:
-        return cls(content=content, finish_reason="length")
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Reply:
-        known = {f.name for f in fields(cls)} - {"request"}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown reply field(s) {sorted(unknown)}; known: {sorted(known)}")
-        return cls(**data)
-
-
-@dataclass
-class Rule:
-    """A reply for requests whose last user message contains ``contains`` (or ``match`` says so)."""
-
-    reply: Reply | Callable[[RecordedRequest], Reply | str]
-    contains: str | None = None
-    match: Callable[[RecordedRequest], bool] | None = None
-    times: int | None = None  # None = unlimited
-    used: int = 0
-
-    def applies(self, request: RecordedRequest) -> bool:
-        if self.times is not None and self.used >= self.times:
-            return False
-        if self.contains is not None and self.contains not in self.last_user(request):
-            return False
-        return self.match is None or bool(self.match(request))
-
-    @staticmethod
-    def last_user(request: RecordedRequest) -> str:
-        return request.last_user_message
-
-
-def default_answer(request: RecordedRequest) -> str:
-    """A deterministic answer that depends on the request, so caches and judges can be checked."""
-    return f"fake answer to: {request.last_user_message[:200]}"
+from sab_pytest.testing.fake_replies import (
+    CHAT_PATHS,
+    DEFAULT_MODELS,
+    MODELS_PATHS,
+    RecordedRequest,
+    Reply,
+    Rule,
+    default_answer,
+    text_of,
+)
 
 
 class _Server(ThreadingHTTPServer):
@@ -495,7 +309,7 @@ class FakeOpenAIServer:
             return json.dumps(reply.body).encode()
         request = reply.request
         content = reply.content if isinstance(reply.content, str) else ""
-        prompt_chars = sum(len(_text_of(m.get("content"))) for m in (request.messages if request else [])
+        prompt_chars = sum(len(text_of(m.get("content"))) for m in (request.messages if request else [])
                            if isinstance(m, dict))
         prompt_tokens = reply.prompt_tokens if reply.prompt_tokens is not None else prompt_chars // 4 + 1
         completion_tokens = (reply.completion_tokens if reply.completion_tokens is not None
