@@ -31,8 +31,6 @@ from sab_pytest.prompts import interactive as prompts
 if TYPE_CHECKING:
     from sab_pytest.models import ChatModel
 
-GUARDS = ("off", "thinksafe")
-
 
 @dataclass
 class GuardDecision:

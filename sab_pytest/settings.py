@@ -1,14 +1,25 @@
-"""Run settings as plain Python, validated once, before any case runs.
+"""The run's settings: one table that declares every option once, and the ``Settings`` it makes.
 
-The pytest layer maps command-line options and ini values onto ``Settings``; any other front end
-can build one directly. Every mistake is a ``UsageError`` that names the option.
+Each field of ``Settings`` that a user can set is declared with ``setting(default, Option(...))``:
+its Python type (the annotation), its default, and how it is written and read elsewhere: the flag,
+the help text, the policy file's key, where a value comes from when the option is not written (an
+environment variable, an ini setting) and the simple constraints on it. From this one table come
+the pytest options (``pytest_layer.options``), the policy file's keys and type checks
+(``run.policy``) and the simple checks of ``check_options``; checks across options are in
+``run.validate``. ``resolve`` is the one place where a value depends on other options (the judge's
+default depends on the model, for instance).
+
+This module imports nothing of the project but ``errors``: every layer may read it. Any front end
+can build a ``Settings`` directly; the pytest layer builds it from the command line.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,52 +32,228 @@ DEFAULT_MAX_FAILURES = 10
 #: strategies that act in the engine move by move (``agents.registry`` maps each to its agent class)
 INTERACTIVE_STRATEGIES = ("react", "basic", "pca", "map_vlm")
 ENGINES = ("sim", "local", "remote")  # remote: a THOR server pool (sab_pytest.thor.server)
+TOOL_PROTOCOLS = ("tools", "text")  # how an interactive agent acts: native tool calls or "Action:" lines
+GUARDS = ("off", "thinksafe")
+
+
+@dataclass(frozen=True)
+class Check:
+    """A constraint on one value: ``ok(value)``, else ``--flag: expected <expected>, got <value>``."""
+
+    ok: Callable[[Any], bool]
+    expected: str
+
+
+def at_least(low: float, expected: str) -> Check:
+    return Check(lambda v: v is None or v >= low, expected)
+
+
+@dataclass(frozen=True)
+class Option:
+    """How one setting is written on the command line and in the policy file.
+
+    ``cli_default`` is what pytest stores when the option is not written (None where the value then
+    comes from ``env``, ``ini`` or ``resolve``); ``to_setting`` turns the option's value into the
+    field's (``"on"`` -> True); ``from_policy`` turns a policy file's value into the option's (a
+    path relative to the policy file, ``execute: false`` -> ``--no-sab-exec``).
+    """
+
+    flag: str
+    help: str
+    type: Callable[[str], Any] | None = None  # argparse's type (int, float); None: text
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+    action: str | None = None  # "store_true" (a switch) or "append" (repeatable)
+    cli_default: Any = None
+    policy: str | None = None  # the key in the release policy file, if it has one
+    expects: str = ""  # the policy key's value, in words (its error message says it)
+    path: bool = False  # a path: relative to the policy file; written after a space, pytest may misread it
+    env: str | None = None  # environment variable read when the option is not written
+    ini: str | None = None  # ini setting read when the option is not written (``append``: added to it)
+    ini_help: str = ""
+    check: Check | None = None
+    to_setting: Callable[[Any], Any] | None = None
+    from_policy: Callable[[Any, Path], Any] | None = None
+
+    def policy_type_ok(self, value: Any) -> bool:
+        """Whether a policy file's value has the option's type (before ``from_policy``)."""
+        if self.action == "append":
+            return isinstance(value, list) and all(isinstance(v, str) for v in value)
+        if self.action == "store_true" or self.choices == ("on", "off"):
+            return isinstance(value, bool)
+        if self.type is int:
+            return isinstance(value, int) and not isinstance(value, bool)
+        if self.type is float:
+            return isinstance(value, (int, float)) and not isinstance(value, bool)
+        return isinstance(value, str) and bool(value.strip())
+
+
+def setting(default: Any, option: Option) -> Any:
+    """A ``Settings`` field that is also an option (the field's metadata carries the ``Option``)."""
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("a setting's default must be immutable")
+    return field(default=default, metadata={"option": option})
+
+
+def _relative(value: str, base: Path) -> str:
+    return str((base / value).resolve()) if not Path(value).is_absolute() else value
+
+
+def _on_off(value: bool) -> str:
+    return "on" if value else "off"
 
 
 @dataclass(frozen=True)
 class Settings:
-    model: str = "reference"
+    """Everything a run is told. Constructible with keywords alone (tests and other front ends do)."""
+
+    model: str = setting("reference", Option(
+        "--model", "model under test: an OpenAI-compatible model name (optional 'openai/' prefix), or the offline "
+        "agents 'reference' (answers with the reference plan; the default) and 'refuse'",
+        policy="model", expects="a model name"))
     model_given: bool = False  # False when --model was not given (offline default)
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    judge_model: str = "rules"
-    judge_base_url: str | None = None
-    judge_api_key_env: str = "OPENAI_API_KEY"
-    strategy: str = "direct"
-    safety_hint: bool = False
-    temperature: float = 0.0
-    max_tokens: int = 2048
-    timeout_s: float = 60.0
-    max_retries: int = 6
-    case_budget_s: float = 900.0
-    concurrency: int = 1
-    # model calls failing for good in a row, run-wide, that stop the run; 0 = never
-    max_failures: int = DEFAULT_MAX_FAILURES
-    data_dir: str | None = None
-    subset: str = "mixed"
-    sample: int | None = None
-    seed: int = 42
-    gates: tuple[str, ...] = ()
-    out_dir: Path = Path(".")
-    cache_dir: Path | None = None  # None: no response cache
-    prices: str | None = None
-    engine: str = "sim"
-    thor_executable: str | None = None  # --thor local: this executable instead of the Unity build
-    thor_scenes: str | None = None
-    thor_url: str | None = None  # --thor remote: THOR server base URLs, comma-separated
-    execute: bool = True
-    resume: bool = False
-    allow_modified_data: bool = False  # run on dataset files whose sha256 differs from the pin
-    tool_protocol: str = "tools"  # interactive strategies: native tool calls, or "text" Action lines
-    max_steps: int = 20  # interactive strategies: actions per episode
-    max_images: int = 2  # visual strategies: pictures kept in the conversation
-    guard: str = "off"  # "thinksafe": every step rated by a guard model before it reaches the engine
-    guard_model: str | None = None  # None: the judge model ("rules" -> the offline keyword guard)
-    baseline: str | None = None  # run dir or summary file the baseline gates compare with
-    alpha: float = 0.05  # significance level of no_regression gates
-    html: Path | None = None  # where the HTML report goes (None: no report)
-    policy: str | None = None  # the release policy file the settings came from, if any
-    shard: tuple[int, int] | None = None  # (K, N): run the K-th of N slices of the selected cases
+    base_url: str | None = setting(None, Option(
+        "--base-url", "OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)", env="OPENAI_BASE_URL",
+        policy="base_url", expects="a URL"))
+    api_key_env: str = setting("OPENAI_API_KEY", Option(
+        "--api-key-env", "environment variable holding the API key (default OPENAI_API_KEY)", metavar="VAR",
+        cli_default="OPENAI_API_KEY", policy="api_key_env", expects="an environment variable name"))
+    judge_model: str = setting("rules", Option(
+        "--judge-model", "judge: 'rules' (offline rule judge) or a model name; default 'rules' for offline agents "
+        "and gpt-4o for real models", policy="judge_model", expects="a model name or 'rules'"))
+    judge_base_url: str | None = setting(None, Option(
+        "--judge-base-url", "judge endpoint (default: the agent's)", policy="judge_base_url", expects="a URL"))
+    judge_api_key_env: str = setting("OPENAI_API_KEY", Option(
+        "--judge-api-key-env", "judge API key variable (default: the agent's, --api-key-env)", metavar="VAR",
+        policy="judge_api_key_env", expects="an environment variable name"))
+    strategy: str = setting("direct", Option(
+        "--sab-strategy", "agent strategy (default direct): text planners direct, cot, two_stage, progprompt, "
+        "fewshot, cooperative, mldt; agents that act in the scene react, basic, pca, map_vlm",
+        cli_default="direct", policy="strategy", expects="a strategy name"))
+    tool_protocol: str = setting("tools", Option(
+        "--sab-tool-protocol", "how interactive agents act: native tool calls (default) or plain-text "
+        "'Action: ...' lines", choices=TOOL_PROTOCOLS, cli_default="tools"))
+    max_steps: int = setting(20, Option(
+        "--sab-max-steps", "actions per episode of an interactive agent (default 20); reaching it ends the "
+        "episode", type=int, metavar="N", cli_default=20, check=at_least(1, "a positive integer")))
+    max_images: int = setting(2, Option(
+        "--sab-max-images", "camera pictures kept in a visual agent's conversation, latest first (default 2)",
+        type=int, metavar="N", cli_default=2, check=at_least(0, "an integer >= 0")))
+    guard: str = setting("off", Option(
+        "--sab-guard", "thinksafe: a guard model rates every step before it reaches the robot; unsafe rejects the "
+        "task at that step (default off)", choices=GUARDS, cli_default="off"))
+    guard_model: str | None = setting(None, Option(
+        "--sab-guard-model", "guard model (default: the judge model; 'rules' = the offline keyword guard)"))
+    safety_hint: bool = setting(False, Option(
+        "--sab-safety-hint", "add one sentence inviting refusal of hazardous instructions to every strategy "
+        "(default off, as the paper ran them)", choices=("on", "off"), cli_default="off",
+        policy="safety_hint", expects="true or false", to_setting=lambda v: v == "on",
+        from_policy=lambda v, _base: _on_off(v)))
+    data_dir: str | None = setting(None, Option(
+        "--sab-data", "directory with the four dataset files (default: $SAB_DATA, else the user cache, else "
+        "download the pinned files)", metavar="DIR", path=True, policy="data", expects="a directory",
+        from_policy=_relative))
+    subset: str = setting("mixed", Option(
+        "--sab-subset", "mixed (130 cases, default), unsafe, safe or all", cli_default="mixed", policy="subset",
+        expects="mixed, unsafe, safe or all"))
+    sample: int | None = setting(None, Option(
+        "--sab-sample", "seeded stratified sample of N cases of the subset (default: the whole subset)", type=int,
+        metavar="N", policy="sample", expects="a whole number of cases",
+        check=at_least(1, "a positive number of cases")))
+    seed: int = setting(42, Option(
+        "--sab-seed", "sampling seed (default 42)", type=int, cli_default=42, policy="seed",
+        expects="a whole number"))
+    gates: tuple[str, ...] = setting((), Option(
+        "--sab-gate", "CI gate, e.g. 'rejection_rate>=0.5' or 'rejection_rate[fire_hazard]>=0.8' (repeatable); "
+        "with gates the exit status is 0 only if every gate holds and no case errored (default: none; ini "
+        "sab_gates)", action="append", metavar="EXPR", cli_default=[], policy="gates",
+        expects="a list of gate expressions", ini="sab_gates", ini_help="CI gates, one per line (as --sab-gate)",
+        to_setting=tuple))
+    out_dir: Path = setting(Path("."), Option(
+        "--sab-out", "where sab-results.jsonl and sab-summary.json go (default: the current directory)",
+        metavar="DIR", cli_default=".", path=True, policy="out", expects="a directory", to_setting=Path,
+        from_policy=_relative))
+    resume: bool = setting(False, Option(
+        "--sab-resume", "reuse verdicts in DIR/sab-results.jsonl from an earlier run with the same settings "
+        "(default off)", action="store_true", cli_default=False))
+    cache_dir: Path | None = setting(None, Option(  # None: no response cache (``resolve`` sets the user cache)
+        "--sab-cache", "model response cache directory (default: the user cache, $SAB_CACHE_HOME/responses)",
+        metavar="DIR", path=True, to_setting=Path))
+    no_cache: bool = setting(False, Option(
+        "--sab-no-cache", "do not read or write the response cache (default: use it)", action="store_true",
+        cli_default=False))
+    temperature: float = setting(0.0, Option(
+        "--sab-temperature", "sampling temperature (default 0)", type=float, cli_default=0.0,
+        policy="temperature", expects="a number", check=at_least(0.0, "a number >= 0.0"),
+        from_policy=lambda v, _base: float(v)))
+    max_tokens: int = setting(2048, Option(
+        "--sab-max-tokens", "max tokens per answer (default 2048)", type=int, cli_default=2048,
+        policy="max_tokens", expects="a whole number", check=at_least(1, "a positive integer")))
+    timeout_s: float = setting(60.0, Option(
+        "--sab-timeout", "seconds per model request (default 60)", type=float, cli_default=60.0, policy="timeout",
+        expects="a number of seconds", check=at_least(0.001, "a number >= 0.001"),
+        from_policy=lambda v, _base: float(v)))
+    max_retries: int = setting(6, Option(
+        "--sab-retries", "retries per model request (default 6)", type=int, cli_default=6, policy="retries",
+        expects="a whole number", check=at_least(0, "an integer >= 0")))
+    case_budget_s: float = setting(900.0, Option(
+        "--sab-case-budget", "seconds of model time per case (default 900)", type=float, cli_default=900.0,
+        policy="case_budget", expects="a number of seconds", check=at_least(0.001, "a number >= 0.001"),
+        from_policy=lambda v, _base: float(v)))
+    max_failures: int = setting(DEFAULT_MAX_FAILURES, Option(
+        "--sab-max-failures", "stop the run when N model calls in a row, counted across all workers, get no "
+        "answer (after retrying) with no success between them; 0 = never stop (default 10)", type=int,
+        metavar="N", cli_default=DEFAULT_MAX_FAILURES, check=at_least(0, "an integer >= 0 (0 = never stop)")))
+    concurrency: int = setting(1, Option(
+        "--sab-concurrency", "model calls in flight per worker; the worker runs up to 4N of its upcoming cases "
+        "ahead to keep them busy (default 1)", type=int, metavar="N", cli_default=1,
+        check=at_least(1, "a positive integer")))
+    prices: str | None = setting(None, Option(
+        "--sab-price", "USD per 1M input/output tokens, for cost (default: ini sab_price, else no cost)",
+        metavar="in=X,out=Y", policy="prices", expects="'in=X,out=Y' (USD per 1M tokens)", ini="sab_price",
+        ini_help="USD per 1M tokens, 'in=X,out=Y' (as --sab-price)"))
+    engine: str = setting("sim", Option(
+        "--thor", "engine: sim (embedded, default), local (ai2thor.Controller, needs its Unity build) or remote "
+        "(engines leased from THOR servers, see --thor-url)", choices=ENGINES, cli_default="sim",
+        policy="engine", expects=f"an engine name ({', '.join(ENGINES)})"))
+    thor_url: str | None = setting(None, Option(  # THOR server base URLs, comma-separated
+        "--thor-url", "--thor remote: THOR server addresses (default: $SAB_THOR_URL); token from $SAB_THOR_TOKEN",
+        metavar="URL[,URL...]", env="SAB_THOR_URL"))
+    thor_executable: str | None = setting(None, Option(
+        "--thor-executable", "with --thor local: the executable ai2thor starts instead of the Unity build, e.g. "
+        "sab-thor-standin (the embedded engine behind ai2thor's own client; no GPU) (default: ai2thor's own "
+        "Unity build)", metavar="PATH", path=True))
+    shard: tuple[int, int] | None = setting(None, Option(  # (K, N): the K-th of N slices of the selected cases
+        "--sab-shard", "run only the K-th of N deterministic slices of the selected cases (CI job matrices; "
+        "combine the outputs with 'python -m sab_pytest merge') (default: every case)", metavar="K/N",
+        to_setting=lambda v: parse_shard(v)))
+    thor_scenes: str | None = setting(None, Option(
+        "--thor-scenes", "iTHOR scene dumps (default: $SAB_THOR_SCENES, else the user cache, else download the "
+        "pinned files)", metavar="DIR", path=True, env="SAB_THOR_SCENES"))
+    execute: bool = setting(True, Option(
+        "--no-sab-exec", "do not execute plans in the engine (default: execute)", action="store_true",
+        cli_default=False, policy="execute", expects="true or false", to_setting=lambda v: not v,
+        from_policy=lambda v, _base: not v))
+    allow_modified_data: bool = setting(False, Option(
+        "--sab-allow-modified-data", "run on dataset files whose sha256 differs from the pinned upstream files; "
+        "the summary records it (default: refuse them)", action="store_true", cli_default=False))
+    html: Path | None = setting(None, Option(
+        "--sab-html", "write a self-contained HTML report (plots, filterable cases) to PATH (needs matplotlib) "
+        "(default: no report)", metavar="PATH", path=True, policy="html", expects="a file path", to_setting=Path,
+        from_policy=_relative))
+    baseline: str | None = setting(None, Option(
+        "--sab-baseline", "an earlier run (its --sab-out directory or sab-summary.json) that gates may compare "
+        "with: 'rejection_rate >= baseline - 0.02', 'no_regression(rejection_rate)' (default: none)",
+        metavar="RUN", path=True, policy="baseline", expects="a run directory or sab-summary.json",
+        from_policy=_relative))
+    alpha: float = setting(0.05, Option(
+        "--sab-alpha", "significance level of no_regression gates (default 0.05)", type=float, cli_default=0.05,
+        policy="alpha", expects="a number between 0 and 1",
+        check=Check(lambda v: 0.0 < v < 1.0, "a significance level between 0 and 1 (exclusive)"),
+        from_policy=lambda v, _base: float(v)))
+    policy: str | None = setting(None, Option(  # the release policy file the settings came from, if any
+        "--sab-policy", "release policy YAML: model settings, gates, baseline; options given on the command line "
+        "win over it, and its gates add to --sab-gate's (default: none)", metavar="FILE", path=True))
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -135,3 +322,51 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     if not sep or not k.strip().isdigit() or not n.strip().isdigit():
         raise UsageError(f"--sab-shard: expected K/N such as 2/4, got {text!r}")
     return int(k), int(n)
+
+
+def options() -> Iterator[tuple[str, Option]]:
+    """The table: ``(Settings field, Option)`` for every setting a user can set, in ``--help`` order."""
+    for f in dataclasses.fields(Settings):
+        option = f.metadata.get("option")
+        if option is not None:
+            yield f.name, option
+
+
+def check_options(s: Settings) -> None:
+    """The table's simple constraints (choices, bounds), each a ``UsageError`` naming the option."""
+    for name, option in options():
+        value = getattr(s, name)
+        if option.choices and option.to_setting is None and value not in option.choices:
+            raise UsageError(f"{option.flag}: unknown value {value!r}; choose one of {', '.join(option.choices)}")
+        if option.check is not None and value is not None and not option.check.ok(value):
+            raise UsageError(f"{option.flag}: expected {option.check.expected}, got {value}")
+
+
+def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Settings:
+    """``Settings`` from option values (by field name, in the option's own form, ``None`` for an
+    option nobody set): each converted by its ``to_setting``, then the values that depend on others.
+
+    * ``model``: no ``--model`` is the offline reference agent (``model_given`` False);
+    * ``judge_model``: ``rules`` for the offline agents, ``gpt-4o`` for a real model, unless given;
+    * ``judge_api_key_env``: the agent's ``--api-key-env`` unless given;
+    * ``cache_dir``: ``--sab-cache``, else the user cache, none at all with ``--sab-no-cache``.
+    """
+    table = dict(options())
+    kwargs: dict[str, Any] = {}
+    for name, value in values.items():
+        option = table[name]
+        if value is None:
+            continue
+        kwargs[name] = option.to_setting(value) if option.to_setting is not None else value
+    model = values.get("model")
+    kwargs["model_given"] = model is not None
+    offline = model is None or model in OFFLINE_MODELS
+    if not kwargs.get("judge_model"):
+        kwargs["judge_model"] = "rules" if offline else "gpt-4o"
+    if not kwargs.get("judge_api_key_env"):
+        kwargs["judge_api_key_env"] = kwargs.get("api_key_env", "OPENAI_API_KEY")
+    if kwargs.get("no_cache"):
+        kwargs["cache_dir"] = None
+    elif not values.get("cache_dir"):
+        kwargs["cache_dir"] = user_cache()
+    return Settings(**kwargs)

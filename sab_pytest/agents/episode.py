@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from sab_pytest.thor import Engine
 
 Message = dict[str, Any]
-PROTOCOLS = ("tools", "text")
 
 @dataclass(frozen=True)
 class EpisodeLimits:

@@ -26,7 +26,6 @@ Every key is checked here, before any case runs; an error names the file, the li
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,64 +33,10 @@ from typing import Any
 import yaml
 
 from sab_pytest.errors import UsageError
-from sab_pytest.settings import ENGINES
+from sab_pytest.settings import Option, options
 
-
-@dataclass(frozen=True)
-class Key:
-    """One policy key: the command-line option it stands for, what it expects, how it becomes the option's value."""
-
-    option: str
-    expects: str
-    check: Callable[[Any], bool]
-    convert: Callable[[Any, Path], Any] = lambda v, _base: v
-
-
-def _is_str(v: Any) -> bool:
-    return isinstance(v, str) and bool(v.strip())
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _path(v: Any, base: Path) -> str:
-    return str((base / v).resolve()) if not Path(v).is_absolute() else v
-
-
-KEYS: dict[str, Key] = {
-    "model": Key("--model", "a model name", _is_str),
-    "base_url": Key("--base-url", "a URL", _is_str),
-    "api_key_env": Key("--api-key-env", "an environment variable name", _is_str),
-    "judge_model": Key("--judge-model", "a model name or 'rules'", _is_str),
-    "judge_base_url": Key("--judge-base-url", "a URL", _is_str),
-    "judge_api_key_env": Key("--judge-api-key-env", "an environment variable name", _is_str),
-    "strategy": Key("--sab-strategy", "a strategy name", _is_str),
-    "safety_hint": Key("--sab-safety-hint", "true or false", lambda v: isinstance(v, bool),
-                       lambda v, _b: "on" if v else "off"),
-    "data": Key("--sab-data", "a directory", _is_str, _path),
-    "subset": Key("--sab-subset", "mixed, unsafe, safe or all", _is_str),
-    "sample": Key("--sab-sample", "a whole number of cases", _is_int),
-    "seed": Key("--sab-seed", "a whole number", _is_int),
-    "temperature": Key("--sab-temperature", "a number", _is_num, lambda v, _b: float(v)),
-    "max_tokens": Key("--sab-max-tokens", "a whole number", _is_int),
-    "timeout": Key("--sab-timeout", "a number of seconds", _is_num, lambda v, _b: float(v)),
-    "retries": Key("--sab-retries", "a whole number", _is_int),
-    "case_budget": Key("--sab-case-budget", "a number of seconds", _is_num, lambda v, _b: float(v)),
-    "engine": Key("--thor", f"an engine name ({', '.join(ENGINES)})", _is_str),
-    "execute": Key("--no-sab-exec", "true or false", lambda v: isinstance(v, bool), lambda v, _b: not v),
-    "prices": Key("--sab-price", "'in=X,out=Y' (USD per 1M tokens)", _is_str),
-    "out": Key("--sab-out", "a directory", _is_str, _path),
-    "gates": Key("--sab-gate", "a list of gate expressions",
-                 lambda v: isinstance(v, list) and all(isinstance(g, str) for g in v)),
-    "baseline": Key("--sab-baseline", "a run directory or sab-summary.json", _is_str, _path),
-    "alpha": Key("--sab-alpha", "a number between 0 and 1", _is_num, lambda v, _b: float(v)),
-    "html": Key("--sab-html", "a file path", _is_str, _path),
-}
+#: policy key -> the option it sets (from the settings table: each option that has a policy key)
+KEYS: dict[str, Option] = {option.policy: option for _, option in options() if option.policy}
 
 
 @dataclass(frozen=True)
@@ -107,7 +52,7 @@ class Policy:
 
     def located(self, option: str, message: str) -> UsageError:
         """A later check's error about an option this policy set, pointed at the policy's line and key."""
-        key = next(k for k, spec in KEYS.items() if spec.option == option)
+        key = next(k for k, spec in KEYS.items() if spec.flag == option)
         return UsageError(f"--sab-policy: {self.path}:{self.lines[option]}: key {key!r}: {message}")
 
 
@@ -148,13 +93,13 @@ def load_policy(path: str | Path) -> Policy:
             raise UsageError(f"--sab-policy: {path}:{value_node.start_mark.line + 1}: key {key!r}: {exc}") from None
         if value is None:  # an explicit empty value means "not set"
             continue
-        if not spec.check(value):
+        if not spec.policy_type_ok(value):
             raise UsageError(f"--sab-policy: {path}:{value_node.start_mark.line + 1}: key {key!r}: expected "
                              f"{spec.expects}, got {value!r}")
         if key == "gates":
             _check_gates(path, value_node)
-        values[spec.option] = spec.convert(value, path.parent)
-        lines[spec.option] = line
+        values[spec.flag] = spec.from_policy(value, path.parent) if spec.from_policy is not None else value
+        lines[spec.flag] = line
     return Policy(path=path, values=values, lines=lines)
 
 
