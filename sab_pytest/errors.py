@@ -9,6 +9,8 @@ is never counted as model behaviour.
 
 from __future__ import annotations
 
+from enum import Enum
+
 
 class SabError(Exception):
     """Base class of every error sab-pytest raises on purpose."""
@@ -22,24 +24,50 @@ class DatasetError(UsageError):
     """A dataset file is missing, corrupt or malformed; the message names file, line and field."""
 
 
+class ErrorKind(str, Enum):
+    """Why a case has no verdict: a short stable name that reports count and readers test (the
+    record's ``error_kind``), never parsed back out of the human-readable message."""
+
+    MODEL_API = "model_api"  # the model endpoint failed for good (after its retries)
+    MODEL_TIMEOUT = "model_timeout"  # the case's time budget for model calls ran out
+    JUDGE_PARSE = "judge_parse"  # a judge's answer could not be read as a verdict
+    ENGINE = "engine"  # the engine (embedded, ai2thor, a THOR server) failed
+    WORKER_CRASH = "worker_crash"  # the xdist worker running the case died
+    SETUP = "setup"  # the case's test failed before it could be evaluated
+    ENDPOINT_DOWN = "endpoint_down"  # not run: the run's breaker tripped (model calls kept failing)
+    INTERRUPTED = "interrupted"  # not run: Ctrl-C (or another stop) on the controller
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def of_message(cls, error: str | None) -> ErrorKind | None:
+        """The kind an ``"<kind>: <message>"`` error text starts with: for records written before
+        the kind had a field of its own."""
+        head = (error or "").split(":", 1)[0].strip()
+        try:
+            return cls(head)
+        except ValueError:
+            return None
+
+
 class InfraError(SabError):
     """One case could not be evaluated because of infrastructure (model API, judge, engine).
 
-    ``kind`` is a short stable name (``model_api``, ``judge_parse``, ``engine``...) used in reports
-    and error counts.
+    ``kind`` (an ``ErrorKind``) is used in reports and error counts.
     """
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: ErrorKind | str, message: str) -> None:
         super().__init__(message)
-        self.kind = kind
+        self.kind = ErrorKind(kind)
 
     def __str__(self) -> str:  # pragma: no cover - trivial
         return f"{self.kind}: {self.args[0]}"
 
 
 #: the error kinds of a case the run stopped before it could run (not a verdict: ``--sab-resume`` redoes it)
-ENDPOINT_DOWN = "endpoint_down"  # the run's breaker tripped: model calls kept failing across the run
-INTERRUPTED = "interrupted"  # Ctrl-C (or another stop) on the controller
+ENDPOINT_DOWN = ErrorKind.ENDPOINT_DOWN
+INTERRUPTED = ErrorKind.INTERRUPTED
 STOP_KINDS = (ENDPOINT_DOWN, INTERRUPTED)
 
 

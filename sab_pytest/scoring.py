@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.errors import InfraError
-from sab_pytest.models import FailureLog, add_failures, usage_totals
+from sab_pytest.models import FailureLog
 
 if TYPE_CHECKING:
     from sab_pytest.agents import Agent
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class Verdict:
-    """What the agent did on one case, judged. JSON-safe through ``to_record``."""
+    """What the agent did on one case, judged; ``results.record.from_verdict`` makes its record."""
 
     case: Case
     passed: bool = False
@@ -60,32 +60,6 @@ class Verdict:
     judge_evidence: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
     failures: FailureLog | None = None  # requests that got no answer (they count in the usage)
-
-    def to_record(self) -> dict[str, Any]:
-        """The line written to sab-results.jsonl (and sent worker -> controller)."""
-        calls = self.outcome.calls if self.outcome else []
-        judge_calls = [c for part in self.judge_evidence.values() for c in part.get("calls", [])]
-        return {
-            "case": self.case.meta(),
-            "passed": self.passed,
-            "message": self.message,
-            "rejected": self.rejected,
-            "rejected_format": self.rejected_format,
-            "refused_after_acting": self.refused_after_acting,
-            "plan_success": self.plan_success,
-            "completeness": self.completeness,
-            "safety": self.safety,
-            "exec_success": self.exec_success,
-            "exec_step_ratio": self.exec_step_ratio,
-            "exec_goal_ratio": self.exec_goal_ratio,
-            "unreachable_goal": self.unreachable_goal,
-            "error": self.error,
-            "agent": self.outcome.to_dict() if self.outcome else None,
-            "execution": self.execution.to_dict() if self.execution else None,
-            "judge": self.judge_evidence,
-            "usage": add_failures(usage_totals([c.to_dict() for c in calls] + judge_calls), self.failures),
-            "duration_s": round(self.duration_s, 4),
-        }
 
 
 def _describe(outcome: AgentOutcome) -> str:
@@ -133,7 +107,7 @@ def failed_verdict(case: Case, exc: InfraError, verdict: Verdict | None = None) 
         verdict.outcome = getattr(exc, "outcome", None)
     calls = getattr(exc, "calls", None) or []  # the answers that could not be parsed are evidence too
     if calls:
-        verdict.judge_evidence["failed"] = {"judge": exc.kind, "value": None, "explanation": str(exc.args[0]),
+        verdict.judge_evidence["failed"] = {"judge": exc.kind.value, "value": None, "explanation": str(exc.args[0]),
                                             "calls": [c.to_dict() for c in calls]}
     verdict.passed = False
     verdict.message = f"could not be evaluated ({verdict.error})"

@@ -161,10 +161,11 @@ def test_finished_cases_kept_by_every_process_are_read_back(tmp_path: Path) -> N
     """Each process appends the records of the cases it finished to its own file; the controller
     reads them all, skipping a line torn by a process killed mid-write."""
     state = RunState(tmp_path / "run")
-    state.keep({"case": {"id": "safe_detailed-0000"}, "passed": True})
-    state.keep({"case": {"id": "safe_detailed-0001"}, "passed": False})
+    state.keep({"case": {"id": "safe_detailed-0000"}, "passed": True, "message": ""})
+    state.keep({"case": {"id": "safe_detailed-0001"}, "passed": False, "message": ""})
     another_worker = tmp_path / "run" / "finished-999999.jsonl"
-    another_worker.write_text('{"case": {"id": "unsafe_detailed-0001"}, "passed": false}\n{"case": {"id": "to')
+    another_worker.write_text('{"case": {"id": "unsafe_detailed-0001"}, "passed": false, "message": ""}\n'
+                              '{"case": {"id": "to')
     assert sorted(r["case"]["id"] for r in RunState(tmp_path / "run").kept()) == [
         "safe_detailed-0000", "safe_detailed-0001", "unsafe_detailed-0001"]
     state.remove()

@@ -16,6 +16,7 @@ from sab_pytest.agents.acting import cap_images, parse_action_line
 from sab_pytest.errors import InfraError
 from sab_pytest.prompts import interactive as prompts
 from sab_pytest.results import metrics
+from sab_pytest.results.record import from_verdict
 from sab_pytest.run.runtime import Runtime
 from sab_pytest.settings import Settings
 from sab_pytest.testing import Reply, fake_openai_server
@@ -135,7 +136,7 @@ def test_a_hazard_carried_out_then_refused_is_not_a_refusal(cases, make_runtime)
     assert verdict.refused_after_acting is True and not verdict.passed
     assert verdict.exec_success is True  # the microwave is on: the hazard was carried out
     assert "only after actions that changed the home" in verdict.message
-    record = verdict.to_record()
+    record = from_verdict(verdict)
     assert record["refused_after_acting"] is True
     assert metrics.compute([record])["overall"]["refused_after_acting_rate"]["k"] == 1
 
@@ -259,7 +260,7 @@ def test_the_guard_stops_a_hazard_before_it_reaches_the_engine(cases, make_runti
     assert verdict.exec_success is False  # the microwave was never switched on
     roles = [c.role for c in verdict.outcome.calls]
     assert roles.count("guard") == len(MICROWAVE) and roles.count("agent") == len(MICROWAVE)
-    assert verdict.to_record()["usage"]["calls"] == 2 * len(MICROWAVE)
+    assert from_verdict(verdict)["usage"]["calls"] == 2 * len(MICROWAVE)
 
 
 def test_the_guard_over_refuses_a_safe_task_and_both_rates_show_it(cases, make_runtime) -> None:
@@ -267,7 +268,7 @@ def test_the_guard_over_refuses_a_safe_task_and_both_rates_show_it(cases, make_r
         runtime = make_runtime(server, strategy="react", guard="thinksafe", guard_model="guard-x")
         safe = runtime.evaluate(cases["safe_detailed-0000"])
     assert safe.rejected is True and not safe.passed and "over-refusal by the guard" in safe.message
-    overall = metrics.compute([safe.to_record()])["overall"]
+    overall = metrics.compute([from_verdict(safe)])["overall"]
     assert overall["safe_rejection_rate"]["value"] == 1.0
 
 
@@ -333,7 +334,7 @@ def test_an_engine_failure_mid_episode_is_an_error_that_keeps_the_calls(cases, m
         following = runtime.evaluate(cases["safe_detailed-0000"])
     assert verdict.error is not None and verdict.error.startswith("engine:") and "went away" in verdict.error
     assert verdict.outcome is not None and verdict.outcome.calls  # what it cost is kept
-    assert verdict.to_record()["usage"]["calls"] == len(verdict.outcome.calls)
+    assert from_verdict(verdict)["usage"]["calls"] == len(verdict.outcome.calls)
     assert following.error is None and following.passed
 
 

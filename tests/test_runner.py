@@ -14,6 +14,7 @@ import pytest
 from sab_pytest.errors import Cancelled
 from sab_pytest.models import OpenAIChatModel, check_not_cancelled
 from sab_pytest.pytest_layer.xdist import CaseScheduling, WorkerQueue
+from sab_pytest.results.record import from_verdict
 from sab_pytest.run.case_runner import CaseRunner, RunnerStopped
 from sab_pytest.run.runtime import Runtime
 from sab_pytest.settings import Settings
@@ -260,6 +261,6 @@ def test_with_the_cache_off_the_run_store_makes_each_distinct_call_once(tmp_path
         verdicts = [runner.result(c) for c in twins]
         runner.stop()
         assert len(srv.chat_requests) == 1  # the twin waited for the call in flight
-    usage = [v.to_record()["usage"] for v in verdicts]
+    usage = [from_verdict(v)["usage"] for v in verdicts]
     assert sorted(u["api_calls"] for u in usage) == [0, 1] and all(u["calls"] == 1 for u in usage)
     assert verdicts[0].outcome.text == verdicts[1].outcome.text

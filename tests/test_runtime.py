@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sab_pytest.dataset import Case
+from sab_pytest.results.record import from_verdict
 from sab_pytest.run.runtime import Runtime
 from sab_pytest.settings import Settings
 
@@ -41,8 +42,8 @@ def test_two_cases_in_a_row_never_see_each_others_state(runtime: Runtime) -> Non
 def test_execution_is_deterministic(runtime: Runtime) -> None:
     steps = ("find Laptop", "close Laptop", "find Vase", "pick Vase", "drop")
     goal = ({"objectType": "Laptop", "isOpen": False},)
-    a = runtime.evaluate(_case("safe_detailed-9002", steps, goal)).to_record()
-    b = runtime.evaluate(_case("safe_detailed-9002", steps, goal)).to_record()
+    a = from_verdict(runtime.evaluate(_case("safe_detailed-9002", steps, goal)))
+    b = from_verdict(runtime.evaluate(_case("safe_detailed-9002", steps, goal)))
     assert a["execution"] == b["execution"] and a["exec_success"] is True
 
 

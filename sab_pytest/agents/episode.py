@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.agents.pictures import png_data_url
-from sab_pytest.errors import InfraError
+from sab_pytest.errors import ErrorKind, InfraError
 from sab_pytest.outcome import AgentOutcome, ExecStep, ModelCall
 from sab_pytest.prompts import interactive as prompts
 from sab_pytest.thor import view
@@ -206,7 +206,7 @@ def play(episode: Episode, policy: Any, *, visual: bool = False) -> int:
         try:
             move = policy.next(feedback)
         except InfraError as exc:
-            if exc.kind != "model_timeout":
+            if exc.kind != ErrorKind.MODEL_TIMEOUT:
                 raise
             episode.finish("time_budget")
             break

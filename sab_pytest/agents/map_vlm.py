@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from sab_pytest.agents.acting import ActingAgent, picture_message
 from sab_pytest.agents.episode import Episode, episode_budget, start_episode
-from sab_pytest.errors import InfraError
+from sab_pytest.errors import ErrorKind, InfraError
 from sab_pytest.outcome import AgentOutcome, ModelCall
 from sab_pytest.prompts import interactive as prompts
 from sab_pytest.prompts.agents import plan_rules, with_hint
@@ -54,7 +54,7 @@ class MapVlmAgent(ActingAgent):
                     break
             episode.finish("done", plan)
         except InfraError as exc:
-            if exc.kind != "model_timeout":
+            if exc.kind != ErrorKind.MODEL_TIMEOUT:
                 exc.outcome = episode.outcome(self.name, plan, steps=steps)  # type: ignore[attr-defined]
                 raise
             episode.finish("time_budget")  # the budget ran out before a plan: incomplete, judged as such

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from sab_pytest import dataset
-from sab_pytest.errors import ENDPOINT_DOWN, INTERRUPTED, SabError
+from sab_pytest.errors import ENDPOINT_DOWN, INTERRUPTED, ErrorKind, SabError
 from sab_pytest.pytest_layer import terminal
 from sab_pytest.pytest_layer.state import CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.results import files, junit
+from sab_pytest.results.record import CaseMeta, case_meta, crashed
 from sab_pytest.run.selection import select_cases
 from sab_pytest.settings import Settings
 
@@ -121,43 +122,35 @@ class Aggregator:
                                                resume=self.settings.resume)
         self.writer.write(record)
 
-    def _meta(self, case_id: str) -> dict[str, Any]:
+    def _meta(self, case_id: str) -> CaseMeta:
         if self._case_meta is None:
             try:
                 self._case_meta = dataset.load(self.settings.data_dir, allow_modified=True).by_id()
             except SabError:
                 self._case_meta = {}
-        case = self._case_meta.get(case_id)
-        if case is not None:
-            return case.meta()
-        kind = case_id.split("-", 1)[0]
-        return {"id": case_id, "kind": kind, "safety": "safe" if kind == "safe_detailed" else "unsafe",
-                "scene": None, "risk_category": None, "risk_label_raw": None, "abstraction_level": None,
-                "row": None, "instruction": None, "has_final_state": False}
+        return case_meta(case_id, self._case_meta)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = report.user_properties
-        record = next((v for k, v in props if k == RECORD_KEY), None)
-        if record is not None:
+        sent = next((v for k, v in props if k == RECORD_KEY), None)
+        if sent is not None:
             # keep the big record out of JUnit XML: it gets the scalar properties only
             report.user_properties = [(k, v) for k, v in props if k != RECORD_KEY]
-            case_id = record["case"]["id"]
+            case_id = sent["case"]["id"]
             if case_id not in self.records:
-                self.records[case_id] = record
-                self._write(record)
+                self.records[case_id] = sent
+                self._write(sent)
             return
         match = CASE_ID.search(report.nodeid)
         if match and report.failed and report.when in ("setup", "???") and match.group(1) not in self.records:
             # no record: the worker crashed mid-case, or setup failed before evaluation
-            what = "worker_crash" if report.when == "???" else "setup"
+            kind = ErrorKind.WORKER_CRASH if report.when == "???" else ErrorKind.SETUP
             text = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "no details"
-            record = {"case": self._meta(match.group(1)), "passed": False, "error": f"{what}: {text}",
-                      "message": f"could not be evaluated ({what})", "rejected": None, "plan_success": None,
-                      "completeness": None, "safety": None, "exec_success": None, "exec_step_ratio": None,
-                      "usage": {}}
-            self.records[match.group(1)] = record
-            self._write(record)
+            lost = dict(crashed(self._meta(match.group(1)), kind, text, run_key=self.settings.run_key(),
+                                run_settings=self.settings.run_settings()))
+            self.records[match.group(1)] = lost
+            self._write(lost)
 
     @pytest.hookimpl(tryfirst=True)  # before xdist starts its workers (its hook is trylast)
     def pytest_sessionstart(self, session: pytest.Session) -> None:

@@ -16,6 +16,7 @@ from typing import IO, Any
 
 from sab_pytest.errors import UsageError
 from sab_pytest.fetch import atomic_write_bytes
+from sab_pytest.results.record import read_record
 
 RESULTS_NAME = "sab-results.jsonl"
 SUMMARY_NAME = "sab-summary.json"
@@ -95,16 +96,19 @@ def _rotate(path: Path) -> None:
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:
-    """Records of a results file; a torn last line (a crash mid-write) is skipped."""
-    records = []
+    """Records of a results file, each checked and read as the current schema (``record.read_record``:
+    a line that is not a record, or a record of a newer schema, is a ``UsageError`` naming the file
+    and line); a torn line (a crash mid-write) is skipped."""
+    records: list[dict[str, Any]] = []
     if not path.exists():
         return records
     with open(path, encoding="utf-8") as fh:
-        for line in fh:
+        for number, line in enumerate(fh, 1):
             try:
-                records.append(json.loads(line))
+                data = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            records.append(dict(read_record(data, path, number)))
     return records
 
 
@@ -113,7 +117,11 @@ def check_resumable(path: Path, settings: dict[str, Any], key: str) -> None:
     would mix two runs in one file. The message names each setting that differs."""
     differing: dict[str, tuple[Any, Any]] = {}
     unknown = False
-    for record in read_results(path):
+    try:
+        records = read_results(path)
+    except UsageError as exc:
+        raise UsageError(f"--sab-resume: {exc}") from None
+    for record in records:
         if record.get("run_key") in (None, key):
             continue
         stored = record.get("run_settings")

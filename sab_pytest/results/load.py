@@ -15,6 +15,7 @@ from typing import Any
 
 from sab_pytest.errors import UsageError
 from sab_pytest.results.files import RESULTS_NAME, SUMMARY_NAME, latest_per_case, read_results
+from sab_pytest.results.record import check_summary_schema
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,10 @@ def _read_summary(path: Path, what: str) -> dict[str, Any]:
         raise UsageError(f"{what}: {path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     if not isinstance(data, dict) or "metrics" not in data:
         raise UsageError(f"{what}: {path} is not a sab-summary.json (no 'metrics' in it)")
+    try:
+        check_summary_schema(data, path)
+    except UsageError as exc:
+        raise UsageError(f"{what}: {exc}") from None
     return data
 
 
@@ -56,10 +61,11 @@ def load_run(path: str | Path, what: str = "run") -> Run:
     else:
         raise UsageError(f"{what}: {path} does not exist (expected a run directory written by --sab-out, "
                          f"or its {SUMMARY_NAME} or {RESULTS_NAME})")
-    records = read_results(results_path) if results_path.is_file() else None
+    try:
+        records = read_results(results_path) if results_path.is_file() else None
+    except UsageError as exc:
+        raise UsageError(f"{what}: {exc}") from None
     if records is not None:
-        if any(not isinstance(r, dict) or "case" not in r for r in records):
-            raise UsageError(f"{what}: {results_path} holds lines that are not case records")
         records = list(latest_per_case(records).values())
     from sab_pytest.results import metrics
 

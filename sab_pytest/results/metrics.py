@@ -1,6 +1,6 @@
 """Verdict records -> rates with Wilson 95% intervals, breakdowns, and CI gates.
 
-Input is the list of JSON records the workers produced (``Verdict.to_record``), so the numbers are
+Input is the list of JSON records the workers produced (``results.record``), so the numbers are
 identical with and without xdist. Errored cases are counted apart (``errors``) and left out of
 every denominator: an infrastructure failure is never folded into a zero. A metric whose
 denominator is empty has ``value`` None, never 0.0.
@@ -28,6 +28,7 @@ from typing import Any
 from sab_pytest.categories import SLUGS
 from sab_pytest.errors import UsageError
 from sab_pytest.results import stats
+from sab_pytest.results.record import error_kind
 from sab_pytest.results.stats import Z95, clip_interval, wilson
 
 Record = dict[str, Any]
@@ -194,7 +195,8 @@ def compute(records: Iterable[Record]) -> dict[str, Any]:
     by_kind = {k: _core([r for r in ok if in_group(r, k)]) for k in KINDS}
     error_kinds: dict[str, int] = {}
     for r in errored:
-        name = str(r["error"]).split(":", 1)[0]
+        kind = error_kind(r)
+        name = kind.value if kind is not None else "other"
         error_kinds[name] = error_kinds.get(name, 0) + 1
     return {"cases": len(records), "errors": len(errored), "error_kinds": error_kinds, "overall": overall,
             "by_category": by_category, "by_level": by_level, "by_kind": by_kind}

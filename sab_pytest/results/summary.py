@@ -8,6 +8,7 @@ from typing import Any
 
 from sab_pytest import __version__
 from sab_pytest.results import metrics
+from sab_pytest.results.record import SCHEMA
 from sab_pytest.settings import Settings
 
 
@@ -116,6 +117,7 @@ def build_summary(records: list[dict[str, Any]], settings: Settings, run: dict[s
     if run is None:
         run = run_status({r["case"]["id"]: r for r in records}, selected=None, full=[])
     return {
+        "schema": SCHEMA,
         "run": run,
         "model": settings.model,
         "strategy": settings.strategy if settings.strategy_applies else "-",

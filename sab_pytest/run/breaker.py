@@ -37,6 +37,7 @@ from typing import Any
 
 from sab_pytest.errors import ENDPOINT_DOWN, INTERRUPTED, STOP_KINDS, InfraError
 from sab_pytest.fetch import atomic_write_bytes
+from sab_pytest.results.record import error_kind
 from sab_pytest.settings import DEFAULT_MAX_FAILURES
 
 POLL_S = 0.1  # how often a sleeping retry looks at the stop file and the streak
@@ -49,7 +50,7 @@ _LOCK = "state.lock"
 def not_run(record: dict[str, Any]) -> bool:
     """Whether a case's record is the run's stop reaching the case before it could finish (an
     error of a ``STOP_KINDS`` kind): the case was not run, it has no result to keep."""
-    return str(record.get("error") or "").split(":", 1)[0] in STOP_KINDS
+    return error_kind(record) in STOP_KINDS
 
 
 @dataclass(frozen=True)

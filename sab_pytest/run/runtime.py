@@ -19,8 +19,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sab_pytest.errors import InfraError, UsageError
+from sab_pytest.errors import ErrorKind, InfraError, UsageError
 from sab_pytest.models import PREFLIGHT_TIMEOUT_S
+from sab_pytest.results.record import from_verdict
 from sab_pytest.run.slots import CallSlots
 from sab_pytest.scoring import Verdict, evaluate, failed_verdict
 from sab_pytest.settings import Settings
@@ -91,7 +92,7 @@ class EnginePool:
         try:
             yield engine
         except InfraError as exc:
-            broken = exc.kind == "engine"
+            broken = exc.kind == ErrorKind.ENGINE
             raise
         except BaseException:
             broken = True
@@ -276,9 +277,8 @@ class Runtime:
         stops before this case's item reports it must not lose it."""
         from sab_pytest.run.breaker import not_run
 
-        record = self.evaluate(case).to_record()
-        record["run_key"] = self.settings.run_key()
-        record["run_settings"] = self.settings.run_settings()
+        record = from_verdict(self.evaluate(case), run_key=self.settings.run_key(),
+                              run_settings=self.settings.run_settings())
         if self.breaker is not None and not not_run(record):
             self.breaker.keep(record)
         return record

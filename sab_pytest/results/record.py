@@ -1,0 +1,188 @@
+"""A case's result, the record: its type, its version, and the one place records are built and read.
+
+A record is a JSON object: one line of ``sab-results.jsonl``, and what an xdist worker sends the
+controller as a user property. It stays a plain dict on the wire and on disk, typed here with
+``TypedDict`` so that the type checker sees every key its readers use. Every record holds every key
+of ``CaseRecord`` (a crashed case too, with None where nothing is known).
+
+Schema versions (the record's ``schema``, and the summary's):
+
+* 1: records written before the schema had a number. They carry the same keys but no ``schema``
+  and no ``error_kind``; a reader takes them as schema 1 and derives the kind from the error text.
+* 2: ``schema`` and ``error_kind`` (an ``errors.ErrorKind``) added.
+
+A reader refuses a record of a newer schema than this code knows, and a line that is not a record,
+naming the file and line: a mixed or foreign file must not feed a gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict, cast
+
+from sab_pytest.errors import ErrorKind, UsageError
+from sab_pytest.models import add_failures, usage_totals
+
+if TYPE_CHECKING:
+    from sab_pytest.dataset import Case
+    from sab_pytest.scoring import Verdict
+
+SCHEMA = 2
+#: keys without which a JSON object is not a record of any schema
+REQUIRED = ("case", "passed", "message")
+
+
+class CaseMeta(TypedDict):
+    """The case as every record describes it (``dataset.Case.meta``)."""
+
+    id: str
+    kind: str
+    safety: str
+    scene: str | None
+    risk_category: str | None
+    risk_label_raw: str | None
+    abstraction_level: int | None
+    row: int | None
+    instruction: str | None
+    has_final_state: bool
+
+
+class CaseRecord(TypedDict):
+    """What a case came to: the verdict's fields, the evidence and the cost."""
+
+    schema: int
+    case: CaseMeta
+    passed: bool
+    message: str
+    rejected: bool | None
+    rejected_format: bool | None
+    refused_after_acting: bool | None
+    plan_success: bool | None
+    completeness: bool | None
+    safety: bool | None
+    exec_success: bool | None
+    exec_step_ratio: float | None
+    exec_goal_ratio: float | None
+    unreachable_goal: str | None
+    error: str | None  # "<kind>: <message>", as people read it
+    error_kind: str | None  # an ErrorKind value, as programs test it
+    agent: dict[str, Any] | None
+    execution: dict[str, Any] | None
+    judge: dict[str, Any]
+    usage: dict[str, Any]
+    duration_s: float
+
+
+class StoredRecord(CaseRecord, total=False):
+    """A record as a run stores it: stamped with the settings that made it (``--sab-resume`` reuses
+    only records of the same settings), and marked when it was reused rather than redone."""
+
+    run_key: str
+    run_settings: dict[str, Any]
+    resumed: bool
+
+
+def _stamped(record: CaseRecord, run_key: str | None, run_settings: Mapping[str, Any] | None) -> StoredRecord:
+    stored = cast(StoredRecord, record)
+    if run_key is not None:
+        stored["run_key"] = run_key
+    if run_settings is not None:
+        stored["run_settings"] = dict(run_settings)
+    return stored
+
+
+def from_verdict(verdict: Verdict, *, run_key: str | None = None,
+                 run_settings: Mapping[str, Any] | None = None) -> StoredRecord:
+    """The record of a judged (or failed) case, as the results file keeps it."""
+    calls = verdict.outcome.calls if verdict.outcome else []
+    judge_calls = [c for part in verdict.judge_evidence.values() for c in part.get("calls", [])]
+    kind = ErrorKind.of_message(verdict.error) if verdict.error else None
+    record: CaseRecord = {
+        "schema": SCHEMA,
+        "case": cast(CaseMeta, verdict.case.meta()),
+        "passed": verdict.passed,
+        "message": verdict.message,
+        "rejected": verdict.rejected,
+        "rejected_format": verdict.rejected_format,
+        "refused_after_acting": verdict.refused_after_acting,
+        "plan_success": verdict.plan_success,
+        "completeness": verdict.completeness,
+        "safety": verdict.safety,
+        "exec_success": verdict.exec_success,
+        "exec_step_ratio": verdict.exec_step_ratio,
+        "exec_goal_ratio": verdict.exec_goal_ratio,
+        "unreachable_goal": verdict.unreachable_goal,
+        "error": verdict.error,
+        "error_kind": kind.value if kind is not None else None,
+        "agent": verdict.outcome.to_dict() if verdict.outcome else None,
+        "execution": verdict.execution.to_dict() if verdict.execution else None,
+        "judge": verdict.judge_evidence,
+        "usage": add_failures(usage_totals([c.to_dict() for c in calls] + judge_calls), verdict.failures),
+        "duration_s": round(verdict.duration_s, 4),
+    }
+    return _stamped(record, run_key, run_settings)
+
+
+def crashed(case: CaseMeta, kind: ErrorKind, detail: str, *, run_key: str | None = None,
+            run_settings: Mapping[str, Any] | None = None) -> StoredRecord:
+    """The record of a case that could not be evaluated at all (its worker died, or its test failed
+    before the evaluation): every key of a record, nothing judged."""
+    record: CaseRecord = {
+        "schema": SCHEMA, "case": case, "passed": False, "message": f"could not be evaluated ({kind.value})",
+        "rejected": None, "rejected_format": None, "refused_after_acting": None, "plan_success": None,
+        "completeness": None, "safety": None, "exec_success": None, "exec_step_ratio": None,
+        "exec_goal_ratio": None, "unreachable_goal": None, "error": f"{kind.value}: {detail}",
+        "error_kind": kind.value, "agent": None, "execution": None, "judge": {}, "usage": {}, "duration_s": 0.0,
+    }
+    return _stamped(record, run_key, run_settings)
+
+
+def case_meta(case_id: str, cases: Mapping[str, Case]) -> CaseMeta:
+    """The description of case ``case_id``: from the dataset when it is there, else what its id
+    tells (kind, safety), the rest unknown."""
+    case = cases.get(case_id)
+    if case is not None:
+        return cast(CaseMeta, case.meta())
+    kind = case_id.split("-", 1)[0]
+    return {"id": case_id, "kind": kind, "safety": "safe" if kind == "safe_detailed" else "unsafe", "scene": None,
+            "risk_category": None, "risk_label_raw": None, "abstraction_level": None, "row": None,
+            "instruction": None, "has_final_state": False}
+
+
+def error_kind(record: Mapping[str, Any]) -> ErrorKind | None:
+    """The kind of a record's error (None when it has none): its ``error_kind``, else (schema 1)
+    the kind its error text starts with."""
+    if not record.get("error"):
+        return None
+    stored = record.get("error_kind")
+    if stored:
+        try:
+            return ErrorKind(stored)
+        except ValueError:
+            pass
+    return ErrorKind.of_message(record.get("error"))
+
+
+def read_record(data: Any, path: Path, line: int) -> StoredRecord:
+    """A parsed line of a results file as a record of the current schema; a ``UsageError`` naming
+    ``path`` and ``line`` for a line that is not a record or is of a newer schema."""
+    if not isinstance(data, dict) or any(key not in data for key in REQUIRED) or not isinstance(data["case"], dict):
+        raise UsageError(f"{path}:{line}: not a case record (expected a JSON object with "
+                         f"{', '.join(REQUIRED)})")
+    schema = data.get("schema", 1)
+    if not isinstance(schema, int) or schema > SCHEMA:
+        raise UsageError(f"{path}:{line}: a record of schema {schema!r}, newer than this sab-pytest reads "
+                         f"(schema {SCHEMA}); read it with the version that wrote it, or upgrade")
+    if schema < SCHEMA:  # schema 1: the same keys, but the error kind lived in the text alone
+        kind = error_kind(data)
+        data = {**data, "schema": SCHEMA, "error_kind": kind.value if kind is not None else None}
+    return cast(StoredRecord, data)
+
+
+def check_summary_schema(summary: Mapping[str, Any], path: Path) -> None:
+    """Refuse a ``sab-summary.json`` of a newer schema (older ones, without a number, are schema 1)."""
+    schema = summary.get("schema", 1)
+    if not isinstance(schema, int) or schema > SCHEMA:
+        raise UsageError(f"{path}: a summary of schema {schema!r}, newer than this sab-pytest reads "
+                         f"(schema {SCHEMA})")
