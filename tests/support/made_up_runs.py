@@ -1,6 +1,6 @@
 """Made-up finished runs with known answers, for compare, baseline gates and the HTML report.
 
-A run here is a list of verdict records shaped like ``Verdict.to_record`` (only the fields the
+A run here is a list of verdict records shaped like ``results.record.CaseRecord`` (only the fields the
 metrics, compare and report read) and, written to a directory, the two files ``--sab-out`` holds.
 """
 
