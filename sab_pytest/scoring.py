@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sab_pytest.errors import InfraError
+from sab_pytest.errors import ErrorKind, InfraError
 from sab_pytest.models import FailureLog
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ class Verdict:
     exec_goal_ratio: float | None = None
     unreachable_goal: str | None = None
     error: str | None = None  # "<kind>: <message>" for infrastructure / parse failures
+    error_kind: ErrorKind | None = None
     outcome: AgentOutcome | None = None
     execution: ExecResult | None = None
     judge_evidence: dict[str, Any] = field(default_factory=dict)
@@ -103,6 +104,7 @@ def failed_verdict(case: Case, exc: InfraError, verdict: Verdict | None = None) 
     """``verdict`` (or a new one) marked as not evaluated because of ``exc``, with its evidence."""
     verdict = verdict if verdict is not None else Verdict(case=case)
     verdict.error = f"{exc.kind}: {exc.args[0]}"
+    verdict.error_kind = exc.kind
     if verdict.outcome is None:  # an episode cut short by the engine keeps what it did and cost
         verdict.outcome = getattr(exc, "outcome", None)
     calls = getattr(exc, "calls", None) or []  # the answers that could not be parsed are evidence too

@@ -46,6 +46,7 @@ def differences(a: Run, b: Run) -> list[str]:
 
 def _mean_values(run: Run, metric: str, group: str | None) -> list[float]:
     d = metrics.DEFINITIONS[metric]
+    assert isinstance(d, metrics.MeanDef), f"{metric} is a rate, not a mean"
     return [d.value(r) for r in run.records or []
             if not r.get("error") and metrics.in_group(r, group) and d.population(r)]
 
@@ -66,9 +67,9 @@ def _row(metric: str, group: str | None, a: Run, b: Run,
         return row
     counted = metrics.paired_counts(metric, pairs) if pairs is not None else None
     if counted is not None:
-        pairs, a_only, b_only, both = counted
-        ci = stats.newcombe_paired(both, b_only, a_only, pairs - both - a_only - b_only)
-        row.update(pairs=pairs, a_only=a_only, b_only=b_only, p_value=stats.mcnemar_exact(a_only, b_only))
+        n_pairs, a_only, b_only, both = counted
+        ci = stats.newcombe_paired(both, b_only, a_only, n_pairs - both - a_only - b_only)
+        row.update(pairs=n_pairs, a_only=a_only, b_only=b_only, p_value=stats.mcnemar_exact(a_only, b_only))
     elif "k" in ea and "k" in eb:
         ci = stats.newcombe(eb["k"], eb["n"], ea["k"], ea["n"])
     elif metric in metrics.DEFINITIONS and a.records is not None and b.records is not None:

@@ -69,8 +69,7 @@ def _prompt_texts(records: list[dict[str, Any]]) -> Iterable[str]:
                 if isinstance(content, str):
                     yield content
                 elif isinstance(content, list):
-                    yield from (c.get("text") for c in content
-                                if isinstance(c, dict) and isinstance(c.get("text"), str))
+                    yield from (c["text"] for c in content if isinstance(c, dict) and isinstance(c.get("text"), str))
 
 
 def _message(msg: dict[str, Any], shared: SharedText) -> str:

@@ -121,16 +121,16 @@ def _status(summary: dict[str, Any]) -> str | None:
 def merged_run(runs: list[RunDir]) -> dict[str, Any] | None:
     """The merged ``run`` block: ``complete`` only if every shard says so, else the first other
     status; counts added up. None if no shard says what kind of run it was."""
-    blocks = [r.summary.get("run") for r in runs]
-    if all(b is None for b in blocks):
+    found: list[dict[str, Any] | None] = [r.summary.get("run") for r in runs]
+    if all(b is None for b in found):
         return None
-    blocks = [b or {} for b in blocks]
+    blocks: list[dict[str, Any]] = [b or {} for b in found]
     statuses = [b.get("status") for b in blocks]
     merged: dict[str, Any] = {"status": next((s for s in statuses if s != "complete"), "complete")}
     for key in ("selected", "full_selection", "finished", "reused", "not_run"):
         merged[key] = sum(int(b.get(key) or 0) for b in blocks)
     merged["partial_selection"] = any(b.get("partial_selection") for b in blocks)
-    stopped = next((b for b in blocks if b.get("stop_reason")), {})
+    stopped: dict[str, Any] = next((b for b in blocks if b.get("stop_reason")), {})
     merged["stop_reason"], merged["stop_message"] = stopped.get("stop_reason"), stopped.get("stop_message")
     return merged
 

@@ -301,6 +301,7 @@ class Gate:
             out["reason"] = "undefined: no cases in its denominator"
             return out
         if self.form == "fixed":
+            assert self.threshold is not None, "a fixed gate always has a threshold"
             out["passed"] = _OPS[self.op](value, self.threshold)
             return out
         if baseline is None:
@@ -327,7 +328,7 @@ class Gate:
         if paired is not None:
             pairs, b, c, _ = paired  # b: the baseline succeeded where this run did not
             regress, improve = (b, c) if worse > 0 else (c, b)
-            p = stats.mcnemar_exact(regress, improve, alternative="greater")
+            p: float | None = stats.mcnemar_exact(regress, improve, alternative="greater")
             test = f"exact McNemar, one-sided, {pairs} paired cases ({regress} worse, {improve} better)"
         else:
             k_cur, n_cur, k_base, n_base = cur["k"], cur["n"], base["k"], base["n"]

@@ -97,7 +97,7 @@ def from_verdict(verdict: Verdict, *, run_key: str | None = None,
     """The record of a judged (or failed) case, as the results file keeps it."""
     calls = verdict.outcome.calls if verdict.outcome else []
     judge_calls = [c for part in verdict.judge_evidence.values() for c in part.get("calls", [])]
-    kind = ErrorKind.of_message(verdict.error) if verdict.error else None
+    kind = verdict.error_kind or (ErrorKind.of_message(verdict.error) if verdict.error else None)
     record: CaseRecord = {
         "schema": SCHEMA,
         "case": cast(CaseMeta, verdict.case.meta()),

@@ -267,7 +267,7 @@ class Runtime:
             verdict.failures = failures
         finally:
             if engine is not None:  # an engine that failed mid-case is stopped, not handed out again
-                self.engines.release(engine, broken=verdict is None or (verdict.error or "").startswith("engine"))
+                self.engines.release(engine, broken=verdict is None or verdict.error_kind == ErrorKind.ENGINE)
         return verdict
 
     def run_case(self, case: Case) -> dict[str, Any]:
@@ -277,8 +277,8 @@ class Runtime:
         stops before this case's item reports it must not lose it."""
         from sab_pytest.run.breaker import not_run
 
-        record = from_verdict(self.evaluate(case), run_key=self.settings.run_key(),
-                              run_settings=self.settings.run_settings())
+        record: dict[str, Any] = dict(from_verdict(self.evaluate(case), run_key=self.settings.run_key(),
+                                                   run_settings=self.settings.run_settings()))
         if self.breaker is not None and not not_run(record):
             self.breaker.keep(record)
         return record
