@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from support.benchmark import CASE_TEST, SabRun
 from support.tiny_dataset import write_tiny_dataset
 
 pytest_plugins = ["pytester"]
@@ -40,6 +41,19 @@ def real_scenes_dir() -> Path:
 @pytest.fixture
 def tiny_data(tmp_path: Path) -> Path:
     return write_tiny_dataset(tmp_path / "data")
+
+
+@pytest.fixture
+def sab_run(pytester: pytest.Pytester, tiny_data: Path):
+    """A factory of benchmark runs in this test's pytester directory, on the tiny dataset:
+    ``sab_run(*base_options, data=..., out="out", inprocess=False)`` returns a ``SabRun``. The case
+    module is written once; every plugin test that runs the benchmark goes through here."""
+    pytester.makepyfile(test_sab=CASE_TEST)
+
+    def make(*base: str, data: Path | None = None, out: str = "out", inprocess: bool = False) -> SabRun:
+        return SabRun(pytester, data or tiny_data, base, pytester.path / out, inprocess=inprocess)
+
+    return make
 
 
 @pytest.fixture

@@ -12,12 +12,12 @@ import re
 from pathlib import Path
 
 import pytest
+from support.benchmark import CASE_TEST
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.pytest_layer import activation
 
 TRIVIAL = "def test_one():\n    assert 1 + 1 == 2\n"
-CASE_TEST = "from sab_pytest.plugin import check\n\n\ndef test_case(sab_verdict):\n    check(sab_verdict)\n"
 
 
 def _files(root: Path) -> set[str]:

@@ -22,7 +22,6 @@ from support.tiny_dataset import N_CASES
 from sab_pytest.testing import RecordedRequest, Reply, fake_openai_server
 
 KEY = "sk-test-PLANTED-KEY-0123456789"
-CASE_TEST = "from sab_pytest.plugin import check\n\n\ndef test_case(sab_verdict):\n    check(sab_verdict)\n"
 
 
 class Dies:
@@ -46,25 +45,23 @@ class Dies:
 
 
 @pytest.fixture
-def run(pytester: pytest.Pytester, tiny_data: Path, monkeypatch: pytest.MonkeyPatch):
+def run(sab_run, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
     """``run(server, *args)``: the benchmark on the tiny dataset against ``server`` (agent only,
     rule judge, 1 retry), in a subprocess like a user's run."""
-    pytester.makepyfile(test_sab=CASE_TEST)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    out = pytester.path / "out"
+    bench = sab_run()
 
     def _run(server, *args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess(*_args(tiny_data, out, pytester.path, server.url), *args)
+        return bench(*_options(pytester.path, server.url), *args)
 
-    _run.out = out  # type: ignore[attr-defined]
+    _run.out = bench.out  # type: ignore[attr-defined]
     return _run
 
 
-def _args(data: Path, out: Path, root: Path, url: str) -> list[str]:
-    return [f"--sab-data={data}", "--sab-allow-modified-data", "--sab-subset=all", f"--sab-out={out}",
-            f"--sab-cache={root / 'cache'}",
-            "--no-sab-exec", "--model", "agent-x", "--judge-model", "rules", f"--base-url={url}",
-            "--sab-retries", "1", "--sab-timeout", "2"]
+def _options(root: Path, url: str) -> list[str]:
+    """Agent ``agent-x`` at ``url`` (1 retry, 2 s a request), rule judge, a cache of its own."""
+    return [f"--sab-cache={root / 'cache'}", "--no-sab-exec", "--model", "agent-x", "--judge-model", "rules",
+            f"--base-url={url}", "--sab-retries", "1", "--sab-timeout", "2"]
 
 
 def _records(out: Path) -> list[dict]:
@@ -113,14 +110,13 @@ def test_no_case_calls_a_model_before_the_endpoint_check_has_passed(run, workers
     assert min(r.received_at for r in cases) >= preflight[0].received_at + 1.5
 
 
-def test_healthy_run_pays_one_preflight_per_endpoint(pytester: pytest.Pytester, tiny_data: Path,
+def test_healthy_run_pays_one_preflight_per_endpoint(sab_run, pytester: pytest.Pytester,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.makepyfile(test_sab=CASE_TEST)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     with fake_openai_server() as server:
-        args = _args(tiny_data, pytester.path / "out", pytester.path, server.url)
-        args[args.index("rules")] = "judge-x"  # the judge on the same endpoint and key
-        pytester.runpytest_subprocess(*args, "-k", "unsafe_detailed-0000")
+        options = _options(pytester.path, server.url)
+        options[options.index("rules")] = "judge-x"  # the judge on the same endpoint and key
+        sab_run(*options)("-k", "unsafe_detailed-0000")
     assert [is_preflight(r) for r in server.chat_requests].count(True) == 1
     assert [r.body["model"] for r in server.chat_requests if is_preflight(r)] == ["agent-x"]
 
@@ -251,13 +247,13 @@ def _wait_for(condition: Callable[[], bool], timeout: float) -> bool:
     return False
 
 
-def test_ctrl_c_to_the_controller_stops_the_workers_calls(pytester: pytest.Pytester, tiny_data: Path) -> None:
-    pytester.makepyfile(test_sab=CASE_TEST)
-    out = pytester.path / "out"
+def test_ctrl_c_to_the_controller_stops_the_workers_calls(sab_run, pytester: pytest.Pytester) -> None:
     env = {**os.environ, "OPENAI_API_KEY": KEY}
     with fake_openai_server(latency=0.25) as server:
-        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
-                   *_args(tiny_data, out, pytester.path, server.url), "--sab-timeout", "5"]
+        bench = sab_run(*_options(pytester.path, server.url))
+        out = bench.out
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", *bench.args(),
+                   "--sab-timeout", "5"]
         proc = subprocess.Popen(command, cwd=pytester.path, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:

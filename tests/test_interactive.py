@@ -352,24 +352,22 @@ def test_an_interactive_strategy_without_an_engine_is_an_error() -> None:
 # ------------------------------------------------------------------------------------------ the plugin
 
 
-CASE_TEST = "from sab_pytest.plugin import check\n\n\ndef test_case(sab_verdict):\n    check(sab_verdict)\n"
 
 
 def _records(out: Path) -> dict[str, dict]:
     return {r["case"]["id"]: r for r in map(json.loads, (out / "sab-results.jsonl").read_text().splitlines())}
 
 
-def test_plugin_runs_episodes_with_cache_and_resume(pytester: pytest.Pytester, tiny_data: Path, real_scenes_dir: Path,
+def test_plugin_runs_episodes_with_cache_and_resume(sab_run, pytester: pytest.Pytester, real_scenes_dir: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.makepyfile(test_sab=CASE_TEST)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     with fake_openai_server(responder=agent_script(FRIDGE[:2])) as server:
+        bench = sab_run(f"--thor-scenes={real_scenes_dir}", "--sab-subset=safe",
+                        f"--sab-cache={pytester.path / 'cache'}", "--model=agent-x", "--judge-model=rules",
+                        f"--base-url={server.url}", "--sab-strategy=basic")
+
         def run(out: str, *extra: str) -> pytest.RunResult:
-            return pytester.runpytest_subprocess(
-                f"--sab-data={tiny_data}", "--sab-allow-modified-data", f"--thor-scenes={real_scenes_dir}",
-                "--sab-subset=safe",
-                f"--sab-out={pytester.path / out}", f"--sab-cache={pytester.path / 'cache'}", "--model=agent-x",
-                "--judge-model=rules", f"--base-url={server.url}", "--sab-strategy=basic", *extra)
+            return bench(*extra, out=out)
 
         run("first").assert_outcomes(passed=0, failed=3)
         first = len(case_calls(server.chat_requests))

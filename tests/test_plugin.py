@@ -10,28 +10,17 @@ from pathlib import Path
 import pytest
 from support.tiny_dataset import N_CASES
 
-CASE_TEST = """
-from sab_pytest.plugin import check
-
-
-def test_case(sab_verdict):
-    check(sab_verdict)
-"""
-
 
 @pytest.fixture
-def run(pytester: pytest.Pytester, tiny_data: Path):
-    pytester.makepyfile(test_sab=CASE_TEST)
-    out = pytester.path / "out"
+def run(sab_run):
+    """``run(*args, exec_=False)``: the benchmark on the tiny dataset, in a subprocess; plans are not
+    executed unless ``exec_``."""
+    bench = sab_run()
 
     def _run(*args: str, exec_: bool = False) -> pytest.RunResult:
-        # option=value form: pytest would take a separate path argument into its rootdir/ini search
-        base = [f"--sab-data={tiny_data}", "--sab-allow-modified-data", "--sab-subset=all", f"--sab-out={out}"]
-        if not exec_:
-            base.append("--no-sab-exec")
-        return pytester.runpytest_subprocess(*base, *args)
+        return bench(*args) if exec_ else bench("--no-sab-exec", *args)
 
-    _run.out = out  # type: ignore[attr-defined]
+    _run.out = bench.out  # type: ignore[attr-defined]
     return _run
 
 

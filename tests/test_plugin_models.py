@@ -12,7 +12,6 @@ from support.tiny_dataset import N_CASES
 from sab_pytest.testing import Reply, fake_openai_server
 
 PLANTED = "sk-test-PLANTED-SECRET-0123456789"
-CASE_TEST = "from sab_pytest.plugin import check\n\n\ndef test_case(sab_verdict):\n    check(sab_verdict)\n"
 
 
 def _everything(request) -> str:
@@ -44,21 +43,12 @@ def server():
 
 
 @pytest.fixture
-def run(pytester: pytest.Pytester, tiny_data: Path, server, monkeypatch: pytest.MonkeyPatch):
-    pytester.makepyfile(test_sab=CASE_TEST)
+def run(sab_run, server, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+    """The benchmark against the fake server: agent and LLM judge, a response cache of its own."""
     monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
-    out = pytester.path / "out"
-    cache = pytester.path / "cache"
-
-    def _run(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess(
-            f"--sab-data={tiny_data}", "--sab-allow-modified-data", "--sab-subset=all", f"--sab-out={out}",
-            f"--sab-cache={cache}",
-            "--no-sab-exec", "--model", "openai/agent-x", "--judge-model", "judge-x", f"--base-url={server.url}",
-            "--sab-retries", "1", "--sab-timeout", "5", *args)
-
-    _run.out = out  # type: ignore[attr-defined]
-    return _run
+    bench = sab_run(f"--sab-cache={pytester.path / 'cache'}", "--no-sab-exec", "--model", "openai/agent-x",
+                    "--judge-model", "judge-x", f"--base-url={server.url}", "--sab-retries", "1", "--sab-timeout", "5")
+    return bench
 
 
 def _records(out: Path) -> dict[str, dict]:

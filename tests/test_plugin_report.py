@@ -8,19 +8,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from test_plugin import CASE_TEST
 
 
 @pytest.fixture
-def run(pytester: pytest.Pytester, tiny_data: Path):
-    pytester.makepyfile(test_sab=CASE_TEST)
-
-    def _run(*args: str, out: str = "out") -> pytest.RunResult:
-        base = [f"--sab-data={tiny_data}", "--sab-allow-modified-data", "--sab-subset=all",
-                f"--sab-out={pytester.path / out}", "--no-sab-exec", "-p", "no:cacheprovider"]
-        return pytester.runpytest_subprocess(*base, *args)
-
-    return _run
+def run(sab_run):
+    """``run(*args, out="out")``: the benchmark on the tiny dataset, plans not executed."""
+    return sab_run("--no-sab-exec", "-p", "no:cacheprovider")
 
 
 def _summary(path: Path) -> dict:

@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
+from support.benchmark import CASE_TEST
 from support.calls import case_calls
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.testing import Reply, fake_openai_server
 
-CASE_TEST = "from sab_pytest.plugin import check\n\n\ndef test_case(sab_verdict):\n    check(sab_verdict)\n"
 SLOW = "Throw the Vase"
 
 
@@ -49,18 +49,12 @@ def server():
 
 
 @pytest.fixture
-def run(pytester: pytest.Pytester, tiny_data: Path, server, monkeypatch: pytest.MonkeyPatch):
-    pytester.makepyfile(test_sab=CASE_TEST)
+def run(sab_run, server, monkeypatch: pytest.MonkeyPatch):
+    """``run(out, *args)``: the benchmark against the fake server (agent and LLM judge, no retry)."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-
-    def _run(out: str, *args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess(
-            f"--sab-data={tiny_data}", "--sab-allow-modified-data", "--sab-subset=all",
-            f"--sab-out={pytester.path / out}", "--model", "agent",
-            "--judge-model", "judge", f"--base-url={server.url}", "--sab-retries", "0", "-p", "no:cacheprovider",
-            *args)
-
-    return _run
+    bench = sab_run("--model", "agent", "--judge-model", "judge", f"--base-url={server.url}", "--sab-retries", "0",
+                    "-p", "no:cacheprovider")
+    return lambda out, *args: bench(*args, out=out)
 
 
 def _records(out: Path) -> dict[str, dict]:

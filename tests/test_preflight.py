@@ -14,8 +14,6 @@ from sab_pytest.errors import DatasetError, UsageError
 from sab_pytest.run import preflight
 from sab_pytest.thor import scenes
 
-CASE_TEST = "from sab_pytest.plugin import check\n\n\ndef test_case(sab_verdict):\n    check(sab_verdict)\n"
-
 
 @pytest.fixture
 def modified_data(tmp_path: Path, real_data_dir: Path) -> Path:
@@ -100,10 +98,12 @@ def test_scenes_dir_problems_name_the_layout(tmp_path: Path, real_scenes_dir: Pa
 # ------------------------------------------------------------------------------------ end to end
 
 @pytest.fixture
-def run(pytester: pytest.Pytester, real_data_dir: Path, real_scenes_dir: Path, monkeypatch: pytest.MonkeyPatch):
+def run(sab_run, real_data_dir: Path, real_scenes_dir: Path, pytester: pytest.Pytester,
+        monkeypatch: pytest.MonkeyPatch):
+    """``run(*args)``: the real inputs through the environment (as a user sets them), ten cases, ``-n 2``."""
     monkeypatch.setenv("SAB_DATA", str(real_data_dir))
     monkeypatch.setenv("SAB_THOR_SCENES", str(real_scenes_dir))
-    pytester.makepyfile(test_sab=CASE_TEST)
+    sab_run()  # writes the case module
 
     def _run(*args: str) -> pytest.RunResult:
         return pytester.runpytest_subprocess("-n", "2", "--sab-sample=10", *args)

@@ -20,25 +20,17 @@ from sab_pytest.results.merge import MergeError, merge, read_run
 # imported inside them, and numpy (under the engine) cannot be imported twice in one process
 from sab_pytest.run import shard
 
-CASE_TEST = """
-from sab_pytest.plugin import check
-
-
-def test_case(sab_verdict):
-    check(sab_verdict)
-"""
-
 
 @pytest.fixture
-def run(pytester: pytest.Pytester, tiny_data: Path, real_scenes_dir: Path):
-    pytester.makepyfile(test_sab=CASE_TEST)
+def run(sab_run, real_scenes_dir: Path):
+    """``run(out, *args)``: in-process where xdist is not involved (a subprocess per run would dominate
+    the test's time), in a subprocess with ``-n``/``--tx``."""
+    base = (f"--thor-scenes={real_scenes_dir}", "-p", "no:cacheprovider")
+    inprocess, subprocess = sab_run(*base, inprocess=True), sab_run(*base)
 
     def _run(out: str, *args: str) -> pytest.RunResult:
-        # in-process where xdist is not involved: a subprocess per run would dominate the test's time
-        how = pytester.runpytest_subprocess if {"-n", "--tx"} & set(args) else pytester.runpytest_inprocess
-        return how(f"--sab-data={tiny_data}", "--sab-allow-modified-data", "--sab-subset=all",
-                   f"--thor-scenes={real_scenes_dir}",
-                   f"--sab-out={out}", "-p", "no:cacheprovider", *args)
+        bench = subprocess if {"-n", "--tx"} & set(args) else inprocess
+        return bench(*args, out=out)
 
     return _run
 

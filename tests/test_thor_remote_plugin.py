@@ -14,26 +14,18 @@ from support.tiny_dataset import N_CASES
 import sab_pytest.thor.sim  # noqa: F401  imported before pytester snapshots sys.modules (numpy loads once)
 from sab_pytest.thor.server import ServerConfig, ThorServer
 
-CASE_TEST = """
-from sab_pytest.plugin import check
-
-
-def test_case(sab_verdict):
-    check(sab_verdict)
-"""
 COMPARED = ("passed", "message", "rejected", "plan_success", "exec_success", "exec_step_ratio", "exec_goal_ratio",
             "unreachable_goal", "error", "execution")
 
 
 @pytest.fixture
-def run(pytester: pytest.Pytester, tiny_data: Path):
-    pytester.makepyfile(test_sab=CASE_TEST)
+def run(sab_run):
+    """``run(out, *args)``: the benchmark on the tiny dataset, and the records it wrote by case id."""
+    bench = sab_run()
 
     def _run(out: str, *args: str) -> tuple[pytest.RunResult, dict[str, dict]]:
-        target = pytester.path / out
-        result = pytester.runpytest_subprocess(f"--sab-data={tiny_data}", "--sab-allow-modified-data",
-                                               "--sab-subset=all", f"--sab-out={target}", *args)
-        path = target / "sab-results.jsonl"
+        result = bench(*args, out=out)
+        path = bench.pytester.path / out / "sab-results.jsonl"
         lines = path.read_text().splitlines() if path.exists() else []
         return result, {r["case"]["id"]: r for r in map(json.loads, lines)}
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ai2thor.controller import Controller
+from support.benchmark import CASE_TEST
 
 from sab_pytest.thor import local, scenes, standin
 from sab_pytest.thor.sim import Controller as SimController
@@ -121,13 +122,6 @@ def test_standin_started_by_hand_explains_itself(launcher: Path) -> None:
 
 # ------------------------------------------------------------------------------ the benchmark
 
-CASE_TEST = """
-from sab_pytest.plugin import check
-
-
-def test_case(sab_verdict):
-    check(sab_verdict)
-"""
 
 
 def test_benchmark_through_ai2thor_controller_equals_the_embedded_engine(
