@@ -85,16 +85,13 @@ def _case_calls(server) -> list[RecordedRequest]:
 ], ids=["http500", "garbage", "silent"])
 def test_dead_endpoint_fails_once_before_any_case(run, reply: Reply, needle: str, workers: str) -> None:
     with fake_openai_server(default=reply) as server:
-        start = time.monotonic()
         result = run(server, "-n", workers, "--sab-timeout", "1")
-        took = time.monotonic() - start
         url = server.url
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([needle])
     assert url in result.stderr.str() and KEY not in result.stdout.str() + result.stderr.str()
     assert len(server.requests) == 2  # the preflight's two attempts; no case called
     assert not (run.out / "sab-results.jsonl").exists()
-    assert took < 25
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
@@ -126,9 +123,7 @@ def test_healthy_run_pays_one_preflight_per_endpoint(sab_run, pytester: pytest.P
 def test_breaker_stops_a_run_whose_endpoint_dies_and_resume_does_the_rest(run) -> None:
     dies = Dies(healthy=4, broken=Reply.error(500, "backend down"))
     with fake_openai_server(responder=dies) as server:
-        start = time.monotonic()
         result = run(server, "-n", "2", "--sab-max-failures", "3")
-        took = time.monotonic() - start
         stopped_calls = len(_case_calls(server))
 
         summary = _summary(run.out)
@@ -148,7 +143,6 @@ def test_breaker_stops_a_run_whose_endpoint_dies_and_resume_does_the_rest(run) -
                                      "*case(s) not run: run the same command with --sab-resume*"])
         assert result.stdout.str().count("Interrupted: sab-pytest: the model endpoint failed") == 1
         assert stopped_calls <= 4 + 2 * 4  # each worker stops within its current case
-        assert took < 30
 
         dies.healed = True
         server.reset()
@@ -167,12 +161,10 @@ def test_breaker_stops_a_run_whose_endpoint_dies_and_resume_does_the_rest(run) -
                          ids=["garbage", "silent", "dropped"])
 def test_breaker_stops_a_run_without_xdist(run, broken: Reply) -> None:
     with fake_openai_server(responder=Dies(healthy=2, broken=broken)) as server:
-        start = time.monotonic()
         result = run(server, "-n", "0", "--sab-max-failures", "2", "--sab-retries", "0", "--sab-timeout", "0.5")
-        took = time.monotonic() - start
         calls = len(_case_calls(server))
     run_info = _summary(run.out)["run"]
-    assert result.ret == pytest.ExitCode.INTERRUPTED and calls == 2 + 2 and took < 20
+    assert result.ret == pytest.ExitCode.INTERRUPTED and calls == 2 + 2
     assert run_info["status"] == "stopped" and run_info["finished"] == 4 and run_info["not_run"] == N_CASES - 4
     assert sum(1 for r in _records(run.out) if not r["error"]) == 2
     result.stdout.fnmatch_lines(["*Interrupted: sab-pytest: the model endpoint failed 2 calls*", "*1 skipped*"])

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.timing import HANG_S, LONG_S
 
 from sab_pytest.errors import InfraError, UsageError
 from sab_pytest.models import (
@@ -114,14 +115,13 @@ def test_one_client_is_shared_safely_by_threads() -> None:
             results[i] = model.complete([{"role": "user", "content": f"task {i}"}]).answer
 
         threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-        start = time.monotonic()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        elapsed = time.monotonic() - start
+        in_flight = srv.max_in_flight
     assert results == {i: f"fake answer to: task {i}" for i in range(8)}
-    assert elapsed < 0.2 * 8 / 2  # concurrent, not serialised behind a lock
+    assert in_flight >= 2  # concurrent, not serialised behind a lock
 
 
 # -- retryable faults end in success -----------------------------------------------------------------
@@ -152,11 +152,9 @@ def test_retryable_fault_then_success(server: FakeOpenAIServer, fault: Reply) ->
 
 
 def test_slow_response_times_out_then_fast_one_succeeds(server: FakeOpenAIServer) -> None:
-    server.enqueue(Reply.slow(5.0))
-    start = time.monotonic()
+    server.enqueue(Reply.slow(LONG_S))
     call = make_model(server, timeout=0.3).complete(USER)
-    assert call.answer and len(server.chat_requests) == 2
-    assert time.monotonic() - start < 2.0
+    assert call.answer and len(server.chat_requests) == 2  # the slow one was given up, the retry answered
 
 
 def test_backoff_grows_exponentially(server: FakeOpenAIServer) -> None:
@@ -192,10 +190,9 @@ def test_persistent_500_gives_up_after_max_retries(server: FakeOpenAIServer) -> 
 
 def test_retry_after_beyond_the_limit_is_not_waited_for(server: FakeOpenAIServer) -> None:
     server.enqueue(Reply.rate_limited(retry_after=600))
-    start = time.monotonic()
     with pytest.raises(InfraError, match="wait 600s"):
         make_model(server).complete(USER)
-    assert time.monotonic() - start < 1.0 and len(server.chat_requests) == 1
+    assert len(server.chat_requests) == 1  # refused at once: no second attempt after any pause
 
 
 def test_empty_answer_cut_by_the_token_limit_is_not_retried(server: FakeOpenAIServer) -> None:
@@ -208,11 +205,11 @@ def test_empty_answer_cut_by_the_token_limit_is_not_retried(server: FakeOpenAISe
 # -- per-case time budget ---------------------------------------------------------------------------
 
 def test_case_budget_stops_a_slow_call() -> None:
-    with fake_openai_server(latency=3.0) as srv:
+    with fake_openai_server(latency=LONG_S) as srv:
         start = time.monotonic()
         with pytest.raises(InfraError) as info, case_budget(0.4):
-            make_model(srv, timeout=10.0).complete(USER)
-        assert time.monotonic() - start < 1.5
+            make_model(srv, timeout=LONG_S).complete(USER)
+        assert time.monotonic() - start < HANG_S
     assert info.value.kind == "model_timeout"
 
 
@@ -220,9 +217,9 @@ def test_case_budget_stops_retrying_instead_of_sleeping_past_it(server: FakeOpen
     server.add_rule(Reply.error(503))
     start = time.monotonic()
     with pytest.raises(InfraError) as info, case_budget(0.5):
-        make_model(server, max_retries=50, backoff_base=0.2, backoff_max=0.2).complete(USER)
-    assert info.value.kind == "model_timeout"
-    assert time.monotonic() - start < 0.8  # gave up before the budget instead of sleeping past it
+        make_model(server, max_retries=50, backoff_base=LONG_S, backoff_max=LONG_S).complete(USER)
+    assert info.value.kind == "model_timeout" and len(server.chat_requests) == 1
+    assert time.monotonic() - start < HANG_S  # gave up at the budget instead of sleeping the pause out
     assert "HTTP 503" in str(info.value)
 
 
@@ -312,11 +309,11 @@ def test_preflight_fails_once_on_a_broken_chat_endpoint(server: FakeOpenAIServer
 
 
 def test_preflight_fails_within_its_timeout_when_chat_never_answers(server: FakeOpenAIServer) -> None:
-    server.add_rule(Reply.slow(30))
+    server.add_rule(Reply.slow(LONG_S))
     start = time.monotonic()
     with pytest.raises(UsageError, match=r"gave no answer to a chat completion for model 'gpt-4o' within 0.5s"):
         make_model(server).preflight(timeout=0.5)
-    assert time.monotonic() - start < 3.0
+    assert len(server.chat_requests) == 2 and time.monotonic() - start < HANG_S
 
 
 @pytest.mark.parametrize(("reply", "passes"), [
@@ -349,10 +346,8 @@ def test_preflight_unreachable_url_is_one_usage_error() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     model = OpenAIChatModel("gpt-4o", base_url=f"http://127.0.0.1:{port}/v1", api_key=SECRET)
-    start = time.monotonic()
     with pytest.raises(UsageError, match=f"cannot reach the model API at http://127.0.0.1:{port}/v1") as info:
         model.preflight(timeout=2.0)
-    assert time.monotonic() - start < 3.0
     assert "PLANTED" not in str(info.value)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.timing import HANG_S
 
 from sab_pytest.errors import Cancelled
 from sab_pytest.models import OpenAIChatModel, check_not_cancelled
@@ -82,11 +83,12 @@ def test_an_exception_is_raised_on_its_own_case_only() -> None:
 def test_stop_keeps_finished_results_starts_nothing_and_cancels_at_the_next_call() -> None:
     calls: list[int] = []
     running = threading.Event()
+    release = threading.Event()
 
     def fn(item: int) -> int:
         if item in (1, 2):
             running.set()
-            time.sleep(0.2)  # "a model call in flight"
+            release.wait(HANG_S)  # "a model call in flight", until the test lets it answer
         if item == 1:
             check_not_cancelled()  # the next call of case 1
             calls.append(item)
@@ -95,9 +97,11 @@ def test_stop_keeps_finished_results_starts_nothing_and_cancels_at_the_next_call
     runner = _runner(fn, [0, 1, 2, 3], concurrency=2).start()
     assert running.wait(5)
     time.sleep(0.05)
-    begin = time.monotonic()
-    runner.stop()
-    assert time.monotonic() - begin < 0.05  # never blocks
+    returned = threading.Event()
+    threading.Thread(target=lambda: (runner.stop(), returned.set()), daemon=True).start()
+    # stop() returns while cases 1 and 2 are still in their model calls: it never waits for them
+    assert returned.wait(HANG_S) and not release.is_set()
+    release.set()
     assert runner.stopped
     assert runner.result(0) == 0  # finished before the stop: kept
     with pytest.raises(RunnerStopped):

