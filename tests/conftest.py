@@ -11,6 +11,11 @@ from support.tiny_dataset import write_tiny_dataset
 
 pytest_plugins = ["pytester"]
 
+#: test modules whose tests start processes of their own (the README's commands, a built wheel, a
+#: Unity stand-in, THOR servers, several cache processes): all of them are ``slow``
+SLOW_MODULES = {"test_readme.py", "test_packaging.py", "test_thor_standin.py", "test_thor_remote_plugin.py",
+                "test_thor_docker.py"}
+
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
@@ -69,3 +74,11 @@ def server():
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep every test away from the user's real cache directory."""
     monkeypatch.setenv("SAB_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "sab-cache-home"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """``slow``: the tests that start processes (pytest runs through ``pytester``, servers, the
+    README's commands). ``pytest tests -m "not slow"`` is the quick inner loop; CI runs them all."""
+    for item in items:
+        if "pytester" in getattr(item, "fixturenames", ()) or item.path.name in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
