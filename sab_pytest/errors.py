@@ -77,3 +77,14 @@ class Cancelled(BaseException):
     A ``BaseException``, like ``KeyboardInterrupt``, so that no ``except Exception`` on the way
     turns a stopped case into a verdict; the case runner drops the case instead.
     """
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of ``exc`` and of the exception it was raised from or during.
+
+    Engines wrap the failure that matters: ai2thor's step raises a RuntimeError naming only the
+    action, from inside the handler of "Unity process has exited"; a message should carry both.
+    """
+    what = f"{type(exc).__name__}: {exc}"
+    inner = exc.__cause__ or exc.__context__
+    return what if inner is None else f"{what} <- {type(inner).__name__}: {inner}"

@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sab_pytest.errors import ErrorKind, InfraError
+from sab_pytest.errors import ErrorKind, InfraError, describe
 from sab_pytest.models import FailureLog
 
 if TYPE_CHECKING:
@@ -212,4 +212,4 @@ def _execute(case: Case, outcome: AgentOutcome, engine: Engine) -> ExecResult:
     except InfraError:
         raise
     except Exception as exc:  # an engine crash is infrastructure, not model behaviour
-        raise InfraError("engine", f"{type(exc).__name__}: {exc}") from exc
+        raise InfraError("engine", describe(exc)) from exc

@@ -492,3 +492,26 @@ def test_the_ai2thor_backend_starts_cloud_rendering_controllers(monkeypatch) -> 
         engine_factory("ai2thor", platform="Amiga")
     with pytest.raises(UsageError, match="--backend"):
         engine_factory("unity")
+
+
+def test_a_step_on_an_engine_whose_process_died_fails_at_once_and_reset_starts_a_new_one(start, engines) -> None:
+    """Found by the call itself, not the reaper (stopped here): ai2thor would otherwise wait its full
+    server timeout (100 s) on the pipe of a Unity process that is gone."""
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    server = start(engines=1)
+    server.reaper.stop()
+    engine = engines(server.url)
+    engine.reset("FloorPlan1")
+    slot = server.pool.slots[0]
+    dead = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    dead.wait()
+    first = slot.engine
+    first.server = SimpleNamespace(unity_proc=dead)
+    with pytest.raises(InfraError, match=r"exited with status 3.*restarted"):
+        engine.step(action="RotateRight")
+    assert slot.engine is not first and slot.restarts == 1
+    assert engine.reset("FloorPlan1").metadata["objects"]
+    assert engine.step(action="RotateRight").metadata["lastActionSuccess"]

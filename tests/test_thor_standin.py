@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from ai2thor.controller import Controller
 from support.benchmark import CASE_TEST
+from support.timing import HANG_S
 
 from sab_pytest.thor import local, scenes, standin
 from sab_pytest.thor.sim import Controller as SimController
@@ -92,6 +93,48 @@ def test_stop_ends_the_process_and_removes_the_pipes(launcher: Path) -> None:
     assert (pipes / "server.pipe").exists() and proc.poll() is None
     controller.stop()
     assert proc.wait(timeout=5) is not None and not pipes.exists()
+
+
+def test_a_killed_standin_is_noticed_by_the_next_step_not_after_ai2thors_timeout(launcher: Path) -> None:
+    from sab_pytest.errors import describe
+
+    # ai2thor's own read loop would wait out server_timeout and raise a TimeoutError
+    controller = local.start(str(launcher), scene="FloorPlan1", width=300, height=300, server_timeout=HANG_S)
+    try:
+        controller.server.unity_proc.kill()
+        with pytest.raises(RuntimeError) as failed:
+            controller.step(action="RotateRight")
+        assert "Unity process has exited" in describe(failed.value)
+    finally:
+        controller.stop()
+
+
+@pytest.mark.parametrize(("written", "expected"), [
+    (b"", b""),  # the writer is gone before a byte: ai2thor's "Unity process has exited" path
+    (b"abc", ConnectionError),  # gone in the middle of a message
+    (b"abcdefgh", b"abcdefgh"),
+])
+def test_the_fifo_read_ends_at_end_of_file(written: bytes, expected) -> None:
+    reader, writer = os.pipe()
+    os.write(writer, written)
+    os.close(writer)
+    server = object.__new__(local.ExitAwareFifoServer)  # only its read is used here
+    with open(reader, "rb") as pipe:
+        if isinstance(expected, bytes):
+            assert server._read_with_timeout(pipe, 8, HANG_S) == expected
+        else:
+            with pytest.raises(expected):
+                server._read_with_timeout(pipe, 8, HANG_S)
+
+
+def test_the_fifo_read_times_out_while_the_writer_is_silent() -> None:
+    reader, writer = os.pipe()
+    server = object.__new__(local.ExitAwareFifoServer)
+    try:
+        with open(reader, "rb") as pipe, pytest.raises(TimeoutError, match=r"within 0\.05 s"):
+            server._read_with_timeout(pipe, 8, 0.05)
+    finally:
+        os.close(writer)
 
 
 def test_standin_exits_with_its_parent(launcher: Path, tmp_path: Path) -> None:

@@ -10,25 +10,64 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ai2thor.controller import Controller
+from ai2thor.fifo_server import FifoServer
 
 from sab_pytest.errors import UsageError
 
 WIDTH = HEIGHT = 600  # the reference implementation's frame size
 
 
+class ExitAwareFifoServer(FifoServer):
+    """ai2thor's FIFO server, but a Unity process that is gone is noticed at once.
+
+    When every writer of the pipe has closed it (the Unity process died), ai2thor 5.0.0's read loop
+    keeps reading nothing until its timeout (100 s by default), so a crash cost each call on the
+    engine 100 s. Here end-of-file ends the read: an empty header takes ai2thor's own "Unity process
+    has exited" path, and a message cut short raises at once.
+    """
+
+    def _read_with_timeout(self, server_pipe: Any, message_size: int, timeout: float | None) -> bytes:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        chunks: list[bytes] = []
+        while message_size > 0:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([server_pipe], [], [], wait)
+            if ready:
+                part = os.read(server_pipe.fileno(), message_size)
+                if not part:  # end of file: no process writes to the pipe any more
+                    if chunks:
+                        raise ConnectionError("the Unity process closed its pipe in the middle of a message")
+                    return b""
+                chunks.append(part)
+                message_size -= len(part)
+            elif deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"no answer from the Unity process within {timeout} s")
+        return b"".join(chunks)
+
+
 class LocalController(Controller):
-    """ai2thor's Controller whose ``stop()`` also removes the FIFO directory at once.
+    """ai2thor's Controller whose FIFO server notices a dead Unity process (``ExitAwareFifoServer``)
+    and whose ``stop()`` also removes the FIFO directory at once.
 
     ai2thor leaves the ``TemporaryDirectory`` holding its two pipes to the garbage collector; a
     worker that stops and starts engines should not depend on when that runs.
     """
+
+    def _build_server(self, host: Any, port: Any, width: int, height: int) -> None:
+        # ai2thor builds exactly FifoServer or WsgiServer (a subclass as server_class is not
+        # honoured), so the FIFO server it builds is given the subclass's read afterwards
+        super()._build_server(host, port, width, height)
+        if type(self.server) is FifoServer:
+            self.server.__class__ = ExitAwareFifoServer
 
     def stop(self) -> None:
         try:

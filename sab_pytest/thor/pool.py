@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sab_pytest.errors import describe
 from sab_pytest.thor import wire
 
 log = logging.getLogger("sab_pytest.thor.server")
@@ -100,7 +101,7 @@ class Pool:
             slot.broken = None
             log.warning("engine %d: restarted (restart #%d)", slot.index, slot.restarts)
         except Exception as exc:
-            slot.broken = f"{type(exc).__name__}: {exc}"
+            slot.broken = describe(exc)
             log.error("engine %d: could not be restarted: %s", slot.index, slot.broken)
 
     def repair(self) -> None:
@@ -113,11 +114,8 @@ class Pool:
                 died = None if slot.engine is None else process_died(slot.engine)
                 if died is not None:
                     log.error("engine %d: %s; restarting it", slot.index, died)
-                    lease = slot.lease
-                    if lease is not None and lease.has_episode:
-                        lease.lost = (f"the engine's process died ({died}) and was restarted: this episode is "
-                                      "lost; call reset(scene) to start a new one")
-                        lease.has_episode = False
+                    if slot.lease is not None and slot.lease.has_episode:
+                        _lose(slot.lease, f"the engine's process died ({died}) and was restarted")
                 if died is not None or slot.broken is not None:
                     self._restart(slot)
             finally:
@@ -205,6 +203,13 @@ class Pool:
                     raise PoolError(409, wire.EPISODE_LOST, lease.lost)
                 if episode and not lease.has_episode:
                     raise PoolError(409, wire.EPISODE_LOST, "no episode yet: call reset(scene) first")
+                died = None if slot.engine is None else process_died(slot.engine)
+                if died is not None:  # found before the call: ai2thor would wait its full timeout on the pipe
+                    log.error("%s: %s; restarting it", lease.tag, died)
+                    self._restart(slot)
+                    if episode:
+                        raise PoolError(502, wire.ENGINE_FAILED,
+                                        _lose(lease, f"the engine's process died ({died}) and was restarted"))
                 if slot.engine is None:
                     raise PoolError(502, wire.ENGINE_FAILED, f"engine {slot.index} is not running: {slot.broken}")
                 try:
@@ -212,11 +217,9 @@ class Pool:
                 except (ValueError, TypeError, PoolError):
                     raise  # the caller's mistake (a bad action, an unknown parameter): the engine is fine
                 except Exception as exc:
-                    what = f"{type(exc).__name__}: {exc}"
+                    what = describe(exc)
                     log.error("%s: engine failed (%s); restarting it", lease.tag, what)
-                    lease.lost = (f"the engine failed during an earlier request ({what}) and was restarted: this "
-                                  "episode is lost; call reset(scene) to start a new one")
-                    lease.has_episode = False
+                    _lose(lease, f"the engine failed during an earlier request ({what}) and was restarted")
                     self._restart(slot)
                     raise PoolError(502, wire.ENGINE_FAILED,
                                     f"the engine failed ({what}); it was restarted and this episode is lost") from exc
@@ -224,6 +227,13 @@ class Pool:
             with self._lock:
                 lease.busy -= 1
                 lease.expires = time.monotonic() + self.ttl
+
+
+def _lose(lease: Lease, why: str) -> str:
+    """Mark ``lease``'s episode lost for ``why``, until its next reset; the message its calls get."""
+    lease.lost = f"{why}: this episode is lost; call reset(scene) to start a new one"
+    lease.has_episode = False
+    return lease.lost
 
 
 def process_died(engine: Any) -> str | None:
