@@ -95,3 +95,29 @@ def test_a_summary_of_a_newer_schema_is_refused(tmp_path: Path) -> None:
     run_dir = write_run(tmp_path / "run", hazard_run(2, {0}), schema=SCHEMA + 1)
     with pytest.raises(UsageError, match="a summary of schema"):
         load_run(run_dir, "compare")
+
+
+def test_a_stop_signal_waits_until_the_record_and_its_line_are_kept() -> None:
+    """Ctrl-C between counting a record and writing its line would lose a counted verdict."""
+    import os
+    import signal
+    import threading
+    import time
+
+    assert threading.current_thread() is threading.main_thread()
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGINT, stop)
+    reached = []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with files.stop_signals_held():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # room for the signal to be handled, were it not held back
+                reached.append("the line is written")
+            reached.append("after the block")
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert reached == ["the line is written"]  # held in the block, raised as soon as it ended

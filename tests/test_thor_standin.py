@@ -100,12 +100,17 @@ def test_a_killed_standin_is_noticed_by_the_next_step_not_after_ai2thors_timeout
 
     # ai2thor's own read loop would wait out server_timeout and raise a TimeoutError
     controller = local.start(str(launcher), scene="FloorPlan1", width=300, height=300, server_timeout=HANG_S)
+    # a second reader of the pipe the step writes to: the write succeeds (as when Unity dies after
+    # reading it), so what is tested is the read of an answer that never comes
+    reader = os.open(controller.server.client_pipe_path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         controller.server.unity_proc.kill()
+        controller.server.unity_proc.wait(5)
         with pytest.raises(RuntimeError) as failed:
             controller.step(action="RotateRight")
         assert "Unity process has exited" in describe(failed.value)
     finally:
+        os.close(reader)
         controller.stop()
 
 

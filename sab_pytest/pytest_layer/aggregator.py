@@ -68,6 +68,7 @@ class Aggregator:
         if self.run_state is not None:
             node.workerinput[RUN_DIR_KEY] = str(self.run_state.directory)
 
+    @pytest.hookimpl(tryfirst=True)  # before pytest spends its time formatting the traceback
     def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
         """Ctrl-C (or another stop) on the controller: tell every worker to make no further call."""
         self.interrupted = True
@@ -114,13 +115,16 @@ class Aggregator:
                           interrupted=self.interrupted)
 
     # results -----------------------------------------------------------------------------------
-    def _write(self, record: dict[str, Any]) -> None:
-        if record.get("resumed"):
-            return  # already a line of the results file
-        if self.writer is None:
-            self.writer = files.ResultsWriter(self.settings.out_dir / files.RESULTS_NAME, self.redact,
-                                               resume=self.settings.resume)
-        self.writer.write(record)
+    def _keep(self, case_id: str, record: dict[str, Any]) -> None:
+        """Count ``record`` as the case's and write its line, with no stop signal between the two."""
+        with files.stop_signals_held():
+            self.records[case_id] = record
+            if record.get("resumed"):
+                return  # already a line of the results file
+            if self.writer is None:
+                self.writer = files.ResultsWriter(self.settings.out_dir / files.RESULTS_NAME, self.redact,
+                                                   resume=self.settings.resume)
+            self.writer.write(record)
 
     def _meta(self, case_id: str) -> CaseMeta:
         if self._case_meta is None:
@@ -139,8 +143,7 @@ class Aggregator:
             report.user_properties = [(k, v) for k, v in props if k != RECORD_KEY]
             case_id = sent["case"]["id"]
             if case_id not in self.records:
-                self.records[case_id] = sent
-                self._write(sent)
+                self._keep(case_id, sent)
             return
         match = CASE_ID.search(report.nodeid)
         if match and report.failed and report.when in ("setup", "???") and match.group(1) not in self.records:
@@ -149,8 +152,7 @@ class Aggregator:
             text = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "no details"
             lost = dict(crashed(self._meta(match.group(1)), kind, text, run_key=self.settings.run_key(),
                                 run_settings=self.settings.run_settings()))
-            self.records[match.group(1)] = lost
-            self._write(lost)
+            self._keep(match.group(1), lost)
 
     @pytest.hookimpl(tryfirst=True)  # before xdist starts its workers (its hook is trylast)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -209,8 +211,7 @@ class Aggregator:
         for record in self._run_state.kept():
             case_id = record.get("case", {}).get("id")
             if case_id not in self.records and (wanted is None or case_id in wanted):
-                self.records[case_id] = record
-                self._write(record)
+                self._keep(case_id, record)
 
     def _finish(self, session: pytest.Session) -> None:
         from sab_pytest.run.finish import finish_run, gates_hold

@@ -7,10 +7,13 @@ values of the API keys in use, so a key can never reach a report even if a serve
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -84,6 +87,42 @@ class ResultsWriter:
             os.fsync(self._fh.fileno())
             self._fh.close()
             self._fh = None
+
+
+#: the signals that stop a run (Ctrl-C, ``kill``): held back while a record is being kept
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+@contextlib.contextmanager
+def stop_signals_held() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM back for the block, then handle them as before.
+
+    A record counted as finished and its line in the results file go together: a KeyboardInterrupt
+    raised between the two (Python raises it at any line) would leave a verdict counted in the
+    summary but missing from the file. The handlers are swapped, not the signal mask, because a
+    process signal reaches whichever thread does not block it (xdist's controller has several),
+    and Python then runs the handler in the main thread all the same. Outside the main thread,
+    where no handler can be set, nothing is held.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[tuple[int, Any]] = []
+    previous: dict[int, Any] = {}
+    for stop in STOP_SIGNALS:
+        if signal.getsignal(stop) is not None:  # None: set outside Python, so it could not be put back
+            previous[stop] = signal.signal(stop, lambda number, frame: caught.append((number, frame)))
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        for number, frame in caught:
+            handler = previous[number]
+            if callable(handler):
+                handler(number, frame)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(number)
 
 
 def _rotate(path: Path) -> None:
