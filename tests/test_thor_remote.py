@@ -225,19 +225,25 @@ def test_a_crashed_engine_is_restarted_and_its_holder_told(start, engines) -> No
     assert engine.step(action="RotateRight").metadata["lastActionSuccess"]
 
 
-def test_an_idle_engine_whose_process_died_is_restarted_by_the_reaper(start, engines) -> None:
+def _kill_unity(slot) -> Any:
+    """Give the engine in ``slot`` a Unity process that has exited with status 3, as ai2thor's
+    Controller keeps it (``server.unity_proc``); returns that engine."""
     import subprocess
     import sys
     from types import SimpleNamespace
 
+    dead = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    dead.wait()
+    slot.engine.server = SimpleNamespace(unity_proc=dead)
+    return slot.engine
+
+
+def test_an_idle_engine_whose_process_died_is_restarted_by_the_reaper(start, engines) -> None:
     server = start(engines=1, ttl=0.4)  # the reaper looks every 0.1 s
     engine = engines(server.url)
     engine.reset("FloorPlan1")
     slot = server.pool.slots[0]
-    dead = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
-    dead.wait()
-    first = slot.engine
-    first.server = SimpleNamespace(unity_proc=dead)  # what ai2thor's Controller keeps of its Unity process
+    first = _kill_unity(slot)
     deadline = time.monotonic() + 5
     while slot.engine is first and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -497,19 +503,12 @@ def test_the_ai2thor_backend_starts_cloud_rendering_controllers(monkeypatch) -> 
 def test_a_step_on_an_engine_whose_process_died_fails_at_once_and_reset_starts_a_new_one(start, engines) -> None:
     """Found by the call itself, not the reaper (stopped here): ai2thor would otherwise wait its full
     server timeout (100 s) on the pipe of a Unity process that is gone."""
-    import subprocess
-    import sys
-    from types import SimpleNamespace
-
     server = start(engines=1)
     server.reaper.stop()
     engine = engines(server.url)
     engine.reset("FloorPlan1")
     slot = server.pool.slots[0]
-    dead = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
-    dead.wait()
-    first = slot.engine
-    first.server = SimpleNamespace(unity_proc=dead)
+    first = _kill_unity(slot)
     with pytest.raises(InfraError, match=r"exited with status 3.*restarted"):
         engine.step(action="RotateRight")
     assert slot.engine is not first and slot.restarts == 1
