@@ -85,6 +85,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown to a pytest without xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """The project's tests under ``-n``: xdist's work stealing instead of its default ``load``,
     whose fixed shares leave one worker idle while the other works through its slow tests (about a
