@@ -104,6 +104,18 @@ class Pool:
             slot.broken = describe(exc)
             log.error("engine %d: could not be restarted: %s", slot.index, slot.broken)
 
+    def _replace_dead(self, slot: Slot, tag: str) -> str | None:
+        """If the slot's Unity process is gone: mark its lease's episode lost and restart the
+        engine; why it was gone, or None. Caller holds slot.lock."""
+        died = None if slot.engine is None else process_died(slot.engine)
+        if died is None:
+            return None
+        log.error("%s: %s; restarting it", tag, died)
+        if slot.lease is not None and slot.lease.has_episode:
+            _lose(slot.lease, f"the engine's process died ({died}) and was restarted")
+        self._restart(slot)
+        return died
+
     def repair(self) -> None:
         """Restart idle engines whose Unity process died, and retry engines that could not be started
         (called by the reaper). A lease on a dead engine is marked lost, so its holder hears of it."""
@@ -111,12 +123,7 @@ class Pool:
             if not slot.lock.acquire(blocking=False):
                 continue  # busy: a call is running, and it will find out by itself
             try:
-                died = None if slot.engine is None else process_died(slot.engine)
-                if died is not None:
-                    log.error("engine %d: %s; restarting it", slot.index, died)
-                    if slot.lease is not None and slot.lease.has_episode:
-                        _lose(slot.lease, f"the engine's process died ({died}) and was restarted")
-                if died is not None or slot.broken is not None:
+                if self._replace_dead(slot, f"engine {slot.index}") is None and slot.broken is not None:
                     self._restart(slot)
             finally:
                 slot.lock.release()
@@ -203,13 +210,9 @@ class Pool:
                     raise PoolError(409, wire.EPISODE_LOST, lease.lost)
                 if episode and not lease.has_episode:
                     raise PoolError(409, wire.EPISODE_LOST, "no episode yet: call reset(scene) first")
-                died = None if slot.engine is None else process_died(slot.engine)
-                if died is not None:  # found before the call: ai2thor would wait its full timeout on the pipe
-                    log.error("%s: %s; restarting it", lease.tag, died)
-                    self._restart(slot)
-                    if episode:
-                        raise PoolError(502, wire.ENGINE_FAILED,
-                                        _lose(lease, f"the engine's process died ({died}) and was restarted"))
+                # found before the call, not by it: ai2thor would wait its full timeout on the pipe
+                if self._replace_dead(slot, lease.tag) is not None and episode:
+                    raise PoolError(502, wire.ENGINE_FAILED, str(lease.lost))
                 if slot.engine is None:
                     raise PoolError(502, wire.ENGINE_FAILED, f"engine {slot.index} is not running: {slot.broken}")
                 try:
