@@ -162,6 +162,30 @@ def test_path_option_inside_with_space_works_like_equals(project: pytest.Pyteste
     assert "test_other" not in spaced.stdout.str()
 
 
+def test_a_new_directory_written_with_a_space_is_judged_as_the_workers_will_see_it(
+        project: pytest.Pytester, tiny_data: Path) -> None:
+    """The run creates --sab-out before xdist starts its workers, and they search for the ini file
+    again: outside the project they would collect other tests, so it is refused before anything is
+    made; inside, the workers collect the same cases as without -n."""
+    outside = project.path.parent / f"{project.path.name}-new" / "results"
+    spaced = _run_tiny(project, tiny_data, "--sab-out", str(outside), "-n", "2")
+    assert spaced.ret == pytest.ExitCode.USAGE_ERROR
+    spaced.stderr.fnmatch_lines([f"*once the run creates that path*Write --sab-out={outside} (with '=')*"])
+    assert not outside.parent.exists()
+    inside = _run_tiny(project, tiny_data, "--sab-out", "new/results", "-n", "2")
+    inside.stdout.fnmatch_lines([f"*2 workers [[]{N_CASES} items[]]*"])
+    assert len((project.path / "new" / "results" / "sab-results.jsonl").read_text().splitlines()) == N_CASES
+
+
+def test_paths_made_for_a_moment_are_removed_and_nothing_else(tmp_path: Path) -> None:
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    wanted = [kept, tmp_path / "a" / "b" / "c", tmp_path / "d"]
+    with activation.made_for_a_moment(wanted) as missing:
+        assert missing == wanted[1:] and all(path.is_dir() for path in wanted)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]
+
+
 def test_data_option_with_space_outside_is_refused(project: pytest.Pytester, tiny_data: Path) -> None:
     result = project.runpytest_subprocess("--sab-data", str(tiny_data), "--sab-allow-modified-data")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

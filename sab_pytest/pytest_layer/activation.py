@@ -17,9 +17,10 @@ off turns the plugin on in that process (late: the checks made before any case a
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 
@@ -61,16 +62,41 @@ def split_path_options(args: Sequence[str], path_options: Iterable[str]) -> list
 
 
 def split_path_message(split: list[tuple[str, str]], found: Path | None, expected: Path | None, *,
-                       known: bool = True) -> str:
+                       known: bool = True, created: bool = False) -> str:
     """The usage error for a path option written with a space that changed pytest's rootdir or ini
-    file (``known=False``: this pytest does not let us tell, so the safe spelling is asked for)."""
+    file (``known=False``: this pytest does not let us tell, so the safe spelling is asked for;
+    ``created``: the change comes once the run has created the path, as xdist's workers see it)."""
     opt, value = split[0]
     spelled = " ".join(f"{o}={v}" for o, v in split)
-    effect = (f"here that changed its configuration (rootdir or ini file: {found or 'no ini file'} instead of "
+    when = "once the run creates that path, it changes" if created else "here that changed"
+    effect = (f"{when} its configuration (rootdir or ini file: {found or 'no ini file'} instead of "
               f"{expected or 'no ini file'}), so it would collect other tests" if known
               else "that can change which tests it collects")
     return (f"{opt} {value}: pytest takes a path written after a space into its search for the rootdir and "
             f"ini file before it knows the option, and {effect}. Write {spelled} (with '=').")
+
+
+@contextlib.contextmanager
+def made_for_a_moment(paths: Iterable[Path]) -> Iterator[list[Path]]:
+    """Create the missing ``paths`` as directories for the block, then remove what was created.
+
+    pytest leaves a path that does not exist out of its rootdir and ini search; the run creates its
+    output paths before xdist starts the workers, which then search again and see them. To tell
+    what they will see, the check looks while the paths exist. Yields the paths that were missing.
+    """
+    missing = [path for path in paths if not path.exists()]
+    made: list[Path] = []
+    try:
+        for path in missing:
+            for folder in [*reversed(path.parents), path]:
+                if not folder.exists():
+                    folder.mkdir()
+                    made.append(folder)
+        yield missing
+    finally:
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def env_addopts() -> list[str]:

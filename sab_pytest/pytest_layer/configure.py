@@ -7,6 +7,8 @@ turns the plugin on when it is collected (late: the checks made before any case 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sab_pytest.errors import SabError, UsageError
@@ -73,17 +75,24 @@ def check_split_path_options(config: pytest.Config) -> None:
                                           PATH_OPTIONS)
     if not split:
         return
+    collect_args = list(config.option.file_or_dir or [])
     try:
         from _pytest.config.findpaths import determine_setup
 
-        rootpath, inipath, *_ = determine_setup(
-            inifile=config.option.inifilename, override_ini=config.option.override_ini,
-            args=list(config.option.file_or_dir or []), rootdir_cmd_arg=config.option.rootdir or None,
-            invocation_dir=config.invocation_params.dir)
-    except Exception:  # pytest's private helper changed: cannot tell, so ask for the safe spelling
+        def setup(args: list[str]) -> tuple[Path, Path | None]:
+            rootpath, inipath, *_ = determine_setup(
+                inifile=config.option.inifilename, override_ini=config.option.override_ini, args=args,
+                rootdir_cmd_arg=config.option.rootdir or None, invocation_dir=config.invocation_params.dir)
+            return rootpath, inipath
+
+        expected = setup(collect_args)
+        with activation.made_for_a_moment(config.invocation_params.dir / value for _, value in split) as missing:
+            seen = setup([*collect_args, *(value for _, value in split)]) if missing else (
+                config.rootpath, config.inipath)
+    except Exception:  # pytest's private helper changed, or a path cannot be made: ask for the safe spelling
         raise UsageError(activation.split_path_message(split, config.inipath, None, known=False)) from None
-    if (rootpath, inipath) != (config.rootpath, config.inipath):
-        raise UsageError(activation.split_path_message(split, config.inipath, inipath))
+    if seen != expected:
+        raise UsageError(activation.split_path_message(split, seen[1], expected[1], created=bool(missing)))
 
 
 class _LateGate:
