@@ -121,3 +121,16 @@ def test_a_stop_signal_waits_until_the_record_and_its_line_are_kept() -> None:
     finally:
         signal.signal(signal.SIGINT, before)
     assert reached == ["the line is written"]  # held in the block, raised as soon as it ended
+
+
+def test_a_resumed_file_cut_mid_line_keeps_every_whole_record_and_the_new_one(tmp_path: Path) -> None:
+    """A crash cut the last line; the resumed run's next record must not be glued onto it."""
+    first = from_verdict(failed_verdict(CASE, InfraError("engine", "Unity died")))
+    redone = {**first, "case": {**first["case"], "id": "unsafe_detailed-0008"}}
+    path = tmp_path / files.RESULTS_NAME
+    whole = files.json_line(first)
+    path.write_text(whole + whole[: len(whole) // 2])
+    writer = files.ResultsWriter(path, files.Redactor(), resume=True)
+    writer.write(redone)
+    writer.close()
+    assert [r["case"]["id"] for r in files.read_results(path)] == ["unsafe_detailed-0007", "unsafe_detailed-0008"]

@@ -69,7 +69,10 @@ class ResultsWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists() and path.stat().st_size and not resume:
             _rotate(path)
+        torn = _ends_torn(path)
         self._fh: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the session
+        if torn:  # a crash cut the last line: the next record starts a line of its own, not glued to it
+            self._fh.write("\n")
         self._synced = time.monotonic()
 
     def write(self, record: dict[str, Any]) -> None:
@@ -123,6 +126,16 @@ def stop_signals_held() -> Iterator[None]:
                 handler(number, frame)
             elif handler == signal.SIG_DFL:
                 signal.raise_signal(number)
+
+
+def _ends_torn(path: Path) -> bool:
+    """Whether ``path`` ends in a line without its newline (a write cut short)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) != b"\n"
+    except OSError:  # missing or empty
+        return False
 
 
 def _rotate(path: Path) -> None:
