@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from support.benchmark import CASE_TEST
 from support.calls import case_calls
+from support.timing import LONG_S
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.testing import Reply, fake_openai_server
@@ -148,6 +149,7 @@ def test_ctrl_c_keeps_the_cases_finished_ahead_of_their_items(pytester, tiny_dat
     (from the run directory, not from any item), and only the waiting case is left to resume."""
     pytester.makepyfile(test_sab=CASE_TEST)
     out = pytester.path / "out"
+    tmp = pytester.mkdir("tmp")  # the run directory (with each finished case's record) is made here
     with fake_openai_server(responder=responder, latency=0.02) as srv:
         srv.add_rule(Reply.slow(60, "never read"),
                      match=lambda r: r.body.get("model") == "agent" and "metal Fork" in r.last_user_message)
@@ -156,14 +158,15 @@ def test_ctrl_c_keeps_the_cases_finished_ahead_of_their_items(pytester, tiny_dat
              "--sab-allow-modified-data", "--sab-subset=all", f"--sab-out={out}", "--model", "agent",
              "--judge-model", "judge", f"--base-url={srv.url}", "--sab-no-cache", "--sab-concurrency", "8",
              "-n", "0"],
-            cwd=pytester.path, env={**os.environ, "OPENAI_API_KEY": "sk-test"}, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 60
-        settled = 0
-        while time.monotonic() < deadline and settled < 10:  # only the endless call left in flight, for 0.5 s
-            calls = len(srv.chat_requests)
+            cwd=pytester.path, env={**os.environ, "OPENAI_API_KEY": "sk-test", "TMPDIR": str(tmp)},
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+        def finished_ahead() -> int:
+            return sum(len(path.read_text().splitlines()) for path in tmp.glob("sab-run-*/finished-*.jsonl"))
+
+        deadline = time.monotonic() + LONG_S
+        while time.monotonic() < deadline and (finished_ahead() < N_CASES - 1 or srv.in_flight != 1):
             time.sleep(0.05)
-            settled = settled + 1 if calls > 2 and srv.in_flight == 1 and len(srv.chat_requests) == calls else 0
         assert not (out / "sab-results.jsonl").exists() or not (out / "sab-results.jsonl").read_text()
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=30)
