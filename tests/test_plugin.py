@@ -178,7 +178,7 @@ def _crash_one_case(request):
 
 def test_killed_worker_loses_no_other_case(run, pytester: pytest.Pytester) -> None:
     pytester.makeconftest(CRASH_CONFTEST)
-    result = run("-n", "2", "--model", "refuse")
+    result = run("-n", "2", "--model", "refuse", f"--junitxml={pytester.path / 'crash.xml'}")
     records = {r["case"]["id"]: r for r in _results(run.out)}
     assert len(records) == N_CASES
     crashed = records["safe_detailed-0001"]
@@ -187,3 +187,10 @@ def test_killed_worker_loses_no_other_case(run, pytester: pytest.Pytester) -> No
     summary = _summary(run.out)
     assert summary["errors"] == 1 and summary["metrics"]["rejection_rate"]["n"] == 14
     result.stdout.fnmatch_lines(["*errors: 1 (worker_crash 1)*"])
+    # an error in pytest's counts and JUnit, not a failure: nothing was judged
+    assert result.parseoutcomes()["errors"] == 1
+    result.stdout.fnmatch_lines(["ERROR *safe_detailed-0001*"])
+    assert not any("safe_detailed-0001" in line and line.startswith("FAILED") for line in result.outlines)
+    case = next(tc for tc in ET.parse(pytester.path / "crash.xml").getroot().iter("testcase")
+                if tc.get("name").endswith("[safe_detailed-0001]"))
+    assert case.find("error") is not None and case.find("failure") is None

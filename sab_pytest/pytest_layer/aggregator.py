@@ -13,7 +13,7 @@ from sab_pytest import dataset
 from sab_pytest.errors import ENDPOINT_DOWN, INTERRUPTED, ErrorKind, SabError
 from sab_pytest.pytest_layer import terminal
 from sab_pytest.pytest_layer.state import CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
-from sab_pytest.results import files, junit
+from sab_pytest.results import files, junit, outdir
 from sab_pytest.results.record import CaseMeta, case_meta, crashed
 from sab_pytest.run.selection import select_cases
 from sab_pytest.settings import Settings
@@ -47,6 +47,7 @@ class Aggregator:
         self._endpoints_checked: Callable[[], None] | None = None  # waits for the background endpoint check
         self.baseline = None
         self.html_written = False
+        self.claim: outdir.Claim | None = None  # this run's hold on --sab-out, taken before the first case
         if settings.baseline:  # read once, on the controller, before any case runs
             from sab_pytest.results.load import load_run
 
@@ -81,6 +82,8 @@ class Aggregator:
             self.writer.close()
         if self._run_state is not None:
             self._run_state.remove()
+        if self.claim is not None:
+            self.claim.release()
 
     # selection --------------------------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -122,9 +125,26 @@ class Aggregator:
             if record.get("resumed"):
                 return  # already a line of the results file
             if self.writer is None:
-                self.writer = files.ResultsWriter(self.settings.out_dir / files.RESULTS_NAME, self.redact,
-                                                   resume=self.settings.resume)
+                self._open_writer()
+            assert self.writer is not None
             self.writer.write(record)
+
+    def _open_writer(self) -> None:
+        if self.claim is None:  # turned on mid-session, without the checks before the first case
+            self.claim = outdir.claim(self.settings.out_dir, outdir.new_run_id())
+        self.writer = files.ResultsWriter(self.settings.out_dir / files.RESULTS_NAME, self.redact,
+                                          resume=self.settings.resume, run_id=self.claim.run_id)
+        if self.writer.set_aside is not None:
+            self._note(f"the results file ended in a line cut short (a crash mid-write); it was moved to "
+                       f"{self.writer.set_aside} and the case is run again")
+
+    def _note(self, text: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(f"sab: note: {text}")
+        else:
+            sys.stderr.write(f"sab: note: {text}\n")
 
     def _meta(self, case_id: str) -> CaseMeta:
         if self._case_meta is None:
@@ -154,6 +174,13 @@ class Aggregator:
                                 run_settings=self.settings.run_settings()))
             self._keep(match.group(1), lost)
 
+    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
+        """A case whose worker died under it (xdist reports it with ``when="???"``) is an ERROR, as in
+        JUnit, not a FAILED: nothing was judged, it says nothing of the model."""
+        if report.when == "???" and report.failed and CASE_ID.search(report.nodeid):
+            return "error", "E", "ERROR"
+        return None
+
     @pytest.hookimpl(tryfirst=True)  # before xdist starts its workers (its hook is trylast)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The run-level checks (inputs, selection, output directory, a resume's settings, THOR
@@ -164,9 +191,10 @@ class Aggregator:
         from sab_pytest.run.preflight import check_engines, check_inputs, start_endpoint_check
 
         s = self.settings
+        run_id = None
         try:
             if s.resume:
-                files.check_resumable(s.out_dir / files.RESULTS_NAME, s.run_settings(), s.run_key())
+                run_id = files.check_resumable(s.out_dir / files.RESULTS_NAME, s.run_settings(), s.run_key())
             workers = getattr(session.config.option, "numprocesses", None)
             warning = check_engines(s, workers if isinstance(workers, int) and workers > 0 else 1)
             if warning:
@@ -174,8 +202,11 @@ class Aggregator:
                 if reporter is not None:
                     reporter.write_line(f"sab: warning: {warning}", yellow=True)  # now, before the cases
             check_inputs(s)
+            self.claim = outdir.claim(s.out_dir, run_id or outdir.new_run_id())
         except SabError as exc:
             raise pytest.UsageError(str(exc)) from None
+        if self.claim.note:
+            self._note(self.claim.note)
         self._endpoints_checked = start_endpoint_check(s)
         self.checked = True
 
@@ -219,7 +250,7 @@ class Aggregator:
         self._adopt_kept()
         done = finish_run(self.settings, self.records, run=self.run_status(), redact=self.redact,
                           writer=self.writer, full_selection=self._full_selection(), baseline=self.baseline,
-                          shard_info=self._shard_info)
+                          shard_info=self._shard_info, run_id=self.claim.run_id if self.claim else None)
         self.summary, self.html_written = done.summary, done.html_written
         if done.html_error is not None:
             sys.stderr.write(f"sab-pytest: --sab-html: could not write {self.settings.html}: {done.html_error}\n")

@@ -63,21 +63,23 @@ class ResultsWriter:
     before that as ``.2`` ...) rather than overwritten.
     """
 
-    def __init__(self, path: Path, redact: Redactor, *, resume: bool = False) -> None:
+    def __init__(self, path: Path, redact: Redactor, *, resume: bool = False, run_id: str | None = None) -> None:
         self.path = path
         self.redact = redact
+        self.run_id = run_id  # stamped on every line (``outdir``: readers match it with the summary's)
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists() and path.stat().st_size and not resume:
             _rotate(path)
-        torn = _ends_torn(path)
+        #: where a torn last line (a crash mid-write) was set aside, if there was one
+        self.set_aside: Path | None = repair_torn_tail(path)
         self._fh: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the session
-        if torn:  # a crash cut the last line: the next record starts a line of its own, not glued to it
-            self._fh.write("\n")
         self._synced = time.monotonic()
 
     def write(self, record: dict[str, Any]) -> None:
         if self._fh is None:
             return
+        if self.run_id is not None:
+            record = {**record, "run_id": self.run_id}
         self._fh.write(json_line(self.redact(record)))
         self._fh.flush()
         if time.monotonic() - self._synced >= SYNC_EVERY_S:
@@ -128,14 +130,61 @@ def stop_signals_held() -> Iterator[None]:
                 signal.raise_signal(number)
 
 
-def _ends_torn(path: Path) -> bool:
-    """Whether ``path`` ends in a line without its newline (a write cut short)."""
+TORN_SUFFIX = ".torn"
+
+
+def repair_torn_tail(path: Path) -> Path | None:
+    """Make ``path`` end at a line's end before anything is appended to it.
+
+    A crash (``kill -9``, a full disk) can cut the last line short. Appending to it would glue the
+    next record onto the torn one, and the reader would then drop both. So the tail after the last
+    newline is looked at: a whole record that only lacks its newline gets one; anything else is
+    moved, byte for byte, to ``<name>.torn`` beside the file (appended, so nothing is ever lost) and
+    cut off. Returns the ``.torn`` file when something was set aside, else None.
+    """
     try:
-        with open(path, "rb") as fh:
-            fh.seek(-1, os.SEEK_END)
-            return fh.read(1) != b"\n"
-    except OSError:  # missing or empty
+        size = path.stat().st_size
+    except OSError:
+        return None
+    if size == 0:
+        return None
+    with open(path, "r+b") as fh:
+        start = size
+        block = 1 << 16
+        while start > 0:  # find the last newline, reading backwards a block at a time
+            begin = max(0, start - block)
+            fh.seek(begin)
+            chunk = fh.read(start - begin)
+            if begin + len(chunk) == size and chunk.endswith(b"\n"):
+                return None  # ends cleanly
+            cut = chunk.rfind(b"\n")
+            if cut >= 0:
+                start = begin + cut + 1
+                break
+            start = begin
+        fh.seek(start)
+        tail = fh.read()
+        if _whole_record(tail):
+            fh.seek(0, os.SEEK_END)
+            fh.write(b"\n")
+            return None
+        aside = path.with_name(path.name + TORN_SUFFIX)
+        with open(aside, "ab") as out:
+            out.write(tail + b"\n")
+            out.flush()
+            os.fsync(out.fileno())
+        fh.truncate(start)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return aside
+
+
+def _whole_record(line: bytes) -> bool:
+    try:
+        data = json.loads(line)
+    except ValueError:  # JSONDecodeError, or UnicodeDecodeError for a cut multi-byte character
         return False
+    return isinstance(data, dict) and "case" in data
 
 
 def _rotate(path: Path) -> None:
@@ -154,19 +203,20 @@ def read_results(path: Path) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     if not path.exists():
         return records
-    with open(path, encoding="utf-8") as fh:
+    with open(path, "rb") as fh:
         for number, line in enumerate(fh, 1):
             try:
                 data = json.loads(line)
-            except json.JSONDecodeError:
+            except ValueError:  # JSONDecodeError, or UnicodeDecodeError for a cut multi-byte character
                 continue
             records.append(dict(read_record(data, path, number)))
     return records
 
 
-def check_resumable(path: Path, settings: dict[str, Any], key: str) -> None:
+def check_resumable(path: Path, settings: dict[str, Any], key: str) -> str | None:
     """Refuse (``UsageError``) to resume into a results file made with other settings: appending
-    would mix two runs in one file. The message names each setting that differs."""
+    would mix two runs in one file. The message names each setting that differs. Returns the run
+    id of the file's records (``outdir.run_id_of``), which the resumed run keeps."""
     differing: dict[str, tuple[Any, Any]] = {}
     unknown = False
     try:
@@ -184,7 +234,12 @@ def check_resumable(path: Path, settings: dict[str, Any], key: str) -> None:
             if stored.get(name) != settings.get(name):
                 differing.setdefault(name, (stored.get(name), settings.get(name)))
     if not differing and not unknown:
-        return
+        from sab_pytest.results.outdir import run_id_of
+
+        try:
+            return run_id_of(records, path)
+        except UsageError as exc:
+            raise UsageError(f"--sab-resume: {exc}") from None
     what = "; ".join(f"{name}: {old!r} there, {new!r} now" for name, (old, new) in differing.items())
     raise UsageError(f"--sab-resume: {path} holds results made with other settings "
                      f"({what or 'they were not stored: the file predates this check'}). Resume with the same "
@@ -208,10 +263,14 @@ def latest_per_case(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, An
     return latest
 
 
-def compact_results(path: Path, redact: Redactor) -> None:
+def compact_results(path: Path, redact: Redactor, run_id: str | None = None) -> None:
     """Rewrite ``path`` with one line per case (a later line for a case replaces the earlier one),
-    in first-seen order; atomic, so a crash leaves the old file or the new one."""
-    lines = "".join(json_line(redact(r)) for r in latest_per_case(read_results(path)).values())
+    in first-seen order; atomic, so a crash leaves the old file or the new one. Records written
+    before run ids existed get ``run_id``: a resume made them part of this run."""
+    kept = list(latest_per_case(read_results(path)).values())
+    if run_id is not None:
+        kept = [r if r.get("run_id") else {**r, "run_id": run_id} for r in kept]
+    lines = "".join(json_line(redact(r)) for r in kept)
     atomic_write_bytes(path, lines.encode())
 
 

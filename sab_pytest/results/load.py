@@ -15,6 +15,7 @@ from typing import Any
 
 from sab_pytest.errors import UsageError
 from sab_pytest.results.files import RESULTS_NAME, SUMMARY_NAME, latest_per_case, read_results
+from sab_pytest.results.outdir import check_same_run
 from sab_pytest.results.record import check_summary_schema
 
 
@@ -65,12 +66,17 @@ def load_run(path: str | Path, what: str = "run") -> Run:
         records = read_results(results_path) if results_path.is_file() else None
     except UsageError as exc:
         raise UsageError(f"{what}: {exc}") from None
+    summary = _read_summary(summary_path, what) if summary_path.is_file() else None
+    if records is not None and summary is not None:
+        try:
+            check_same_run(summary, records, summary_path, results_path)
+        except UsageError as exc:
+            raise UsageError(f"{what}: {exc}") from None
     if records is not None:
         records = list(latest_per_case(records).values())
     from sab_pytest.results import metrics
 
-    if summary_path.is_file():
-        summary = _read_summary(summary_path, what)
+    if summary is not None:
         if "metrics_full" not in summary:
             if not records:
                 raise UsageError(f"{what}: {summary_path} has no per-group metrics ('metrics_full') and there is "

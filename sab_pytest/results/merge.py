@@ -16,7 +16,7 @@ from typing import Any
 
 from sab_pytest.errors import UsageError
 from sab_pytest.fetch import atomic_write_bytes
-from sab_pytest.results import files
+from sab_pytest.results import files, outdir
 from sab_pytest.settings import Settings
 
 #: settings that may differ between the jobs of one matrix: where things are on each machine, and
@@ -152,11 +152,20 @@ def merge(runs: list[RunDir], out_dir: Path) -> dict[str, Any]:
                                "status": _status(r.summary)} for r in sorted(runs, key=_shard)]
     summary["missing_results"] = max(0, expected - len(records))
     redact = files.Redactor(settings.secrets())
-    out_dir.mkdir(parents=True, exist_ok=True)
-    # one atomic write (the per-line fsync of a live run buys nothing here), lines as ResultsWriter writes them
-    lines = "".join(files.json_line(redact(r)) for r in records)
-    atomic_write_bytes(out_dir / files.RESULTS_NAME, lines.encode())
-    files.write_summary(out_dir / files.SUMMARY_NAME, summary, redact)
+    held = outdir.claim(out_dir, outdir.new_run_id(), option="--out")
+    summary["run_id"] = held.run_id  # the merged records are one run's now
+    for run in runs:
+        for entry in summary["merged_from"]:
+            if entry["dir"] == str(run.path):
+                entry["run_id"] = run.summary.get("run_id")
+    records = [{**r, "run_id": held.run_id} for r in records]
+    try:
+        # one atomic write (the per-line fsync of a live run buys nothing here), lines as ResultsWriter writes them
+        lines = "".join(files.json_line(redact(r)) for r in records)
+        atomic_write_bytes(out_dir / files.RESULTS_NAME, lines.encode())
+        files.write_summary(out_dir / files.SUMMARY_NAME, summary, redact)
+    finally:
+        held.release()
     return summary
 
 

@@ -31,18 +31,20 @@ class Finished:
 def finish_run(settings: Settings, records: dict[str, dict[str, Any]], *, run: dict[str, Any],
                redact: files.Redactor, writer: files.ResultsWriter | None = None,
                full_selection: Iterable[str] = (), baseline: Run | None = None,
-               shard_info: Callable[[int], dict[str, Any] | None] = lambda _n: None) -> Finished:
+               shard_info: Callable[[int], dict[str, Any] | None] = lambda _n: None,
+               run_id: str | None = None) -> Finished:
     """Write the run's summary (and report) from ``records``, the verdicts this run produced.
 
     With ``--sab-resume`` the results file is compacted (a redone case's new line replaces its old
     one), and a rerun of part of the selection (``--lf``, ``-k``) is summarised together with the
     earlier verdicts of the same settings, so that the summary covers every case of the file.
+    ``run_id`` (``results.outdir``) goes into the summary, as it is on every line of the file.
     """
     path = settings.out_dir / files.RESULTS_NAME
     if writer is not None:
         writer.close()
         if settings.resume:
-            files.compact_results(path, redact)
+            files.compact_results(path, redact, run_id)
     if settings.resume and run["partial_selection"]:
         key, full = settings.run_key(), set(full_selection)
         earlier = files.latest_per_case(r for r in files.read_results(path)
@@ -54,6 +56,7 @@ def finish_run(settings: Settings, records: dict[str, dict[str, Any]], *, run: d
         list(records.values()), settings, run=run, baseline_summary=baseline.summary if baseline else None,
         baseline=metrics.Baseline(baseline.metrics, baseline.records, str(baseline.source)) if baseline else None,
         shard=shard_info(len(records)))
+    summary["run_id"] = run_id
     files.write_summary(settings.out_dir / files.SUMMARY_NAME, summary, redact)
     done = Finished(summary, records)
     if settings.html is not None:
