@@ -36,6 +36,8 @@ class ErrorKind(str, Enum):
     SETUP = "setup"  # the case's test failed before it could be evaluated
     ENDPOINT_DOWN = "endpoint_down"  # not run: the run's breaker tripped (model calls kept failing)
     INTERRUPTED = "interrupted"  # not run: Ctrl-C (or another stop) on the controller
+    ENGINE_DOWN = "engine_down"  # not run: the engine breaker tripped (THOR engines kept failing)
+    OUTPUT_FAILED = "output_failed"  # not run: the results file could not be written (disk full, ...)
 
     def __str__(self) -> str:
         return self.value
@@ -68,7 +70,9 @@ class InfraError(SabError):
 #: the error kinds of a case the run stopped before it could run (not a verdict: ``--sab-resume`` redoes it)
 ENDPOINT_DOWN = ErrorKind.ENDPOINT_DOWN
 INTERRUPTED = ErrorKind.INTERRUPTED
-STOP_KINDS = (ENDPOINT_DOWN, INTERRUPTED)
+ENGINE_DOWN = ErrorKind.ENGINE_DOWN
+OUTPUT_FAILED = ErrorKind.OUTPUT_FAILED
+STOP_KINDS = (ENDPOINT_DOWN, INTERRUPTED, ENGINE_DOWN, OUTPUT_FAILED)
 
 
 class Cancelled(BaseException):

@@ -284,6 +284,12 @@ class Settings:
         """Whether any model of the run (agent, judge, guard) is called over an API."""
         return not self.offline_agent or self.judge_model != "rules" or self.guard_uses_api
 
+    @property
+    def shares_run_state(self) -> bool:
+        """Whether the run's processes share a run directory (``run.breaker.RunState``): for the model
+        breaker when a model is called, for the engine breaker when the engine is a real one."""
+        return self.uses_api or self.engine != "sim"
+
     def secrets(self) -> list[str]:
         """Values of the API keys in use, so reports can redact them."""
         names = {self.api_key_env, self.judge_api_key_env, "OPENAI_API_KEY", "SAB_THOR_TOKEN"}

@@ -105,3 +105,27 @@ def test_fewer_free_engines_than_workers_is_said_before_the_run(run, real_scenes
     assert len(records) == 2
     assert "1 THOR engine(s) free for 2 worker(s)" in result.stdout.str() + result.stderr.str()
 
+
+
+def test_an_engine_that_keeps_failing_stops_the_run_naming_the_server(run, pytester, real_scenes_dir,
+                                                                     monkeypatch) -> None:
+    """The engine breaker: cases failing on their engine in a row (here 2, ``--sab-max-failures``)
+    stop the run, which keeps what finished, names the server and says ``--sab-resume``; a resume on
+    a server that works finishes it."""
+    with sim_server(real_scenes_dir) as (proc, url):
+        pytester.makeconftest(KILLER)
+        monkeypatch.setenv("SAB_TEST_THOR_PID", str(proc.pid))
+        result, records = run("stopped", "--thor=remote", f"--thor-url={url}", "--sab-max-failures=2")
+    summary = json.loads((pytester.path / "stopped" / "sab-summary.json").read_text())
+    assert summary["run"]["status"] == "stopped" and summary["run"]["stop_reason"] == "engine_down"
+    assert url in summary["run"]["stop_message"]
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([f"run STOPPED: the engine failed 2 cases in a row*THOR server {url}*",
+                                 "*case(s) not run: run the same command with --sab-resume*"])
+    assert records["unsafe_detailed-0000"]["error"] is None  # finished before the kill: kept
+    assert sum(1 for r in records.values() if r["error"]) <= 3  # stopped, not one engine error per remaining case
+    assert len(records) < N_CASES
+    with sim_server(real_scenes_dir) as (_proc, url2):
+        pytester.makeconftest("")
+        again, records = run("stopped", "--thor=remote", f"--thor-url={url2}", "--sab-max-failures=2", "--sab-resume")
+    assert len(records) == N_CASES and not any(r["error"] for r in records.values())  # engine errors redone

@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 
 from sab_pytest import dataset
-from sab_pytest.errors import ENDPOINT_DOWN, INTERRUPTED, ErrorKind, SabError
+from sab_pytest.errors import INTERRUPTED, OUTPUT_FAILED, ErrorKind, SabError
 from sab_pytest.pytest_layer import terminal
 from sab_pytest.pytest_layer.state import CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
+from sab_pytest.pytest_layer.xdist import stop_scheduling
 from sab_pytest.results import files, junit, outdir
 from sab_pytest.results.record import CaseMeta, case_meta, crashed
+from sab_pytest.run.breaker import Stop
 from sab_pytest.run.selection import select_cases
 from sab_pytest.settings import Settings
 
@@ -48,6 +50,8 @@ class Aggregator:
         self.baseline = None
         self.html_written = False
         self.claim: outdir.Claim | None = None  # this run's hold on --sab-out, taken before the first case
+        self.session: pytest.Session | None = None
+        self._output_stop: Stop | None = None  # set when the results file could not be written
         if settings.baseline:  # read once, on the controller, before any case runs
             from sab_pytest.results.load import load_run
 
@@ -55,9 +59,9 @@ class Aggregator:
 
     @property
     def run_state(self) -> Any:
-        """The run's shared breaker and stop signal (``breaker.RunState``), made on first use;
-        None for offline runs, which make no model call."""
-        if self._run_state is None and self.settings.uses_api:
+        """The run's shared breakers and stop signal (``breaker.RunState``), made on first use;
+        None for offline runs on the embedded engine (no model call, no engine to fail)."""
+        if self._run_state is None and self.settings.shares_run_state:
             from sab_pytest.run.breaker import RunState
 
             self._run_state = RunState.create(self.settings.max_failures)
@@ -114,20 +118,52 @@ class Aggregator:
 
         stop = self.run_state.stopped() if self._run_state is not None else None
         return run_status(self.records, selected=self.selected, full=self._full_selection(),
-                          stop=stop if stop is not None and stop.reason == ENDPOINT_DOWN else None,
+                          stop=stop if stop is not None and stop.reason != INTERRUPTED else self._output_stop,
                           interrupted=self.interrupted)
 
     # results -----------------------------------------------------------------------------------
     def _keep(self, case_id: str, record: dict[str, Any]) -> None:
-        """Count ``record`` as the case's and write its line, with no stop signal between the two."""
+        """Write ``record``'s line and count it as the case's, with no stop signal between the two.
+
+        A record is counted only once its line is written, so that the summary's counts are the
+        file's. When the file cannot be written (disk full, read-only), the run stops
+        (``_output_failed``); the case is not counted and ``--sab-resume`` redoes it."""
         with files.stop_signals_held():
-            self.records[case_id] = record
             if record.get("resumed"):
-                return  # already a line of the results file
-            if self.writer is None:
-                self._open_writer()
-            assert self.writer is not None
-            self.writer.write(record)
+                self.records[case_id] = record  # already a line of the results file
+                return
+            if self._output_stop is not None:
+                return
+            try:
+                if self.writer is None:
+                    self._open_writer()
+                assert self.writer is not None
+                self.writer.write(record)
+            except OSError as exc:
+                self._output_failed(exc)
+                return
+            self.records[case_id] = record
+
+    def _output_failed(self, exc: OSError) -> None:
+        """The results file cannot take a line: say so once, stop the run (no further case starts,
+        in any process), keep what was written."""
+        path = self.settings.out_dir / files.RESULTS_NAME
+        written = self.writer.written if self.writer is not None else 0
+        message = (f"could not write {path}: {exc.strerror or exc}. The {written} result(s) written before are "
+                   "kept; the run stops. Free space (or make the file writable) and run the same command with "
+                   "--sab-resume to finish it")
+        self._output_stop = Stop(OUTPUT_FAILED, message)
+        if self.writer is not None:
+            self.writer.abandon()
+        if self.run_state is not None:
+            self.run_state.request_stop(OUTPUT_FAILED, message)
+        stop_scheduling(self.config, self.session, f"sab-pytest: {message}")
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(f"sab: error: {message}", red=True, bold=True)
+        else:
+            sys.stderr.write(f"sab: error: {message}\n")
 
     def _open_writer(self) -> None:
         if self.claim is None:  # turned on mid-session, without the checks before the first case
@@ -186,6 +222,7 @@ class Aggregator:
         """The run-level checks (inputs, selection, output directory, a resume's settings, THOR
         servers, endpoints), once, before any case: a problem is one usage error (exit 4), not one
         per worker or per case."""
+        self.session = session
         if self.checked:
             return
         from sab_pytest.run.preflight import check_engines, check_inputs, start_endpoint_check
@@ -225,11 +262,14 @@ class Aggregator:
     # end of session ------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int):
-        if self.records or self.interrupted:
+        if self.records or self.interrupted or self._output_stop is not None:
             try:
                 self._finish(session)
-            except SabError as exc:  # reports must never hide the run's own outcome
-                sys.stderr.write(f"sab-pytest: could not write reports: {exc}\n")
+            except (SabError, OSError) as exc:  # reports must never hide the run's own outcome
+                what = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) and exc.filename else str(exc)
+                sys.stderr.write(f"sab-pytest: could not write the summary and reports: {what}\n")
+        if self._output_stop is not None and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            session.exitstatus = pytest.ExitCode.INTERRUPTED  # not every case has its line: never a pass
         return (yield)
 
     def _adopt_kept(self) -> None:

@@ -245,3 +245,17 @@ class CaseDistribution:
         return BenchmarkScheduling(config, log, lambda nodeid: CASE_ID.search(nodeid) is not None)
 
 
+
+
+def stop_scheduling(config: pytest.Config, session: pytest.Session | None, message: str) -> None:
+    """Stop the run from the controller: no further item is scheduled or started.
+
+    Without xdist, pytest stops after the running item (``session.shouldstop``). Under xdist the
+    controller's loop reads its own ``DSession.shouldstop`` instead (a worker's stop reaches it
+    with that worker's results): setting it shuts the workers down and the run ends as
+    interrupted, like ``--maxfail``."""
+    if session is not None:
+        session.shouldstop = message
+    dsession = config.pluginmanager.get_plugin("dsession")
+    if dsession is not None and hasattr(dsession, "shouldstop") and not dsession.shouldstop:
+        dsession.shouldstop = message

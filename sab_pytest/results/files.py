@@ -74,6 +74,7 @@ class ResultsWriter:
         self.set_aside: Path | None = repair_torn_tail(path)
         self._fh: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the session
         self._synced = time.monotonic()
+        self.written = 0  # lines written whole by this writer
 
     def write(self, record: dict[str, Any]) -> None:
         if self._fh is None:
@@ -82,9 +83,21 @@ class ResultsWriter:
             record = {**record, "run_id": self.run_id}
         self._fh.write(json_line(self.redact(record)))
         self._fh.flush()
+        self.written += 1
         if time.monotonic() - self._synced >= SYNC_EVERY_S:
             os.fsync(self._fh.fileno())
             self._synced = time.monotonic()
+
+    def abandon(self) -> None:
+        """After a failed write: close the file without writing what its buffer still holds (the
+        write that failed would only fail again, or add a second torn piece)."""
+        if self._fh is None:
+            return
+        fh, self._fh = self._fh, None
+        with contextlib.suppress(OSError):
+            os.close(fh.fileno())
+        with contextlib.suppress(OSError, ValueError):
+            fh.close()
 
     def close(self) -> None:
         if self._fh is not None:

@@ -9,7 +9,9 @@ controller, its path handed to the workers) holds:
   retries) with no success between them, across all processes; read-modify-write under an
   ``fcntl`` lock, replaced atomically so that unlocked readers see a whole file;
 * ``stop.json``: present once the run must stop, with the reason: ``endpoint_down`` (the streak
-  reached ``max_failures``) or ``interrupted`` (Ctrl-C on the controller). The first reason wins;
+  reached ``max_failures``), ``engine_down`` (cases kept failing on their engine, see
+  ``engine_failure``), ``output_failed`` (the controller could not write the results file) or
+  ``interrupted`` (Ctrl-C on the controller). The first reason wins;
 * ``finished-<pid>.jsonl``: the record of every case a process finished (``keep``), so that a
   run that stops while a worker holds results its pytest items have not reported yet (the case
   runner works ahead of them) still has them: the controller adopts them (``kept``).
@@ -35,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sab_pytest.errors import ENDPOINT_DOWN, INTERRUPTED, STOP_KINDS, InfraError
+from sab_pytest.errors import ENDPOINT_DOWN, ENGINE_DOWN, INTERRUPTED, STOP_KINDS, InfraError
 from sab_pytest.fetch import atomic_write_bytes
 from sab_pytest.results.record import error_kind
 from sab_pytest.settings import DEFAULT_MAX_FAILURES
@@ -185,6 +187,33 @@ class RunState:
             self.request_stop(ENDPOINT_DOWN, f"the model endpoint failed {streak} calls in a row with no success "
                               f"between them (across all workers); last: {message}")
         return streak
+
+    # -- engine breaker ------------------------------------------------------------------------------
+    def engine_failure(self, message: str) -> int:
+        """A case failed because its engine failed (a THOR server or a Unity process died, ...).
+
+        Counted apart from model calls: cases failing in a row on their engine, across all
+        processes, with no case between them that ran on an engine without failing. At
+        ``max_failures`` the run stops with ``engine_down``: a killed THOR server otherwise turns
+        every remaining case into an engine error within seconds. Returns the new streak."""
+        with self._locked():
+            state = _read_json(self.directory / _STATE) or {}
+            streak = int(state.get("engine_streak", 0)) + 1
+            state.update(engine_streak=streak, engine_failures=int(state.get("engine_failures", 0)) + 1)
+            _write_json(self.directory / _STATE, state)
+        if self.max_failures and streak >= self.max_failures:
+            self.request_stop(ENGINE_DOWN, f"the engine failed {streak} cases in a row with no case running on an "
+                              f"engine between them (across all workers); last: {message}")
+        return streak
+
+    def engine_success(self) -> None:
+        """A case ran on its engine without an engine failure: the engine streak starts again."""
+        if not int((_read_json(self.directory / _STATE) or {}).get("engine_streak", 0)):
+            return
+        with self._locked():
+            state = _read_json(self.directory / _STATE) or {}
+            state["engine_streak"] = 0
+            _write_json(self.directory / _STATE, state)
 
     def failures(self) -> int:
         """Model calls that failed for good in this run, in all processes."""

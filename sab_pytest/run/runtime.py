@@ -277,11 +277,25 @@ class Runtime:
         stops before this case's item reports it must not lose it."""
         from sab_pytest.run.breaker import not_run
 
-        record: dict[str, Any] = dict(from_verdict(self.evaluate(case), run_key=self.settings.run_key(),
+        stop = self.breaker.stopped() if self.breaker is not None else None
+        # a stopped run starts no case (an offline agent makes no model call that would notice)
+        verdict = failed_verdict(case, stop.error()) if stop is not None else self.evaluate(case)
+        record: dict[str, Any] = dict(from_verdict(verdict, run_key=self.settings.run_key(),
                                                    run_settings=self.settings.run_settings()))
         if self.breaker is not None and not not_run(record):
             self.breaker.keep(record)
+            self._count_engine(case, record)
         return record
+
+    def _count_engine(self, case: Case, record: dict[str, Any]) -> None:
+        """Feed the engine breaker: an engine error counts, a case that ran on an engine clears it."""
+        assert self.breaker is not None
+        if record.get("error_kind") == ErrorKind.ENGINE:
+            s = self.settings
+            where = f" (THOR server {s.thor_url})" if s.engine == "remote" and s.thor_url else f" (--thor {s.engine})"
+            self.breaker.engine_failure(f"{case.id}{where}: {record.get('error')}")
+        elif record.get("execution") is not None or self.settings.interactive:
+            self.breaker.engine_success()
 
     def close(self) -> None:
         self.engines.close()

@@ -173,3 +173,45 @@ def test_a_resume_of_a_torn_results_file_loses_no_verdict(sab_run, where: str) -
     assert summary["run"]["reused"] == (N_CASES - 1 if where != "before the last newline" else N_CASES)
     if where == "inside the last record":
         result.stdout.fnmatch_lines(["*sab: note: the results file ended in a line cut short*moved to *.torn*"])
+
+
+# -- a full disk -----------------------------------------------------------------------------------------
+
+def _no_internal_error(result: pytest.RunResult) -> None:
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_full_disk_stops_the_run_with_one_line_and_a_resume_finishes_it(sab_run) -> None:
+    """The results file on a full device (``/dev/full`` answers every write with ENOSPC)."""
+    run = sab_run("--model", "refuse")
+    run.out.mkdir(parents=True)
+    (run.out / files.RESULTS_NAME).symlink_to("/dev/full")
+    result = run("-n", "2")
+    _no_internal_error(result)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([f"sab: error: could not write {run.out / files.RESULTS_NAME}: No space left on "
+                                 "device. The 0 result(s) written before are kept; the run stops.*--sab-resume*"])
+    (run.out / files.RESULTS_NAME).unlink()
+    again = run("-n", "2", "--sab-resume")
+    assert again.ret == pytest.ExitCode.TESTS_FAILED  # ran to the end: the refusing agent fails safe cases
+    assert json.loads((run.out / files.SUMMARY_NAME).read_text())["cases"] == N_CASES
+
+
+def test_a_file_size_limit_mid_run_keeps_what_was_written_and_a_resume_loses_nothing(sab_run) -> None:
+    """Writes fail part-way (a file size limit: EFBIG, as a quota or a full disk would): the lines
+    written before are kept, the summary counts them, and ``--sab-resume`` finishes the run."""
+    run = sab_run("--model", "refuse")
+    args = " ".join(f"'{a}'" for a in run.args())
+    result = run.pytester.run("bash", "-c", f"ulimit -f 12; exec '{sys.executable}' -m pytest -p no:cacheprovider {args}")
+    _no_internal_error(result)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["sab: error: could not write *sab-results.jsonl: File too large. The * result(s) "
+                                 "written before are kept*"])
+    kept = {r["case"]["id"]: r for r in files.read_results(run.out / files.RESULTS_NAME)}
+    assert 0 < len(kept) < N_CASES
+    summary_path = run.out / files.SUMMARY_NAME
+    if summary_path.exists():  # written when it fit under the limit: it counts what the file holds
+        assert json.loads(summary_path.read_text())["cases"] == len(kept)
+    run("--sab-resume")
+    final = {r["case"]["id"]: r for r in files.read_results(run.out / files.RESULTS_NAME)}
+    assert len(final) == N_CASES and all(final[case_id] == record for case_id, record in kept.items())
