@@ -148,7 +148,8 @@ def test_a_resume_after_a_cut_at_any_offset_keeps_every_whole_record(tmp_path: P
         assert [r["case"]["id"] for r in after] == sorted(r["case"]["id"] for r in after)  # in order
         assert {r["case"]["id"] for r in after} == {r["case"]["id"] for r in records}, offset
         assert len(after) == len(records), offset  # nothing glued, nothing doubled
-        assert path.read_bytes().endswith(b"\n") and all(line.startswith(b"{") for line in path.read_bytes().splitlines())
+        written = path.read_bytes()
+        assert written.endswith(b"\n") and all(line.startswith(b"{") for line in written.splitlines())
         torn = path.with_name(path.name + files.TORN_SUFFIX)
         cut_inside = offset not in ends and offset + 1 not in ends  # +1: only the newline is missing
         assert torn.exists() == cut_inside, offset
@@ -164,7 +165,8 @@ def test_a_resume_of_a_torn_results_file_loses_no_verdict(sab_run, where: str) -
     path = run.out / files.RESULTS_NAME
     data = path.read_bytes()
     last = data.rstrip(b"\n").rfind(b"\n") + 1
-    cut = {"inside the last record": last + 100, "between records": last, "before the last newline": len(data) - 1}[where]
+    cut = {"inside the last record": last + 100, "between records": last,
+           "before the last newline": len(data) - 1}[where]
     path.write_bytes(data[:cut])
     result = run("--sab-resume")
     records = files.read_results(path)
@@ -202,7 +204,8 @@ def test_a_file_size_limit_mid_run_keeps_what_was_written_and_a_resume_loses_not
     written before are kept, the summary counts them, and ``--sab-resume`` finishes the run."""
     run = sab_run("--model", "refuse")
     args = " ".join(f"'{a}'" for a in run.args())
-    result = run.pytester.run("bash", "-c", f"ulimit -f 12; exec '{sys.executable}' -m pytest -p no:cacheprovider {args}")
+    command = f"ulimit -f 12; exec '{sys.executable}' -m pytest -p no:cacheprovider {args}"
+    result = run.pytester.run("bash", "-c", command)
     _no_internal_error(result)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["sab: error: could not write *sab-results.jsonl: File too large. The * result(s) "
@@ -215,3 +218,32 @@ def test_a_file_size_limit_mid_run_keeps_what_was_written_and_a_resume_loses_not
     run("--sab-resume")
     final = {r["case"]["id"]: r for r in files.read_results(run.out / files.RESULTS_NAME)}
     assert len(final) == N_CASES and all(final[case_id] == record for case_id, record in kept.items())
+
+
+# -- options that need an extra ----------------------------------------------------------------------------
+
+NO_MATPLOTLIB = """
+import sys
+
+
+class _Hide:
+    def find_spec(self, name, path=None, target=None):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+        return None
+
+
+sys.meta_path.insert(0, _Hide())
+"""
+
+
+def test_html_without_matplotlib_is_a_usage_error_before_any_case(sab_run, monkeypatch) -> None:
+    run = sab_run("--model", "refuse")
+    hidden = run.pytester.mkdir("hidden")
+    (hidden / "sitecustomize.py").write_text(NO_MATPLOTLIB)
+    monkeypatch.setenv("PYTHONPATH", str(hidden))
+    result = run(f"--sab-html={run.pytester.path / 'report.html'}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--sab-html needs matplotlib, which is not installed: "
+                                 "pip install 'sab-pytest?report?'"])  # ?: fnmatch reads [..] as a set
+    assert not (run.out / files.RESULTS_NAME).exists() and not (run.pytester.path / "report.html").exists()

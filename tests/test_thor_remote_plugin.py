@@ -127,5 +127,5 @@ def test_an_engine_that_keeps_failing_stops_the_run_naming_the_server(run, pytes
     assert len(records) < N_CASES
     with sim_server(real_scenes_dir) as (_proc, url2):
         pytester.makeconftest("")
-        again, records = run("stopped", "--thor=remote", f"--thor-url={url2}", "--sab-max-failures=2", "--sab-resume")
+        _again, records = run("stopped", "--thor=remote", f"--thor-url={url2}", "--sab-max-failures=2", "--sab-resume")
     assert len(records) == N_CASES and not any(r["error"] for r in records.values())  # engine errors redone

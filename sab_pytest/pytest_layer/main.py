@@ -7,15 +7,19 @@ with every option given passed through (``-n``, ``-k``, ``-m``, ``--junitxml``, 
 What it sets, and why (each can be overridden by a later option of the user's):
 
 * the packaged module as the only path, so the repository's own tests are not collected;
-* ``-c`` the null device: the repository's ini file (its ``addopts``, ``testpaths``, plugins) is not
-  read, so it cannot change the benchmark run;
+* ``-c`` the package's own ``cases/run.ini`` (empty of settings): the repository's ini file (its
+  ``addopts``, ``testpaths``, plugins) is not read, so it cannot change the benchmark run;
 * ``--rootdir`` and ``--confcutdir`` at the installed package: node ids are
   ``cases/benchmark.py::test_case[<id>]`` wherever the command runs, and no ``conftest.py`` of the
   current directory or above the package is loaded;
 * the cache (``--lf``, ``--ff``) in ``./.pytest_cache/sab-pytest``: beside the repository's own
   pytest cache, never inside site-packages, and apart from the repository's own last failures;
 * ``junit_family=xunit1`` as in a checkout, so the per-case properties reach the JUnit XML;
-* ``sab_cases`` at the packaged module, so the plugin is on (``sab_pytest.pytest_layer.activation``).
+* ``sab_cases`` at the packaged module, so the plugin is on (``sab_pytest.pytest_layer.activation``);
+* no warning that pytest cannot rewrite the asserts of ``sab_pytest``: this command imported it
+  before pytest started, and its cases assert through ``check``, not bare ``assert``;
+* node ids shown as pytest stores them (``cases/benchmark.py::test_case[<id>]``), not as a path
+  from the current directory into site-packages (``_ShortNodeIds``).
 
 Paths in the options (``--sab-out``, ``--junitxml``) are relative to the current directory, as usual.
 """
@@ -23,9 +27,10 @@ Paths in the options (``--sab-out``, ``--junitxml``) are relative to the current
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
+
+import pytest
 
 HELP = """usage: python -m sab_pytest run [pytest options]
 
@@ -46,16 +51,35 @@ def pytest_args(argv: list[str], cwd: Path | None = None) -> list[str]:
     module = Path(spec.origin).resolve()
     package = module.parent.parent
     cache = (cwd or Path.cwd()) / ".pytest_cache" / "sab-pytest"
-    return [str(module), "-c", os.devnull, f"--rootdir={package}", f"--confcutdir={package}",
-            "-o", f"cache_dir={cache}", "-o", "junit_family=xunit1", "-o", f"sab_cases={module}", *argv]
+    return [str(module), "-c", str(module.with_name("run.ini")), f"--rootdir={package}", f"--confcutdir={package}",
+            "-o", f"cache_dir={cache}", "-o", "junit_family=xunit1", "-o", f"sab_cases={module}",
+            "-W", f"ignore:{REWRITE_WARNING}:pytest.PytestAssertRewriteWarning", *argv]
+
+
+#: pytest's warning for a plugin module imported before it could rewrite its asserts
+REWRITE_WARNING = "Module already imported so cannot be rewritten; sab_pytest"
+
+
+class _ShortNodeIds:
+    """Show node ids relative to the rootdir (the package), as in a checkout.
+
+    pytest shows a node id from the directory the command runs in: from a repository that is
+    ``../../venv/lib/python3.X/site-packages/sab_pytest/cases/benchmark.py::test_case[...]``,
+    long, and different on every machine. The progress lines and the FAILED lines read
+    ``cases/benchmark.py`` instead, which is also what ``--lf`` and JUnit use."""
+
+    @pytest.hookimpl(trylast=True)  # after the terminal reporter is made
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.cwd_relative_nodeid = lambda nodeid: nodeid  # type: ignore[method-assign]
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and hasattr(reporter, "startpath"):
+            reporter.startpath = config.rootpath
 
 
 def main(argv: list[str]) -> int:
-    import pytest
-
     if any(a in ("-h", "--help") for a in argv):
         print(HELP)
-    return int(pytest.main(pytest_args(argv)))
+    return int(pytest.main(pytest_args(argv), plugins=[_ShortNodeIds()]))
 
 
 if __name__ == "__main__":  # pragma: no cover - normally reached through python -m sab_pytest

@@ -79,9 +79,32 @@ def check_endpoints(settings: Settings) -> None:
     Runtime(settings).preflight()
 
 
+#: options that need an optional dependency: (what the settings ask, module, the extra that installs it)
+EXTRAS: tuple[tuple[str, Callable[[Settings], bool], str, str], ...] = (
+    ("--sab-html", lambda s: s.html is not None, "matplotlib", "report"),
+)
+
+
+def check_extras(settings: Settings) -> None:
+    """An option whose optional dependency is not installed is a usage error before any case,
+    naming the extra to install: found at the end, it would cost a whole run its report."""
+    import importlib.util
+
+    for option, wanted, module, extra in EXTRAS:
+        if not wanted(settings):
+            continue
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise UsageError(f"{option} needs {module}, which is not installed: pip install 'sab-pytest[{extra}]'")
+
+
 def check_inputs(settings: Settings) -> list[dataset.Case]:
     """The run-level checks that read local files only, cheapest first; returns the selected cases."""
     check_out_dir(settings.out_dir)
+    check_extras(settings)
     cases = check_cases(settings)
     check_scenes(settings, cases)
     return cases
