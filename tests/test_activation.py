@@ -226,3 +226,27 @@ def test_help_shows_every_default_and_the_engines(pytester: pytest.Pytester) -> 
     for entry in entries:
         assert "default" in entry, entry
     assert any(e.startswith("--thor={sim,local,remote}") for e in entries)
+
+
+def test_every_path_option_written_with_a_space_to_new_places_collects_the_same_cases_under_xdist(
+        project: pytest.Pytester, tiny_data: Path) -> None:
+    """--sab-out, --sab-cache, --sab-html and --junitxml, each with a space, to directories that do
+    not exist yet: inside the project the workers collect the cases and nothing else, as with '='
+    and without -n; a new directory outside the project is refused before any worker starts, a
+    file outside is fine (it is written at the end, after collection)."""
+    spaced = _run_tiny(project, tiny_data, "-n", "2", "--sab-out", "a/out", "--sab-cache", "b/cache",
+                       "--sab-html", "c/report.html", "--junitxml", "d/junit.xml", "-v")
+    equal = _run_tiny(project, tiny_data, "--sab-out=e/out", "--sab-cache=f/cache", "-v")
+    ids = [sorted(set(re.findall(r"::test_case\[[^\]]+\]", r.stdout.str()))) for r in (spaced, equal)]
+    assert ids[0] == ids[1] and len(ids[0]) == N_CASES
+    spaced.stdout.fnmatch_lines([f"*2 workers [[]{N_CASES} items[]]*"])
+    assert "test_other" not in spaced.stdout.str()
+    assert len((project.path / "a" / "out" / "sab-results.jsonl").read_text().splitlines()) == N_CASES
+    assert (project.path / "c" / "report.html").is_file() and (project.path / "d" / "junit.xml").is_file()
+    elsewhere = project.path.parent / f"{project.path.name}-elsewhere"
+    refused = _run_tiny(project, tiny_data, "-n", "2", "--sab-cache", str(elsewhere / "cache"))
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines([f"*Write --sab-cache={elsewhere / 'cache'} (with '=')*"])
+    outside_file = _run_tiny(project, tiny_data, "-n", "2", "--sab-out=g/out", "--junitxml", str(elsewhere / "j.xml"))
+    outside_file.stdout.fnmatch_lines([f"*2 workers [[]{N_CASES} items[]]*"])
+    assert (elsewhere / "j.xml").is_file()

@@ -71,7 +71,8 @@ def test_run_command_from_a_built_wheel(tmp_path: Path, real_data_dir: Path, rea
     assert "test_theirs" not in result.stdout and "must not" not in result.stdout + result.stderr
     assert "configfile: cases/run.ini" in result.stdout and "PytestAssertRewriteWarning" not in result.stdout
     assert "FAILED cases/benchmark.py::test_case[" in result.stdout
-    assert [line for line in result.stdout.splitlines() if "site-packages" in line] == [f"rootdir: {site / 'sab_pytest'}"]
+    long_paths = [line for line in result.stdout.splitlines() if "site-packages" in line]
+    assert long_paths == [f"rootdir: {site / 'sab_pytest'}"]
     # the example release policy the README names ships in the wheel
     assert (site / "sab_pytest" / "data" / "release-policy.yaml").is_file()
     summary = json.loads((repo / "sab-summary.json").read_text())

@@ -15,7 +15,14 @@ from sab_pytest.errors import SabError, UsageError
 from sab_pytest.pytest_layer import activation
 from sab_pytest.pytest_layer.aggregator import AGGREGATOR, Aggregator
 from sab_pytest.pytest_layer.collection import ShardFilter, marks, register_markers
-from sab_pytest.pytest_layer.options import OPTION_NAMES, PATH_OPTIONS, given, settings_from_config
+from sab_pytest.pytest_layer.options import (
+    DIR_OPTIONS,
+    OPTION_NAMES,
+    PATH_OPTIONS,
+    PYTEST_PATH_OPTIONS,
+    given,
+    settings_from_config,
+)
 from sab_pytest.pytest_layer.state import RECORD_KEY, SETTINGS, is_controller
 from sab_pytest.pytest_layer.xdist import CaseDistribution
 from sab_pytest.run.selection import select_cases
@@ -70,9 +77,14 @@ def activate(config: pytest.Config, *, late: bool = False) -> Settings:
 def check_split_path_options(config: pytest.Config) -> None:
     """``--sab-out DIR`` (a space, not ``=``) works like ``--sab-out=DIR`` unless pytest took DIR into
     its rootdir/ini search (it reads the command line before it knows our options) and so ended up
-    with another configuration, hence other tests: then it is refused, showing the right spelling."""
+    with another configuration, hence other tests: then it is refused, showing the right spelling.
+
+    Judged as xdist's workers will see it: they parse the command line again after the run has
+    created its directories (``--sab-out``), so a directory option that does not exist yet is made
+    for the moment of the check. A file option (``--junitxml``, ``--sab-html``) is judged as it is:
+    its file is written at the end, after every worker has collected."""
     split = activation.split_path_options([*activation.env_addopts(), *config.invocation_params.args],
-                                          PATH_OPTIONS)
+                                          (*PATH_OPTIONS, *PYTEST_PATH_OPTIONS))
     if not split:
         return
     collect_args = list(config.option.file_or_dir or [])
@@ -86,7 +98,8 @@ def check_split_path_options(config: pytest.Config) -> None:
             return rootpath, inipath
 
         expected = setup(collect_args)
-        with activation.made_for_a_moment(config.invocation_params.dir / value for _, value in split) as missing:
+        made = (config.invocation_params.dir / value for flag, value in split if flag in DIR_OPTIONS)
+        with activation.made_for_a_moment(made) as missing:
             seen = setup([*collect_args, *(value for _, value in split)]) if missing else (
                 config.rootpath, config.inipath)
     except Exception:  # pytest's private helper changed, or a path cannot be made: ask for the safe spelling

@@ -22,6 +22,10 @@ from sab_pytest.settings import Option, Settings, options, resolve
 OPTION_NAMES: list[str] = [option.flag for _, option in options()]
 #: options that take a path: written with a space, pytest may take the path into its ini search
 PATH_OPTIONS: tuple[str, ...] = tuple(option.flag for _, option in options() if option.path)
+#: those of them that name a directory the run may create before xdist starts its workers
+DIR_OPTIONS: tuple[str, ...] = tuple(option.flag for _, option in options() if option.path and option.metavar == "DIR")
+#: pytest's own options that take a path, which the same search takes in when written with a space
+PYTEST_PATH_OPTIONS = ("--junitxml", "--junit-xml", "--basetemp", "--confcutdir")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
