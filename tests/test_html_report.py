@@ -97,7 +97,7 @@ def test_case_view_shows_episode_pictures_judges_and_goal(page: str) -> None:
     visual = visual[:visual.index("</details>\n") if "</details>\n" in visual else len(visual)]
     assert "Actions the agent executed (episode)" in visual and "turn on Candle" in visual and "not in reach" in visual
     assert visual.count('<img class="seen" src="data:image/png;base64,') == 2  # the step's and the message's
-    assert "javascript:" not in page and "not an embedded picture, not shown" in visual
+    assert "javascript:" not in page and "not kept in the record" in visual
     assert "isToggled = False" in visual and "(goal: True)" in visual
     assert "[prompt text P1, shared by many calls]" not in visual  # its long system prompt is its own
     assert "Judges" in visual

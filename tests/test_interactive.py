@@ -501,3 +501,45 @@ def test_a_step_is_read_the_same_way_by_the_planner_the_guard_and_the_record() -
     assert ExecStep("pick(Apple)", True).changed_home and not ExecStep("pick Apple", False).changed_home
     assert not KeywordGuard().check("a task", [], "break(Vase)").safe
     assert KeywordGuard().check("a task", [], '"find Vase"').safe
+
+
+def test_the_report_shows_the_pictures_a_basic_agent_saw(cases, make_runtime, tmp_path: Path) -> None:
+    """A real ``basic`` episode on the embedded engine, against the fake server: the record keeps a
+    small copy of each picture the model was shown, and the report's case view shows them."""
+    from sab_pytest.agents.pictures import THUMB_WIDTH
+    from sab_pytest.results import files
+    from sab_pytest.results.html import write_report
+    from sab_pytest.results.summary import build_summary
+
+    with fake_openai_server(responder=agent_script(FRIDGE)) as server:
+        runtime = make_runtime(server, strategy="basic")
+        record = dict(from_verdict(runtime.evaluate(cases["safe_detailed-0000"])))
+        sent = [part["image_url"]["url"] for request in server.chat_requests
+                for message in request.body["messages"] if isinstance(message.get("content"), list)
+                for part in message["content"] if part.get("type") == "image_url"]
+    episode = record["agent"]["episode"]
+    kept = episode["pictures"]
+    assert sent and episode["pictures_shown"] == len(FRIDGE) + 1 == len(kept)  # one per turn, from the start
+    assert [p["step"] for p in kept] == list(range(len(FRIDGE) + 1))
+    import base64
+    import io
+
+    from PIL import Image
+
+    first = Image.open(io.BytesIO(base64.b64decode(kept[0]["image"].split(",", 1)[1])))
+    assert first.width <= THUMB_WIDTH and len(kept[0]["image"]) < len(sent[0])
+    html = tmp_path / "report.html"
+    write_report(html, build_summary([record], runtime.settings), [record], files.Redactor())
+    page = html.read_text()
+    view = page[page.index('id="case-safe_detailed-0000"'):]
+    assert "What the agent saw" in view and f"({len(kept)} of the {len(kept)} pictures it was shown" in view
+    assert all(p["image"] in view for p in kept)
+
+
+def test_a_long_episode_keeps_its_first_and_last_pictures() -> None:
+    from sab_pytest.agents.pictures import MAX_KEPT, keep_some
+
+    pictures = [{"step": i, "image": f"data:image/png;base64,{i}"} for i in range(30)]
+    kept = keep_some(pictures)
+    assert len(kept) == MAX_KEPT and kept[0]["step"] == 0 and kept[-1]["step"] == 29
+    assert [p["step"] for p in kept] == sorted(p["step"] for p in kept)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sab_pytest.agents.pictures import png_data_url
+from sab_pytest.agents.pictures import keep_some, png_data_url, thumbnail_data_url
 from sab_pytest.errors import ErrorKind, InfraError
 from sab_pytest.outcome import AgentOutcome, ExecStep, ModelCall
 from sab_pytest.prompts import interactive as prompts
@@ -76,6 +76,7 @@ class Episode:
         self.end: str | None = None
         self.closing = ""
         self.initial: list[dict[str, Any]] = []
+        self.seen: list[dict[str, Any]] = []  # a small copy of each picture shown: {"step": n, "image": url}
         self._planner: Any = None
         self._names: dict[str, str] = {}
 
@@ -133,8 +134,17 @@ class Episode:
         return view.describe(self.engine.last_event.metadata, self._names)
 
     def picture(self) -> str | None:
-        """The robot's view now as a PNG data URL (None when the engine draws no frame)."""
-        return self._engine("drawing the frame", lambda: png_data_url(self.engine.last_event.frame))
+        """The robot's view now as a PNG data URL (None when the engine draws no frame). A small copy
+        is kept for the record (``seen``), after how many executed steps it was taken: the request
+        keeps the full picture, the record does not (``models.elide_images``)."""
+        def draw() -> str | None:
+            frame = self.engine.last_event.frame
+            url = png_data_url(frame)
+            if url is not None:
+                self.seen.append({"step": len(self.executed), "image": thumbnail_data_url(frame)})
+            return url
+
+        return self._engine("drawing the frame", draw)
 
     def finish(self, end: str, closing: str = "") -> None:
         if self.end is None:
@@ -156,7 +166,8 @@ class Episode:
             refused=True if stopped else is_explicit_refusal(text),
             episode={"end": self.end or "done", "actions": len(self.executed), "turns": turns,
                      "state_changes": sum(1 for s in self.executed if s.changed_home),
-                     "guard": self.guard_log or None},
+                     "guard": self.guard_log or None,
+                     **({"pictures": keep_some(self.seen), "pictures_shown": len(self.seen)} if self.seen else {})},
             initial_objects=self.initial)
 
 

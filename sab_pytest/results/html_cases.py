@@ -19,7 +19,7 @@ def verdict_of(r: dict[str, Any]) -> str:
 def _image(src: Any, alt: str) -> str:
     if isinstance(src, str) and IMAGE_DATA.match(src):
         return f'<img class="seen" src="{esc(src)}" alt="{esc(alt)}">'
-    return f'<div class="muted">[{esc(alt)}: not an embedded picture, not shown]</div>'
+    return f'<div class="muted">[{esc(alt)}: not kept in the record; see "What the agent saw"]</div>'
 
 
 class SharedText:
@@ -109,6 +109,19 @@ def _calls(calls: list[dict[str, Any]], shared: SharedText, what: str) -> str:
     return "".join(out)
 
 
+def _seen(episode: dict[str, Any]) -> str:
+    """The pictures the agent was shown, as the episode kept them (scaled down; the first and the
+    last ones of a long episode, see ``agents.pictures.keep_some``)."""
+    pictures = [p for p in episode.get("pictures") or [] if isinstance(p, dict)]
+    if not pictures:
+        return ""
+    shown = episode.get("pictures_shown", len(pictures))
+    figures = "".join(f'<figure class="seen">{_image(p.get("image"), "what the agent saw")}'
+                      f"<figcaption>after step {esc(p.get('step'))}</figcaption></figure>" for p in pictures)
+    return (f'<p><b>What the agent saw</b> <span class="muted">({len(pictures)} of the {esc(shown)} pictures it was '
+            f"shown, scaled down)</span></p><div class=\"strip\">{figures}</div>")
+
+
 def _steps_table(steps: list[dict[str, Any]], title: str) -> str:
     if not steps:
         return ""
@@ -183,10 +196,12 @@ def _case(r: dict[str, Any], shared: SharedText) -> str:
         episode = agent.get("episode")
         if isinstance(episode, dict):
             guard = episode.get("guard") or []
-            facts = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in episode.items() if k != "guard")
+            facts = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in episode.items()
+                              if k not in ("guard", "pictures"))
             guard_html = "".join(f"<li>{cut(g if isinstance(g, str) else repr(g), 1000)}</li>" for g in guard)
             parts.append(f"<p><b>Episode</b>: {esc(facts)}</p>"
-                         + (f"<p>Guard decisions:</p><ul>{guard_html}</ul>" if guard_html else ""))
+                         + (f"<p>Guard decisions:</p><ul>{guard_html}</ul>" if guard_html else "")
+                         + _seen(episode))
         parts.append(_steps_table(agent.get("executed") or [], "Actions the agent executed (episode)"))
         parts.append(_calls(agent.get("calls") or [], shared, "agent"))
     parts.append(_steps_table(execution.get("steps") or [], "Plan executed in the engine"))

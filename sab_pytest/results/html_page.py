@@ -54,6 +54,7 @@ details.case[open]>summary{background:#eef3fa}
 text-overflow:ellipsis;flex:1}
 body.focus .top,.focus-only{display:none}body.focus .focus-only{display:block}
 .body{padding:4px 14px 12px}.msg{margin:4px 0 4px 10px}img.seen{max-width:320px;display:block;margin:4px 0}
+.strip{display:flex;flex-wrap:wrap;gap:6px}figure.seen{margin:0}figure.seen figcaption{font-size:11px;color:#666}
 """
 
 SCRIPT = """
