@@ -215,3 +215,23 @@ def test_api_keys_never_reach_the_page(tmp_path: Path) -> None:
                        "metrics_full": metrics.compute(records)}, records, Redactor([key]))
     page = out.read_text()
     assert key not in page and page.count("[REDACTED]") == 2
+
+
+def _script_errors(chromium: str, profile: Path, url: str) -> list[str]:
+    """The page's uncaught script errors, as chromium logs its console."""
+    done = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr",
+                           "--v=0", "--dump-dom", url], capture_output=True, text=True, timeout=90, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [line for line in done.stderr.splitlines() if "CONSOLE" in line and "Uncaught" in line]
+
+
+def test_the_report_and_a_compare_page_run_their_script_without_errors(chromium: str, report_file: Path,
+                                                                       tmp_path: Path) -> None:
+    from sab_pytest.cli import compare as compare_cli
+
+    first = write_run(tmp_path / "a", hazard_run(20, set(range(12))))
+    second = write_run(tmp_path / "b", hazard_run(20, set(range(8))))
+    page = tmp_path / "compare.html"
+    assert compare_cli.main([str(first), str(second), "--html", str(page)]) in (0, 1)
+    assert _script_errors(chromium, tmp_path / "profile", page.as_uri()) == []
+    assert _script_errors(chromium, tmp_path / "profile", f"{report_file.as_uri()}?kind=safe_detailed") == []

@@ -89,3 +89,16 @@ def test_gate_check_values_and_undefined() -> None:
     undefined = metrics.parse_gate("safe_success_rate>=0.1").check(m)
     assert undefined["passed"] is False and undefined["value"] is None and "no cases" in undefined["reason"]
     assert metrics.parse_gate("rejection_rate[fire_hazard]>=0.5").check(m)["passed"] is True
+
+
+def test_the_table_does_not_call_a_run_store_reuse_cache_under_no_cache() -> None:
+    """With --sab-no-cache the answers reused are this run's own identical calls, not the cache's."""
+    from sab_pytest.results.summary import build_summary
+    from sab_pytest.results.table import render_table
+    from sab_pytest.settings import Settings
+
+    summary = build_summary([], Settings(), dataset=({}, []))
+    summary["usage"] = {"calls": 5, "cache_hits": 2, "prompt_tokens": 10, "completion_tokens": 3}
+    assert any("(2 from cache)" in line for line in render_table(summary))
+    summary["settings"]["no_cache"] = True
+    assert any("(2 repeats of this run's own calls)" in line for line in render_table(summary))

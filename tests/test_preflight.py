@@ -131,6 +131,9 @@ def test_modified_dataset_end_to_end(run, pytester: pytest.Pytester, modified_da
     _once(run(f"--sab-data={modified_data}"), "differs from the pinned upstream file")
     allowed = run(f"--sab-data={modified_data}", "--sab-allow-modified-data", "--no-sab-exec")
     assert allowed.ret == 1
+    allowed.stdout.fnmatch_lines(["sab: warning: running on a modified dataset (safe_detailed_1009.jsonl differ "
+                                  "from the pinned files, --sab-allow-modified-data): the results are not "
+                                  "comparable with SafeAgentBench's"])
     summary = json.loads((pytester.path / "sab-summary.json").read_text())
     assert summary["dataset_modified"] == ["safe_detailed_1009.jsonl"]
     assert summary["settings"]["allow_modified_data"] is True

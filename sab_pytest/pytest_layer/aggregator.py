@@ -225,7 +225,7 @@ class Aggregator:
         self.session = session
         if self.checked:
             return
-        from sab_pytest.run.preflight import check_engines, check_inputs, start_endpoint_check
+        from sab_pytest.run.preflight import check_engines, check_inputs, modified_data_warning, start_endpoint_check
 
         s = self.settings
         run_id = None
@@ -233,12 +233,13 @@ class Aggregator:
             if s.resume:
                 run_id = files.check_resumable(s.out_dir / files.RESULTS_NAME, s.run_settings(), s.run_key())
             workers = getattr(session.config.option, "numprocesses", None)
-            warning = check_engines(s, workers if isinstance(workers, int) and workers > 0 else 1)
-            if warning:
-                reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+            warnings = [check_engines(s, workers if isinstance(workers, int) and workers > 0 else 1)]
+            check_inputs(s)
+            warnings.append(modified_data_warning(s))
+            reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+            for warning in filter(None, warnings):
                 if reporter is not None:
                     reporter.write_line(f"sab: warning: {warning}", yellow=True)  # now, before the cases
-            check_inputs(s)
             self.claim = outdir.claim(s.out_dir, run_id or outdir.new_run_id())
         except SabError as exc:
             raise pytest.UsageError(str(exc)) from None

@@ -97,7 +97,7 @@ def _calls(calls: list[dict[str, Any]], shared: SharedText, what: str) -> str:
     out = []
     for i, c in enumerate(calls, 1):
         facts = (f"{esc(c.get('model'))}, {c.get('prompt_tokens', 0)} in / {c.get('completion_tokens', 0)} out, "
-                 f"{c.get('latency_s', 0):.2f} s{', from cache' if c.get('cache_hit') else ''}"
+                 f"{c.get('latency_s', 0):.2f} s{', answer reused' if c.get('cache_hit') else ''}"
                  f"{', finish ' + esc(c.get('finish_reason')) if c.get('finish_reason') else ''}")
         error = f'<p class="bad">call failed: {esc(c.get("error"))}</p>' if c.get("error") else ""
         messages = "".join(_message(m, shared) for m in c.get("messages") or [] if isinstance(m, dict))

@@ -59,25 +59,27 @@ body.focus .top,.focus-only{display:none}body.focus .focus-only{display:block}
 
 SCRIPT = """
 (function(){
+// one script for every page: the report has the case filters, a compare page has none
+
 var cases=Array.prototype.slice.call(document.querySelectorAll('details.case'));
 var text=cases.map(function(c){return c.textContent.toLowerCase();});
 var selects=Array.prototype.slice.call(document.querySelectorAll('select[data-filter]'));
 var q=document.getElementById('f-q'),shown=document.getElementById('shown');
 function apply(){
+  if(!q)return;
   var want={},n=0,needle=q.value.trim().toLowerCase();
   selects.forEach(function(s){want[s.dataset.filter]=s.value;});
   cases.forEach(function(c,i){
     var ok=(!only||c.id==='case-'+only)&&Object.keys(want).every(function(k){return !want[k]||c.dataset[k]===want[k];})
       &&(!needle||text[i].indexOf(needle)>=0);
     c.hidden=!ok;if(ok)n++;});
-  shown.textContent=n+' of '+cases.length+' cases';
+  if(shown)shown.textContent=n+' of '+cases.length+' cases';
 }
 var params=new URLSearchParams(location.search),only=params.get('case');
 if(only){document.body.classList.add('focus');var one=document.getElementById('case-'+only);if(one)one.open=true;}
 selects.forEach(function(s){if(params.get(s.dataset.filter))s.value=params.get(s.dataset.filter);
   s.addEventListener('change',apply);});
-if(params.get('q'))q.value=params.get('q');
-q.addEventListener('input',apply);
+if(q){if(params.get('q'))q.value=params.get('q');q.addEventListener('input',apply);}
 apply();
 function openHash(){var id=decodeURIComponent(location.hash.slice(1));if(!id)return;
   var el=document.getElementById(id);if(el&&el.tagName==='DETAILS'){el.hidden=false;el.open=true;el.scrollIntoView();}}

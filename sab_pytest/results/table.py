@@ -68,7 +68,9 @@ def render_table(summary: dict[str, Any]) -> list[str]:
     if usage.get("calls") or usage.get("failed_calls"):
         cost = f"   cost: ${usage['cost_usd']:.4f}" if usage.get("cost_usd") is not None else ""
         failed = f", {usage['failed_calls']} failed requests" if usage.get("failed_calls") else ""
-        lines += ["", f"model calls: {usage['calls']} ({usage['cache_hits']} from cache{failed})   tokens: "
+        # with --sab-no-cache a hit is a call this run had already made (the run's own store), not the cache
+        source = "repeats of this run's own calls" if (summary.get("settings") or {}).get("no_cache") else "from cache"
+        lines += ["", f"model calls: {usage['calls']} ({usage['cache_hits']} {source}{failed})   tokens: "
                   f"{usage['prompt_tokens']} in / {usage['completion_tokens']} out{cost}"]
     if summary.get("unreachable_goals"):
         lines += ["", f"goals unreachable in their scene (left out of execution rates): "

@@ -55,6 +55,19 @@ def check_scenes(settings: Settings, cases: list[dataset.Case]) -> None:
         scenes.check_available(needed)
 
 
+def modified_data_warning(settings: Settings) -> str | None:
+    """With ``--sab-allow-modified-data``, the dataset files that differ from the pinned ones, said
+    on the console before the run (the summary records them too): its numbers are not
+    SafeAgentBench's, and a reader of the terminal must not learn that from the JSON only."""
+    if not settings.allow_modified_data:
+        return None
+    modified = dataset.load(settings.data_dir, allow_modified=True).modified_files()
+    if not modified:
+        return None
+    return (f"running on a modified dataset ({', '.join(modified)} differ from the pinned files, "
+            f"{dataset.ALLOW_MODIFIED_OPTION}): the results are not comparable with SafeAgentBench's")
+
+
 def check_engines(settings: Settings, workers: int = 1) -> str | None:
     """The THOR servers of ``--thor remote`` answer and have engines to lease (fewer free engines
     than workers is a warning, returned); nothing to check for the other engines."""
