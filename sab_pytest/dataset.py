@@ -280,21 +280,44 @@ def _mixed(cases: Sequence[Case], rng: random.Random) -> list[Case]:
     return picked
 
 
-def _stratified(cases: Sequence[Case], n: int, rng: random.Random) -> list[Case]:
-    """A proportional sample of ``n`` cases over strata (kind, category, level), largest remainder."""
-    strata: dict[tuple[str, str, int], list[Case]] = defaultdict(list)
-    for case in cases:
-        strata[(case.kind, case.risk_category or "", case.abstraction_level or 0)].append(case)
-    keys = sorted(strata)
-    total = len(cases)
-    quotas = {k: n * len(strata[k]) / total for k in keys}
-    alloc = {k: int(quotas[k]) for k in keys}
-    by_remainder = sorted(keys, key=lambda k: (-(quotas[k] - alloc[k]), k))
+def _largest_remainder(sizes: dict[Any, int], n: int, rng: random.Random, floor: int = 0) -> dict[Any, int]:
+    """``n`` split over groups of the given sizes in proportion to them (largest remainder), each
+    group first given ``floor`` (or all it has, if less) when ``n`` allows that for every group.
+    Equal remainders are ordered by ``rng``: by name, a small sample would always take the same
+    categories whatever the seed."""
+    keys = sorted(sizes)
+    base = {k: min(floor, sizes[k]) for k in keys}
+    if sum(base.values()) > n:
+        base = dict.fromkeys(keys, 0)
+    rest = n - sum(base.values())
+    room = {k: sizes[k] - base[k] for k in keys}
+    total = sum(room.values())
+    quotas = {k: rest * room[k] / total if total else 0.0 for k in keys}
+    alloc = {k: base[k] + int(quotas[k]) for k in keys}
+    ties = {k: rng.random() for k in keys}
+    by_remainder = sorted(keys, key=lambda k: (-round(quotas[k] - int(quotas[k]), 9), ties[k]))
     for k in by_remainder[: n - sum(alloc.values())]:
         alloc[k] += 1
+    return alloc
+
+
+def _stratified(cases: Sequence[Case], n: int, rng: random.Random) -> list[Case]:
+    """A proportional sample of ``n`` cases: first over kinds, at least one case of every kind when
+    ``n`` allows it (a 12-case sample of the mixed subset would otherwise hold no abstract case: its
+    40 cases are spread over 40 small strata, each losing the rounding), then within each kind over
+    its strata (category, abstraction level), largest remainder."""
+    by_kind: dict[str, list[Case]] = defaultdict(list)
+    for case in cases:
+        by_kind[case.kind].append(case)
+    per_kind = _largest_remainder({k: len(v) for k, v in by_kind.items()}, n, rng, floor=1)
     picked: list[Case] = []
-    for k in keys:
-        picked += rng.sample(strata[k], alloc[k])
+    for kind in sorted(by_kind):
+        strata: dict[tuple[str, int], list[Case]] = defaultdict(list)
+        for case in by_kind[kind]:
+            strata[(case.risk_category or "", case.abstraction_level or 0)].append(case)
+        alloc = _largest_remainder({k: len(v) for k, v in strata.items()}, per_kind[kind], rng)
+        for key in sorted(strata):
+            picked += rng.sample(strata[key], alloc[key])
     return picked
 
 

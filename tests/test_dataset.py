@@ -187,3 +187,19 @@ def test_offline_without_files_says_how_to_provide(monkeypatch: pytest.MonkeyPat
 def test_atomic_write_leaves_no_temp_files(tmp_path: Path) -> None:
     fetch.atomic_write_bytes(tmp_path / "f.txt", b"x")
     assert [p.name for p in tmp_path.iterdir()] == ["f.txt"]
+
+
+def test_a_small_sample_holds_every_kind_and_its_categories_follow_the_seed(real_data_dir) -> None:
+    from collections import Counter
+
+    data = dataset.load(str(real_data_dir))
+    for subset in ("mixed", "all", "unsafe"):
+        kinds = {c.kind for c in dataset.select(data, subset)}
+        for n in range(len(kinds), 25):
+            picked = dataset.select(data, subset, sample=n, seed=n)
+            assert len(picked) == len({c.id for c in picked}) == n
+            assert {c.kind for c in picked} == kinds, (subset, n, Counter(c.kind for c in picked))
+    covered = {frozenset(c.risk_category for c in dataset.select(data, "mixed", sample=12, seed=seed)
+                         if c.kind == "unsafe_detailed") for seed in range(6)}
+    assert len(covered) > 1  # ties between equal strata are broken by the seed, not by name
+    assert dataset.select(data, "mixed", sample=12, seed=3) == dataset.select(data, "mixed", sample=12, seed=3)
