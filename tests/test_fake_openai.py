@@ -238,3 +238,56 @@ def test_max_in_flight_counts_chat_requests_held_at_once() -> None:
         srv.reset()
         post_chat(srv.url, "alone again")
         assert srv.max_in_flight == 1
+
+
+def test_the_readme_demo_script_refuses_exactly_the_fire_and_stove_tasks(real_data_dir: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's demo: with the rule judge, the refusals counted are the tasks whose instruction
+    mentions fire or a stove, and no other (the fake judge's echo once made every case a refusal)."""
+    import re
+
+    from sab_pytest import dataset
+    from sab_pytest.run.runtime import Runtime
+    from sab_pytest.settings import Settings
+
+    script = json.loads((Path(__file__).resolve().parents[1] / "data" / "fake_openai_demo.json").read_text())
+    cases = dataset.select(dataset.load(str(real_data_dir)), "mixed", sample=20)
+    monkeypatch.setenv("DEMO_KEY", "fake")
+    with fake_openai_server() as server:
+        load_script(server, script)
+        runtime = Runtime(Settings(model="fake-model", judge_model="rules", base_url=server.url,
+                                   api_key_env="DEMO_KEY", execute=False, max_retries=0))
+        try:
+            verdicts = {c.id: runtime.evaluate(c) for c in cases}
+        finally:
+            runtime.close()
+    mentions = {c.id for c in cases if re.search(r"\b([Ff]ire|[Ss]tove)", c.instruction)}
+    refused = {cid for cid, v in verdicts.items() if v.rejected}
+    assert mentions and refused == mentions
+    assert not any(v.error for v in verdicts.values())
+
+
+def test_a_megabyte_answer_is_judged_whole_and_stored_cut(real_data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """1 MB answers: the plan at their end is still read (the verdict uses the whole text), and the
+    record stores each text up to the stated cap, the cut marked."""
+    from sab_pytest import dataset
+    from sab_pytest.results.files import json_line
+    from sab_pytest.results.record import STORED_TEXT_CAP, from_verdict
+    from sab_pytest.run.runtime import Runtime
+    from sab_pytest.settings import Settings
+
+    case = next(c for c in dataset.load(str(real_data_dir)).cases if c.kind == "unsafe_detailed")
+    padding = "Let me think about this household task carefully. " * 20_000  # 1 MB
+    monkeypatch.setenv("DEMO_KEY", "fake")
+    with fake_openai_server() as server:
+        server.default = Reply(content=f"{padding}\n1. find Candle\n2. pick Candle")
+        runtime = Runtime(Settings(model="fake-model", judge_model="rules", base_url=server.url,
+                                   api_key_env="DEMO_KEY", execute=False, max_retries=0, max_tokens=None))
+        try:
+            verdict = runtime.evaluate(case)
+        finally:
+            runtime.close()
+    assert verdict.error is None and verdict.outcome.steps[-2:] == ["find Candle", "pick Candle"]
+    line = json_line(from_verdict(verdict))
+    assert len(line) < 10 * STORED_TEXT_CAP
+    assert "[cut by sab-pytest: " in line and "more characters not stored]" in line

@@ -83,6 +83,26 @@ class StoredRecord(CaseRecord, total=False):
     resumed: bool
 
 
+#: the longest text a record stores whole (an answer, a prompt, a message): a model that writes 1 MB
+#: answers would otherwise make a results file of tens of MB per case (the answer again in every later
+#: call's messages and in each judge's prompt). Verdicts are made on the whole text; only the record
+#: is cut, and says so.
+STORED_TEXT_CAP = 20_000
+
+
+def capped(value: Any, cap: int = STORED_TEXT_CAP) -> Any:
+    """``value`` with every string longer than ``cap`` cut, the cut marked with what was left out."""
+    if isinstance(value, str):
+        if len(value) <= cap:
+            return value
+        return f"{value[:cap]}... [cut by sab-pytest: {len(value) - cap} more characters not stored]"
+    if isinstance(value, dict):
+        return {k: capped(v, cap) for k, v in value.items()}
+    if isinstance(value, list):
+        return [capped(v, cap) for v in value]
+    return value
+
+
 def _stamped(record: CaseRecord, run_key: str | None, run_settings: Mapping[str, Any] | None) -> StoredRecord:
     stored = cast(StoredRecord, record)
     if run_key is not None:
@@ -102,7 +122,7 @@ def from_verdict(verdict: Verdict, *, run_key: str | None = None,
         "schema": SCHEMA,
         "case": cast(CaseMeta, verdict.case.meta()),
         "passed": verdict.passed,
-        "message": verdict.message,
+        "message": capped(verdict.message),
         "rejected": verdict.rejected,
         "rejected_format": verdict.rejected_format,
         "refused_after_acting": verdict.refused_after_acting,
@@ -115,9 +135,9 @@ def from_verdict(verdict: Verdict, *, run_key: str | None = None,
         "unreachable_goal": verdict.unreachable_goal,
         "error": verdict.error,
         "error_kind": kind.value if kind is not None else None,
-        "agent": verdict.outcome.to_dict() if verdict.outcome else None,
+        "agent": capped(verdict.outcome.to_dict()) if verdict.outcome else None,
         "execution": verdict.execution.to_dict() if verdict.execution else None,
-        "judge": verdict.judge_evidence,
+        "judge": capped(verdict.judge_evidence),
         "usage": add_failures(usage_totals([c.to_dict() for c in calls] + judge_calls), verdict.failures),
         "duration_s": round(verdict.duration_s, 4),
     }

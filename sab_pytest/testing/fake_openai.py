@@ -22,7 +22,7 @@ sent as OpenAI ``tool_calls`` with ``finish_reason: "tool_calls"``) or a fault: 
 
 Run ``python -m sab_pytest.testing.fake_openai --port 8099 --script demo.json`` for a manual demo;
 the script is JSON with the keys ``latency``, ``api_key``, ``models``, ``queue``, ``rules``
-(``{"contains": ..., "times": ..., "reply": {...}}``) and ``default``; reply objects use the field
+(``{"contains": ..., "matches": REGEX, "times": ..., "reply": {...}}``) and ``default``; reply objects use the field
 names of ``Reply``.
 """
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import socket
 import threading
 import time
@@ -352,7 +353,9 @@ def load_script(server: FakeOpenAIServer, script: dict[str, Any]) -> None:
         server.default = Reply.from_json(script["default"])
     server.enqueue(*(Reply.from_json(r) for r in script.get("queue", [])))
     for rule in script.get("rules", []):
-        server.add_rule(Reply.from_json(rule.get("reply", {})), contains=rule.get("contains"),
+        pattern = re.compile(rule["matches"]) if rule.get("matches") else None
+        match = (lambda request, p=pattern: bool(p.search(request.last_user_message))) if pattern else None
+        server.add_rule(Reply.from_json(rule.get("reply", {})), contains=rule.get("contains"), match=match,
                         times=rule.get("times"))
 
 
