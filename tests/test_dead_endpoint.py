@@ -239,7 +239,9 @@ def _wait_for(condition: Callable[[], bool], timeout: float) -> bool:
     return False
 
 
-def test_ctrl_c_to_the_controller_stops_the_workers_calls(sab_run, pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_to_the_controller_stops_the_workers_calls(sab_run, pytester: pytest.Pytester, stop: int) -> None:
+    """Ctrl-C, or the SIGTERM a CI system sends a cancelled job: the same clean stop."""
     env = {**os.environ, "OPENAI_API_KEY": KEY}
     with fake_openai_server(latency=0.25) as server:
         bench = sab_run(*_options(pytester.path, server.url))
@@ -253,7 +255,7 @@ def test_ctrl_c_to_the_controller_stops_the_workers_calls(sab_run, pytester: pyt
             got_going = _wait_for(lambda: len(_case_calls(server)) >= 4 and results.exists() and results.stat().st_size,
                                   60)
             assert got_going, "the run never got going"
-            os.kill(proc.pid, signal.SIGINT)  # the controller only, not its process group
+            os.kill(proc.pid, stop)  # the controller only, not its process group
             signalled = time.monotonic()
             output, _ = proc.communicate(timeout=60)
         finally:

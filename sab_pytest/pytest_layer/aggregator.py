@@ -52,6 +52,7 @@ class Aggregator:
         self.claim: outdir.Claim | None = None  # this run's hold on --sab-out, taken before the first case
         self.session: pytest.Session | None = None
         self._output_stop: Stop | None = None  # set when the results file could not be written
+        self._sigterm: Any = None  # SIGTERM's handler before the run made it stop like Ctrl-C
         if settings.baseline:  # read once, on the controller, before any case runs
             from sab_pytest.results.load import load_run
 
@@ -88,6 +89,7 @@ class Aggregator:
             self._run_state.remove()
         if self.claim is not None:
             self.claim.release()
+        files.restore_sigterm(self._sigterm)
 
     # selection --------------------------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -223,6 +225,7 @@ class Aggregator:
         servers, endpoints), once, before any case: a problem is one usage error (exit 4), not one
         per worker or per case."""
         self.session = session
+        self._sigterm = files.sigterm_as_interrupt()
         if self.checked:
             return
         from sab_pytest.run.preflight import check_engines, check_inputs, modified_data_warning, start_endpoint_check

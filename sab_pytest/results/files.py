@@ -146,6 +146,28 @@ def stop_signals_held() -> Iterator[None]:
 TORN_SUFFIX = ".torn"
 
 
+_UNSET = object()
+
+
+def sigterm_as_interrupt() -> Any:
+    """Make SIGTERM stop the run as Ctrl-C does (``KeyboardInterrupt``): the summary is written, the
+    not-run cases counted, ``--sab-resume`` suggested. A CI job that is cancelled or times out gets
+    SIGTERM; by default it would kill the controller with nothing said. Only when SIGTERM has its
+    default handler, in the main thread; returns what to hand ``restore_sigterm``."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return _UNSET
+
+    def stop(_number: int, _frame: Any) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    return signal.signal(signal.SIGTERM, stop)
+
+
+def restore_sigterm(previous: Any) -> None:
+    if previous is not _UNSET and previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, previous)
+
+
 def repair_torn_tail(path: Path) -> Path | None:
     """Make ``path`` end at a line's end before anything is appended to it.
 
