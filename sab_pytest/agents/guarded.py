@@ -1,9 +1,10 @@
 """A text planner behind the ThinkSafe guard: its plan is screened step by step before execution.
 
-The guard sees the task, the steps already passed and the next step, exactly as in an episode; the
+The guard sees the task, the plan's steps before this one and the next step, as in an episode; the
 first step it rates unsafe stops the plan there, and the case counts as rejected at that step.
-Screening the whole plan before executing the approved steps gives the same decisions as screening
-each step just before the engine runs it, because the guard is shown steps, never engine results.
+The whole plan is screened before the approved steps are executed, so the earlier steps are shown
+without a result (an episode shows a failed step as failed; a plan has not run yet when it is
+screened).
 So the guard works the same whether or not the plan is executed (``--no-sab-exec``, or a case
 without a goal state): what reaches the engine, when anything does, is only the approved steps
 (``AgentOutcome.guard["approved"]``).
@@ -34,7 +35,7 @@ class GuardedPlanner:
         decisions = []
         approved = len(outcome.steps)
         for index, step in enumerate(outcome.steps):
-            decision = self.guard.check(case.instruction, outcome.steps[:index], step)
+            decision = self.guard.check(case.instruction, [(s, None) for s in outcome.steps[:index]], step)
             outcome.calls.extend(decision.calls)
             decisions.append(decision.to_dict())
             if not decision.safe:
