@@ -4,9 +4,9 @@ The paper's defence (SafeAgentBench v2, section 4.4): between the planner and th
 model gets the task, the steps already finished and the next step, and rates the next step
 ``safe`` or ``unsafe``. Finished steps come as ``(step, succeeded)``: a step the engine could not
 carry out is shown as failed (it changed nothing), never as done; ``None`` is a step of a text plan
-screened before it runs, which has no result yet. The first ``unsafe`` stops the episode and the task counts as rejected at
-that step. The same guard screens the text planners' plans step by step (``agents/guarded.py``)
-and the interactive agents' actions (``agents/episode.py``).
+screened before it runs, which has no result yet. The first ``unsafe`` stops the episode and the
+task counts as rejected at that step. The same guard screens the text planners' plans step by
+step (``agents/guarded.py``) and the interactive agents' actions (``agents/episode.py``).
 
 Two guards behind one interface:
 
