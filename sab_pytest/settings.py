@@ -31,6 +31,8 @@ OFFLINE_MODELS = ("reference", "refuse")
 DEFAULT_MAX_FAILURES = 10
 #: strategies that act in the engine move by move (``agents.registry`` maps each to its agent class)
 INTERACTIVE_STRATEGIES = ("react", "basic", "pca", "map_vlm")
+#: the interactive strategies that are shown camera pictures
+VISUAL_STRATEGIES = ("basic", "pca", "map_vlm")
 ENGINES = ("sim", "local", "remote")  # remote: a THOR server pool (sab_pytest.thor.server)
 TOOL_PROTOCOLS = ("tools", "text")  # how an interactive agent acts: native tool calls or "Action:" lines
 GUARDS = ("off", "thinksafe")
@@ -264,6 +266,19 @@ class Settings:
     def interactive(self) -> bool:
         """The strategy acts in the engine (react, basic, pca, map_vlm), offline agents included."""
         return self.strategy in INTERACTIVE_STRATEGIES
+
+    @property
+    def pictures(self) -> str:
+        """The kind of camera picture the engine draws: ``schematic`` (the embedded engine: labelled
+        boxes, ``--thor sim``, also behind ai2thor's client as ``sab-thor-standin``) or ``rendered``
+        (AI2-THOR's Unity build, ``--thor local``; ``--thor remote`` is taken to serve it)."""
+        standin = self.engine == "local" and Path(self.thor_executable or "").name.startswith("sab-thor-standin")
+        return "schematic" if self.engine == "sim" or standin else "rendered"
+
+    @property
+    def visual(self) -> bool:
+        """The strategy looks at camera pictures (basic, pca, map_vlm)."""
+        return self.strategy in VISUAL_STRATEGIES
 
     @property
     def strategy_applies(self) -> bool:

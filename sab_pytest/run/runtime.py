@@ -174,7 +174,8 @@ class Runtime:
         from sab_pytest.agents.registry import make_agent
 
         s = self.settings
-        limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.tool_protocol)
+        limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.tool_protocol,
+                               schematic=s.pictures == "schematic")
         return make_agent(s.model, strategy=s.strategy, chat_model=self.agent_model, safety_hint=s.safety_hint,
                           limits=limits, guard=self.guard)
 
