@@ -55,7 +55,7 @@ def is_interactive(strategy: str) -> bool:
 
 def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model: ChatModel | None,
                safety_hint: bool = False, limits: EpisodeLimits | None = None, guard: Guard | None = None,
-               role_models: Mapping[str, ChatModel] | None = None) -> Agent:
+               role_models: Mapping[str, ChatModel] | None = None, executes: bool = False) -> Agent:
     """The agent for a run.
 
     ``model_spec`` "reference" or "refuse" gives the offline agent (``chat_model`` and
@@ -65,7 +65,8 @@ def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model:
     ``chat_model``, which the caller builds from the spec. ``guard`` (the ThinkSafe guard) screens
     every step before it reaches the engine, for both kinds. ``role_models`` are map_vlm's models
     beside the one under test (``vision``, ``converter``); without them it uses ``chat_model`` for
-    every role.
+    every role. ``executes``: the scorer will execute plans (``--sab-exec``), so a guarded text plan
+    is screened step by step as it runs.
     """
     check_strategy(strategy)
     offline = OFFLINE_AGENTS.get(model_spec)
@@ -90,4 +91,4 @@ def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model:
         return agent
     from sab_pytest.agents.guarded import GuardedPlanner
 
-    return GuardedPlanner(agent, guard)
+    return GuardedPlanner(agent, guard, executes=executes)

@@ -179,7 +179,7 @@ class Runtime:
         limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.tool_protocol,
                                schematic=s.pictures == "schematic")
         return make_agent(s.model, strategy=s.strategy, chat_model=self.agent_model, safety_hint=s.safety_hint,
-                          limits=limits, guard=self.guard, role_models=self.role_models)
+                          limits=limits, guard=self.guard, role_models=self.role_models, executes=s.execute)
 
     @cached_property
     def role_models(self) -> dict[str, ChatModel]:
