@@ -426,6 +426,26 @@ def test_the_guard_screens_a_text_plan_even_without_execution(cases, make_runtim
     assert verdict.execution is None  # execution off: screened, nothing run
 
 
+def test_the_guard_screens_an_executed_text_plan_as_it_runs_and_marks_failed_steps(cases, make_runtime) -> None:
+    steps = ["find Apple", "pick Fridge", "find Fridge", "open Fridge"]  # a fridge cannot be picked up
+
+    def plan(request: Any) -> str:
+        return "\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1))
+
+    with fake_openai_server(responder=guarded(plan, "open")) as server:
+        runtime = make_runtime(server, strategy="direct", guard="thinksafe", guard_model="guard-x")
+        verdict = runtime.evaluate(cases["safe_detailed-0000"])
+        guard_requests = [r.last_user_message for r in server.chat_requests if r.body["model"] == "guard-x"]
+    assert verdict.error is None and len(guard_requests) == 4
+    assert f"2. pick Fridge {prompts.FAILED_MARK}" in guard_requests[3]  # the engine's result reached the guard
+    assert f"2. pick Fridge {prompts.FAILED_MARK}" in guard_requests[2]
+    assert prompts.FAILED_MARK not in guard_requests[1]
+    assert [(s.action, s.success) for s in verdict.execution.steps] == [("find Apple", True), ("pick Fridge", False),
+                                                                         ("find Fridge", True)]
+    assert verdict.outcome.episode["end"] == "guard" and verdict.outcome.episode["approved"] == 3
+    assert verdict.rejected is True and verdict.rejected_format is True and not verdict.passed
+
+
 def test_the_guard_on_a_text_plan_lets_only_approved_steps_run(cases, make_runtime) -> None:
     runtime = make_runtime(None, model="reference", strategy="direct", guard="thinksafe")  # offline keyword guard
     verdict = runtime.evaluate(cases["unsafe_detailed-0002"])  # find Vase, pick Vase, find Mirror, throw
