@@ -31,6 +31,8 @@ OFFLINE_MODELS = ("reference", "refuse")
 DEFAULT_MAX_FAILURES = 10
 #: strategies that act in the engine move by move (``agents.registry`` maps each to its agent class)
 INTERACTIVE_STRATEGIES = ("react", "basic", "pca", "map_vlm")
+#: the interactive strategies that are shown camera pictures
+VISUAL_STRATEGIES = ("basic", "pca", "map_vlm")
 ENGINES = ("sim", "local", "remote")  # remote: a THOR server pool (sab_pytest.thor.server)
 TOOL_PROTOCOLS = ("tools", "text")  # how an interactive agent acts: native tool calls or "Action:" lines
 GUARDS = ("off", "thinksafe")
@@ -144,6 +146,14 @@ class Settings:
         "task at that step (default off)", choices=GUARDS, cli_default="off"))
     guard_model: str | None = setting(None, Option(
         "--sab-guard-model", "guard model (default: the judge model; 'rules' = the offline keyword guard)"))
+    map_vision_model: str = setting("gpt-4o", Option(
+        "--sab-map-vision-model", "map_vlm: the model of the environment and grounding agents, which look at the "
+        "picture (default gpt-4o, the paper's; on the agent's endpoint). The model under test plans",
+        cli_default="gpt-4o", policy="map_vision_model", expects="a model name"))
+    map_converter_model: str = setting("gpt-4o-mini", Option(
+        "--sab-map-converter-model", "map_vlm: the small model that turns the plan's plain-language steps into "
+        "the 17 actions (default gpt-4o-mini, the paper's; on the agent's endpoint)", cli_default="gpt-4o-mini",
+        policy="map_converter_model", expects="a model name"))
     safety_hint: bool = setting(False, Option(
         "--sab-safety-hint", "add one sentence inviting refusal of hazardous instructions to every strategy "
         "(default off, as the paper ran them)", choices=("on", "off"), cli_default="off",
@@ -266,6 +276,19 @@ class Settings:
         return self.strategy in INTERACTIVE_STRATEGIES
 
     @property
+    def pictures(self) -> str:
+        """The kind of camera picture the engine draws: ``schematic`` (the embedded engine: labelled
+        boxes, ``--thor sim``, also behind ai2thor's client as ``sab-thor-standin``) or ``rendered``
+        (AI2-THOR's Unity build, ``--thor local``; ``--thor remote`` is taken to serve it)."""
+        standin = self.engine == "local" and Path(self.thor_executable or "").name.startswith("sab-thor-standin")
+        return "schematic" if self.engine == "sim" or standin else "rendered"
+
+    @property
+    def visual(self) -> bool:
+        """The strategy looks at camera pictures (basic, pca, map_vlm)."""
+        return self.strategy in VISUAL_STRATEGIES
+
+    @property
     def strategy_applies(self) -> bool:
         """Offline agents ignore text strategies (nothing to prompt) but play interactive ones."""
         return not self.offline_agent or self.interactive
@@ -303,6 +326,8 @@ class Settings:
         # options added later join only where they change verdicts, so results of older runs still match
         if self.interactive:
             keys += ["tool_protocol", "max_steps", "max_images"]
+        if self.strategy == "map_vlm" and not self.offline_agent:
+            keys += ["map_vision_model", "map_converter_model"]
         if self.guard != "off":
             keys += ["guard", "guard_model_name"]
         return json.loads(json.dumps({k: getattr(self, k) for k in keys}, default=str))

@@ -49,6 +49,11 @@ def _metadata(summary: dict[str, Any]) -> str:
         value = summary.get(key, settings.get(key))
         if value is not None:
             rows.append((key, esc(value)))
+    shown = summary.get("pictures")
+    if isinstance(shown, dict):  # a visual strategy: the pictures it saw decide whether the paper compares
+        mark = ('<span class="ok">comparable with the paper\'s</span>' if shown.get("comparable_with_paper")
+                else f'<span class="bad">not comparable with the paper\'s</span>: {esc(shown.get("note"))}')
+        rows.append(("pictures", f"{esc(shown.get('kind'))}, {mark}"))
     rows.append(("cases", esc(summary.get("cases"))))
     rows.append(("errors", esc(summary.get("errors"))))
     run = summary.get("run")

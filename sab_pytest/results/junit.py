@@ -37,6 +37,10 @@ def junit_suite_properties(summary: dict[str, Any]) -> list[tuple[str, str]]:
              ("sab_strategy", summary["strategy"]), ("sab_subset", summary["subset"]),
              ("sab_seed", str(summary["seed"])), ("sab_cases", str(summary["cases"])),
              ("sab_errors", str(summary["errors"]))]
+    shown = summary.get("pictures")
+    if shown:  # a visual strategy: which pictures it saw, and whether that compares with the paper
+        props += [("sab_pictures", str(shown["kind"])),
+                  ("sab_comparable_with_paper", "true" if shown["comparable_with_paper"] else "false")]
     run = summary.get("run") or {}
     if run:
         props += [("sab_run_status", str(run["status"])), ("sab_not_run", str(run["not_run"]))]

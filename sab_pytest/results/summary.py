@@ -98,6 +98,22 @@ def _baseline_note(baseline: metrics.Baseline | None, summary: dict[str, Any] | 
             "dataset_sha256": summary.get("dataset_sha256"), "per_case": baseline.records is not None}
 
 
+#: Why results of visual agents on schematic pictures are not the paper's numbers (shown with them).
+SCHEMATIC_NOTE = ("visual results made on schematic pictures (labelled boxes of the embedded engine, not AI2-THOR "
+                  "camera images) are not comparable with the paper's")
+
+
+def pictures(settings: Settings) -> dict[str, Any] | None:
+    """The kind of picture a visual strategy (basic, pca, map_vlm) looked at, and whether its results
+    compare with the paper's, which its agents made on AI2-THOR's rendered frames; None when the
+    strategy is shown no pictures."""
+    if not settings.visual:
+        return None
+    comparable = settings.pictures == "rendered"
+    return {"kind": settings.pictures, "comparable_with_paper": comparable,
+            "note": None if comparable else SCHEMATIC_NOTE}
+
+
 def build_summary(records: list[dict[str, Any]], settings: Settings, run: dict[str, Any] | None = None, *,
                   baseline: metrics.Baseline | None = None, baseline_summary: dict[str, Any] | None = None,
                   shard: dict[str, Any] | None = None,
@@ -125,6 +141,7 @@ def build_summary(records: list[dict[str, Any]], settings: Settings, run: dict[s
         "safety_hint": settings.safety_hint,
         "judge": settings.judge_model,
         "engine": settings.engine if settings.execute else "off",
+        "pictures": pictures(settings),
         "subset": settings.subset,
         "sample": settings.sample,
         "seed": settings.seed,

@@ -48,7 +48,7 @@ def render_table(summary: dict[str, Any]) -> list[str]:
              f"engine: {summary['engine']}   subset: {summary['subset']} (seed {summary['seed']})",
              f"cases: {m['cases']}   errors: {m['errors']}"
              + (f" ({', '.join(f'{k} {v}' for k, v in sorted(m['error_kinds'].items()))})" if m["errors"] else ""),
-             *_run_lines(summary.get("run")), ""]
+             *_run_lines(summary.get("run")), *_picture_lines(summary.get("pictures")), ""]
     width = max(len(label) for _, label in OVERALL_ROWS) + 2
     for name, label in OVERALL_ROWS:
         if o[name]["n"] and (name != "refused_after_acting_rate" or o[name]["k"]):  # shown when it happened
@@ -83,6 +83,13 @@ def render_table(summary: dict[str, Any]) -> list[str]:
             lines.append(f"baseline: {b['source']} (model {b.get('model')}, {b.get('cases')} cases)")
         lines += [f"gate {'PASS' if g['passed'] else 'FAIL'}: {g['gate']}  {gate_numbers(g)}" for g in gates]
     return lines
+
+
+def _picture_lines(shown: dict[str, Any] | None) -> list[str]:
+    """A warning line when a visual strategy's results come from schematic pictures."""
+    if not shown or shown.get("comparable_with_paper"):
+        return []
+    return [f"NOT COMPARABLE with the paper: {shown.get('note')}"]
 
 
 def _run_lines(run: dict[str, Any] | None) -> list[str]:

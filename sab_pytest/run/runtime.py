@@ -138,16 +138,18 @@ class Runtime:
 
     # ----------------------------------------------------------------------------------- building
 
-    def chat_model(self, role: str) -> ChatModel:
+    def chat_model(self, role: str, name: str | None = None) -> ChatModel:
         """An OpenAI-compatible client for the agent (``role="agent"``), the judge or the guard.
 
         The guard talks to the judge's endpoint (``--judge-base-url``, judge key) with its own model.
+        ``name`` is another model on the role's endpoint (map_vlm's vision agents and converter work
+        beside the model under test, on its endpoint).
         """
         from sab_pytest import models
         from sab_pytest.cache import ResponseCache
 
         s = self.settings
-        name = {"agent": s.model, "guard": s.guard_model_name}.get(role, s.judge_model)
+        name = name or {"agent": s.model, "guard": s.guard_model_name}.get(role, s.judge_model)
         base_url = s.base_url if role == "agent" else (s.judge_base_url or s.base_url)
         key_env = s.api_key_env if role == "agent" else s.judge_api_key_env
         store = s.cache_dir or self.run_store
@@ -174,9 +176,20 @@ class Runtime:
         from sab_pytest.agents.registry import make_agent
 
         s = self.settings
-        limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.tool_protocol)
+        limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.tool_protocol,
+                               schematic=s.pictures == "schematic")
         return make_agent(s.model, strategy=s.strategy, chat_model=self.agent_model, safety_hint=s.safety_hint,
-                          limits=limits, guard=self.guard)
+                          limits=limits, guard=self.guard, role_models=self.role_models, executes=s.execute)
+
+    @cached_property
+    def role_models(self) -> dict[str, ChatModel]:
+        """The models beside the one under test in map_vlm's pipeline: ``vision`` (environment and
+        grounding agents) and ``converter`` (plain-language steps to the 17 actions); none otherwise."""
+        s = self.settings
+        if s.strategy != "map_vlm" or s.offline_agent:
+            return {}
+        return {"vision": self.chat_model("agent", s.map_vision_model),
+                "converter": self.chat_model("agent", s.map_converter_model)}
 
     @cached_property
     def guard_model(self) -> ChatModel | None:

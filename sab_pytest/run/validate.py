@@ -42,6 +42,12 @@ def validate(s: Settings) -> Settings:
             parse_model_spec(s.guard_model)
         except UsageError as exc:
             raise UsageError(str(exc).replace("--model", "--sab-guard-model", 1)) from None
+    for flag, name in (("--sab-map-vision-model", s.map_vision_model),
+                       ("--sab-map-converter-model", s.map_converter_model)):
+        try:
+            parse_model_spec(name)
+        except UsageError as exc:
+            raise UsageError(str(exc).replace("--model", flag, 1)) from None
     for gate in s.gates:
         if metrics.parse_gate(gate).needs_baseline and not s.baseline:
             raise UsageError(f"--sab-gate: {gate!r} compares with a baseline run; give one with --sab-baseline RUN "
