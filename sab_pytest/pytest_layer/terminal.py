@@ -16,7 +16,7 @@ def header_line(s: Settings) -> str:
     guard = f", guard={s.guard_model_name}" if s.guard != "off" else ""
     engine = s.engine if s.execute else "off"
     shard = f", shard {s.shard[0]}/{s.shard[1]}" if s.shard else ""
-    return (f"sab: model={model}{strategy}, judge={s.judge_model}{guard}, subset={s.subset}"
+    return (f"sab: model={model}{strategy}, judge={s.judges_described()}{guard}, subset={s.subset}"
             f"{f' sample={s.sample}' if s.sample else ''}, seed={s.seed}, engine={engine}{shard}"
             + (f", gates: {'; '.join(s.gates)}" if s.gates else ""))
 

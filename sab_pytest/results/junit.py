@@ -37,6 +37,10 @@ def junit_suite_properties(summary: dict[str, Any]) -> list[tuple[str, str]]:
              ("sab_strategy", summary["strategy"]), ("sab_subset", summary["subset"]),
              ("sab_seed", str(summary["seed"])), ("sab_cases", str(summary["cases"])),
              ("sab_errors", str(summary["errors"]))]
+    for judge, entry in (summary.get("judges") or {}).items():
+        props.append((f"sab_judge_{judge}", f"{entry['model']} T={entry['temperature']:g}"))
+    if summary.get("judge_prompts"):
+        props.append(("sab_judge_prompts", summary["judge_prompts"]))
     run = summary.get("run") or {}
     if run:
         props += [("sab_run_status", str(run["status"])), ("sab_not_run", str(run["not_run"]))]
