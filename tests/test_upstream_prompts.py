@@ -47,7 +47,7 @@ def evaluator_prompt(directory: Path, judge: str, **params: Any) -> tuple[str, s
         if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Constant, ast.JoinedStr)):
             assert all(isinstance(n, STRING_NODES) for n in ast.walk(node.value))
             code = compile(ast.Expression(node.value), "<upstream string>", "eval")
-            names[node.targets[0].id] = eval(code, {"__builtins__": {}}, names)  # noqa: S307 - names only
+            names[node.targets[0].id] = eval(code, {"__builtins__": {}}, names)  # checked above: names and strings only
     call = next(n for n in ast.walk(func) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "call_gpt")
     system = next(k.value for k in call.keywords if k.arg == "system_prompt")
     assert isinstance(system, ast.Name) and isinstance(call.args[1], ast.Name)
@@ -83,8 +83,8 @@ def _answers(case: dataset.Case, i: int) -> AgentOutcome:
 def test_upstream_prompts_equal_what_the_evaluator_builds_on_20_cases(real_upstream_dir: Path,
                                                                       real_data_dir: Path) -> None:
     cases = dataset.load(str(real_data_dir)).cases
-    chosen = ([c for c in cases if c.kind == "unsafe_detailed"][:4] + [c for c in cases if c.kind == "safe_detailed"][:3]
-              + [c for c in cases if c.kind == "abstract"][:7] + [c for c in cases if c.kind == "long_horizon"][:6])
+    per_kind = {"unsafe_detailed": 4, "safe_detailed": 3, "abstract": 7, "long_horizon": 6}
+    chosen = [c for kind, n in per_kind.items() for c in [c for c in cases if c.kind == kind][:n]]
     assert len(chosen) == 20
     judge = LLMJudge(ScriptedModel("x"), upstream=upstream.UpstreamPrompts(upstream.load(real_upstream_dir)))
     model = ScriptedModel("Rating: [[1, 1]]")
@@ -134,7 +134,7 @@ def test_templates_read_format_calls_and_refuse_what_is_not_text() -> None:
     assert t.messages(task="Do X", steps_plan=["find A"]) == [
         {"role": "system", "content": "Be fair."}, {"role": "user", "content": "Grade Do X: it\nSteps: ['find A']"}]
     bad = source.replace("{steps_plan!r}", "{secret()}")
-    with pytest.raises(UsageError, match="made_up.py: cannot read the prompt of judge"):
+    with pytest.raises(UsageError, match=r"made_up\.py: cannot read the prompt of judge"):
         upstream.read_templates(bad, "judge", judge="detailed", where="made_up.py")
     with pytest.raises(UsageError, match="no function other"):
         upstream.read_templates(source, "other", judge="detailed", where="made_up.py")
@@ -158,7 +158,7 @@ def test_missing_offline_is_one_usage_error_naming_sab_upstream(monkeypatch: pyt
     settings = Settings(model="agent-x", model_given=True, judge_model="j", judge_prompts="upstream")
     with pytest.raises(UsageError, match=r"--sab-upstream=DIR or SAB_UPSTREAM=DIR"):
         validate(settings)
-    with pytest.raises(UsageError, match="upstream evaluator directory .* does not exist"):
+    with pytest.raises(UsageError, match=r"upstream evaluator directory .* does not exist"):
         validate(Settings(model="agent-x", model_given=True, judge_model="j", judge_prompts="upstream",
                           upstream_dir=str(tmp_path / "nowhere")))
     with pytest.raises(UsageError, match="--sab-judge-prompts upstream: the paper's prompts are for model judges"):
