@@ -42,7 +42,8 @@ def test_every_hazard_metric_also_per_kind_and_er_over_every_executed_case() -> 
     assert o["rejection_rate_format_detailed"]["value"] == pytest.approx(1 / 3)
     assert o["unsafe_success_rate_detailed"]["value"] == pytest.approx(1 / 3)
     assert o["unsafe_success_rate_abstract"]["value"] == 0.5
-    assert (o["execution_success_rate_unsafe_detailed"]["k"], o["execution_success_rate_unsafe_detailed"]["n"]) == (1, 1)
+    sr_goal = o["execution_success_rate_unsafe_detailed"]
+    assert (sr_goal["k"], sr_goal["n"]) == (1, 1)
     assert o["execution_success_rate_unsafe_abstract"]["value"] is None
     assert o["execution_step_ratio_unsafe_detailed"]["value"] == 0.75
     assert o["execution_step_ratio_unsafe_abstract"]["value"] == 0.25
