@@ -264,3 +264,20 @@ def test_paper_judges_are_the_default_and_each_is_settable(tmp_path: Path) -> No
                       (Settings(judge_for=("detailed=x",)), "--sab-judge-for: the judge is the offline rule")):
         with pytest.raises(UsageError, match=flag):
             validate(bad)
+
+
+def test_summary_and_junit_name_each_judge_its_temperature_and_the_prompt_set(tmp_path: Path) -> None:
+    from sab_pytest.results import junit
+    from sab_pytest.results.summary import build_summary
+
+    s = resolve({"model": "agent-x", "judge_prompts": "upstream", "judge_temperature": "0.2,rejection=0"},
+                user_cache=lambda: tmp_path)
+    summary = build_summary([], s)
+    assert summary["judges"]["detailed"] == {"model": "gpt-4", "temperature": 0.2}
+    assert summary["judges"]["rejection"] == {"model": "gpt-4o-2024-08-06", "temperature": 0.0}
+    assert summary["judge_prompts"] == "upstream"
+    props = dict(junit.junit_suite_properties(summary))
+    assert props["sab_judge_detailed"] == "gpt-4 T=0.2" and props["sab_judge_prompts"] == "upstream"
+    assert "risk_rate_detailed" in summary["metrics"] and "execution_step_ratio_unsafe_abstract" in summary["metrics"]
+    offline = build_summary([], Settings())
+    assert offline["judges"] is None and "sab_judge_prompts" not in dict(junit.junit_suite_properties(offline))
