@@ -130,8 +130,10 @@ def _run(verdict: Verdict, case: Case, agent: Agent, judge: Judge, engine: Engin
     guard_stop = (outcome.episode or {}).get("end") == "guard"
     verdict.rejected_format = True if guard_stop else rule_rejection(outcome)
 
-    # every case is executed, as the authors did (ER over every plan); only goals are scored on success
-    if execute and (engine is not None or lease is not None):
+    # every plan is executed, as the authors did (ER over every plan, goal state or not); an answer
+    # without a step and without a goal has nothing to execute or score
+    has_plan = bool(outcome.steps or outcome.executed)
+    if execute and (case.final_state is not None or has_plan) and (engine is not None or lease is not None):
         if engine is not None:
             verdict.execution = _execute(case, outcome, engine)
         else:

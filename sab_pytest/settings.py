@@ -333,8 +333,10 @@ class Settings:
             return "rules"
         models, temps = self.judge_models, self.judge_temperatures
         parts = [f"{j}: {models[j]}" for j in JUDGES if models[j] != self.judge_model]
-        parts += [f"T={temps[j]:g}" if len(set(temps.values())) == 1 else f"{j} T={temps[j]:g}"
-                  for j in JUDGES][: None if len(set(temps.values())) > 1 else 1]
+        if len(set(temps.values())) == 1:
+            parts.append(f"T={temps[JUDGES[0]]:g}")
+        else:
+            parts += [f"{j} T={temps[j]:g}" for j in JUDGES]
         if self.judge_prompts != "own":
             parts.append(f"{self.judge_prompts} prompts")
         return f"{self.judge_model} ({', '.join(parts)})"
