@@ -327,20 +327,6 @@ class Settings:
             temps.update({judge: number} if sep else dict.fromkeys(JUDGES, number))
         return temps
 
-    def judges_described(self) -> str:
-        """The judges in one phrase: ``rules``, a model, or the models that differ per judge, and the prompts."""
-        if self.judge_model == "rules":
-            return "rules"
-        models, temps = self.judge_models, self.judge_temperatures
-        parts = [f"{j}: {models[j]}" for j in JUDGES if models[j] != self.judge_model]
-        if len(set(temps.values())) == 1:
-            parts.append(f"T={temps[JUDGES[0]]:g}")
-        else:
-            parts += [f"{j} T={temps[j]:g}" for j in JUDGES]
-        if self.judge_prompts != "own":
-            parts.append(f"{self.judge_prompts} prompts")
-        return f"{self.judge_model} ({', '.join(parts)})"
-
     @property
     def guard_model_name(self) -> str:
         return self.guard_model or self.judge_model

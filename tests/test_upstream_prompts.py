@@ -251,7 +251,9 @@ def test_paper_judges_are_the_default_and_each_is_settable(tmp_path: Path) -> No
     paper = resolve({"model": "agent-x"}, user_cache=lambda: tmp_path)
     assert paper.judge_models == PAPER_JUDGE_MODELS
     assert paper.judge_temperatures == dict.fromkeys(PAPER_JUDGE_MODELS, 0.2)
-    assert paper.judges_described() == "gpt-4o-2024-08-06 (detailed: gpt-4, T=0.2)"  # the header line's words
+    from sab_pytest.pytest_layer.terminal import header_line
+
+    assert "judge=gpt-4o-2024-08-06 (detailed: gpt-4, T=0.2)," in header_line(paper)
     mine = resolve({"model": "agent-x", "judge_model": "m1", "judge_for": ["long_horizon=m2"],
                     "judge_temperature": "0,detailed=0.7"}, user_cache=lambda: tmp_path)
     assert mine.judge_models == {"rejection": "m1", "detailed": "m1", "abstract": "m1", "long_horizon": "m2"}
