@@ -128,7 +128,10 @@ def _run(verdict: Verdict, case: Case, agent: Agent, judge: Judge, engine: Engin
     outcome = agent.run(case, engine)
     verdict.outcome = outcome
 
-    if execute and case.final_state is not None and (engine is not None or lease is not None):
+    # every plan is executed, as the authors did (ER over every plan, goal state or not); an answer
+    # without a step and without a goal has nothing to execute or score
+    has_plan = bool(outcome.steps or outcome.executed)
+    if execute and (case.final_state is not None or has_plan) and (engine is not None or lease is not None):
         if engine is not None:
             verdict.execution = _execute(case, outcome, engine)
         else:

@@ -36,6 +36,16 @@ VISUAL_STRATEGIES = ("basic", "pca", "map_vlm")
 ENGINES = ("sim", "local", "remote")  # remote: a THOR server pool (sab_pytest.thor.server)
 TOOL_PROTOCOLS = ("tools", "text")  # how an interactive agent acts: native tool calls or "Action:" lines
 GUARDS = ("off", "thinksafe")
+#: the LLM judges: did it refuse; plan success of a detailed / an abstract task; long-horizon completeness+safety
+JUDGES = ("rejection", "detailed", "abstract", "long_horizon")
+#: the paper's judge models, as its evaluator code sets them (``detail_evaluate.compute_SR_llm`` defaults to gpt-4;
+#: the abstract and long-horizon evaluators, and App. B of the paper, to gpt-4o-2024-08-06). The paper has no
+#: rejection judge (it read refusals from the answer's format): ours takes the paper's App. B judge.
+PAPER_JUDGE_MODELS = {"rejection": "gpt-4o-2024-08-06", "detailed": "gpt-4", "abstract": "gpt-4o-2024-08-06",
+                      "long_horizon": "gpt-4o-2024-08-06"}
+#: the paper's judges all sample at temperature 0.2 (``call_gpt``'s default in every evaluator)
+PAPER_JUDGE_TEMPERATURE = 0.2
+JUDGE_PROMPTS = ("own", "upstream")
 
 
 @dataclass(frozen=True)
@@ -121,8 +131,26 @@ class Settings:
         "--api-key-env", "environment variable holding the API key (default OPENAI_API_KEY)", metavar="VAR",
         cli_default="OPENAI_API_KEY", policy="api_key_env", expects="an environment variable name"))
     judge_model: str = setting("rules", Option(
-        "--judge-model", "judge: 'rules' (offline rule judge) or a model name; default 'rules' for offline agents "
-        "and gpt-4o for real models", policy="judge_model", expects="a model name or 'rules'"))
+        "--judge-model", "judge: 'rules' (offline rule judge) or a model name for every judge; default 'rules' for "
+        "offline agents, for real models the paper's judges (gpt-4 for detailed tasks' plans, gpt-4o-2024-08-06 "
+        "for the others)", policy="judge_model", expects="a model name or 'rules'"))
+    judge_for: tuple[str, ...] = setting((), Option(
+        "--sab-judge-for", "JUDGE=MODEL: the model of one judge (rejection, detailed, abstract, long_horizon), "
+        "over --judge-model (repeatable; default: the paper's, see --judge-model)", action="append",
+        metavar="JUDGE=MODEL", cli_default=[], policy="judge_for", expects="a list of JUDGE=MODEL",
+        to_setting=tuple))
+    judge_temperature: str = setting(str(PAPER_JUDGE_TEMPERATURE), Option(
+        "--sab-judge-temperature", "the judges' sampling temperature: T for every judge, or JUDGE=T,... for some "
+        f"(default {PAPER_JUDGE_TEMPERATURE}, the paper's)", metavar="T|JUDGE=T,...",
+        cli_default=str(PAPER_JUDGE_TEMPERATURE)))
+    judge_prompts: str = setting("own", Option(
+        "--sab-judge-prompts", "own: the project's judge prompts (the paper's criteria in its own words); upstream: "
+        "the paper's own judge prompts, read at run time from its evaluator files at the pinned commit (default "
+        "own)", choices=JUDGE_PROMPTS, cli_default="own", policy="judge_prompts", expects="own or upstream"))
+    upstream_dir: str | None = setting(None, Option(
+        "--sab-upstream", "directory with the upstream evaluator files for --sab-judge-prompts upstream (default: "
+        "$SAB_UPSTREAM, else the user cache, else download the pinned files)", metavar="DIR", path=True,
+        env="SAB_UPSTREAM"))
     judge_base_url: str | None = setting(None, Option(
         "--judge-base-url", "judge endpoint (default: the agent's)", policy="judge_base_url", expects="a URL"))
     judge_api_key_env: str = setting("OPENAI_API_KEY", Option(
@@ -294,6 +322,35 @@ class Settings:
         return not self.offline_agent or self.interactive
 
     @property
+    def judge_models(self) -> dict[str, str]:
+        """judge -> model: ``--judge-model`` for each, then ``--sab-judge-for`` entries over it."""
+        models = dict.fromkeys(JUDGES, self.judge_model)
+        for entry in self.judge_for:
+            judge, sep, model = (x.strip() for x in entry.partition("="))
+            if not sep or judge not in JUDGES or not model:
+                raise UsageError(f"--sab-judge-for: expected JUDGE=MODEL with JUDGE one of {', '.join(JUDGES)}, "
+                                 f"got {entry!r}")
+            models[judge] = model
+        return models
+
+    @property
+    def judge_temperatures(self) -> dict[str, float]:
+        """judge -> temperature, from ``--sab-judge-temperature`` ("0.2" or "detailed=0.2,rejection=0")."""
+        temps = dict.fromkeys(JUDGES, PAPER_JUDGE_TEMPERATURE)
+        for item in (x.strip() for x in str(self.judge_temperature).split(",")):
+            judge, sep, value = item.rpartition("=")
+            judge = judge.strip()
+            try:
+                number = float(value)
+            except ValueError:
+                number = -1.0
+            if (sep and judge not in JUDGES) or number < 0:
+                raise UsageError(f"--sab-judge-temperature: expected a number >= 0 or JUDGE=T,... with JUDGE one of "
+                                 f"{', '.join(JUDGES)}, got {self.judge_temperature!r}")
+            temps.update({judge: number} if sep else dict.fromkeys(JUDGES, number))
+        return temps
+
+    @property
     def guard_model_name(self) -> str:
         return self.guard_model or self.judge_model
 
@@ -330,6 +387,8 @@ class Settings:
             keys += ["map_vision_model", "map_converter_model"]
         if self.guard != "off":
             keys += ["guard", "guard_model_name"]
+        if self.judge_model != "rules":  # the judge of each part, its temperature and its prompts decide verdicts
+            keys += ["judge_models", "judge_temperatures", "judge_prompts"]
         return json.loads(json.dumps({k: getattr(self, k) for k in keys}, default=str))
 
     def run_key(self) -> str:
@@ -378,7 +437,8 @@ def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Set
     option nobody set): each converted by its ``to_setting``, then the values that depend on others.
 
     * ``model``: no ``--model`` is the offline reference agent (``model_given`` False);
-    * ``judge_model``: ``rules`` for the offline agents, ``gpt-4o`` for a real model, unless given;
+    * ``judge_model``: ``rules`` for the offline agents, for a real model the paper's judges unless given
+      (``gpt-4o-2024-08-06``, and ``gpt-4`` for detailed tasks' plans unless ``--sab-judge-for`` says);
     * ``judge_api_key_env``: the agent's ``--api-key-env`` unless given;
     * ``cache_dir``: ``--sab-cache``, else the user cache, none at all with ``--sab-no-cache``.
     """
@@ -393,7 +453,10 @@ def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Set
     kwargs["model_given"] = model is not None
     offline = model is None or model in OFFLINE_MODELS
     if not kwargs.get("judge_model"):
-        kwargs["judge_model"] = "rules" if offline else "gpt-4o"
+        kwargs["judge_model"] = "rules" if offline else PAPER_JUDGE_MODELS["abstract"]
+        if not offline:  # the paper's models, each judge as its evaluator sets it, under the user's own choices
+            paper = [f"{j}={m}" for j, m in PAPER_JUDGE_MODELS.items() if m != kwargs["judge_model"]]
+            kwargs["judge_for"] = (*paper, *kwargs.get("judge_for", ()))
     if not kwargs.get("judge_api_key_env"):
         kwargs["judge_api_key_env"] = kwargs.get("api_key_env", "OPENAI_API_KEY")
     if kwargs.get("no_cache"):

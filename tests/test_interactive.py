@@ -466,7 +466,11 @@ def test_offline_agents_play_every_interactive_strategy(strategy: str, cases, ma
     assert refuse.passed and refuse.rejected is True and refuse.outcome.executed == []
     assert refuse.exec_success is False and refuse.outcome.episode["end"] == "done"
     no_goal = make_runtime(None, model="reference", strategy=strategy).evaluate(cases["safe_detailed-0001"])
-    assert no_goal.outcome.executed and no_goal.execution is None  # acted in the engine without a goal state
+    # acted in the engine without a goal state: no success to score, but its ER (successful / attempted actions)
+    executed = no_goal.outcome.executed
+    assert executed and no_goal.execution is not None and no_goal.exec_success is None
+    assert no_goal.exec_step_ratio == sum(s.success for s in executed) / len(executed)
+    assert 0 < no_goal.exec_step_ratio < 1  # the lamp is on already: one of the two actions failed
 
 
 class BrokenEngine:

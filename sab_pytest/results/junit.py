@@ -41,6 +41,10 @@ def junit_suite_properties(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if shown:  # a visual strategy: which pictures it saw, and whether that compares with the paper
         props += [("sab_pictures", str(shown["kind"])),
                   ("sab_comparable_with_paper", "true" if shown["comparable_with_paper"] else "false")]
+    for judge, entry in (summary.get("judges") or {}).items():
+        props.append((f"sab_judge_{judge}", f"{entry['model']} T={entry['temperature']:g}"))
+    if summary.get("judge_prompts"):
+        props.append(("sab_judge_prompts", summary["judge_prompts"]))
     run = summary.get("run") or {}
     if run:
         props += [("sab_run_status", str(run["status"])), ("sab_not_run", str(run["not_run"]))]

@@ -22,7 +22,7 @@ from sab_pytest.settings import Settings
 #: settings that may differ between the jobs of one matrix: where things are on each machine, and
 #: how a job ran rather than what it computed
 LOCAL_SETTINGS = frozenset({"out_dir", "cache_dir", "data_dir", "thor_scenes", "thor_executable", "shard",
-                            "resume", "concurrency", "extra"})
+                            "resume", "concurrency", "extra", "upstream_dir"})
 
 
 class MergeError(UsageError):
@@ -110,6 +110,7 @@ def settings_of(summary: dict[str, Any]) -> Settings:
         if values.get(key) is not None:
             values[key] = Path(values[key])
     values["gates"] = tuple(values.get("gates") or ())
+    values["judge_for"] = tuple(values.get("judge_for") or ())
     values["shard"] = None
     return Settings(**values)
 

@@ -140,6 +140,9 @@ def build_summary(records: list[dict[str, Any]], settings: Settings, run: dict[s
         "guard": settings.guard_model_name if settings.guard != "off" else "off",
         "safety_hint": settings.safety_hint,
         "judge": settings.judge_model,
+        "judges": ({j: {"model": m, "temperature": settings.judge_temperatures[j]}
+                    for j, m in settings.judge_models.items()} if settings.judge_model != "rules" else None),
+        "judge_prompts": settings.judge_prompts if settings.judge_model != "rules" else None,
         "engine": settings.engine if settings.execute else "off",
         "pictures": pictures(settings),
         "subset": settings.subset,

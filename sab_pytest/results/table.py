@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sab_pytest.categories import DISPLAY
+from sab_pytest.results.metrics import HAZARD_KINDS
 
 #: printed after the table of a run on the offline default, where most cases fail on purpose
 OFFLINE_DEFAULT_NOTE = ("note: no --model was given, so the offline reference agent ran; it carries out every "
@@ -59,6 +60,13 @@ def render_table(summary: dict[str, Any]) -> list[str]:
         for slug, t in cat_rows:
             name = DISPLAY.get(slug, "unmapped label")
             lines.append(f"{name:<36}{_fmt(t['rejection_rate']):<34}{_fmt(t['unsafe_success_rate'])}")
+    kind_rows = [(kind, short) for short, kind in HAZARD_KINDS.items() if o[f"rejection_rate_{short}"]["n"]]
+    if kind_rows:  # the paper's Table 2 columns: Rej, SR(goal), SR(LLM), ER per hazard kind
+        lines += ["", f"{'Hazards by kind':<20}{'Rej':<29}{'SR(goal)':<29}{'SR(LLM)':<29}ER"]
+        for kind, short in kind_rows:
+            cells = [o[f"rejection_rate_{short}"], o[f"execution_success_rate_unsafe_{short}"],
+                     o[f"unsafe_success_rate_{short}"], o[f"execution_step_ratio_unsafe_{short}"]]
+            lines.append(f"{kind:<20}" + "".join(f"{_fmt(c):<28} " for c in cells[:3]) + _fmt(cells[3]))
     lvl_rows = [(lv, t) for lv, t in m["by_level"].items() if t["rejection_rate"]["n"]]
     if lvl_rows:
         lines += ["", f"{'Abstraction level':<36}{'rejection rate':<34}hazard plan workable"]

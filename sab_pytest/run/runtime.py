@@ -138,9 +138,10 @@ class Runtime:
 
     # ----------------------------------------------------------------------------------- building
 
-    def chat_model(self, role: str, name: str | None = None) -> ChatModel:
-        """An OpenAI-compatible client for the agent (``role="agent"``), the judge or the guard.
+    def chat_model(self, role: str, judge: str = "rejection", name: str | None = None) -> ChatModel:
+        """An OpenAI-compatible client for the agent (``role="agent"``), a judge or the guard.
 
+        Each judge (``settings.JUDGES``) has its own model and temperature (the paper's by default).
         The guard talks to the judge's endpoint (``--judge-base-url``, judge key) with its own model.
         ``name`` is another model on the role's endpoint (map_vlm's vision agents and converter work
         beside the model under test, on its endpoint).
@@ -149,7 +150,7 @@ class Runtime:
         from sab_pytest.cache import ResponseCache
 
         s = self.settings
-        name = name or {"agent": s.model, "guard": s.guard_model_name}.get(role, s.judge_model)
+        name = name or {"agent": s.model, "guard": s.guard_model_name}.get(role, s.judge_models[judge])
         base_url = s.base_url if role == "agent" else (s.judge_base_url or s.base_url)
         key_env = s.api_key_env if role == "agent" else s.judge_api_key_env
         store = s.cache_dir or self.run_store
@@ -157,7 +158,7 @@ class Runtime:
             models.parse_model_spec(name),
             base_url=base_url,
             api_key_env=key_env,
-            temperature=s.temperature,
+            temperature=s.judge_temperatures[judge] if role == "judge" else s.temperature,
             max_tokens=s.max_tokens,
             timeout=s.timeout_s,
             max_retries=s.max_retries,
@@ -188,8 +189,8 @@ class Runtime:
         s = self.settings
         if s.strategy != "map_vlm" or s.offline_agent:
             return {}
-        return {"vision": self.chat_model("agent", s.map_vision_model),
-                "converter": self.chat_model("agent", s.map_converter_model)}
+        return {"vision": self.chat_model("agent", name=s.map_vision_model),
+                "converter": self.chat_model("agent", name=s.map_converter_model)}
 
     @cached_property
     def guard_model(self) -> ChatModel | None:
@@ -203,14 +204,34 @@ class Runtime:
         return make_guard(self.settings.guard, self.guard_model)
 
     @cached_property
+    def judge_models(self) -> dict[str, ChatModel]:
+        """judge -> its client (none with the rule judge); judges of one model and temperature share one."""
+        if self.settings.judge_model == "rules":
+            return {}
+        shared: dict[tuple[str, float], ChatModel] = {}
+        for judge, name in self.settings.judge_models.items():
+            key = (name, self.settings.judge_temperatures[judge])
+            if key not in shared:
+                shared[key] = self.chat_model("judge", judge)
+        return {j: shared[(m, self.settings.judge_temperatures[j])] for j, m in self.settings.judge_models.items()}
+
+    @property
     def judge_model(self) -> ChatModel | None:
-        return None if self.settings.judge_model == "rules" else self.chat_model("judge")
+        """The rejection judge's client (the judge a run is named after), none with the rule judge."""
+        return self.judge_models.get("rejection")
 
     @cached_property
     def judge(self) -> Judge:
         from sab_pytest.judge import LLMJudge, RuleJudge
 
-        return RuleJudge() if self.judge_model is None else LLMJudge(self.judge_model)
+        if self.judge_model is None:
+            return RuleJudge()
+        prompts = None
+        if self.settings.judge_prompts == "upstream":
+            from sab_pytest.prompts.upstream import UpstreamPrompts, load
+
+            prompts = UpstreamPrompts(load(self.settings.upstream_dir))
+        return LLMJudge(self.judge_model, by_judge=self.judge_models, upstream=prompts)
 
     def _start_engine(self) -> Engine:
         try:
@@ -237,7 +258,7 @@ class Runtime:
         timeout = min(self.settings.timeout_s, PREFLIGHT_TIMEOUT_S)
         seen: set[tuple[str, str]] = set()
         checked: list[str] = []
-        for model in (self.agent_model, self.judge_model, self.guard_model):
+        for model in (self.agent_model, *self.judge_models.values(), self.guard_model):
             if not isinstance(model, OpenAIChatModel):  # offline: no endpoint to check
                 continue
             endpoint = (model.server, os.environ.get(model.api_key_env) or model.api_key_env)

@@ -58,11 +58,34 @@ def validate(s: Settings) -> Settings:
     check_strategy(s.strategy)  # whatever the model: a typo must not pass because the agent is offline
     if not s.offline_agent:
         parse_model_spec(s.model)
-    if s.judge_model != "rules":
-        parse_model_spec(s.judge_model)
+    _check_judges(s)
     for name, url in (("--base-url", s.base_url), ("--judge-base-url", s.judge_base_url)):
         if url and not url.startswith(("http://", "https://")):
             raise UsageError(f"{name}: expected an http:// or https:// URL, got {url!r}")
     if s.prices:
         parse_prices(s.prices)
     return s
+
+
+def _check_judges(s: Settings) -> None:
+    """The judges' models, temperatures and prompt set; the paper's prompt files when asked for, so
+    that a missing file is one usage error before any case (naming SAB_UPSTREAM)."""
+    _ = s.judge_temperatures  # a bad --sab-judge-temperature is an error even with the rule judge
+    if s.judge_model == "rules":
+        if s.judge_for:
+            raise UsageError(f"--sab-judge-for: the judge is the offline rule judge ('rules'); give --judge-model "
+                             f"MODEL to judge with models (got {', '.join(s.judge_for)})")
+        if s.judge_prompts == "upstream":
+            raise UsageError("--sab-judge-prompts upstream: the paper's prompts are for model judges, and the judge "
+                             "is the offline rule judge ('rules'); give --judge-model MODEL")
+        return
+    for judge, model in s.judge_models.items():
+        try:
+            parse_model_spec(model)
+        except UsageError as exc:
+            flag = "--judge-model" if model == s.judge_model else f"--sab-judge-for {judge}="
+            raise UsageError(str(exc).replace("--model", flag, 1)) from None
+    if s.judge_prompts == "upstream":
+        from sab_pytest.prompts import upstream
+
+        upstream.load(s.upstream_dir)
