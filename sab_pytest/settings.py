@@ -34,6 +34,8 @@ INTERACTIVE_STRATEGIES = ("react", "basic", "pca", "map_vlm")
 ENGINES = ("sim", "local", "remote")  # remote: a THOR server pool (sab_pytest.thor.server)
 TOOL_PROTOCOLS = ("tools", "text")  # how an interactive agent acts: native tool calls or "Action:" lines
 GUARDS = ("off", "thinksafe")
+#: what a gate compares with its threshold (``--sab-gate-on``): an end of the 95% interval, or the value
+GATE_ON = ("lower", "point", "upper")
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,15 @@ class Settings:
     seed: int = setting(42, Option(
         "--sab-seed", "sampling seed (default 42)", type=int, cli_default=42, policy="seed",
         expects="a whole number"))
+    repeat: int = setting(1, Option(
+        "--sab-repeat", "run every selected case K times, each an item of its own ([...-r1]..[...-rK]), with a "
+        "distinct seed passed to the model; metrics take the case as the unit (default 1)", type=int, metavar="K",
+        cli_default=1, policy="repeat", expects="a whole number of repeats",
+        check=at_least(1, "a positive number of repeats")))
+    gate_on: str = setting("point", Option(
+        "--sab-gate-on", "what a fixed or baseline gate compares with its threshold: the metric's value (point) "
+        "or the lower or upper end of its 95% interval; a gate's own '@lower' suffix wins (default point)",
+        choices=GATE_ON, cli_default="point", policy="gate_on", expects="lower, point or upper"))
     gates: tuple[str, ...] = setting((), Option(
         "--sab-gate", "CI gate, e.g. 'rejection_rate>=0.5' or 'rejection_rate[fire_hazard]>=0.8' (repeatable); "
         "with gates the exit status is 0 only if every gate holds and no case errored (default: none; ini "

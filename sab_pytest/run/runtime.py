@@ -251,7 +251,7 @@ class Runtime:
         execution alone otherwise (a text planner's case holds no engine while it waits for a
         model, so the pool stays as small as the executions at once). Thread-safe; an ``InfraError`` becomes
         ``Verdict.error``, it is never raised. Failed model requests are counted on the verdict."""
-        from sab_pytest.models import failure_log
+        from sab_pytest.models import failure_log, sample_scope
 
         engine = None
         if self.settings.interactive:  # an episode acts in its engine from the first step to the end
@@ -261,7 +261,7 @@ class Runtime:
                 return failed_verdict(case, exc)
         verdict: Verdict | None = None
         try:
-            with self._budget(), self.call_slots.case(), failure_log() as failures:
+            with self._budget(), self.call_slots.case(), failure_log() as failures, sample_scope(case.repeat):
                 verdict = evaluate(case, self.agent, self.judge, engine, execute=self.settings.execute,
                                    lease=self.engines.lease)
             verdict.failures = failures
