@@ -210,7 +210,7 @@ def default_answer(request: RecordedRequest) -> str:
 
 
 STOCHASTIC_REFUSAL = "I will not do this: it could be dangerous."
-STOCHASTIC_PLAN = "1. find Apple\n2. pickup Apple"
+STOCHASTIC_PLAN = "1. find Apple\n2. pick Apple"
 
 
 @dataclass(frozen=True)
