@@ -11,7 +11,7 @@ from support.made_up_runs import hazard_run, record
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.errors import UsageError
-from sab_pytest.results import files, metrics, resample
+from sab_pytest.results import files, metrics
 from sab_pytest.results.record import read_record, sample_id, split_sample_id
 from sab_pytest.testing.fake_replies import STOCHASTIC_REFUSAL, RecordedRequest, StochasticRefusal
 

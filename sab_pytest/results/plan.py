@@ -118,7 +118,7 @@ def render(p: Plan) -> list[str]:
     """The plan as the command prints it."""
     head = (f"no_regression({p.metric}): baseline {p.baseline:g}, a regression to {p.candidate:g}, "
             f"one-sided exact McNemar at alpha {p.alpha:g}, power {p.power:g}")
-    if p.samples is None:
+    if p.samples is None or p.cases is None:
         return [head, f"more than {MAX_SAMPLES} paired samples would be needed: detect a larger change"]
     per = f" x {p.repeat} repeats = {p.cases * p.repeat} samples" if p.repeat > 1 else ""
     lines = [head,
