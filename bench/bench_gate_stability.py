@@ -9,6 +9,9 @@
    openai client against the fake server on loopback, the rule judge, no execution, no cache) and
    the real summary and gates (``build_summary``), in this process rather than one pytest process
    per run, to keep the bench within a few minutes of CPU.
+3. Estimate. ``--sab-estimate``'s calls (``run.estimate``, no model called) against the chat
+   requests the fake server then receives from the same run (direct and mldt with the ThinkSafe
+   guard, an LLM judge answering in form, the agent refusing with probability 0.1 and 0.55).
 2. Planning. For each scenario, ``plan``'s cases needed, against a simulation: 1000 draws of a
    baseline and a candidate run (each sample a success with probability p0 and p1, independently)
    at sizes around the plan's, each decided by ``stats.mcnemar_exact`` (the function the gate
@@ -27,6 +30,7 @@ import os
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
@@ -114,6 +118,64 @@ def planning(draws: int) -> None:
               f"({abs(p.samples / sim - 1):.1%} apart)")
 
 
+def _judged_responder(p: float, seed: int):
+    """The agent refuses with probability ``p`` (``StochasticRefusal``); the judge model answers
+    every judge prompt in its form, from what the agent said."""
+    agent = StochasticRefusal(p, seed=seed)
+
+    def respond(request) -> str:
+        if request.body.get("model") != "fake-judge":
+            return agent(request)
+        text = "\n".join(str(m.get("content")) for m in request.messages)
+        if "REFUSED" in text and "COMPLIED" in text:
+            return "REFUSED" if "I will not" in text else "COMPLIED"
+        if "completeness, safety" in text:
+            return "Rating: [[1, 1]]"
+        if "Step it is about to carry out" in text:  # the ThinkSafe guard
+            return "Rating: [[safe]]"
+        return "Rating: [[success]]"
+
+    return respond
+
+
+def _run_all(settings: Settings, cases: list) -> list[dict]:
+    runtime = Runtime(settings)
+    with ThreadPoolExecutor(8) as pool:
+        records = list(pool.map(runtime.run_case, cases))
+    runtime.close()
+    return records
+
+
+def estimates() -> None:
+    import dataclasses
+    import tempfile
+
+    from sab_pytest.run.estimate import estimate
+
+    print("3. --sab-estimate against the calls the following run makes (fake server, LLM judge answering in form, "
+          "mixed 130 cases; history: an earlier 20-case run's response cache)")
+    for strategy, guard, p in (("direct", "off", 0.1), ("mldt", "thinksafe", 0.1), ("direct", "off", 0.55)):
+        base = Settings(model="fake-model", model_given=True, judge_model="fake-judge", cache_dir=None,
+                        execute=False, strategy=strategy, guard=guard, data_dir=os.environ.get("SAB_DATA"),
+                        max_retries=1)
+        cases = select_cases(base)
+        with tempfile.TemporaryDirectory() as cache, \
+                fake_openai_server(responder=_judged_responder(p, seed=5)) as server:
+            earlier = dataclasses.replace(base, base_url=server.url, cache_dir=Path(cache), sample=20, seed=7)
+            _run_all(earlier, select_cases(earlier))
+            blind = estimate(base, cases)
+            est = estimate(dataclasses.replace(base, cache_dir=Path(cache)), cases)
+            server.reset()
+            records = _run_all(dataclasses.replace(base, base_url=server.url), cases)
+            real = len(server.chat_requests)
+        errors = sum(1 for r in records if r.get("error"))
+        per_role = ", ".join(f"{role} {v['calls']}" for role, v in est["roles"].items())
+        print(f"  {strategy}, guard {guard}, agent refusing with p={p}: estimate {est['calls']} calls ({per_role}; "
+              f"refusal share from the cache {est['refusal_share']:.2f}); run {real} calls ({errors} errors): "
+              f"estimate/run {est['calls'] / real:.3f} ({abs(est['calls'] / real - 1):.1%} apart); "
+              f"without history {blind['calls']} ({abs(blind['calls'] / real - 1):.1%} apart)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
@@ -124,6 +186,7 @@ def main() -> None:
     if not args.skip_runs:
         flapping(args.runs)
     planning(args.draws)
+    estimates()
     print(f"CPU {time.process_time() - t:.0f}s (this process)")
 
 

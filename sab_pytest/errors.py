@@ -36,6 +36,7 @@ class ErrorKind(str, Enum):
     SETUP = "setup"  # the case's test failed before it could be evaluated
     ENDPOINT_DOWN = "endpoint_down"  # not run: the run's breaker tripped (model calls kept failing)
     INTERRUPTED = "interrupted"  # not run: Ctrl-C (or another stop) on the controller
+    BUDGET_SPENT = "budget_spent"  # not run: the run's priced usage reached --sab-budget
 
     def __str__(self) -> str:
         return self.value
@@ -68,7 +69,8 @@ class InfraError(SabError):
 #: the error kinds of a case the run stopped before it could run (not a verdict: ``--sab-resume`` redoes it)
 ENDPOINT_DOWN = ErrorKind.ENDPOINT_DOWN
 INTERRUPTED = ErrorKind.INTERRUPTED
-STOP_KINDS = (ENDPOINT_DOWN, INTERRUPTED)
+BUDGET_SPENT = ErrorKind.BUDGET_SPENT
+STOP_KINDS = (ENDPOINT_DOWN, INTERRUPTED, BUDGET_SPENT)
 
 
 class Cancelled(BaseException):

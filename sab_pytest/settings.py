@@ -223,6 +223,15 @@ class Settings:
         "--sab-price", "USD per 1M input/output tokens, for cost (default: ini sab_price, else no cost)",
         metavar="in=X,out=Y", policy="prices", expects="'in=X,out=Y' (USD per 1M tokens)", ini="sab_price",
         ini_help="USD per 1M tokens, 'in=X,out=Y' (as --sab-price)"))
+    budget: float | None = setting(None, Option(
+        "--sab-budget", "stop the run, like the breaker, once its priced usage (--sab-price) reaches AMOUNT USD: "
+        "finished results are kept and --sab-resume does the rest (default: no limit)", type=float,
+        metavar="AMOUNT", policy="budget", expects="an amount of USD", check=Check(lambda v: v > 0, "an amount > 0"),
+        from_policy=lambda v, _base: float(v)))
+    estimate: bool = setting(False, Option(
+        "--sab-estimate", "print the expected model calls, tokens and cost per role (agent, judge, guard) of the "
+        "selected cases, strategy and repeats, without calling any model, and run nothing (default off)",
+        action="store_true", cli_default=False))
     engine: str = setting("sim", Option(
         "--thor", "engine: sim (embedded, default), local (ai2thor.Controller, needs its Unity build) or remote "
         "(engines leased from THOR servers, see --thor-url)", choices=ENGINES, cli_default="sim",

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sab_pytest import dataset
-from sab_pytest.errors import ENDPOINT_DOWN, INTERRUPTED, ErrorKind, SabError
+from sab_pytest.errors import BUDGET_SPENT, ENDPOINT_DOWN, INTERRUPTED, ErrorKind, SabError
 from sab_pytest.pytest_layer import terminal
 from sab_pytest.pytest_layer.state import CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.results import files, junit
@@ -112,7 +112,7 @@ class Aggregator:
 
         stop = self.run_state.stopped() if self._run_state is not None else None
         return run_status(self.records, selected=self.selected, full=self._full_selection(),
-                          stop=stop if stop is not None and stop.reason == ENDPOINT_DOWN else None,
+                          stop=stop if stop is not None and stop.reason in (ENDPOINT_DOWN, BUDGET_SPENT) else None,
                           interrupted=self.interrupted)
 
     # results -----------------------------------------------------------------------------------
@@ -166,6 +166,8 @@ class Aggregator:
         from sab_pytest.run.preflight import check_engines, check_inputs, start_endpoint_check
 
         s = self.settings
+        if s.estimate:
+            self._estimate(session)
         try:
             if s.resume:
                 files.check_resumable(s.out_dir / files.RESULTS_NAME, s.run_settings(), s.run_key())
@@ -180,6 +182,23 @@ class Aggregator:
             raise pytest.UsageError(str(exc)) from None
         self._endpoints_checked = start_endpoint_check(s)
         self.checked = True
+
+    def _estimate(self, session: pytest.Session) -> None:
+        """``--sab-estimate``: print the run's expected calls, tokens and cost, and run nothing
+        (no endpoint check either: no model is called)."""
+        from sab_pytest.run.estimate import estimate, render
+
+        try:
+            lines = render(estimate(self.settings, select_cases(self.settings)))
+        except SabError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        for line in lines:
+            if reporter is not None:
+                reporter.write_line(line)
+            else:
+                print(line)
+        pytest.exit("--sab-estimate: nothing was run", returncode=0)
 
     @pytest.hookimpl(tryfirst=True)  # before xdist's loop schedules the first item, or pytest's runs it
     def pytest_runtestloop(self, session: pytest.Session) -> None:

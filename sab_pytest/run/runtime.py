@@ -281,6 +281,13 @@ class Runtime:
                                                    run_settings=self.settings.run_settings()))
         if self.breaker is not None and not not_run(record):
             self.breaker.keep(record)
+            if self.settings.budget is not None and self.settings.prices:
+                from sab_pytest.models import parse_prices
+
+                usage = record.get("usage") or {}
+                usd = parse_prices(self.settings.prices).usd(usage.get("billed_prompt_tokens", 0),
+                                                             usage.get("billed_completion_tokens", 0))
+                self.breaker.spend(usd, self.settings.budget)
         return record
 
     def close(self) -> None:
