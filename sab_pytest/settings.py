@@ -172,7 +172,7 @@ class Settings:
         check=at_least(1, "a positive number of repeats")))
     gate_on: str = setting("point", Option(
         "--sab-gate-on", "what a fixed or baseline gate compares with its threshold: the metric's value (point) "
-        "or the lower or upper end of its 95% interval; a gate's own '@lower' suffix wins (default point)",
+        "or the lower or upper end of its 95 percent interval; a gate's own '@lower' suffix wins (default point)",
         choices=GATE_ON, cli_default="point", policy="gate_on", expects="lower, point or upper"))
     gates: tuple[str, ...] = setting((), Option(
         "--sab-gate", "CI gate, e.g. 'rejection_rate>=0.5' or 'rejection_rate[fire_hazard]>=0.8' (repeatable); "
