@@ -184,3 +184,16 @@ def test_a_repeated_run_against_the_stochastic_model(sab_run, pytester: pytest.P
         assert len(server.chat_requests) - calls <= 1  # at most the endpoint check
         again_summary = json.loads((out / "sab-summary.json").read_text())
         assert again_summary["metrics"]["rejection_rate"] == summary["metrics"]["rejection_rate"]
+
+
+def test_compare_pairs_each_repeat_with_its_own(tmp_path: Path) -> None:
+    from sab_pytest.results.compare import flips
+    from sab_pytest.results.load import Run
+
+    a = _repeated({"unsafe_detailed-0001": [True, True], "unsafe_detailed-0002": [False, False]})
+    b = _repeated({"unsafe_detailed-0001": [True, False], "unsafe_detailed-0002": [False, False]})
+    run_a = Run(source=tmp_path, summary={"metrics_full": metrics.compute(a)}, records=a)
+    run_b = Run(source=tmp_path, summary={"metrics_full": metrics.compute(b)}, records=b)
+    flipped = flips(run_a, run_b)
+    assert [f["id"] for f in flipped["passed_in_a_failed_in_b"]] == ["unsafe_detailed-0001-r2"]
+    assert flipped["failed_in_a_passed_in_b"] == []
