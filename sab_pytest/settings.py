@@ -46,6 +46,8 @@ PAPER_JUDGE_MODELS = {"rejection": "gpt-4o-2024-08-06", "detailed": "gpt-4", "ab
 #: the paper's judges all sample at temperature 0.2 (``call_gpt``'s default in every evaluator)
 PAPER_JUDGE_TEMPERATURE = 0.2
 JUDGE_PROMPTS = ("own", "upstream")
+#: what a gate compares with its threshold (``--sab-gate-on``): an end of the 95% interval, or the value
+GATE_ON = ("lower", "point", "upper")
 
 
 @dataclass(frozen=True)
@@ -201,6 +203,15 @@ class Settings:
     seed: int = setting(42, Option(
         "--sab-seed", "sampling seed (default 42)", type=int, cli_default=42, policy="seed",
         expects="a whole number"))
+    repeat: int = setting(1, Option(
+        "--sab-repeat", "run every selected case K times, each an item of its own ([...-r1]..[...-rK]), with a "
+        "distinct seed passed to the model; metrics take the case as the unit (default 1)", type=int, metavar="K",
+        cli_default=1, policy="repeat", expects="a whole number of repeats",
+        check=at_least(1, "a positive number of repeats")))
+    gate_on: str = setting("point", Option(
+        "--sab-gate-on", "what a fixed or baseline gate compares with its threshold: the metric's value (point) "
+        "or the lower or upper end of its 95 percent interval; a gate's own '@lower' suffix wins (default point)",
+        choices=GATE_ON, cli_default="point", policy="gate_on", expects="lower, point or upper"))
     gates: tuple[str, ...] = setting((), Option(
         "--sab-gate", "CI gate, e.g. 'rejection_rate>=0.5' or 'rejection_rate[fire_hazard]>=0.8' (repeatable); "
         "with gates the exit status is 0 only if every gate holds and no case errored (default: none; ini "
@@ -250,6 +261,15 @@ class Settings:
         "--sab-price", "USD per 1M input/output tokens, for cost (default: ini sab_price, else no cost)",
         metavar="in=X,out=Y", policy="prices", expects="'in=X,out=Y' (USD per 1M tokens)", ini="sab_price",
         ini_help="USD per 1M tokens, 'in=X,out=Y' (as --sab-price)"))
+    budget: float | None = setting(None, Option(
+        "--sab-budget", "stop the run, like the breaker, once its priced usage (--sab-price) reaches AMOUNT USD: "
+        "finished results are kept and --sab-resume does the rest (default: no limit)", type=float,
+        metavar="AMOUNT", policy="budget", expects="an amount of USD", check=Check(lambda v: v > 0, "an amount > 0"),
+        from_policy=lambda v, _base: float(v)))
+    estimate: bool = setting(False, Option(
+        "--sab-estimate", "print the expected model calls, tokens and cost per role (agent, judge, guard) of the "
+        "selected cases, strategy and repeats, without calling any model, and run nothing (default off)",
+        action="store_true", cli_default=False))
     engine: str = setting("sim", Option(
         "--thor", "engine: sim (embedded, default), local (ai2thor.Controller, needs its Unity build) or remote "
         "(engines leased from THOR servers, see --thor-url)", choices=ENGINES, cli_default="sim",

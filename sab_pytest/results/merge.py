@@ -17,6 +17,7 @@ from typing import Any
 from sab_pytest.errors import UsageError
 from sab_pytest.fetch import atomic_write_bytes
 from sab_pytest.results import files, outdir
+from sab_pytest.results.record import sample_id
 from sab_pytest.settings import Settings
 
 #: settings that may differ between the jobs of one matrix: where things are on each machine, and
@@ -95,7 +96,7 @@ def problems(runs: list[RunDir]) -> list[str]:
     owner: dict[str, Path] = {}
     for run in runs:
         for record in run.records:
-            cid = record["case"]["id"]
+            cid = sample_id(record)
             if cid in owner and owner[cid] != run.path:
                 out.append(f"case {cid} is in both {owner[cid]} and {run.path}")
             owner.setdefault(cid, run.path)

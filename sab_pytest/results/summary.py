@@ -8,7 +8,7 @@ from typing import Any
 
 from sab_pytest import __version__
 from sab_pytest.results import metrics
-from sab_pytest.results.record import SCHEMA
+from sab_pytest.results.record import SCHEMA, sample_id
 from sab_pytest.settings import Settings
 
 
@@ -124,14 +124,14 @@ def build_summary(records: list[dict[str, Any]], settings: Settings, run: dict[s
     as a merge does on a machine that may lack the files, skips reading the dataset."""
     full = metrics.compute(records)
     gates = metrics.check_gates([metrics.parse_gate(g) for g in settings.gates], full, records=records,
-                                baseline=baseline, alpha=settings.alpha)
+                                baseline=baseline, alpha=settings.alpha, gate_on=settings.gate_on)
     flat = {name: {k: entry.get(k) for k in ("value", "n", "k", "ci95") if k in entry}
             for name, entry in full["overall"].items()}
     unreachable = sorted(({"id": r["case"]["id"], "reason": r["unreachable_goal"]}
                           for r in records if r.get("unreachable_goal")), key=lambda d: d["id"])
     sha, modified = _dataset_provenance(settings) if dataset is None else dataset
     if run is None:
-        run = run_status({r["case"]["id"]: r for r in records}, selected=None, full=[])
+        run = run_status({sample_id(r): r for r in records}, selected=None, full=[])
     return {
         "schema": SCHEMA,
         "run": run,
@@ -150,6 +150,7 @@ def build_summary(records: list[dict[str, Any]], settings: Settings, run: dict[s
         "seed": settings.seed,
         "shard": shard,
         "cases": full["cases"],
+        "repeats": full["repeats"],  # --sab-repeat K > 1: K, cases, flaky_cases, per-case pass_fraction
         "errors": full["errors"],
         "error_kinds": full["error_kinds"],
         "metrics": flat,

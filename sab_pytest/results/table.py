@@ -49,7 +49,7 @@ def render_table(summary: dict[str, Any]) -> list[str]:
              f"engine: {summary['engine']}   subset: {summary['subset']} (seed {summary['seed']})",
              f"cases: {m['cases']}   errors: {m['errors']}"
              + (f" ({', '.join(f'{k} {v}' for k, v in sorted(m['error_kinds'].items()))})" if m["errors"] else ""),
-             *_run_lines(summary.get("run")), *_picture_lines(summary.get("pictures")), ""]
+             *_run_lines(summary.get("run")), *_picture_lines(summary.get("pictures")), *repeats_lines(summary), ""]
     width = max(len(label) for _, label in OVERALL_ROWS) + 2
     for name, label in OVERALL_ROWS:
         if o[name]["n"] and (name != "refused_after_acting_rate" or o[name]["k"]):  # shown when it happened
@@ -131,11 +131,26 @@ def _num(value: float | None) -> str:
 def gate_numbers(g: dict[str, Any]) -> str:
     """A gate's value, baseline, threshold, test and p-value in one line (terminal table, HTML)."""
     parts = [f"value {_num(g['value'])}"]
+    if g.get("on") in ("lower", "upper") and g.get("compared") is not None:
+        parts.append(f"decided on its 95% interval's {g['on']} end {_num(g['compared'])}")
     if g.get("baseline") is not None:
         parts.append(f"baseline {_num(g['baseline'])}")
     if g.get("threshold") is not None:
         parts.append(f"threshold {g['op']} {g['threshold']:.4g}")
     if g.get("p_value") is not None:
         parts.append(f"p={g['p_value']:.4g} (alpha {g['alpha']:g}; {g['test']})")
+    if g.get("p_other_way") is not None:
+        parts.append(f"P(decides the other way on resampled cases) {g['p_other_way']:.2f}")
     text = ", ".join(parts)
     return f"{text} ({g['reason']})" if g.get("reason") else text
+
+
+def repeats_lines(summary: dict[str, Any]) -> list[str]:
+    """With ``--sab-repeat``: the repeats, the flaky cases (repeats disagree) and how intervals are made."""
+    rep = summary.get("repeats")
+    if not rep:
+        return []
+    flaky = rep["flaky_cases"]
+    shown = ", ".join(flaky[:8]) + (f", ... ({len(flaky) - 8} more)" if len(flaky) > 8 else "")
+    return [f"repeats: {rep['k']} per case, {rep['cases']} cases; intervals: cluster bootstrap over cases",
+            f"flaky_cases (repeats disagree): {len(flaky)} of {rep['cases']}" + (f": {shown}" if flaky else "")]

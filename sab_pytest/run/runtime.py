@@ -285,7 +285,7 @@ class Runtime:
         execution alone otherwise (a text planner's case holds no engine while it waits for a
         model, so the pool stays as small as the executions at once). Thread-safe; an ``InfraError`` becomes
         ``Verdict.error``, it is never raised. Failed model requests are counted on the verdict."""
-        from sab_pytest.models import failure_log
+        from sab_pytest.models import failure_log, sample_scope
 
         engine = None
         if self.settings.interactive:  # an episode acts in its engine from the first step to the end
@@ -295,7 +295,7 @@ class Runtime:
                 return failed_verdict(case, exc)
         verdict: Verdict | None = None
         try:
-            with self._budget(), self.call_slots.case(), failure_log() as failures:
+            with self._budget(), self.call_slots.case(), failure_log() as failures, sample_scope(case.repeat):
                 verdict = evaluate(case, self.agent, self.judge, engine, execute=self.settings.execute,
                                    lease=self.engines.lease)
             verdict.failures = failures
@@ -319,6 +319,13 @@ class Runtime:
         if self.breaker is not None and not not_run(record):
             self.breaker.keep(record)
             self._count_engine(case, record)
+            if self.settings.budget is not None and self.settings.prices:
+                from sab_pytest.models import parse_prices
+
+                usage = record.get("usage") or {}
+                usd = parse_prices(self.settings.prices).usd(usage.get("billed_prompt_tokens", 0),
+                                                             usage.get("billed_completion_tokens", 0))
+                self.breaker.spend(usd, self.settings.budget)
         return record
 
     def _count_engine(self, case: Case, record: dict[str, Any]) -> None:

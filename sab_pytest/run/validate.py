@@ -64,6 +64,9 @@ def validate(s: Settings) -> Settings:
             raise UsageError(f"{name}: expected an http:// or https:// URL, got {url!r}")
     if s.prices:
         parse_prices(s.prices)
+    if s.budget is not None and not s.prices:
+        raise UsageError("--sab-budget: a budget needs prices to count against: give --sab-price in=X,out=Y "
+                         "(USD per 1M tokens; or sab_price in the ini file, prices in the policy file)")
     return s
 
 
