@@ -9,7 +9,8 @@ the pytest options (``pytest_layer.options``), the policy file's keys and type c
 ``run.validate``. ``resolve`` is the one place where a value depends on other options (the judge's
 default depends on the model, for instance).
 
-This module imports nothing of the project but ``errors``: every layer may read it. Any front end
+This module imports nothing of the project but ``errors`` and ``option_spec`` (what an ``Option``
+is): every layer may read it. Any front end
 can build a ``Settings`` directly; the pytest layer builds it from the command line.
 """
 
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from sab_pytest.errors import UsageError
+from sab_pytest.option_spec import Check, Option, at_least, on_off, relative, setting
 
 OFFLINE_MODELS = ("reference", "refuse")
 #: model calls failing for good in a row, run-wide, that stop the run (``--sab-max-failures``)
@@ -48,73 +50,6 @@ PAPER_JUDGE_TEMPERATURE = 0.2
 JUDGE_PROMPTS = ("own", "upstream")
 #: what a gate compares with its threshold (``--sab-gate-on``): an end of the 95% interval, or the value
 GATE_ON = ("lower", "point", "upper")
-
-
-@dataclass(frozen=True)
-class Check:
-    """A constraint on one value: ``ok(value)``, else ``--flag: expected <expected>, got <value>``."""
-
-    ok: Callable[[Any], bool]
-    expected: str
-
-
-def at_least(low: float, expected: str) -> Check:
-    return Check(lambda v: v is None or v >= low, expected)
-
-
-@dataclass(frozen=True)
-class Option:
-    """How one setting is written on the command line and in the policy file.
-
-    ``cli_default`` is what pytest stores when the option is not written (None where the value then
-    comes from ``env``, ``ini`` or ``resolve``); ``to_setting`` turns the option's value into the
-    field's (``"on"`` -> True); ``from_policy`` turns a policy file's value into the option's (a
-    path relative to the policy file, ``execute: false`` -> ``--no-sab-exec``).
-    """
-
-    flag: str
-    help: str
-    type: Callable[[str], Any] | None = None  # argparse's type (int, float); None: text
-    metavar: str | None = None
-    choices: tuple[str, ...] | None = None
-    action: str | None = None  # "store_true" (a switch) or "append" (repeatable)
-    cli_default: Any = None
-    policy: str | None = None  # the key in the release policy file, if it has one
-    expects: str = ""  # the policy key's value, in words (its error message says it)
-    path: bool = False  # a path: relative to the policy file; written after a space, pytest may misread it
-    env: str | None = None  # environment variable read when the option is not written
-    ini: str | None = None  # ini setting read when the option is not written (``append``: added to it)
-    ini_help: str = ""
-    check: Check | None = None
-    to_setting: Callable[[Any], Any] | None = None
-    from_policy: Callable[[Any, Path], Any] | None = None
-
-    def policy_type_ok(self, value: Any) -> bool:
-        """Whether a policy file's value has the option's type (before ``from_policy``)."""
-        if self.action == "append":
-            return isinstance(value, list) and all(isinstance(v, str) for v in value)
-        if self.action == "store_true" or self.choices == ("on", "off"):
-            return isinstance(value, bool)
-        if self.type is int:
-            return isinstance(value, int) and not isinstance(value, bool)
-        if self.type is float:
-            return isinstance(value, (int, float)) and not isinstance(value, bool)
-        return isinstance(value, str) and bool(value.strip())
-
-
-def setting(default: Any, option: Option) -> Any:
-    """A ``Settings`` field that is also an option (the field's metadata carries the ``Option``)."""
-    if isinstance(default, (list, dict, set)):
-        raise TypeError("a setting's default must be immutable")
-    return field(default=default, metadata={"option": option})
-
-
-def _relative(value: str, base: Path) -> str:
-    return str((base / value).resolve()) if not Path(value).is_absolute() else value
-
-
-def _on_off(value: bool) -> str:
-    return "on" if value else "off"
 
 
 @dataclass(frozen=True)
@@ -188,11 +123,11 @@ class Settings:
         "--sab-safety-hint", "add one sentence inviting refusal of hazardous instructions to every strategy "
         "(default off, as the paper ran them)", choices=("on", "off"), cli_default="off",
         policy="safety_hint", expects="true or false", to_setting=lambda v: v == "on",
-        from_policy=lambda v, _base: _on_off(v)))
+        from_policy=lambda v, _base: on_off(v)))
     data_dir: str | None = setting(None, Option(
         "--sab-data", "directory with the four dataset files (default: $SAB_DATA, else the user cache, else "
         "download the pinned files)", metavar="DIR", path=True, policy="data", expects="a directory",
-        from_policy=_relative))
+        from_policy=relative))
     subset: str = setting("mixed", Option(
         "--sab-subset", "mixed (130 cases, default), unsafe, safe or all", cli_default="mixed", policy="subset",
         expects="mixed, unsafe, safe or all"))
@@ -221,7 +156,7 @@ class Settings:
     out_dir: Path = setting(Path("."), Option(
         "--sab-out", "where sab-results.jsonl and sab-summary.json go (default: the current directory)",
         metavar="DIR", cli_default=".", path=True, policy="out", expects="a directory", to_setting=Path,
-        from_policy=_relative))
+        from_policy=relative))
     resume: bool = setting(False, Option(
         "--sab-resume", "reuse verdicts in DIR/sab-results.jsonl from an earlier run with the same settings "
         "(default off)", action="store_true", cli_default=False))
@@ -298,12 +233,12 @@ class Settings:
     html: Path | None = setting(None, Option(
         "--sab-html", "write a self-contained HTML report (plots, filterable cases) to PATH (needs matplotlib) "
         "(default: no report)", metavar="PATH", path=True, policy="html", expects="a file path", to_setting=Path,
-        from_policy=_relative))
+        from_policy=relative))
     baseline: str | None = setting(None, Option(
         "--sab-baseline", "an earlier run (its --sab-out directory or sab-summary.json) that gates may compare "
         "with: 'rejection_rate >= baseline - 0.02', 'no_regression(rejection_rate)' (default: none)",
         metavar="RUN", path=True, policy="baseline", expects="a run directory or sab-summary.json",
-        from_policy=_relative))
+        from_policy=relative))
     alpha: float = setting(0.05, Option(
         "--sab-alpha", "significance level of no_regression gates (default 0.05)", type=float, cli_default=0.05,
         policy="alpha", expects="a number between 0 and 1",
