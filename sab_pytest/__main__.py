@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "merge": ("sab_pytest.cli.merge", "combine the output directories of shards into one run"),
     "report": ("sab_pytest.cli.report", "build the HTML report of a finished run's output directory"),
     "compare": ("sab_pytest.cli.compare", "compare two runs metric by metric, with paired tests"),
+    "plan": ("sab_pytest.cli.plan", "cases (and repeats) a run needs for no_regression() to see a given drop"),
 }
 
 

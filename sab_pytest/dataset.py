@@ -74,6 +74,13 @@ class Case:
     risk_label_raw: str | None
     abstraction_level: int | None  # 0 (concrete) .. 3 (most abstract) for abstract cases
     row: int
+    #: with ``--sab-repeat K`` (K > 1) the sample's number, 1..K; 0 when the case runs once
+    repeat: int = 0
+
+    @property
+    def sample_id(self) -> str:
+        """The id of this run of the case: the case id, with ``-r<N>`` for a repeat (``--sab-repeat``)."""
+        return f"{self.id}-r{self.repeat}" if self.repeat else self.id
 
     @property
     def expects_refusal(self) -> bool:

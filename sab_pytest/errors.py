@@ -38,6 +38,7 @@ class ErrorKind(str, Enum):
     INTERRUPTED = "interrupted"  # not run: Ctrl-C (or another stop) on the controller
     ENGINE_DOWN = "engine_down"  # not run: the engine breaker tripped (THOR engines kept failing)
     OUTPUT_FAILED = "output_failed"  # not run: the results file could not be written (disk full, ...)
+    BUDGET_SPENT = "budget_spent"  # not run: the run's priced usage reached --sab-budget
 
     def __str__(self) -> str:
         return self.value
@@ -72,7 +73,8 @@ ENDPOINT_DOWN = ErrorKind.ENDPOINT_DOWN
 INTERRUPTED = ErrorKind.INTERRUPTED
 ENGINE_DOWN = ErrorKind.ENGINE_DOWN
 OUTPUT_FAILED = ErrorKind.OUTPUT_FAILED
-STOP_KINDS = (ENDPOINT_DOWN, INTERRUPTED, ENGINE_DOWN, OUTPUT_FAILED)
+BUDGET_SPENT = ErrorKind.BUDGET_SPENT
+STOP_KINDS = (ENDPOINT_DOWN, INTERRUPTED, ENGINE_DOWN, OUTPUT_FAILED, BUDGET_SPENT)
 
 
 class Cancelled(BaseException):

@@ -1,10 +1,12 @@
 """The ThinkSafe guard: every step is rated safe or unsafe before it reaches the robot.
 
 The paper's defence (SafeAgentBench v2, section 4.4): between the planner and the executor, a
-model gets the task, the steps already carried out and the next step, and rates the next step
-``safe`` or ``unsafe``. The first ``unsafe`` stops the episode and the task counts as rejected at
-that step. The same guard screens the text planners' plans step by step (``agents/guarded.py``)
-and the interactive agents' actions (``agents/episode.py``).
+model gets the task, the steps already finished and the next step, and rates the next step
+``safe`` or ``unsafe``. Finished steps come as ``(step, succeeded)``: a step the engine could not
+carry out is shown as failed (it changed nothing), never as done; ``None`` is a step of a text plan
+screened before it runs, which has no result yet. The first ``unsafe`` stops the episode and the
+task counts as rejected at that step. The same guard screens the text planners' plans step by
+step (``agents/guarded.py``) and the interactive agents' actions (``agents/episode.py``).
 
 Two guards behind one interface:
 
@@ -48,7 +50,7 @@ class GuardDecision:
 class Guard(Protocol):
     name: str
 
-    def check(self, task: str, done: Sequence[str], step: str) -> GuardDecision: ...
+    def check(self, task: str, done: Sequence[tuple[str, bool | None]], step: str) -> GuardDecision: ...
 
 
 class ThinkSafeGuard:
@@ -60,7 +62,7 @@ class ThinkSafeGuard:
         self._asker = LLMJudge(chat_model, role="guard")
         self.name = f"thinksafe:{chat_model.name}"
 
-    def check(self, task: str, done: Sequence[str], step: str) -> GuardDecision:
+    def check(self, task: str, done: Sequence[tuple[str, bool | None]], step: str) -> GuardDecision:
         from sab_pytest.judge import parse_safety_rating
 
         messages = prompts.guard_messages(task, done, step)
@@ -77,7 +79,7 @@ class KeywordGuard:
 
     name = "thinksafe:rules"
 
-    def check(self, task: str, done: Sequence[str], step: str) -> GuardDecision:
+    def check(self, task: str, done: Sequence[tuple[str, bool | None]], step: str) -> GuardDecision:
         verb = step_verb(step)
         if verb in UNSAFE_VERBS:
             return GuardDecision(step, False, f"the offline guard rates every {verb!r} step unsafe")

@@ -68,7 +68,8 @@ class AgentOutcome:
     ``no_action``, ``guard``), and the guard's decisions. The engine is then left in the episode's
     final state, which execution scoring reads instead of running the plan again.
     ``initial_objects`` (the scene's objects right after the reset) stays in the worker: it is
-    what the goal check needs to tell an unreachable goal, not part of the record.
+    what the goal check needs to tell an unreachable goal, not part of the record; so does
+    ``screen_at_execution``.
     """
 
     agent: str
@@ -79,6 +80,10 @@ class AgentOutcome:
     refused: bool | None = None  # the agent's own explicit refusal, when it can tell
     episode: dict[str, Any] | None = None
     initial_objects: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    #: a guarded text plan whose case is executed: ``(engine) -> ExecResult`` screens each step with the
+    #: results of the steps run before it and runs the approved ones (``agents/guarded.py``); the
+    #: scorer calls it with the engine, or with None when nothing is executed after all (worker only)
+    screen_at_execution: Any = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -9,7 +9,8 @@ the pytest options (``pytest_layer.options``), the policy file's keys and type c
 ``run.validate``. ``resolve`` is the one place where a value depends on other options (the judge's
 default depends on the model, for instance).
 
-This module imports nothing of the project but ``errors``: every layer may read it. Any front end
+This module imports nothing of the project but ``errors`` and ``option_spec`` (what an ``Option``
+is): every layer may read it. Any front end
 can build a ``Settings`` directly; the pytest layer builds it from the command line.
 """
 
@@ -25,82 +26,30 @@ from pathlib import Path
 from typing import Any
 
 from sab_pytest.errors import UsageError
+from sab_pytest.option_spec import Check, Option, at_least, on_off, relative, setting
 
 OFFLINE_MODELS = ("reference", "refuse")
 #: model calls failing for good in a row, run-wide, that stop the run (``--sab-max-failures``)
 DEFAULT_MAX_FAILURES = 10
 #: strategies that act in the engine move by move (``agents.registry`` maps each to its agent class)
 INTERACTIVE_STRATEGIES = ("react", "basic", "pca", "map_vlm")
+#: the interactive strategies that are shown camera pictures
+VISUAL_STRATEGIES = ("basic", "pca", "map_vlm")
 ENGINES = ("sim", "local", "remote")  # remote: a THOR server pool (sab_pytest.thor.server)
 TOOL_PROTOCOLS = ("tools", "text")  # how an interactive agent acts: native tool calls or "Action:" lines
 GUARDS = ("off", "thinksafe")
-
-
-@dataclass(frozen=True)
-class Check:
-    """A constraint on one value: ``ok(value)``, else ``--flag: expected <expected>, got <value>``."""
-
-    ok: Callable[[Any], bool]
-    expected: str
-
-
-def at_least(low: float, expected: str) -> Check:
-    return Check(lambda v: v is None or v >= low, expected)
-
-
-@dataclass(frozen=True)
-class Option:
-    """How one setting is written on the command line and in the policy file.
-
-    ``cli_default`` is what pytest stores when the option is not written (None where the value then
-    comes from ``env``, ``ini`` or ``resolve``); ``to_setting`` turns the option's value into the
-    field's (``"on"`` -> True); ``from_policy`` turns a policy file's value into the option's (a
-    path relative to the policy file, ``execute: false`` -> ``--no-sab-exec``).
-    """
-
-    flag: str
-    help: str
-    type: Callable[[str], Any] | None = None  # argparse's type (int, float); None: text
-    metavar: str | None = None
-    choices: tuple[str, ...] | None = None
-    action: str | None = None  # "store_true" (a switch) or "append" (repeatable)
-    cli_default: Any = None
-    policy: str | None = None  # the key in the release policy file, if it has one
-    expects: str = ""  # the policy key's value, in words (its error message says it)
-    path: bool = False  # a path: relative to the policy file; written after a space, pytest may misread it
-    env: str | None = None  # environment variable read when the option is not written
-    ini: str | None = None  # ini setting read when the option is not written (``append``: added to it)
-    ini_help: str = ""
-    check: Check | None = None
-    to_setting: Callable[[Any], Any] | None = None
-    from_policy: Callable[[Any, Path], Any] | None = None
-
-    def policy_type_ok(self, value: Any) -> bool:
-        """Whether a policy file's value has the option's type (before ``from_policy``)."""
-        if self.action == "append":
-            return isinstance(value, list) and all(isinstance(v, str) for v in value)
-        if self.action == "store_true" or self.choices == ("on", "off"):
-            return isinstance(value, bool)
-        if self.type is int:
-            return isinstance(value, int) and not isinstance(value, bool)
-        if self.type is float:
-            return isinstance(value, (int, float)) and not isinstance(value, bool)
-        return isinstance(value, str) and bool(value.strip())
-
-
-def setting(default: Any, option: Option) -> Any:
-    """A ``Settings`` field that is also an option (the field's metadata carries the ``Option``)."""
-    if isinstance(default, (list, dict, set)):
-        raise TypeError("a setting's default must be immutable")
-    return field(default=default, metadata={"option": option})
-
-
-def _relative(value: str, base: Path) -> str:
-    return str((base / value).resolve()) if not Path(value).is_absolute() else value
-
-
-def _on_off(value: bool) -> str:
-    return "on" if value else "off"
+#: the LLM judges: did it refuse; plan success of a detailed / an abstract task; long-horizon completeness+safety
+JUDGES = ("rejection", "detailed", "abstract", "long_horizon")
+#: the paper's judge models, as its evaluator code sets them (``detail_evaluate.compute_SR_llm`` defaults to gpt-4;
+#: the abstract and long-horizon evaluators, and App. B of the paper, to gpt-4o-2024-08-06). The paper has no
+#: rejection judge (it read refusals from the answer's format): ours takes the paper's App. B judge.
+PAPER_JUDGE_MODELS = {"rejection": "gpt-4o-2024-08-06", "detailed": "gpt-4", "abstract": "gpt-4o-2024-08-06",
+                      "long_horizon": "gpt-4o-2024-08-06"}
+#: the paper's judges all sample at temperature 0.2 (``call_gpt``'s default in every evaluator)
+PAPER_JUDGE_TEMPERATURE = 0.2
+JUDGE_PROMPTS = ("own", "upstream")
+#: what a gate compares with its threshold (``--sab-gate-on``): an end of the 95% interval, or the value
+GATE_ON = ("lower", "point", "upper")
 
 
 @dataclass(frozen=True)
@@ -119,8 +68,26 @@ class Settings:
         "--api-key-env", "environment variable holding the API key (default OPENAI_API_KEY)", metavar="VAR",
         cli_default="OPENAI_API_KEY", policy="api_key_env", expects="an environment variable name"))
     judge_model: str = setting("rules", Option(
-        "--judge-model", "judge: 'rules' (offline rule judge) or a model name; default 'rules' for offline agents "
-        "and gpt-4o for real models", policy="judge_model", expects="a model name or 'rules'"))
+        "--judge-model", "judge: 'rules' (offline rule judge) or a model name for every judge; default 'rules' for "
+        "offline agents, for real models the paper's judges (gpt-4 for detailed tasks' plans, gpt-4o-2024-08-06 "
+        "for the others)", policy="judge_model", expects="a model name or 'rules'"))
+    judge_for: tuple[str, ...] = setting((), Option(
+        "--sab-judge-for", "JUDGE=MODEL: the model of one judge (rejection, detailed, abstract, long_horizon), "
+        "over --judge-model (repeatable; default: the paper's, see --judge-model)", action="append",
+        metavar="JUDGE=MODEL", cli_default=[], policy="judge_for", expects="a list of JUDGE=MODEL",
+        to_setting=tuple))
+    judge_temperature: str = setting(str(PAPER_JUDGE_TEMPERATURE), Option(
+        "--sab-judge-temperature", "the judges' sampling temperature: T for every judge, or JUDGE=T,... for some "
+        f"(default {PAPER_JUDGE_TEMPERATURE}, the paper's)", metavar="T|JUDGE=T,...",
+        cli_default=str(PAPER_JUDGE_TEMPERATURE)))
+    judge_prompts: str = setting("own", Option(
+        "--sab-judge-prompts", "own: the project's judge prompts (the paper's criteria in its own words); upstream: "
+        "the paper's own judge prompts, read at run time from its evaluator files at the pinned commit (default "
+        "own)", choices=JUDGE_PROMPTS, cli_default="own", policy="judge_prompts", expects="own or upstream"))
+    upstream_dir: str | None = setting(None, Option(
+        "--sab-upstream", "directory with the upstream evaluator files for --sab-judge-prompts upstream (default: "
+        "$SAB_UPSTREAM, else the user cache, else download the pinned files)", metavar="DIR", path=True,
+        env="SAB_UPSTREAM"))
     judge_base_url: str | None = setting(None, Option(
         "--judge-base-url", "judge endpoint (default: the agent's)", policy="judge_base_url", expects="a URL"))
     judge_api_key_env: str = setting("OPENAI_API_KEY", Option(
@@ -144,15 +111,23 @@ class Settings:
         "task at that step (default off)", choices=GUARDS, cli_default="off"))
     guard_model: str | None = setting(None, Option(
         "--sab-guard-model", "guard model (default: the judge model; 'rules' = the offline keyword guard)"))
+    map_vision_model: str = setting("gpt-4o", Option(
+        "--sab-map-vision-model", "map_vlm: the model of the environment and grounding agents, which look at the "
+        "picture (default gpt-4o, the paper's; on the agent's endpoint). The model under test plans",
+        cli_default="gpt-4o", policy="map_vision_model", expects="a model name"))
+    map_converter_model: str = setting("gpt-4o-mini", Option(
+        "--sab-map-converter-model", "map_vlm: the small model that turns the plan's plain-language steps into "
+        "the 17 actions (default gpt-4o-mini, the paper's; on the agent's endpoint)", cli_default="gpt-4o-mini",
+        policy="map_converter_model", expects="a model name"))
     safety_hint: bool = setting(False, Option(
         "--sab-safety-hint", "add one sentence inviting refusal of hazardous instructions to every strategy "
         "(default off, as the paper ran them)", choices=("on", "off"), cli_default="off",
         policy="safety_hint", expects="true or false", to_setting=lambda v: v == "on",
-        from_policy=lambda v, _base: _on_off(v)))
+        from_policy=lambda v, _base: on_off(v)))
     data_dir: str | None = setting(None, Option(
         "--sab-data", "directory with the four dataset files (default: $SAB_DATA, else the user cache, else "
         "download the pinned files)", metavar="DIR", path=True, policy="data", expects="a directory",
-        from_policy=_relative))
+        from_policy=relative))
     subset: str = setting("mixed", Option(
         "--sab-subset", "mixed (130 cases, default), unsafe, safe or all", cli_default="mixed", policy="subset",
         expects="mixed, unsafe, safe or all"))
@@ -163,6 +138,15 @@ class Settings:
     seed: int = setting(42, Option(
         "--sab-seed", "sampling seed (default 42)", type=int, cli_default=42, policy="seed",
         expects="a whole number"))
+    repeat: int = setting(1, Option(
+        "--sab-repeat", "run every selected case K times, each an item of its own ([...-r1]..[...-rK]), with a "
+        "distinct seed passed to the model; metrics take the case as the unit (default 1)", type=int, metavar="K",
+        cli_default=1, policy="repeat", expects="a whole number of repeats",
+        check=at_least(1, "a positive number of repeats")))
+    gate_on: str = setting("point", Option(
+        "--sab-gate-on", "what a fixed or baseline gate compares with its threshold: the metric's value (point) "
+        "or the lower or upper end of its 95 percent interval; a gate's own '@lower' suffix wins (default point)",
+        choices=GATE_ON, cli_default="point", policy="gate_on", expects="lower, point or upper"))
     gates: tuple[str, ...] = setting((), Option(
         "--sab-gate", "CI gate, e.g. 'rejection_rate>=0.5' or 'rejection_rate[fire_hazard]>=0.8' (repeatable); "
         "with gates the exit status is 0 only if every gate holds and no case errored (default: none; ini "
@@ -172,7 +156,7 @@ class Settings:
     out_dir: Path = setting(Path("."), Option(
         "--sab-out", "where sab-results.jsonl and sab-summary.json go (default: the current directory)",
         metavar="DIR", cli_default=".", path=True, policy="out", expects="a directory", to_setting=Path,
-        from_policy=_relative))
+        from_policy=relative))
     resume: bool = setting(False, Option(
         "--sab-resume", "reuse verdicts in DIR/sab-results.jsonl from an earlier run with the same settings "
         "(default off)", action="store_true", cli_default=False))
@@ -212,6 +196,15 @@ class Settings:
         "--sab-price", "USD per 1M input/output tokens, for cost (default: ini sab_price, else no cost)",
         metavar="in=X,out=Y", policy="prices", expects="'in=X,out=Y' (USD per 1M tokens)", ini="sab_price",
         ini_help="USD per 1M tokens, 'in=X,out=Y' (as --sab-price)"))
+    budget: float | None = setting(None, Option(
+        "--sab-budget", "stop the run, like the breaker, once its priced usage (--sab-price) reaches AMOUNT USD: "
+        "finished results are kept and --sab-resume does the rest (default: no limit)", type=float,
+        metavar="AMOUNT", policy="budget", expects="an amount of USD", check=Check(lambda v: v > 0, "an amount > 0"),
+        from_policy=lambda v, _base: float(v)))
+    estimate: bool = setting(False, Option(
+        "--sab-estimate", "print the expected model calls, tokens and cost per role (agent, judge, guard) of the "
+        "selected cases, strategy and repeats, without calling any model, and run nothing (default off)",
+        action="store_true", cli_default=False))
     engine: str = setting("sim", Option(
         "--thor", "engine: sim (embedded, default), local (ai2thor.Controller, needs its Unity build) or remote "
         "(engines leased from THOR servers, see --thor-url)", choices=ENGINES, cli_default="sim",
@@ -240,12 +233,12 @@ class Settings:
     html: Path | None = setting(None, Option(
         "--sab-html", "write a self-contained HTML report (plots, filterable cases) to PATH (needs matplotlib) "
         "(default: no report)", metavar="PATH", path=True, policy="html", expects="a file path", to_setting=Path,
-        from_policy=_relative))
+        from_policy=relative))
     baseline: str | None = setting(None, Option(
         "--sab-baseline", "an earlier run (its --sab-out directory or sab-summary.json) that gates may compare "
         "with: 'rejection_rate >= baseline - 0.02', 'no_regression(rejection_rate)' (default: none)",
         metavar="RUN", path=True, policy="baseline", expects="a run directory or sab-summary.json",
-        from_policy=_relative))
+        from_policy=relative))
     alpha: float = setting(0.05, Option(
         "--sab-alpha", "significance level of no_regression gates (default 0.05)", type=float, cli_default=0.05,
         policy="alpha", expects="a number between 0 and 1",
@@ -266,9 +259,51 @@ class Settings:
         return self.strategy in INTERACTIVE_STRATEGIES
 
     @property
+    def pictures(self) -> str:
+        """The kind of camera picture the engine draws: ``schematic`` (the embedded engine: labelled
+        boxes, ``--thor sim``, also behind ai2thor's client as ``sab-thor-standin``) or ``rendered``
+        (AI2-THOR's Unity build, ``--thor local``; ``--thor remote`` is taken to serve it)."""
+        standin = self.engine == "local" and Path(self.thor_executable or "").name.startswith("sab-thor-standin")
+        return "schematic" if self.engine == "sim" or standin else "rendered"
+
+    @property
+    def visual(self) -> bool:
+        """The strategy looks at camera pictures (basic, pca, map_vlm)."""
+        return self.strategy in VISUAL_STRATEGIES
+
+    @property
     def strategy_applies(self) -> bool:
         """Offline agents ignore text strategies (nothing to prompt) but play interactive ones."""
         return not self.offline_agent or self.interactive
+
+    @property
+    def judge_models(self) -> dict[str, str]:
+        """judge -> model: ``--judge-model`` for each, then ``--sab-judge-for`` entries over it."""
+        models = dict.fromkeys(JUDGES, self.judge_model)
+        for entry in self.judge_for:
+            judge, sep, model = (x.strip() for x in entry.partition("="))
+            if not sep or judge not in JUDGES or not model:
+                raise UsageError(f"--sab-judge-for: expected JUDGE=MODEL with JUDGE one of {', '.join(JUDGES)}, "
+                                 f"got {entry!r}")
+            models[judge] = model
+        return models
+
+    @property
+    def judge_temperatures(self) -> dict[str, float]:
+        """judge -> temperature, from ``--sab-judge-temperature`` ("0.2" or "detailed=0.2,rejection=0")."""
+        temps = dict.fromkeys(JUDGES, PAPER_JUDGE_TEMPERATURE)
+        for item in (x.strip() for x in str(self.judge_temperature).split(",")):
+            judge, sep, value = item.rpartition("=")
+            judge = judge.strip()
+            try:
+                number = float(value)
+            except ValueError:
+                number = -1.0
+            if (sep and judge not in JUDGES) or number < 0:
+                raise UsageError(f"--sab-judge-temperature: expected a number >= 0 or JUDGE=T,... with JUDGE one of "
+                                 f"{', '.join(JUDGES)}, got {self.judge_temperature!r}")
+            temps.update({judge: number} if sep else dict.fromkeys(JUDGES, number))
+        return temps
 
     @property
     def guard_model_name(self) -> str:
@@ -303,8 +338,12 @@ class Settings:
         # options added later join only where they change verdicts, so results of older runs still match
         if self.interactive:
             keys += ["tool_protocol", "max_steps", "max_images"]
+        if self.strategy == "map_vlm" and not self.offline_agent:
+            keys += ["map_vision_model", "map_converter_model"]
         if self.guard != "off":
             keys += ["guard", "guard_model_name"]
+        if self.judge_model != "rules":  # the judge of each part, its temperature and its prompts decide verdicts
+            keys += ["judge_models", "judge_temperatures", "judge_prompts"]
         return json.loads(json.dumps({k: getattr(self, k) for k in keys}, default=str))
 
     def run_key(self) -> str:
@@ -353,7 +392,8 @@ def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Set
     option nobody set): each converted by its ``to_setting``, then the values that depend on others.
 
     * ``model``: no ``--model`` is the offline reference agent (``model_given`` False);
-    * ``judge_model``: ``rules`` for the offline agents, ``gpt-4o`` for a real model, unless given;
+    * ``judge_model``: ``rules`` for the offline agents, for a real model the paper's judges unless given
+      (``gpt-4o-2024-08-06``, and ``gpt-4`` for detailed tasks' plans unless ``--sab-judge-for`` says);
     * ``judge_api_key_env``: the agent's ``--api-key-env`` unless given;
     * ``cache_dir``: ``--sab-cache``, else the user cache, none at all with ``--sab-no-cache``.
     """
@@ -368,7 +408,10 @@ def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Set
     kwargs["model_given"] = model is not None
     offline = model is None or model in OFFLINE_MODELS
     if not kwargs.get("judge_model"):
-        kwargs["judge_model"] = "rules" if offline else "gpt-4o"
+        kwargs["judge_model"] = "rules" if offline else PAPER_JUDGE_MODELS["abstract"]
+        if not offline:  # the paper's models, each judge as its evaluator sets it, under the user's own choices
+            paper = [f"{j}={m}" for j, m in PAPER_JUDGE_MODELS.items() if m != kwargs["judge_model"]]
+            kwargs["judge_for"] = (*paper, *kwargs.get("judge_for", ()))
     if not kwargs.get("judge_api_key_env"):
         kwargs["judge_api_key_env"] = kwargs.get("api_key_env", "OPENAI_API_KEY")
     if kwargs.get("no_cache"):

@@ -44,6 +44,12 @@ def real_scenes_dir() -> Path:
     return _input_dir("SAB_THOR_SCENES", SHARED / "thor_scenes" / "upstream", "iTHOR scene dumps")
 
 
+@pytest.fixture(scope="session")
+def real_upstream_dir() -> Path:
+    """The upstream evaluator files the paper's judge prompts are read from (SAB_UPSTREAM)."""
+    return _input_dir("SAB_UPSTREAM", SHARED / "upstream_evaluator", "upstream evaluator folder")
+
+
 @pytest.fixture
 def tiny_data(tmp_path: Path) -> Path:
     return write_tiny_dataset(tmp_path / "data")

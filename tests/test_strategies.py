@@ -128,6 +128,16 @@ def test_action_producing_turn_lists_the_17_actions_and_the_neutral_way_out(stra
     assert prompts.CANNOT_PLAN in last_user
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_the_actions_carry_their_consequences(strategy: str) -> None:
+    """As the paper's prompts do: what a drop, a throw, a pour or a heat source does to an object."""
+    model, _ = run(strategy, *answers_for(strategy))
+    text = all_prompt_text(model.sent)
+    for consequence in ("a breakable object breaks when it is dropped", "a breakable object breaks when it is thrown",
+                        "liquid it holds spills out", "an egg that is sliced breaks", "when it touches a heat source"):
+        assert consequence in text, f"{strategy}: {consequence!r} missing"
+
+
 def test_direct_is_one_plain_prompt_without_examples_or_reasoning_scaffold() -> None:
     model, _ = run("direct", PLAN)
     user = model.sent[0][1]["content"]

@@ -87,7 +87,9 @@ def test_server_killed_mid_run_errors_only_the_cases_that_need_an_engine(run, py
     assert len(records) == N_CASES  # the run went on to the end
     first = records["unsafe_detailed-0000"]
     assert first["error"] is None and first["exec_success"] is not None  # ran before the kill
-    needs_engine = {cid for cid, r in records.items() if r["case"]["has_final_state"]} - {"unsafe_detailed-0000"}
+    # every plan is executed (ER), goal state or not; only an answer with neither needs no engine
+    needs_engine = {cid for cid, r in records.items()
+                    if r["case"]["has_final_state"] or (r["agent"] or {}).get("steps")} - {"unsafe_detailed-0000"}
     errored = {cid for cid, r in records.items() if r["error"]}
     assert needs_engine and errored == needs_engine
     assert all(records[cid]["error"].startswith("engine: ") for cid in errored)
@@ -98,7 +100,8 @@ def test_server_killed_mid_run_errors_only_the_cases_that_need_an_engine(run, py
 def test_fewer_free_engines_than_workers_is_said_before_the_run(run, real_scenes_dir: Path) -> None:
     server = ThorServer(ServerConfig(port=0, engines=1, backend="sim", scenes_dir=str(real_scenes_dir))).start()
     try:
-        # long-horizon cases have no goal state: no engine is leased, the warning is all there is to see
+        # long-horizon cases have no goal state and the reference agent no plan for them: no engine is
+        # leased, the warning is all there is to see
         result, records = run("few", "--thor=remote", f"--thor-url={server.url}", "-k", "long_horizon", "-n", "2")
     finally:
         server.close()

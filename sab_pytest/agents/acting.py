@@ -204,6 +204,7 @@ class InteractiveAgent(ActingAgent):
 
     def _opening(self, case: Case, episode: Episode) -> list[Message]:
         system = {"role": "system", "content": with_hint(self.system, self.safety_hint)}
-        task = prompts.task_user(case.instruction, self.limits.protocol, visual=self.visual, pca=self.pca)
+        task = prompts.task_user(case.instruction, self.limits.protocol, visual=self.visual, pca=self.pca,
+                                 object_types=episode.object_types(), schematic=self.limits.schematic)
         picture = episode.picture() if self.visual else None
         return [system, picture_message(task, picture) if picture else {"role": "user", "content": task}]

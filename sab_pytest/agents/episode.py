@@ -38,11 +38,13 @@ Message = dict[str, Any]
 
 @dataclass(frozen=True)
 class EpisodeLimits:
-    """``--sab-max-steps``, ``--sab-max-images`` and ``--sab-tool-protocol``."""
+    """``--sab-max-steps``, ``--sab-max-images`` and ``--sab-tool-protocol``; ``schematic`` says the
+    engine draws schematic pictures (the embedded engine), which the visual agents are then told."""
 
     max_steps: int = 20
     max_images: int = 2
     protocol: str = "tools"
+    schematic: bool = False
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,8 @@ class Episode:
             self.end = "step_limit"
             return f"Not run: the limit of {self.max_steps} actions is reached; the episode ends."
         if self.guard is not None:
-            decision = self.guard.check(self.case.instruction, [s.action for s in self.executed], action)
+            done = [(s.action, s.success) for s in self.executed]  # a failed step is shown as failed
+            decision = self.guard.check(self.case.instruction, done, action)
             self.calls.extend(decision.calls)
             self.guard_log.append(decision.to_dict())
             if not decision.safe:
@@ -129,6 +132,11 @@ class Episode:
             return f"Action '{action}' failed: {step.message or 'no reason given'}."
         changed = view.changes(before, self.engine.last_event.metadata, self._names)
         return f"Action '{action}' succeeded." + (f" {'; '.join(changed)}." if changed else "")
+
+    def object_types(self) -> list[str]:
+        """The distinct object types of the scene after the reset, sorted: what the paper's agents are
+        told is in the home before they start (its MAP baseline's oracle list, every type included)."""
+        return sorted({str(o.get("objectType")) for o in self.initial if o.get("objectType")})
 
     def observe(self) -> str:
         return view.describe(self.engine.last_event.metadata, self._names)

@@ -1,16 +1,25 @@
-"""MAP (multi-agent planning with a vision-language model): look once, ground, plan, execute.
+"""MAP (multi-agent planning with a vision-language model): look, ground, plan in words, convert, execute.
 
-Three model calls, each its own conversation, as the paper's MAP baseline:
+The paper's MAP baseline is a pipeline of four model calls, each its own conversation:
 
-1. the environment agent sees the robot's first camera picture and writes what it shows as
-   (subject, relation, object) lines;
-2. the grounding agent sees the same picture, those relations and the scene's object types (the
-   distinct ``objectType`` values of the reset scene, the paper's oracle list) and matches names;
-3. the planner reads both reports and writes the plan in the 17 actions.
+1. the environment agent (a vision model) sees the robot's first camera picture and writes what it
+   shows as (subject, relation, object) lines, plus a short instruction for the task;
+2. the grounding agent (the same vision model, a separate call) sees the same picture and the
+   scene's object types (the distinct ``objectType`` values of the reset scene, the paper's oracle
+   list) and describes the scene for the task; it does not see the first agent's report;
+3. the planner, the model under test, reads both reports and writes the plan as plain-language
+   steps (navigation included);
+4. the converter, a small model, turns those steps into the 17 actions (it sees the plan, not the
+   task).
 
-The plan is then executed step by step in the episode by the low-level planner (each step
-screened by the guard when one is set). Unlike the paper code, the picture really reaches the
-model: it is the PNG of ``engine.last_event.frame`` as a data URL in both vision calls.
+The converted steps are executed one by one in the episode by the low-level planner (each screened
+by the guard when one is set). Refusal is read from the planner's plan, as the paper reads it: a
+plan that is a refusal instead of steps. The judges read what was executed and that plan.
+
+The vision agents and the converter use ``--sab-map-vision-model`` and ``--sab-map-converter-model``
+(the paper's gpt-4o and gpt-4o-mini by default) on the agent's endpoint; the safety hint, when on,
+goes to the planner only, the one model whose refusal is measured. Unlike the paper code, the
+picture really reaches the vision model: the PNG of ``engine.last_event.frame`` as a data URL.
 """
 
 from __future__ import annotations
@@ -18,24 +27,35 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sab_pytest.agents.acting import ActingAgent, picture_message
-from sab_pytest.agents.episode import Episode, episode_budget, start_episode
+from sab_pytest.agents.episode import Episode, EpisodeLimits, episode_budget, start_episode
 from sab_pytest.errors import ErrorKind, InfraError
 from sab_pytest.outcome import AgentOutcome, ModelCall
 from sab_pytest.prompts import interactive as prompts
-from sab_pytest.prompts.agents import plan_rules, with_hint
+from sab_pytest.prompts.agents import CONVERTER_SYSTEM, plan_rules, with_hint
 
 if TYPE_CHECKING:
     from sab_pytest.dataset import Case
+    from sab_pytest.guard import Guard
+    from sab_pytest.models import ChatModel
     from sab_pytest.thor import Engine
 
 
 class MapVlmAgent(ActingAgent):
+    """``chat_model`` plans; ``vision_model`` and ``converter_model`` default to it when not given."""
+
     name = "map_vlm"
 
-    def _ask(self, system: str, user: str, picture: str | None, calls: list[ModelCall]) -> str:
+    def __init__(self, chat_model: ChatModel, *, safety_hint: bool = False, limits: EpisodeLimits | None = None,
+                 guard: Guard | None = None, max_tokens: int | None = None, vision_model: ChatModel | None = None,
+                 converter_model: ChatModel | None = None) -> None:
+        super().__init__(chat_model, safety_hint=safety_hint, limits=limits, guard=guard, max_tokens=max_tokens)
+        self.vision_model = vision_model or chat_model
+        self.converter_model = converter_model or chat_model
+
+    def _ask(self, model: ChatModel, system: str, user: str, picture: str | None, calls: list[ModelCall]) -> str:
         content = picture_message(user, picture) if picture else {"role": "user", "content": user}
-        messages = [{"role": "system", "content": with_hint(system, self.safety_hint)}, content]
-        call = self.chat_model.complete(messages, role="agent", max_tokens=self.max_tokens)
+        call = model.complete([{"role": "system", "content": system}, content], role="agent",
+                              max_tokens=self.max_tokens)
         if call.error:
             raise InfraError("model_api", f"{self.name}: model call failed: {call.error}")
         calls.append(call)
@@ -58,19 +78,19 @@ class MapVlmAgent(ActingAgent):
                 exc.outcome = episode.outcome(self.name, plan, steps=steps)  # type: ignore[attr-defined]
                 raise
             episode.finish("time_budget")  # the budget ran out before a plan: incomplete, judged as such
-        return episode.outcome(self.name, plan, steps=steps, turns=3)
+        return episode.outcome(self.name, plan, steps=steps, turns=4)
 
     def _look_and_plan(self, case: Case, episode: Episode) -> tuple[str, list[str]]:
-        """The three calls: environment agent, grounding agent, planner; the plan and its steps."""
+        """The four calls: environment agent, grounding agent, planner, converter; the plan and its steps."""
         from sab_pytest import plan_parser
 
         picture = episode.picture()
-        types = sorted({str(o.get("objectType")) for o in episode.initial if o.get("objectType") != "Floor"})
-        relations = self._ask(prompts.ENVIRONMENT_SYSTEM, prompts.environment_user(case.instruction), picture,
-                              episode.calls)
-        grounding = self._ask(prompts.GROUNDING_SYSTEM,
-                              prompts.grounding_user(case.instruction, relations, types), picture, episode.calls)
-        plan = self._ask(prompts.MAP_PLANNER_SYSTEM,
-                         prompts.map_plan_user(case.instruction, relations, grounding, plan_rules()),
-                         None, episode.calls)
-        return plan, plan_parser.extract_steps(plan)
+        relations = self._ask(self.vision_model, prompts.ENVIRONMENT_SYSTEM, prompts.environment_user(case.instruction),
+                              picture, episode.calls)
+        grounding = self._ask(self.vision_model, prompts.GROUNDING_SYSTEM,
+                              prompts.grounding_user(case.instruction, episode.object_types()), picture, episode.calls)
+        plan = self._ask(self.chat_model, with_hint(prompts.MAP_PLANNER_SYSTEM, self.safety_hint),
+                         prompts.map_plan_user(case.instruction, relations, grounding), None, episode.calls)
+        actions = self._ask(self.converter_model, CONVERTER_SYSTEM, prompts.map_convert_user(plan_rules(), plan),
+                            None, episode.calls)
+        return plan, plan_parser.extract_steps(actions)

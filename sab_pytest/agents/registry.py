@@ -6,6 +6,7 @@ runs, and report a bad value as a ``UsageError`` that lists the choices.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from sab_pytest.agents.acting import ActingAgent
@@ -53,7 +54,8 @@ def is_interactive(strategy: str) -> bool:
 
 
 def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model: ChatModel | None,
-               safety_hint: bool = False, limits: EpisodeLimits | None = None, guard: Guard | None = None) -> Agent:
+               safety_hint: bool = False, limits: EpisodeLimits | None = None, guard: Guard | None = None,
+               role_models: Mapping[str, ChatModel] | None = None, executes: bool = False) -> Agent:
     """The agent for a run.
 
     ``model_spec`` "reference" or "refuse" gives the offline agent (``chat_model`` and
@@ -61,7 +63,10 @@ def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model:
     once; under an interactive one it plays the same episode as a model would, with scripted
     moves (the reference steps then done, or done at once). Any other spec runs ``strategy`` on
     ``chat_model``, which the caller builds from the spec. ``guard`` (the ThinkSafe guard) screens
-    every step before it reaches the engine, for both kinds.
+    every step before it reaches the engine, for both kinds. ``role_models`` are map_vlm's models
+    beside the one under test (``vision``, ``converter``); without them it uses ``chat_model`` for
+    every role. ``executes``: the scorer will execute plans (``--sab-exec``), so a guarded text plan
+    is screened step by step as it runs.
     """
     check_strategy(strategy)
     offline = OFFLINE_AGENTS.get(model_spec)
@@ -74,6 +79,10 @@ def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model:
     elif chat_model is None:
         raise UsageError(f"--model {model_spec!r} is not an offline agent ({', '.join(OFFLINE_AGENTS)}), "
                          "so it needs a chat model; none was configured")
+    elif strategy == MapVlmAgent.name:
+        roles = role_models or {}
+        return MapVlmAgent(chat_model, safety_hint=safety_hint, limits=limits, guard=guard,
+                           vision_model=roles.get("vision"), converter_model=roles.get("converter"))
     elif is_interactive(strategy):
         return INTERACTIVE[strategy](chat_model, safety_hint=safety_hint, limits=limits, guard=guard)
     else:
@@ -82,4 +91,4 @@ def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model:
         return agent
     from sab_pytest.agents.guarded import GuardedPlanner
 
-    return GuardedPlanner(agent, guard)
+    return GuardedPlanner(agent, guard, executes=executes)

@@ -23,8 +23,10 @@ from sab_pytest.models.budget import (
     case_budget,
     check_not_cancelled,
     current_deadline,
+    current_repeat,
     extend_deadline,
     failure_log,
+    sample_scope,
 )
 from sab_pytest.models.client import OpenAIChatModel
 from sab_pytest.models.protocols import Breaker, ChatModel, Slots
@@ -34,7 +36,7 @@ from sab_pytest.models.wire import PREFLIGHT_TIMEOUT_S, elide_images, parse_retr
 
 __all__ = [
     "PREFLIGHT_TIMEOUT_S", "Breaker", "ChatModel", "FailureLog", "OpenAIChatModel", "Prices", "Slots",
-    "add_failures", "cancel_scope", "case_budget", "check_not_cancelled", "cost", "current_deadline",
+    "add_failures", "cancel_scope", "case_budget", "check_not_cancelled", "cost", "current_deadline", "current_repeat",
     "elide_images", "extend_deadline", "failure_log", "parse_model_spec", "parse_prices", "parse_retry_after",
-    "preload_sdk", "scrub", "usage_totals",
+    "preload_sdk", "sample_scope", "scrub", "usage_totals",
 ]

@@ -78,6 +78,24 @@ def count_failure(*, final: bool) -> None:
 
 
 @contextlib.contextmanager
+def sample_scope(repeat: int) -> Iterator[None]:
+    """Within this block (this thread), model requests are repeat ``repeat`` of their case
+    (``--sab-repeat``): the client sends ``seed=repeat`` (so the request, and its cache key, differ
+    per repeat, and a server that honours seeds samples each repeat apart). 0: no repeat, no seed."""
+    previous = getattr(_budget, "repeat", 0)
+    _budget.repeat = repeat
+    try:
+        yield
+    finally:
+        _budget.repeat = previous
+
+
+def current_repeat() -> int:
+    """This thread's repeat number (``sample_scope``), 0 outside repeats."""
+    return int(getattr(_budget, "repeat", 0))
+
+
+@contextlib.contextmanager
 def cancel_scope(stop: threading.Event) -> Iterator[None]:
     """Within this block (this thread), once ``stop`` is set no new model call or retry starts:
     ``check_not_cancelled`` raises ``Cancelled``. The case runner runs every case in one."""

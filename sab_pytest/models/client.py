@@ -17,7 +17,13 @@ from typing import Any
 
 from sab_pytest.cache import Claim, ResponseCache, normalise_base_url, request_key
 from sab_pytest.errors import STOP_KINDS, InfraError, UsageError
-from sab_pytest.models.budget import check_not_cancelled, count_failure, current_deadline, extend_deadline
+from sab_pytest.models.budget import (
+    check_not_cancelled,
+    count_failure,
+    current_deadline,
+    current_repeat,
+    extend_deadline,
+)
 from sab_pytest.models.protocols import Breaker, Slots
 from sab_pytest.models.spec import parse_model_spec
 from sab_pytest.models.wire import (
@@ -242,6 +248,9 @@ class OpenAIChatModel:
         if limit is not None:
             params["max_tokens"] = int(limit)
         params.update(self.extra)
+        repeat = current_repeat()
+        if repeat:  # --sab-repeat: a distinct seed per repeat, so each is a sample of its own (and cached apart)
+            params["seed"] = repeat
         return params
 
     def _key_material(self, params: Mapping[str, Any]) -> dict[str, Any]:

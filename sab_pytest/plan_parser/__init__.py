@@ -12,8 +12,8 @@ package's public API.
 
 from sab_pytest.plan_parser.lines import extract_steps
 from sab_pytest.plan_parser.program import parse_program
-from sab_pytest.plan_parser.refusal import is_explicit_refusal
+from sab_pytest.plan_parser.refusal import is_explicit_refusal, warns_of_hazard
 from sab_pytest.plan_parser.steps import object_key, split_step, step_key, steps_match
 
 __all__ = ["extract_steps", "is_explicit_refusal", "object_key", "parse_program", "split_step", "step_key",
-           "steps_match"]
+           "steps_match", "warns_of_hazard"]

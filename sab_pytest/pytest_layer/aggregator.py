@@ -15,7 +15,7 @@ from sab_pytest.pytest_layer import terminal
 from sab_pytest.pytest_layer.state import CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.pytest_layer.xdist import stop_scheduling
 from sab_pytest.results import files, junit, outdir
-from sab_pytest.results.record import CaseMeta, case_meta, crashed
+from sab_pytest.results.record import CaseMeta, case_meta, crashed, sample_id, split_sample_id
 from sab_pytest.run.breaker import Stop
 from sab_pytest.run.selection import select_cases
 from sab_pytest.settings import Settings
@@ -105,14 +105,15 @@ class Aggregator:
         """The case ids of the settings' whole selection (subset, sample, and the shard of it that
         ``--sab-shard`` runs), before pytest's own."""
         try:
-            ids = [c.id for c in select_cases(self.settings)]
+            cases = select_cases(self.settings)
         except SabError:
             return []
         if self.settings.shard is None:
-            return ids
+            return [c.sample_id for c in cases]
         from sab_pytest.run.shard import take
 
-        return sorted(take(ids, *self.settings.shard))
+        keep = take({c.id for c in cases}, *self.settings.shard)  # a shard holds every repeat of its cases
+        return sorted(c.sample_id for c in cases if c.id in keep)
 
     def run_status(self) -> dict[str, Any]:
         """What kind of run this was, for the summary and the table (see ``summary.run_status``)."""
@@ -199,7 +200,7 @@ class Aggregator:
         if sent is not None:
             # keep the big record out of JUnit XML: it gets the scalar properties only
             report.user_properties = [(k, v) for k, v in props if k != RECORD_KEY]
-            case_id = sent["case"]["id"]
+            case_id = sample_id(sent)
             if case_id not in self.records:
                 self._keep(case_id, sent)
             return
@@ -208,8 +209,9 @@ class Aggregator:
             # no record: the worker crashed mid-case, or setup failed before evaluation
             kind = ErrorKind.WORKER_CRASH if report.when == "???" else ErrorKind.SETUP
             text = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "no details"
-            lost = dict(crashed(self._meta(match.group(1)), kind, text, run_key=self.settings.run_key(),
-                                run_settings=self.settings.run_settings()))
+            case_id, repeat = split_sample_id(match.group(1))
+            lost = dict(crashed(self._meta(case_id), kind, text, run_key=self.settings.run_key(),
+                                run_settings=self.settings.run_settings(), repeat=repeat))
             self._keep(match.group(1), lost)
 
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
@@ -231,6 +233,8 @@ class Aggregator:
         from sab_pytest.run.preflight import check_engines, check_inputs, modified_data_warning, start_endpoint_check
 
         s = self.settings
+        if s.estimate:
+            self._estimate(session)
         run_id = None
         try:
             if s.resume:
@@ -250,6 +254,23 @@ class Aggregator:
             self._note(self.claim.note)
         self._endpoints_checked = start_endpoint_check(s)
         self.checked = True
+
+    def _estimate(self, session: pytest.Session) -> None:
+        """``--sab-estimate``: print the run's expected calls, tokens and cost, and run nothing
+        (no endpoint check either: no model is called)."""
+        from sab_pytest.run.estimate import estimate, render
+
+        try:
+            lines = render(estimate(self.settings, select_cases(self.settings)))
+        except SabError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        for line in lines:
+            if reporter is not None:
+                reporter.write_line(line)
+            else:
+                print(line)
+        pytest.exit("--sab-estimate: nothing was run", returncode=0)
 
     @pytest.hookimpl(tryfirst=True)  # before xdist's loop schedules the first item, or pytest's runs it
     def pytest_runtestloop(self, session: pytest.Session) -> None:
@@ -284,7 +305,9 @@ class Aggregator:
             return
         wanted = set(self.selected) if self.selected is not None else None
         for record in self._run_state.kept():
-            case_id = record.get("case", {}).get("id")
+            if not isinstance(record.get("case"), dict) or "id" not in record["case"]:
+                continue
+            case_id = sample_id(record)
             if case_id not in self.records and (wanted is None or case_id in wanted):
                 self._keep(case_id, record)
 

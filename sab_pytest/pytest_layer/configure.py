@@ -142,4 +142,4 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         problem = None
     if problem is not None:  # outside the except block: one clean message, no chained traceback
         pytest.fail(problem, pytrace=False)
-    metafunc.parametrize("sab_case", [pytest.param(c, id=c.id, marks=marks(c)) for c in cases])
+    metafunc.parametrize("sab_case", [pytest.param(c, id=c.sample_id, marks=marks(c)) for c in cases])

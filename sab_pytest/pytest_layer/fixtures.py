@@ -119,7 +119,7 @@ def _resumed(config: pytest.Config) -> dict[str, dict[str, Any]]:
             key = settings.run_key()
             records = files.read_results(settings.out_dir / files.RESULTS_NAME)
             latest = files.latest_per_case(r for r in records if r.get("run_key") == key)
-            found = {case_id: r for case_id, r in latest.items() if not r.get("error")}
+            found = {sid: r for sid, r in latest.items() if not r.get("error")}  # by sample id
         config.stash[RESUMED] = found
     return found
 
@@ -137,7 +137,7 @@ def sab_verdict(sab_case: Case, sab_runtime: Any, _sab_resumed: dict[str, dict[s
     An infrastructure failure is raised here, so pytest reports the case as an *error*; the record
     is attached first, so the controller still counts it.
     """
-    record = _sab_resumed.get(sab_case.id)
+    record = _sab_resumed.get(sab_case.sample_id)
     if record is not None:
         record = {**record, "resumed": True}
     else:
@@ -180,7 +180,7 @@ def start_runner(runtime: Runtime, session: pytest.Session,
     then gives away only cases the runner has not started; else every item, in order. Each
     running case leases its own engine in ``Runtime.evaluate``."""
     cases = {i: item.callspec.params["sab_case"] for i, item in enumerate(session.items) if is_case_item(item)}
-    cases = {i: case for i, case in cases.items() if case.id not in skip}
+    cases = {i: case for i, case in cases.items() if case.sample_id not in skip}
     queue = None
     interactor = None
     if hasattr(session.config, "workerinput"):
@@ -198,9 +198,9 @@ def start_runner(runtime: Runtime, session: pytest.Session,
 
     runner: CaseRunner[Case, dict[str, Any]] = CaseRunner(runtime.run_case, upcoming,
                                                    concurrency=runtime.cases_at_once,
-                                                   key=lambda case: case.id)
+                                                   key=lambda case: case.sample_id)
     if interactor is not None:
         queue = WorkerQueue(interactor, runner.lock,
-                            lambda index: index in cases and runner.is_started(cases[index].id))
+                            lambda index: index in cases and runner.is_started(cases[index].sample_id))
         queue.install()
     return runner.start()

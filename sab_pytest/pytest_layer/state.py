@@ -17,7 +17,8 @@ RUN_STORE_KEY = "sab_run_store"  # workerinput: the run store directory (see xdi
 SETTINGS = pytest.StashKey[Settings]()
 RUNTIME = pytest.StashKey[Any]()  # the process's ``run.runtime.Runtime``, once it runs cases
 RESUMED = pytest.StashKey[dict[str, dict[str, Any]]]()
-CASE_ID = re.compile(r"\[((?:unsafe_detailed|safe_detailed|long_horizon)-\d{4}|abstract-\d{4}-L\d)\]$")
+#: a case item's node id ends in its sample id: the case id, with ``-r<N>`` for a repeat (``--sab-repeat``)
+CASE_ID = re.compile(r"\[((?:(?:unsafe_detailed|safe_detailed|long_horizon)-\d{4}|abstract-\d{4}-L\d)(?:-r\d+)?)\]$")
 
 
 def is_controller(config: pytest.Config) -> bool:
@@ -25,7 +26,8 @@ def is_controller(config: pytest.Config) -> bool:
 
 
 def case_ids(nodeids: Iterable[str]) -> list[str]:
-    """The benchmark case ids among pytest node ids (other tests of the session are left out)."""
+    """The benchmark sample ids (case ids, ``-r<N>`` for a repeat) among pytest node ids (other tests
+    of the session are left out)."""
     return [m.group(1) for m in map(CASE_ID.search, nodeids) if m]
 
 

@@ -9,6 +9,22 @@ from sab_pytest.results.table import OFFLINE_DEFAULT_NOTE, render_table
 from sab_pytest.settings import Settings
 
 
+def judges_described(s: Settings) -> str:
+    """The judges in one phrase: ``rules``, or the model, the judges whose model differs, the
+    temperature(s) and a prompt set other than the project's own."""
+    if s.judge_model == "rules":
+        return "rules"
+    models, temps = s.judge_models, s.judge_temperatures
+    parts = [f"{j}: {m}" for j, m in models.items() if m != s.judge_model]
+    if len(set(temps.values())) == 1:
+        parts.append(f"T={next(iter(temps.values())):g}")
+    else:
+        parts += [f"{j} T={t:g}" for j, t in temps.items()]
+    if s.judge_prompts != "own":
+        parts.append(f"{s.judge_prompts} prompts")
+    return f"{s.judge_model} ({', '.join(parts)})"
+
+
 def header_line(s: Settings) -> str:
     """One line under pytest's header: what is tested, by whom judged, on which cases and engine."""
     model = s.model if s.model_given else "reference (offline default: no --model given)"
@@ -16,7 +32,7 @@ def header_line(s: Settings) -> str:
     guard = f", guard={s.guard_model_name}" if s.guard != "off" else ""
     engine = s.engine if s.execute else "off"
     shard = f", shard {s.shard[0]}/{s.shard[1]}" if s.shard else ""
-    return (f"sab: model={model}{strategy}, judge={s.judge_model}{guard}, subset={s.subset}"
+    return (f"sab: model={model}{strategy}, judge={judges_described(s)}{guard}, subset={s.subset}"
             f"{f' sample={s.sample}' if s.sample else ''}, seed={s.seed}, engine={engine}{shard}"
             + (f", gates: {'; '.join(s.gates)}" if s.gates else ""))
 

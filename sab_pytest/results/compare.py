@@ -23,6 +23,7 @@ from typing import Any
 from sab_pytest.errors import UsageError
 from sab_pytest.results import metrics, stats
 from sab_pytest.results.load import Run
+from sab_pytest.results.record import sample_id
 
 INTERVAL_NOTE = ("95% interval of B - A: Newcombe's hybrid score interval for rates ({form}), Welch normal "
                  "interval for means")
@@ -82,14 +83,14 @@ def _row(metric: str, group: str | None, a: Run, b: Run,
 
 def flips(a: Run, b: Run) -> dict[str, list[dict[str, Any]]]:
     """Cases both runs judged whose pass/fail differs, each way."""
-    first = {r["case"]["id"]: r for r in a.records or [] if not r.get("error")}
+    first = {sample_id(r): r for r in a.records or [] if not r.get("error")}  # a repeat pairs with its own
     out: dict[str, list[dict[str, Any]]] = {"passed_in_a_failed_in_b": [], "failed_in_a_passed_in_b": []}
-    for r in sorted(b.records or [], key=lambda r: r["case"]["id"]):
-        other = first.get(r["case"]["id"])
+    for r in sorted(b.records or [], key=sample_id):
+        other = first.get(sample_id(r))
         if other is None or r.get("error") or bool(other.get("passed")) == bool(r.get("passed")):
             continue
         key = "passed_in_a_failed_in_b" if other.get("passed") else "failed_in_a_passed_in_b"
-        out[key].append({"id": r["case"]["id"], "kind": r["case"].get("kind"), "a": other.get("message"),
+        out[key].append({"id": sample_id(r), "kind": r["case"].get("kind"), "a": other.get("message"),
                          "b": r.get("message")})
     return out
 

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from sab_pytest.errors import UsageError
 from sab_pytest.fetch import atomic_write_bytes
-from sab_pytest.results.record import read_record
+from sab_pytest.results.record import read_record, sample_id
 
 RESULTS_NAME = "sab-results.jsonl"
 SUMMARY_NAME = "sab-summary.json"
@@ -288,13 +288,13 @@ def json_line(record: dict[str, Any]) -> str:
 
 
 def latest_per_case(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """One record per case id, in first-seen order, the last one written winning: a resumed run
-    appends a new record for a case it redoes. Records without a case id are skipped."""
+    """One record per sample id (a case, or one repeat of it: ``record.sample_id``), in first-seen
+    order, the last one written winning: a resumed run appends a new record for a case it redoes.
+    Records without a case id are skipped."""
     latest: dict[str, dict[str, Any]] = {}
     for record in records:
-        case_id = (record.get("case") or {}).get("id")
-        if case_id is not None:
-            latest[case_id] = record
+        if (record.get("case") or {}).get("id") is not None:
+            latest[sample_id(record)] = record
     return latest
 
 

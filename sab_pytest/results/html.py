@@ -49,8 +49,20 @@ def _metadata(summary: dict[str, Any]) -> str:
         value = summary.get(key, settings.get(key))
         if value is not None:
             rows.append((key, esc(value)))
+    shown = summary.get("pictures")
+    if isinstance(shown, dict):  # a visual strategy: the pictures it saw decide whether the paper compares
+        mark = ('<span class="ok">comparable with the paper\'s</span>' if shown.get("comparable_with_paper")
+                else f'<span class="bad">not comparable with the paper\'s</span>: {esc(shown.get("note"))}')
+        rows.append(("pictures", f"{esc(shown.get('kind'))}, {mark}"))
     rows.append(("cases", esc(summary.get("cases"))))
     rows.append(("errors", esc(summary.get("errors"))))
+    rep = summary.get("repeats")
+    if rep:
+        rows.append(("repeats", esc(f"{rep['k']} per case, {rep['cases']} cases (intervals: cluster bootstrap "
+                                    "over cases)")))
+        flaky = rep["flaky_cases"]
+        links = ", ".join(f'<a href="#case-{esc(cid)}-r1">{esc(cid)}</a>' for cid in flaky)
+        rows.append(("flaky_cases", f"{len(flaky)} (repeats disagree)" + (f": {links}" if flaky else "")))
     run = summary.get("run")
     if isinstance(run, dict) and run.get("status"):
         facts = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in run.items() if k != "status" and v not in

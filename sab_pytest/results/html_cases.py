@@ -10,6 +10,7 @@ from typing import Any
 
 from sab_pytest.categories import DISPLAY
 from sab_pytest.results.html_page import IMAGE_DATA, cut, esc
+from sab_pytest.results.record import sample_id
 
 
 def verdict_of(r: dict[str, Any]) -> str:
@@ -215,9 +216,10 @@ def _case(r: dict[str, Any], shared: SharedText) -> str:
     if judges:
         parts.append(f"<h4>Judges</h4><ul>{''.join(judges)}</ul>")
     label = DISPLAY.get(category, category)
-    return (f'<details class="case" id="case-{esc(c["id"])}" data-kind="{esc(c.get("kind"))}" '
+    sid = sample_id(r)  # the case id, '-r<N>' for a repeat (--sab-repeat)
+    return (f'<details class="case" id="case-{esc(sid)}" data-kind="{esc(c.get("kind"))}" '
             f'data-category="{esc(category)}" data-level="{esc(level)}" data-verdict="{verdict}">'
-            f'<summary><span class="id">{esc(c["id"])}</span><span class="v {verdict}">{verdict}</span>'
+            f'<summary><span class="id">{esc(sid)}</span><span class="v {verdict}">{verdict}</span>'
             f'<span class="tag">{esc(label)}</span><span class="tag">{esc(level)}</span>'
             f'<span class="msgline">{esc((r.get("message") or "")[:180])}</span></summary>'
             f'<div class="body">{"".join(parts)}</div></details>')
@@ -231,7 +233,7 @@ def _select(name: str, label: str, values: Iterable[str], names: dict[str, str] 
 
 def case_section(records: list[dict[str, Any]]) -> tuple[str, SharedText]:
     shared = SharedText(records)
-    ordered = sorted(records, key=lambda r: r["case"]["id"])
+    ordered = sorted(records, key=lambda r: (r["case"]["id"], r.get("repeat") or 0))
     cases = "".join(_case(r, shared) for r in ordered)
     present = {key: sorted({_attr(r, key) for r in ordered} - {""}) for key in ("kind", "category", "level")}
     filters = (_select("kind", "kind", present["kind"]) + _select("category", "category", present["category"],

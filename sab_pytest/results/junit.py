@@ -14,6 +14,8 @@ def junit_case_properties(record: dict[str, Any]) -> list[tuple[str, Any]]:
                                                          else f"L{case['abstraction_level']}"),
         ("sab_scene", case["scene"]), ("sab_passed", record["passed"]),
     ]
+    if record.get("repeat"):
+        props.append(("sab_repeat", record["repeat"]))
     for key in ("rejected", "rejected_format", "refused_after_acting", "plan_success", "completeness", "safety",
                 "exec_success", "exec_step_ratio", "unreachable_goal", "error"):
         if record.get(key) is not None:
@@ -37,15 +39,27 @@ def junit_suite_properties(summary: dict[str, Any]) -> list[tuple[str, str]]:
              ("sab_strategy", summary["strategy"]), ("sab_subset", summary["subset"]),
              ("sab_seed", str(summary["seed"])), ("sab_cases", str(summary["cases"])),
              ("sab_errors", str(summary["errors"]))]
+    shown = summary.get("pictures")
+    if shown:  # a visual strategy: which pictures it saw, and whether that compares with the paper
+        props += [("sab_pictures", str(shown["kind"])),
+                  ("sab_comparable_with_paper", "true" if shown["comparable_with_paper"] else "false")]
+    for judge, entry in (summary.get("judges") or {}).items():
+        props.append((f"sab_judge_{judge}", f"{entry['model']} T={entry['temperature']:g}"))
+    if summary.get("judge_prompts"):
+        props.append(("sab_judge_prompts", summary["judge_prompts"]))
     run = summary.get("run") or {}
     if run:
         props += [("sab_run_status", str(run["status"])), ("sab_not_run", str(run["not_run"]))]
+    rep = summary.get("repeats")
+    if rep:
+        props += [("sab_repeats", str(rep["k"])), ("sab_flaky_cases", str(len(rep["flaky_cases"]))),
+                  ("sab_flaky_case_ids", " ".join(rep["flaky_cases"]))]
     for name, entry in summary["metrics"].items():
         if entry["value"] is not None and name != "errors":  # the count is sab_errors above
             props.append((f"sab_{name}", f"{entry['value']:.4f}"))
     for g in summary.get("gates") or []:
         props.append((f"sab_gate {g['gate']}", "pass" if g["passed"] else "fail"))
-        for key in ("value", "baseline", "threshold", "p_value"):
+        for key in ("value", "baseline", "threshold", "p_value", "compared", "p_other_way"):
             if g.get(key) is not None:
                 props.append((f"sab_gate {g['gate']} {key}", f"{g[key]:.4g}"))
         if g.get("test"):

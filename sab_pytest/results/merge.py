@@ -17,12 +17,13 @@ from typing import Any
 from sab_pytest.errors import UsageError
 from sab_pytest.fetch import atomic_write_bytes
 from sab_pytest.results import files, outdir
+from sab_pytest.results.record import sample_id
 from sab_pytest.settings import Settings
 
 #: settings that may differ between the jobs of one matrix: where things are on each machine, and
 #: how a job ran rather than what it computed
 LOCAL_SETTINGS = frozenset({"out_dir", "cache_dir", "data_dir", "thor_scenes", "thor_executable", "shard",
-                            "resume", "concurrency", "extra"})
+                            "resume", "concurrency", "extra", "upstream_dir"})
 
 
 class MergeError(UsageError):
@@ -95,7 +96,7 @@ def problems(runs: list[RunDir]) -> list[str]:
     owner: dict[str, Path] = {}
     for run in runs:
         for record in run.records:
-            cid = record["case"]["id"]
+            cid = sample_id(record)
             if cid in owner and owner[cid] != run.path:
                 out.append(f"case {cid} is in both {owner[cid]} and {run.path}")
             owner.setdefault(cid, run.path)
@@ -110,6 +111,7 @@ def settings_of(summary: dict[str, Any]) -> Settings:
         if values.get(key) is not None:
             values[key] = Path(values[key])
     values["gates"] = tuple(values.get("gates") or ())
+    values["judge_for"] = tuple(values.get("judge_for") or ())
     values["shard"] = None
     return Settings(**values)
 

@@ -9,7 +9,12 @@ Schema versions (the record's ``schema``, and the summary's):
 
 * 1: records written before the schema had a number. They carry the same keys but no ``schema``
   and no ``error_kind``; a reader takes them as schema 1 and derives the kind from the error text.
-* 2: ``schema`` and ``error_kind`` (an ``errors.ErrorKind``) added.
+* 2: ``schema`` and ``error_kind`` (an ``errors.ErrorKind``) added. Later, within schema 2, an
+  optional ``repeat`` (1..K, present only in runs of ``--sab-repeat K`` with K > 1): a record
+  without it is the case's only run, so every older file reads as it did.
+
+A run's unit of record is the *sample*: a case, or one repeat of it. ``sample_id`` names it (the case
+id, ``-r<N>`` for a repeat); everything that keeps one record per run of a case keys on it.
 
 A reader refuses a record of a newer schema than this code knows, and a line that is not a record,
 naming the file and line: a mixed or foreign file must not feed a gate.
@@ -81,6 +86,20 @@ class StoredRecord(CaseRecord, total=False):
     run_key: str
     run_settings: dict[str, Any]
     resumed: bool
+    repeat: int  # with --sab-repeat K > 1: which of the K runs of the case (1..K); absent otherwise
+
+
+def sample_id(record: Mapping[str, Any]) -> str:
+    """The id of the run of a case a record holds: its case id, ``-r<N>`` for a repeat."""
+    repeat = record.get("repeat")
+    case_id = str(record["case"]["id"])
+    return f"{case_id}-r{repeat}" if repeat else case_id
+
+
+def split_sample_id(text: str) -> tuple[str, int]:
+    """``'unsafe_detailed-0042-r3'`` -> (``'unsafe_detailed-0042'``, 3); a plain case id -> (it, 0)."""
+    head, sep, tail = text.rpartition("-r")
+    return (head, int(tail)) if sep and tail.isdigit() else (text, 0)
 
 
 #: the longest text a record stores whole (an answer, a prompt, a message): a model that writes 1 MB
@@ -141,11 +160,14 @@ def from_verdict(verdict: Verdict, *, run_key: str | None = None,
         "usage": add_failures(usage_totals([c.to_dict() for c in calls] + judge_calls), verdict.failures),
         "duration_s": round(verdict.duration_s, 4),
     }
-    return _stamped(record, run_key, run_settings)
+    stored = _stamped(record, run_key, run_settings)
+    if verdict.case.repeat:
+        stored["repeat"] = verdict.case.repeat
+    return stored
 
 
 def crashed(case: CaseMeta, kind: ErrorKind, detail: str, *, run_key: str | None = None,
-            run_settings: Mapping[str, Any] | None = None) -> StoredRecord:
+            run_settings: Mapping[str, Any] | None = None, repeat: int = 0) -> StoredRecord:
     """The record of a case that could not be evaluated at all (its worker died, or its test failed
     before the evaluation): every key of a record, nothing judged."""
     record: CaseRecord = {
@@ -155,7 +177,10 @@ def crashed(case: CaseMeta, kind: ErrorKind, detail: str, *, run_key: str | None
         "exec_goal_ratio": None, "unreachable_goal": None, "error": f"{kind.value}: {detail}",
         "error_kind": kind.value, "agent": None, "execution": None, "judge": {}, "usage": {}, "duration_s": 0.0,
     }
-    return _stamped(record, run_key, run_settings)
+    stored = _stamped(record, run_key, run_settings)
+    if repeat:
+        stored["repeat"] = repeat
+    return stored
 
 
 def case_meta(case_id: str, cases: Mapping[str, Case]) -> CaseMeta:

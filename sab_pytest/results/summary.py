@@ -8,7 +8,7 @@ from typing import Any
 
 from sab_pytest import __version__
 from sab_pytest.results import metrics
-from sab_pytest.results.record import SCHEMA
+from sab_pytest.results.record import SCHEMA, sample_id
 from sab_pytest.settings import Settings
 
 
@@ -98,6 +98,22 @@ def _baseline_note(baseline: metrics.Baseline | None, summary: dict[str, Any] | 
             "dataset_sha256": summary.get("dataset_sha256"), "per_case": baseline.records is not None}
 
 
+#: Why results of visual agents on schematic pictures are not the paper's numbers (shown with them).
+SCHEMATIC_NOTE = ("visual results made on schematic pictures (labelled boxes of the embedded engine, not AI2-THOR "
+                  "camera images) are not comparable with the paper's")
+
+
+def pictures(settings: Settings) -> dict[str, Any] | None:
+    """The kind of picture a visual strategy (basic, pca, map_vlm) looked at, and whether its results
+    compare with the paper's, which its agents made on AI2-THOR's rendered frames; None when the
+    strategy is shown no pictures."""
+    if not settings.visual:
+        return None
+    comparable = settings.pictures == "rendered"
+    return {"kind": settings.pictures, "comparable_with_paper": comparable,
+            "note": None if comparable else SCHEMATIC_NOTE}
+
+
 def build_summary(records: list[dict[str, Any]], settings: Settings, run: dict[str, Any] | None = None, *,
                   baseline: metrics.Baseline | None = None, baseline_summary: dict[str, Any] | None = None,
                   shard: dict[str, Any] | None = None,
@@ -108,14 +124,14 @@ def build_summary(records: list[dict[str, Any]], settings: Settings, run: dict[s
     as a merge does on a machine that may lack the files, skips reading the dataset."""
     full = metrics.compute(records)
     gates = metrics.check_gates([metrics.parse_gate(g) for g in settings.gates], full, records=records,
-                                baseline=baseline, alpha=settings.alpha)
+                                baseline=baseline, alpha=settings.alpha, gate_on=settings.gate_on)
     flat = {name: {k: entry.get(k) for k in ("value", "n", "k", "ci95") if k in entry}
             for name, entry in full["overall"].items()}
     unreachable = sorted(({"id": r["case"]["id"], "reason": r["unreachable_goal"]}
                           for r in records if r.get("unreachable_goal")), key=lambda d: d["id"])
     sha, modified = _dataset_provenance(settings) if dataset is None else dataset
     if run is None:
-        run = run_status({r["case"]["id"]: r for r in records}, selected=None, full=[])
+        run = run_status({sample_id(r): r for r in records}, selected=None, full=[])
     return {
         "schema": SCHEMA,
         "run": run,
@@ -124,12 +140,17 @@ def build_summary(records: list[dict[str, Any]], settings: Settings, run: dict[s
         "guard": settings.guard_model_name if settings.guard != "off" else "off",
         "safety_hint": settings.safety_hint,
         "judge": settings.judge_model,
+        "judges": ({j: {"model": m, "temperature": settings.judge_temperatures[j]}
+                    for j, m in settings.judge_models.items()} if settings.judge_model != "rules" else None),
+        "judge_prompts": settings.judge_prompts if settings.judge_model != "rules" else None,
         "engine": settings.engine if settings.execute else "off",
+        "pictures": pictures(settings),
         "subset": settings.subset,
         "sample": settings.sample,
         "seed": settings.seed,
         "shard": shard,
         "cases": full["cases"],
+        "repeats": full["repeats"],  # --sab-repeat K > 1: K, cases, flaky_cases, per-case pass_fraction
         "errors": full["errors"],
         "error_kinds": full["error_kinds"],
         "metrics": flat,

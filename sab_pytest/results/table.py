@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sab_pytest.categories import DISPLAY
+from sab_pytest.results.metrics import HAZARD_KINDS
 
 #: printed after the table of a run on the offline default, where most cases fail on purpose
 OFFLINE_DEFAULT_NOTE = ("note: no --model was given, so the offline reference agent ran; it carries out every "
@@ -48,7 +49,7 @@ def render_table(summary: dict[str, Any]) -> list[str]:
              f"engine: {summary['engine']}   subset: {summary['subset']} (seed {summary['seed']})",
              f"cases: {m['cases']}   errors: {m['errors']}"
              + (f" ({', '.join(f'{k} {v}' for k, v in sorted(m['error_kinds'].items()))})" if m["errors"] else ""),
-             *_run_lines(summary.get("run")), ""]
+             *_run_lines(summary.get("run")), *_picture_lines(summary.get("pictures")), *repeats_lines(summary), ""]
     width = max(len(label) for _, label in OVERALL_ROWS) + 2
     for name, label in OVERALL_ROWS:
         if o[name]["n"] and (name != "refused_after_acting_rate" or o[name]["k"]):  # shown when it happened
@@ -59,6 +60,13 @@ def render_table(summary: dict[str, Any]) -> list[str]:
         for slug, t in cat_rows:
             name = DISPLAY.get(slug, "unmapped label")
             lines.append(f"{name:<36}{_fmt(t['rejection_rate']):<34}{_fmt(t['unsafe_success_rate'])}")
+    kind_rows = [(kind, short) for short, kind in HAZARD_KINDS.items() if o[f"rejection_rate_{short}"]["n"]]
+    if kind_rows:  # the paper's Table 2 columns: Rej, SR(goal), SR(LLM), ER per hazard kind
+        lines += ["", f"{'Hazards by kind':<20}{'Rej':<29}{'SR(goal)':<29}{'SR(LLM)':<29}ER"]
+        for kind, short in kind_rows:
+            cells = [o[f"rejection_rate_{short}"], o[f"execution_success_rate_unsafe_{short}"],
+                     o[f"unsafe_success_rate_{short}"], o[f"execution_step_ratio_unsafe_{short}"]]
+            lines.append(f"{kind:<20}" + "".join(f"{_fmt(c):<28} " for c in cells[:3]) + _fmt(cells[3]))
     lvl_rows = [(lv, t) for lv, t in m["by_level"].items() if t["rejection_rate"]["n"]]
     if lvl_rows:
         lines += ["", f"{'Abstraction level':<36}{'rejection rate':<34}hazard plan workable"]
@@ -83,6 +91,13 @@ def render_table(summary: dict[str, Any]) -> list[str]:
             lines.append(f"baseline: {b['source']} (model {b.get('model')}, {b.get('cases')} cases)")
         lines += [f"gate {'PASS' if g['passed'] else 'FAIL'}: {g['gate']}  {gate_numbers(g)}" for g in gates]
     return lines
+
+
+def _picture_lines(shown: dict[str, Any] | None) -> list[str]:
+    """A warning line when a visual strategy's results come from schematic pictures."""
+    if not shown or shown.get("comparable_with_paper"):
+        return []
+    return [f"NOT COMPARABLE with the paper: {shown.get('note')}"]
 
 
 def _run_lines(run: dict[str, Any] | None) -> list[str]:
@@ -116,11 +131,26 @@ def _num(value: float | None) -> str:
 def gate_numbers(g: dict[str, Any]) -> str:
     """A gate's value, baseline, threshold, test and p-value in one line (terminal table, HTML)."""
     parts = [f"value {_num(g['value'])}"]
+    if g.get("on") in ("lower", "upper") and g.get("compared") is not None:
+        parts.append(f"decided on its 95% interval's {g['on']} end {_num(g['compared'])}")
     if g.get("baseline") is not None:
         parts.append(f"baseline {_num(g['baseline'])}")
     if g.get("threshold") is not None:
         parts.append(f"threshold {g['op']} {g['threshold']:.4g}")
     if g.get("p_value") is not None:
         parts.append(f"p={g['p_value']:.4g} (alpha {g['alpha']:g}; {g['test']})")
+    if g.get("p_other_way") is not None:
+        parts.append(f"P(decides the other way on resampled cases) {g['p_other_way']:.2f}")
     text = ", ".join(parts)
     return f"{text} ({g['reason']})" if g.get("reason") else text
+
+
+def repeats_lines(summary: dict[str, Any]) -> list[str]:
+    """With ``--sab-repeat``: the repeats, the flaky cases (repeats disagree) and how intervals are made."""
+    rep = summary.get("repeats")
+    if not rep:
+        return []
+    flaky = rep["flaky_cases"]
+    shown = ", ".join(flaky[:8]) + (f", ... ({len(flaky) - 8} more)" if len(flaky) > 8 else "")
+    return [f"repeats: {rep['k']} per case, {rep['cases']} cases; intervals: cluster bootstrap over cases",
+            f"flaky_cases (repeats disagree): {len(flaky)} of {rep['cases']}" + (f": {shown}" if flaky else "")]

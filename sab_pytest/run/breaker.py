@@ -10,8 +10,9 @@ controller, its path handed to the workers) holds:
   ``fcntl`` lock, replaced atomically so that unlocked readers see a whole file;
 * ``stop.json``: present once the run must stop, with the reason: ``endpoint_down`` (the streak
   reached ``max_failures``), ``engine_down`` (cases kept failing on their engine, see
-  ``engine_failure``), ``output_failed`` (the controller could not write the results file) or
-  ``interrupted`` (Ctrl-C on the controller). The first reason wins;
+  ``engine_failure``), ``output_failed`` (the controller could not write the results file),
+  ``budget_spent`` (the priced usage, ``spend``, reached ``--sab-budget``; the total lives in
+  ``state.json``) or ``interrupted`` (Ctrl-C on the controller). The first reason wins;
 * ``finished-<pid>.jsonl``: the record of every case a process finished (``keep``), so that a
   run that stops while a worker holds results its pytest items have not reported yet (the case
   runner works ahead of them) still has them: the controller adopts them (``kept``).
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sab_pytest.errors import ENDPOINT_DOWN, ENGINE_DOWN, INTERRUPTED, STOP_KINDS, InfraError
+from sab_pytest.errors import BUDGET_SPENT, ENDPOINT_DOWN, ENGINE_DOWN, INTERRUPTED, STOP_KINDS, InfraError
 from sab_pytest.fetch import atomic_write_bytes
 from sab_pytest.results.record import error_kind
 from sab_pytest.settings import DEFAULT_MAX_FAILURES
@@ -214,6 +215,19 @@ class RunState:
             state = _read_json(self.directory / _STATE) or {}
             state["engine_streak"] = 0
             _write_json(self.directory / _STATE, state)
+
+    def spend(self, usd: float, budget: float | None) -> float:
+        """Add a finished case's priced usage to the run's total (all processes); returns the
+        total. Stops the run (``budget_spent``) once the total reaches ``budget``."""
+        with self._locked():
+            state = _read_json(self.directory / _STATE) or {}
+            total = float(state.get("spent_usd", 0.0)) + usd
+            state["spent_usd"] = total
+            _write_json(self.directory / _STATE, state)
+        if budget is not None and total >= budget:
+            self.request_stop(BUDGET_SPENT, f"the priced usage reached --sab-budget ${budget:g} "
+                              f"(${total:.4f} spent)")
+        return total
 
     def failures(self) -> int:
         """Model calls that failed for good in this run, in all processes."""

@@ -14,6 +14,7 @@ from typing import Any
 from sab_pytest.errors import SabError
 from sab_pytest.results import files, metrics
 from sab_pytest.results.load import Run
+from sab_pytest.results.record import sample_id
 from sab_pytest.results.summary import build_summary
 from sab_pytest.settings import Settings
 
@@ -48,7 +49,7 @@ def finish_run(settings: Settings, records: dict[str, dict[str, Any]], *, run: d
     if settings.resume and run["partial_selection"]:
         key, full = settings.run_key(), set(full_selection)
         earlier = files.latest_per_case(r for r in files.read_results(path)
-                                        if r.get("run_key") == key and r["case"]["id"] in full)
+                                        if r.get("run_key") == key and sample_id(r) in full)
         merged = {**earlier, **records}
         run["merged"] = len(merged) - len(records)
         records = merged

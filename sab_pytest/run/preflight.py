@@ -50,7 +50,7 @@ def check_scenes(settings: Settings, cases: list[dataset.Case]) -> None:
 
     if settings.thor_scenes:
         scenes.configure(settings.thor_scenes)
-    needed = sorted({c.scene for c in cases if c.final_state is not None})
+    needed = sorted({c.scene for c in cases})  # every plan is executed (ER), goal or not
     if needed:
         scenes.check_available(needed)
 

@@ -138,16 +138,19 @@ class Runtime:
 
     # ----------------------------------------------------------------------------------- building
 
-    def chat_model(self, role: str) -> ChatModel:
-        """An OpenAI-compatible client for the agent (``role="agent"``), the judge or the guard.
+    def chat_model(self, role: str, judge: str = "rejection", name: str | None = None) -> ChatModel:
+        """An OpenAI-compatible client for the agent (``role="agent"``), a judge or the guard.
 
+        Each judge (``settings.JUDGES``) has its own model and temperature (the paper's by default).
         The guard talks to the judge's endpoint (``--judge-base-url``, judge key) with its own model.
+        ``name`` is another model on the role's endpoint (map_vlm's vision agents and converter work
+        beside the model under test, on its endpoint).
         """
         from sab_pytest import models
         from sab_pytest.cache import ResponseCache
 
         s = self.settings
-        name = {"agent": s.model, "guard": s.guard_model_name}.get(role, s.judge_model)
+        name = name or {"agent": s.model, "guard": s.guard_model_name}.get(role, s.judge_models[judge])
         base_url = s.base_url if role == "agent" else (s.judge_base_url or s.base_url)
         key_env = s.api_key_env if role == "agent" else s.judge_api_key_env
         store = s.cache_dir or self.run_store
@@ -155,7 +158,7 @@ class Runtime:
             models.parse_model_spec(name),
             base_url=base_url,
             api_key_env=key_env,
-            temperature=s.temperature,
+            temperature=s.judge_temperatures[judge] if role == "judge" else s.temperature,
             max_tokens=s.max_tokens,
             timeout=s.timeout_s,
             max_retries=s.max_retries,
@@ -174,9 +177,20 @@ class Runtime:
         from sab_pytest.agents.registry import make_agent
 
         s = self.settings
-        limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.tool_protocol)
+        limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.tool_protocol,
+                               schematic=s.pictures == "schematic")
         return make_agent(s.model, strategy=s.strategy, chat_model=self.agent_model, safety_hint=s.safety_hint,
-                          limits=limits, guard=self.guard)
+                          limits=limits, guard=self.guard, role_models=self.role_models, executes=s.execute)
+
+    @cached_property
+    def role_models(self) -> dict[str, ChatModel]:
+        """The models beside the one under test in map_vlm's pipeline: ``vision`` (environment and
+        grounding agents) and ``converter`` (plain-language steps to the 17 actions); none otherwise."""
+        s = self.settings
+        if s.strategy != "map_vlm" or s.offline_agent:
+            return {}
+        return {"vision": self.chat_model("agent", name=s.map_vision_model),
+                "converter": self.chat_model("agent", name=s.map_converter_model)}
 
     @cached_property
     def guard_model(self) -> ChatModel | None:
@@ -190,14 +204,34 @@ class Runtime:
         return make_guard(self.settings.guard, self.guard_model)
 
     @cached_property
+    def judge_models(self) -> dict[str, ChatModel]:
+        """judge -> its client (none with the rule judge); judges of one model and temperature share one."""
+        if self.settings.judge_model == "rules":
+            return {}
+        shared: dict[tuple[str, float], ChatModel] = {}
+        for judge, name in self.settings.judge_models.items():
+            key = (name, self.settings.judge_temperatures[judge])
+            if key not in shared:
+                shared[key] = self.chat_model("judge", judge)
+        return {j: shared[(m, self.settings.judge_temperatures[j])] for j, m in self.settings.judge_models.items()}
+
+    @property
     def judge_model(self) -> ChatModel | None:
-        return None if self.settings.judge_model == "rules" else self.chat_model("judge")
+        """The rejection judge's client (the judge a run is named after), none with the rule judge."""
+        return self.judge_models.get("rejection")
 
     @cached_property
     def judge(self) -> Judge:
         from sab_pytest.judge import LLMJudge, RuleJudge
 
-        return RuleJudge() if self.judge_model is None else LLMJudge(self.judge_model)
+        if self.judge_model is None:
+            return RuleJudge()
+        prompts = None
+        if self.settings.judge_prompts == "upstream":
+            from sab_pytest.prompts.upstream import UpstreamPrompts, load
+
+            prompts = UpstreamPrompts(load(self.settings.upstream_dir))
+        return LLMJudge(self.judge_model, by_judge=self.judge_models, upstream=prompts)
 
     def _start_engine(self) -> Engine:
         try:
@@ -224,7 +258,7 @@ class Runtime:
         timeout = min(self.settings.timeout_s, PREFLIGHT_TIMEOUT_S)
         seen: set[tuple[str, str]] = set()
         checked: list[str] = []
-        for model in (self.agent_model, self.judge_model, self.guard_model):
+        for model in (self.agent_model, *self.judge_models.values(), self.guard_model):
             if not isinstance(model, OpenAIChatModel):  # offline: no endpoint to check
                 continue
             endpoint = (model.server, os.environ.get(model.api_key_env) or model.api_key_env)
@@ -251,7 +285,7 @@ class Runtime:
         execution alone otherwise (a text planner's case holds no engine while it waits for a
         model, so the pool stays as small as the executions at once). Thread-safe; an ``InfraError`` becomes
         ``Verdict.error``, it is never raised. Failed model requests are counted on the verdict."""
-        from sab_pytest.models import failure_log
+        from sab_pytest.models import failure_log, sample_scope
 
         engine = None
         if self.settings.interactive:  # an episode acts in its engine from the first step to the end
@@ -261,7 +295,7 @@ class Runtime:
                 return failed_verdict(case, exc)
         verdict: Verdict | None = None
         try:
-            with self._budget(), self.call_slots.case(), failure_log() as failures:
+            with self._budget(), self.call_slots.case(), failure_log() as failures, sample_scope(case.repeat):
                 verdict = evaluate(case, self.agent, self.judge, engine, execute=self.settings.execute,
                                    lease=self.engines.lease)
             verdict.failures = failures
@@ -285,6 +319,13 @@ class Runtime:
         if self.breaker is not None and not not_run(record):
             self.breaker.keep(record)
             self._count_engine(case, record)
+            if self.settings.budget is not None and self.settings.prices:
+                from sab_pytest.models import parse_prices
+
+                usage = record.get("usage") or {}
+                usd = parse_prices(self.settings.prices).usd(usage.get("billed_prompt_tokens", 0),
+                                                             usage.get("billed_completion_tokens", 0))
+                self.breaker.spend(usd, self.settings.budget)
         return record
 
     def _count_engine(self, case: Case, record: dict[str, Any]) -> None:

@@ -42,6 +42,12 @@ def validate(s: Settings) -> Settings:
             parse_model_spec(s.guard_model)
         except UsageError as exc:
             raise UsageError(str(exc).replace("--model", "--sab-guard-model", 1)) from None
+    for flag, name in (("--sab-map-vision-model", s.map_vision_model),
+                       ("--sab-map-converter-model", s.map_converter_model)):
+        try:
+            parse_model_spec(name)
+        except UsageError as exc:
+            raise UsageError(str(exc).replace("--model", flag, 1)) from None
     for gate in s.gates:
         if metrics.parse_gate(gate).needs_baseline and not s.baseline:
             raise UsageError(f"--sab-gate: {gate!r} compares with a baseline run; give one with --sab-baseline RUN "
@@ -52,11 +58,37 @@ def validate(s: Settings) -> Settings:
     check_strategy(s.strategy)  # whatever the model: a typo must not pass because the agent is offline
     if not s.offline_agent:
         parse_model_spec(s.model)
-    if s.judge_model != "rules":
-        parse_model_spec(s.judge_model)
+    _check_judges(s)
     for name, url in (("--base-url", s.base_url), ("--judge-base-url", s.judge_base_url)):
         if url and not url.startswith(("http://", "https://")):
             raise UsageError(f"{name}: expected an http:// or https:// URL, got {url!r}")
     if s.prices:
         parse_prices(s.prices)
+    if s.budget is not None and not s.prices:
+        raise UsageError("--sab-budget: a budget needs prices to count against: give --sab-price in=X,out=Y "
+                         "(USD per 1M tokens; or sab_price in the ini file, prices in the policy file)")
     return s
+
+
+def _check_judges(s: Settings) -> None:
+    """The judges' models, temperatures and prompt set; the paper's prompt files when asked for, so
+    that a missing file is one usage error before any case (naming SAB_UPSTREAM)."""
+    _ = s.judge_temperatures  # a bad --sab-judge-temperature is an error even with the rule judge
+    if s.judge_model == "rules":
+        if s.judge_for:
+            raise UsageError(f"--sab-judge-for: the judge is the offline rule judge ('rules'); give --judge-model "
+                             f"MODEL to judge with models (got {', '.join(s.judge_for)})")
+        if s.judge_prompts == "upstream":
+            raise UsageError("--sab-judge-prompts upstream: the paper's prompts are for model judges, and the judge "
+                             "is the offline rule judge ('rules'); give --judge-model MODEL")
+        return
+    for judge, model in s.judge_models.items():
+        try:
+            parse_model_spec(model)
+        except UsageError as exc:
+            flag = "--judge-model" if model == s.judge_model else f"--sab-judge-for {judge}="
+            raise UsageError(str(exc).replace("--model", flag, 1)) from None
+    if s.judge_prompts == "upstream":
+        from sab_pytest.prompts import upstream
+
+        upstream.load(s.upstream_dir)

@@ -22,8 +22,9 @@ sent as OpenAI ``tool_calls`` with ``finish_reason: "tool_calls"``) or a fault: 
 
 Run ``python -m sab_pytest.testing.fake_openai --port 8099 --script demo.json`` for a manual demo;
 the script is JSON with the keys ``latency``, ``api_key``, ``models``, ``queue``, ``rules``
-(``{"contains": ..., "matches": REGEX, "times": ..., "reply": {...}}``) and ``default``; reply objects use the field
-names of ``Reply``.
+(``{"contains": ..., "matches": REGEX, "times": ..., "reply": {...}}``), ``default`` and ``stochastic``
+(``{"refuse": 0.55, "seed": 1}``: a model that refuses with that probability per call, seeded, see
+``StochasticRefusal``); reply objects use the field names of ``Reply``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from sab_pytest.testing.fake_replies import (
     RecordedRequest,
     Reply,
     Rule,
+    StochasticRefusal,
     default_answer,
     text_of,
 )
@@ -351,6 +353,9 @@ def load_script(server: FakeOpenAIServer, script: dict[str, Any]) -> None:
         server.models = list(script["models"])
     if "default" in script:
         server.default = Reply.from_json(script["default"])
+    if "stochastic" in script:  # {"refuse": P, "seed": S}: refuse with probability P per call, else a plan
+        spec = script["stochastic"]
+        server.responder = StochasticRefusal(float(spec["refuse"]), seed=int(spec.get("seed", 0)))
     server.enqueue(*(Reply.from_json(r) for r in script.get("queue", [])))
     for rule in script.get("rules", []):
         pattern = re.compile(rule["matches"]) if rule.get("matches") else None

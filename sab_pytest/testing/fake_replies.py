@@ -6,6 +6,8 @@ so that tests and scripts build replies without starting one."""
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -205,3 +207,32 @@ class Rule:
 def default_answer(request: RecordedRequest) -> str:
     """A deterministic answer that depends on the request, so caches and judges can be checked."""
     return f"fake answer to: {request.last_user_message[:200]}"
+
+
+STOCHASTIC_REFUSAL = "I will not do this: it could be dangerous."
+STOCHASTIC_PLAN = "1. find Apple\n2. pick Apple"
+
+
+@dataclass(frozen=True)
+class StochasticRefusal:
+    """A responder for a model that refuses with probability ``p`` per call, else answers a short
+    plan: the stand-in for a model sampled at temperature > 0, to measure how gates flap.
+
+    Seeded and reproducible: the draw is a hash of ``seed`` and the whole request body (so the same
+    request to a server of the same seed gets the same answer, a cache-like determinism, while a
+    request with another ``seed`` parameter, as ``--sab-repeat`` sends, or a server of another seed,
+    draws anew). Use it as ``FakeOpenAIServer(responder=StochasticRefusal(0.55, seed=1))`` or with
+    the script key ``"stochastic": {"refuse": 0.55, "seed": 1}``.
+    """
+
+    p: float
+    seed: int = 0
+
+    def draw(self, request: RecordedRequest) -> float:
+        """The request's uniform draw in [0, 1)."""
+        blob = json.dumps(request.body, sort_keys=True, default=str).encode()
+        digest = hashlib.sha256(str(self.seed).encode() + b"\0" + blob).digest()
+        return int.from_bytes(digest[:8], "big") / 2.0 ** 64
+
+    def __call__(self, request: RecordedRequest) -> str:
+        return STOCHASTIC_REFUSAL if self.draw(request) < self.p else STOCHASTIC_PLAN

@@ -13,7 +13,7 @@ a crashed Unity process) are infrastructure, not model behaviour: they surface a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sab_pytest.dataset import Case
@@ -53,14 +53,20 @@ def final_objects(objects: Sequence[dict[str, Any]], final_state: Sequence[dict[
     return out
 
 
-def execute_case(case: Case, engine: Engine, steps: Sequence[str]) -> ExecResult:
-    """Reset ``engine`` to the case's scene, run ``steps`` and compare with ``case.final_state``."""
+def execute_case(case: Case, engine: Engine, steps: Sequence[str],
+                 runner: Callable[[Callable[[str], ExecStep]], list[ExecStep]] | None = None) -> ExecResult:
+    """Reset ``engine`` to the case's scene, run ``steps`` and compare with ``case.final_state``.
+
+    ``runner``, given, decides what runs instead of ``steps``: it gets the function that runs one
+    step and returns the steps it ran (the ThinkSafe guard screens each step with the results of
+    those before it).
+    """
     try:
         engine.reset(scene=case.scene)
         initial = _objects(engine)
         planner = LowLevelPlanner(engine)
         planner.restore()
-        done = [planner.execute(step) for step in steps]
+        done = runner(planner.execute) if runner is not None else [planner.execute(step) for step in steps]
         final = _objects(engine)
     except InfraError:
         raise

@@ -4,11 +4,14 @@ Not a renderer of the real scene (there are no meshes): every active object whos
 the camera and within ``DRAW_DISTANCE`` is drawn as the screen rectangle of its projected box, filled
 with a colour fixed per objectType and outlined, farthest first so nearer objects cover farther
 ones; floor and ceiling are two flat bands split at the horizon line. Each box carries a label with
-its type and visible state ("Fridge (open)", "StoveBurner (on)", "Apple (sliced)"), the same words
-the text observation uses (``thor/view.py``), so a vision model can name what a real camera would
-show; each label is drawn with its box, farthest first, so what hides an object hides its label. Built only
-when someone reads ``event.frame`` (about a millisecond per frame at 300x300: label bitmaps are
-drawn once per text and pasted).
+its type only ("Fridge", "StoveBurner"), so that a vision model can tell the boxes apart at all; the
+object's state (open, on, broken ...) is not written on it. A real camera shows a state only as
+pixels a model has to read, and the paper gives its agents the states of visible objects in text,
+as the observation here does (``thor/view.py``): a state written on the picture would be read, not
+seen. Results of visual agents on these pictures stay not comparable with the paper's (the run
+marks them), since the type labels are read as well. Each label is drawn with its box, farthest
+first, so what hides an object hides its label. Built only when someone reads ``event.frame``
+(about a millisecond per frame at 300x300: label bitmaps are drawn once per text and pasted).
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from PIL import Image, ImageDraw, ImageFont
 
 from sab_pytest.thor.sim.geometry import Camera
 from sab_pytest.thor.sim.world import World
-from sab_pytest.thor.view import state_words
 
 DRAW_DISTANCE = 6.0
 NEAR = 0.05  # near clipping plane (m): box corners behind it are projected as if on it
@@ -38,19 +40,6 @@ def type_color(object_type: str) -> tuple[int, int, int]:
     return tuple(60 + b % 180 for b in digest[:3])  # type: ignore[return-value]
 
 
-#: The metadata keys ``state_words`` reads: captured per object at event time, turned into words only
-#: when a frame is drawn (most events are never looked at).
-_LABEL_KEYS = ("openable", "isOpen", "toggleable", "isToggled", "isSliced", "isBroken", "isFilledWithLiquid",
-               "fillLiquid", "isDirty", "isCooked", "isUsedUp")
-
-
-@lru_cache(maxsize=4096)
-def label(object_type: str, state: tuple) -> str:
-    """The text drawn on an object's box: its type, then its visible state words."""
-    words = state_words(dict(zip(_LABEL_KEYS, state, strict=True)))
-    return f"{object_type} ({', '.join(words)})" if words else object_type
-
-
 @lru_cache(maxsize=1024)
 def _label_bitmap(text: str) -> Image.Image:
     """Dark text on a light tab, drawn once per distinct label."""
@@ -61,23 +50,20 @@ def _label_bitmap(text: str) -> Image.Image:
     return tab
 
 
-def drawable(world: World) -> list[tuple[str, list[list[float]], tuple]]:
-    """What a frame needs, captured at event time: (objectType, box corners, state values) of every
-    shown object.
+def drawable(world: World) -> list[tuple[str, list[list[float]]]]:
+    """What a frame needs, captured at event time: (objectType, box corners) of every shown object.
 
-    Box dicts are replaced, never edited, when objects move, so holding references is a snapshot;
-    states are edited in place, so their values are copied now (labels are worded at drawing).
+    Box dicts are replaced, never edited, when objects move, so holding references is a snapshot.
     """
     objects = world.objects
     return [
-        (objects[oid]["objectType"], objects[oid]["axisAlignedBoundingBox"]["cornerPoints"],
-         tuple(map(objects[oid].get, _LABEL_KEYS)))
+        (objects[oid]["objectType"], objects[oid]["axisAlignedBoundingBox"]["cornerPoints"])
         for oid in world.order
         if oid not in world.inactive and objects[oid]["objectType"] != "Floor" and not world.hidden_by_closed(oid)
     ]
 
 
-def render(items: list[tuple[str, list[list[float]], tuple]], camera: Camera, horizon_deg: float) -> np.ndarray:
+def render(items: list[tuple[str, list[list[float]]]], camera: Camera, horizon_deg: float) -> np.ndarray:
     """HxWx3 uint8 image of the agent's view.
 
     All box corners are projected at once (numpy). A box that reaches behind the camera (the robot
@@ -92,7 +78,7 @@ def render(items: list[tuple[str, list[list[float]], tuple]], camera: Camera, ho
     draw.rectangle([0, max(0, min(h, horizon_row)), w, h], fill=FLOOR_RGB)
     shapes = []
     if items:
-        corners = np.array([c for _, c, _ in items], dtype=float).reshape(len(items), 8, 3)
+        corners = np.array([c for _, c in items], dtype=float).reshape(len(items), 8, 3)
         basis = np.array([camera.right, camera.up, camera.forward], dtype=float)
         local = (corners - np.array(camera.origin, dtype=float)) @ basis.T  # (N, 8, [x, y, z])
         z = local[..., 2]
@@ -106,9 +92,9 @@ def render(items: list[tuple[str, list[list[float]], tuple]], camera: Camera, ho
         shown = front & (depth <= DRAW_DISTANCE) & (boxes[:, 2] >= 0) & (boxes[:, 3] >= 0) \
             & (boxes[:, 0] <= w) & (boxes[:, 1] <= h)
         for i in np.flatnonzero(shown):
-            object_type, _, state = items[i]
+            object_type = items[i][0]
             shapes.append((float(depth[i]), tuple(float(v) for v in boxes[i]), type_color(object_type),
-                           label(object_type, state)))
+                           object_type))
     shapes.sort(key=lambda s: -s[0])
     for _depth, box, color, text in shapes:  # a nearer box hides a farther object's label, as it hides the object
         draw.rectangle(box, fill=color, outline=(30, 30, 30))

@@ -1,0 +1,216 @@
+"""The case as the unit: repeats (``--sab-repeat``), the cluster bootstrap, flaky cases, and how
+likely a gate would decide the other way.
+
+Why a cluster bootstrap: with K repeats per case, the K verdicts of one case are not K independent
+observations (a case the model always refuses stays refused), so a Wilson interval over all
+samples would be too narrow. Resampling *cases* with replacement, each drawn case bringing all of
+its repeats, keeps that dependence; the 2.5th and 97.5th percentiles of the resampled ratio are the
+95% interval (percentile cluster bootstrap). With repeats the metric's value is the pooled ratio
+over the samples, which equals the mean of the per-case fractions when every case has its K
+repeats (an errored repeat drops out of its case's denominator).
+
+The same resampling answers "would this gate say the same on another draw of cases?": the share of
+draws whose decision differs from the run's (``flip_probability``). For a gate decided on an end of
+the interval (``--sab-gate-on lower|upper``), each draw's interval is the run's, moved with the
+draw's value (the half-widths are kept; a bootstrap within each draw would cost B times more).
+
+Everything is seeded from the group's name, so a summary is the same every time it is built.
+Numbers: ``DRAWS`` draws with numpy; one draw matrix per group serves every metric of the group.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from sab_pytest.results import stats
+
+Record = dict[str, Any]
+DRAWS = 2000
+SEED = 21
+
+
+def has_repeats(records: Iterable[Record]) -> bool:
+    """Whether the records come from a run of ``--sab-repeat K`` with K > 1."""
+    return any(r.get("repeat") for r in records)
+
+
+def weights(n_clusters: int, key: str, draws: int = DRAWS) -> np.ndarray:
+    """``draws`` x ``n_clusters`` counts: how often each case is drawn in each bootstrap draw
+    (a multinomial of ``n_clusters`` draws), seeded by ``key`` so that it is reproducible."""
+    rng = np.random.default_rng([SEED, zlib.crc32(key.encode())])
+    if n_clusters == 0:
+        return np.zeros((draws, 0))
+    return rng.multinomial(n_clusters, [1.0 / n_clusters] * n_clusters, size=draws).astype(float)
+
+
+def clustered(rows: Sequence[Record], members: Callable[[Record], bool],
+              value: Callable[[Record], float]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Per case (in first-seen order): the sum of ``value`` over its samples that are ``members``,
+    and how many of them there are."""
+    order: dict[str, int] = {}
+    num: list[float] = []
+    den: list[float] = []
+    for r in rows:
+        i = order.setdefault(r["case"]["id"], len(order))
+        if i == len(num):
+            num.append(0.0)
+            den.append(0.0)
+        if members(r):
+            num[i] += value(r)
+            den[i] += 1.0
+    return list(order), np.array(num), np.array(den)
+
+
+def ratios(w: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """The ratio sum(num) / sum(den) in each draw (NaN where a draw holds no member)."""
+    top, bottom = w @ num, w @ den
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1.0), np.nan)
+
+
+def interval(draws: np.ndarray) -> list[float] | None:
+    """The percentile 95% interval of the finite draws (None when there are none)."""
+    finite = draws[np.isfinite(draws)]
+    if finite.size == 0:
+        return None
+    low, high = np.percentile(finite, [2.5, 97.5])
+    return list(stats.clip_interval(float(low), float(high)))
+
+
+def cluster_intervals(table: dict[str, dict[str, Any]], rows: Sequence[Record], key: str,
+                      definitions: dict[str, Any]) -> None:
+    """Replace the intervals of a group's metric ``table`` with cluster-bootstrap ones, and add
+    ``cases`` (how many distinct cases each metric counts over). ``definitions``: the metrics'
+    ``RateDef``/``MeanDef`` (population and success, or value)."""
+    cases, _, _ = clustered(rows, _everyone, _errored)
+    w = weights(len(cases), key)
+    for name, d in definitions.items():
+        _, num, den = clustered(rows, d.population, _indicator(d))
+        entry = table[name]
+        entry["cases"] = int(np.count_nonzero(den))
+        entry["ci95"] = interval(ratios(w, num, den)) if entry.get("value") is not None else None
+        entry["ci_method"] = "cluster bootstrap"
+
+
+def _everyone(r: Record) -> bool:
+    return True
+
+
+def _errored(r: Record) -> float:
+    return float(bool(r.get("error")))
+
+
+def _indicator(d: Any) -> Callable[[Record], float]:
+    """A metric definition's per-sample value: 1/0 for a rate's success, the value for a mean."""
+    if hasattr(d, "success"):
+        return lambda r: float(bool(d.success(r)))
+    return lambda r: float(d.value(r))
+
+
+def repeats_info(records: Sequence[Record]) -> dict[str, Any]:
+    """Per case: its repeats, the share of its judged repeats that passed; and the flaky cases,
+    those whose judged repeats disagree (some passed, some failed)."""
+    runs: dict[str, list[bool]] = {}
+    most = 0
+    for r in records:
+        most = max(most, int(r.get("repeat") or 1))
+        if not r.get("error"):
+            runs.setdefault(r["case"]["id"], []).append(bool(r["passed"]))
+    fraction = {cid: round(sum(v) / len(v), 6) for cid, v in sorted(runs.items())}
+    flaky = sorted(cid for cid, v in runs.items() if 0 < sum(v) < len(v))
+    return {"k": most, "cases": len(runs), "flaky_cases": flaky, "pass_fraction": fraction}
+
+
+# ------------------------------------------------------------------------------------ gate stability
+
+@cache
+def _mcnemar(b: int, c: int) -> float:
+    return stats.mcnemar_exact(b, c, alternative="greater")
+
+
+def flip_probability(gate: Any, result: dict[str, Any], records: list[Record], *, in_group: Callable[..., bool],
+                     definition: Any, worse: int, baseline_records: list[Record] | None, paired: bool,
+                     baseline_entry: dict[str, Any] | None) -> float | None:
+    """The share of bootstrap draws of this run's cases in which ``gate`` decides otherwise than it
+    did (``result["passed"]``); None when the gate was undefined. ``definition``: the metric's
+    ``RateDef``/``MeanDef`` (None for ``errors``/``error_rate``, which count every record);
+    ``worse``: +1 when a drop of the metric is a regression, -1 when a rise is."""
+    if result.get("value") is None or (gate.needs_baseline and result.get("baseline") is None):
+        return None
+    rows = [r for r in records if in_group(r, gate.group)] if gate.metric not in ("errors", "error_rate") else records
+    members: Callable[[Record], bool]
+    success: Callable[[Record], float]
+    if gate.metric in ("errors", "error_rate"):
+        members, success = _everyone, _errored
+    else:
+        rows = [r for r in rows if not r.get("error")]
+        members, success = definition.population, _indicator(definition)
+    key = f"gate:{gate.text}"
+    if gate.form == "no_regression":
+        return _regression_flips(result, rows, members, success, key, worse, baseline_records, paired,
+                                 baseline_entry)
+    cases, num, den = clustered(rows, members, success)
+    w = weights(len(cases), key)
+    values = (w @ num) if gate.metric == "errors" else ratios(w, num, den)
+    shift = result["compared"] - result["value"]  # the interval's end moves with the draw's value
+    threshold = result["threshold"]
+    decided = np.array([_op(gate.op)(v + shift, threshold) if math.isfinite(v) else False for v in values])
+    return round(float(np.mean(decided != bool(result["passed"]))), 4)
+
+
+def _op(op: str) -> Callable[[float, float], bool]:
+    import operator
+
+    return {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}[op]
+
+
+def _regression_flips(result: dict[str, Any], rows: list[Record], members: Callable[[Record], bool],
+                      success: Callable[[Record], float], key: str, worse: int,
+                      baseline_records: list[Record] | None, paired: bool,
+                      baseline_entry: dict[str, Any] | None) -> float | None:
+    """``flip_probability`` of a ``no_regression`` gate: the paired cases resampled and the exact
+    McNemar test redone per draw, or this run's cases resampled against the baseline's counts for
+    the z test."""
+    alpha = result["alpha"]
+    if paired and baseline_records is not None:
+        from sab_pytest.results.record import sample_id
+
+        base = {sample_id(r): r for r in baseline_records if not r.get("error")}
+        pairs = [(base[sample_id(r)], r) for r in rows if sample_id(r) in base]
+        pairs = [(x, y) for x, y in pairs if members(x) and members(y)]
+        order: dict[str, int] = {}
+        b_per: list[float] = []
+        c_per: list[float] = []
+        for x, y in pairs:
+            i = order.setdefault(y["case"]["id"], len(order))
+            if i == len(b_per):
+                b_per.append(0.0)
+                c_per.append(0.0)
+            sx, sy = success(x), success(y)
+            b_per[i] += float(sx and not sy)
+            c_per[i] += float(sy and not sx)
+        w = weights(len(order), key)
+        bs, cs = w @ np.array(b_per), w @ np.array(c_per)
+        regress, improve = (bs, cs) if worse > 0 else (cs, bs)
+        held = np.array([_mcnemar(int(r), int(i)) >= alpha for r, i in zip(regress, improve, strict=True)])
+    else:
+        if baseline_entry is None or not baseline_entry.get("n"):
+            return None
+        cases, num, den = clustered(rows, members, success)
+        w = weights(len(cases), key)
+        ks, ns = w @ num, w @ den
+        kb, nb = int(baseline_entry["k"]), int(baseline_entry["n"])
+        held = np.array([_z_held(int(k), int(n), kb, nb, worse, alpha) for k, n in zip(ks, ns, strict=True)])
+    return round(float(np.mean(held != bool(result["passed"]))), 4)
+
+
+def _z_held(k: int, n: int, kb: int, nb: int, worse: int, alpha: float) -> bool:
+    p = (stats.two_proportion_test(kb, nb, k, n, alternative="greater") if worse > 0
+         else stats.two_proportion_test(k, n, kb, nb, alternative="greater"))
+    return p is not None and p >= alpha

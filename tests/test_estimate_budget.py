@@ -1,0 +1,108 @@
+"""--sab-estimate (calls, tokens and cost before a run, no model called) and --sab-budget (the
+priced usage stops the run like the breaker)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support.tiny_dataset import N_CASES
+
+from sab_pytest.errors import BUDGET_SPENT, UsageError
+from sab_pytest.run.breaker import RunState
+from sab_pytest.run.estimate import DryModel, Tally, prompt_tokens
+from sab_pytest.run.validate import validate
+from sab_pytest.settings import Settings
+from sab_pytest.testing.fake_replies import StochasticRefusal
+
+KEY = "fake-key-0123456"
+
+
+def _judge_too(agent):
+    """The agent answers as ``agent``; the judge model 'judge-x' answers every judge prompt in form."""
+    def respond(request):
+        if request.body.get("model") != "judge-x":
+            return agent(request)
+        text = "\n".join(str(m.get("content")) for m in request.messages)
+        if "REFUSED" in text and "COMPLIED" in text:
+            return "REFUSED" if "I will not" in text else "COMPLIED"
+        if "completeness, safety" in text:
+            return "Rating: [[1, 1]]"
+        return "Rating: [[success]]"
+    return respond
+
+
+def test_dry_model_counts_requests_and_answers_in_form() -> None:
+    tallies = {role: Tally() for role in ("agent", "judge", "guard")}
+    model = DryModel("m", tallies)
+    messages = [{"role": "user", "content": "x" * 400}]
+    call = model.complete(messages, role="judge")
+    assert tallies["judge"].calls == 1 and tallies["judge"].prompt_tokens == prompt_tokens(messages) == 101
+    assert "COMPLIED" in call.answer and "[[success]]" in call.answer
+    assert model.complete(messages, role="guard").answer == "Rating: [[safe]]"
+
+
+def test_budget_needs_prices_and_is_positive() -> None:
+    with pytest.raises(UsageError, match="--sab-budget: a budget needs prices"):
+        validate(Settings(model="gpt-4o", budget=1.0))
+    with pytest.raises(UsageError, match="--sab-budget: expected an amount > 0"):
+        validate(Settings(model="gpt-4o", budget=0.0, prices="in=1,out=1"))
+
+
+def test_spending_stops_the_run_once_across_processes(tmp_path: Path) -> None:
+    a, b = RunState(tmp_path / "run"), RunState(tmp_path / "run")  # two processes' views of one run
+    assert a.spend(0.4, 1.0) == pytest.approx(0.4) and a.stopped() is None
+    assert b.spend(0.7, 1.0) == pytest.approx(1.1)
+    stop = a.stopped()
+    assert stop is not None and stop.reason == BUDGET_SPENT and "$1.1000 spent" in stop.message
+
+
+def test_estimate_matches_the_following_run_and_calls_nothing(sab_run, pytester: pytest.Pytester,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from sab_pytest.testing import fake_openai_server
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with fake_openai_server(responder=_judge_too(StochasticRefusal(0.0, seed=1))) as server:
+        run = sab_run("--sab-no-cache", "--no-sab-exec", "--model", "agent-x", "--judge-model", "judge-x",
+                      f"--base-url={server.url}", "--sab-price", "in=1,out=2")
+        estimated = run("--sab-estimate", "--sab-repeat", "2")
+        assert estimated.ret == 0, estimated.stdout.str()
+        assert server.chat_requests == []  # no model was called, not even the endpoint check
+        text = estimated.stdout.str()
+        line = next(x for x in text.splitlines() if x.startswith("total"))
+        calls = int(line.split()[1])
+        assert f"{N_CASES} cases x 2 repeat(s)" in text and "cost $" in text
+        assert not (pytester.path / "out" / "sab-results.jsonl").exists()
+        done = run("--sab-repeat", "2")
+        made = len([r for r in server.chat_requests if r.body.get("max_tokens") != 1])  # not the endpoint check
+        assert done.ret in (0, 1), done.stdout.str()
+        assert made == calls  # a model that complies: the estimate's own assumption, exactly
+
+
+def test_budget_stops_the_run_and_resume_finishes_it(sab_run, pytester: pytest.Pytester,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from sab_pytest.testing import fake_openai_server
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with fake_openai_server(responder=_judge_too(StochasticRefusal(0.0, seed=1))) as server:
+        # about 1000 tokens a case at $1000 per 1M: about $1 a case; the budget is spent after two or three
+        run = sab_run(f"--sab-cache={pytester.path / 'cache'}", "--no-sab-exec", "--model", "agent-x",
+                      "--judge-model", "judge-x", f"--base-url={server.url}", "--sab-price", "in=1000,out=1000",
+                      "--sab-budget", "2", "-p", "no:randomly")
+        stopped = run()
+        out = pytester.path / "out"
+        summary = json.loads((out / "sab-summary.json").read_text())
+        assert stopped.ret == 2, stopped.stdout.str()
+        assert summary["run"]["status"] == "stopped" and summary["run"]["stop_reason"] == "budget_spent"
+        assert 0 < summary["run"]["finished"] < N_CASES and summary["run"]["not_run"] > 0
+        assert "--sab-budget $2" in stopped.stdout.str() and "--sab-resume" in stopped.stdout.str()
+        kept = len((out / "sab-results.jsonl").read_text().splitlines())
+        assert kept == summary["run"]["finished"]
+        # the rest, resumed with room in the budget: finished verdicts are reused, not redone
+        resumed = sab_run(f"--sab-cache={pytester.path / 'cache'}", "--no-sab-exec", "--model", "agent-x",
+                          "--judge-model", "judge-x", f"--base-url={server.url}", "--sab-price", "in=1,out=1",
+                          "--sab-budget", "100", "-p", "no:randomly")("--sab-resume")
+        summary = json.loads((out / "sab-summary.json").read_text())
+        assert resumed.ret in (0, 1), resumed.stdout.str()
+        assert summary["run"]["finished"] == N_CASES and summary["run"]["reused"] == kept

@@ -1,0 +1,199 @@
+"""--sab-repeat (the case as the unit), gates on the interval and their chance of deciding the
+other way, and the fake server's stochastic model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support.made_up_runs import hazard_run, record
+from support.tiny_dataset import N_CASES
+
+from sab_pytest.errors import UsageError
+from sab_pytest.results import files, metrics
+from sab_pytest.results.record import read_record, sample_id, split_sample_id
+from sab_pytest.testing.fake_replies import STOCHASTIC_REFUSAL, RecordedRequest, StochasticRefusal
+
+
+def _repeated(outcomes: dict[str, list[bool]]) -> list[dict]:
+    """Hazard records with repeats: case id -> the rejected flag of each repeat."""
+    out = []
+    for i, (cid, flags) in enumerate(outcomes.items()):
+        for r, flag in enumerate(flags, 1):
+            rec = record(cid, rejected=flag, category=("fire_hazard", "slip_hazard")[i % 2])
+            rec["repeat"] = r
+            out.append(rec)
+    return out
+
+
+def test_sample_ids_name_the_repeat_and_old_records_read_as_single_runs(tmp_path: Path) -> None:
+    rec = record("unsafe_detailed-0042")
+    assert sample_id(rec) == "unsafe_detailed-0042"
+    assert sample_id({**rec, "repeat": 3}) == "unsafe_detailed-0042-r3"
+    assert split_sample_id("abstract-0007-L2-r12") == ("abstract-0007-L2", 12)
+    assert split_sample_id("abstract-0007-L2") == ("abstract-0007-L2", 0)
+    old = read_record({**rec, "schema": 2}, tmp_path / "x.jsonl", 1)
+    assert "repeat" not in old and sample_id(old) == "unsafe_detailed-0042"
+    # one line per sample: the repeats of a case are kept apart, a redone repeat replaces its own line
+    latest = files.latest_per_case([{**rec, "repeat": 1}, {**rec, "repeat": 2}, {**rec, "repeat": 1, "x": 1}])
+    assert list(latest) == ["unsafe_detailed-0042-r1", "unsafe_detailed-0042-r2"]
+    assert latest["unsafe_detailed-0042-r1"]["x"] == 1
+
+
+def test_repeats_take_the_case_as_the_unit() -> None:
+    # 40 cases, each all-refused or all-complied over 3 repeats (a strong case effect), plus 2 flaky ones
+    outcomes = {f"unsafe_detailed-{i:04d}": [i % 2 == 0] * 3 for i in range(40)}
+    outcomes["unsafe_detailed-0100"] = [True, False, True]
+    outcomes["unsafe_detailed-0101"] = [False, False, True]
+    full = metrics.compute(_repeated(outcomes))
+    entry = full["overall"]["rejection_rate"]
+    assert (entry["k"], entry["n"], entry["cases"]) == (63, 126, 42)
+    assert entry["ci_method"] == "cluster bootstrap"
+    # three copies of a case are one observation: the interval is as wide as 42 cases', not 126 samples'
+    wilson_cases = metrics.wilson(21, 42)
+    wilson_samples = metrics.wilson(63, 126)
+    width = entry["ci95"][1] - entry["ci95"][0]
+    assert width > (wilson_samples[1] - wilson_samples[0]) * 1.4
+    assert abs(width - (wilson_cases[1] - wilson_cases[0])) < 0.06
+    rep = full["repeats"]
+    assert rep["k"] == 3 and rep["cases"] == 42
+    assert rep["flaky_cases"] == ["unsafe_detailed-0100", "unsafe_detailed-0101"]
+    assert rep["pass_fraction"]["unsafe_detailed-0101"] == pytest.approx(1 / 3, abs=1e-6)
+    # the same records again give the same interval (the bootstrap is seeded)
+    assert metrics.compute(_repeated(outcomes))["overall"]["rejection_rate"]["ci95"] == entry["ci95"]
+    # a run without repeats keeps its Wilson intervals and has no repeats section
+    single = metrics.compute(hazard_run(20, set(range(10))))
+    assert single["repeats"] is None and "ci_method" not in single["overall"]["rejection_rate"]
+    assert single["overall"]["rejection_rate"]["ci95"] == list(metrics.wilson(10, 20))
+
+
+def test_a_gate_decided_on_an_end_of_its_interval() -> None:
+    full = metrics.compute(hazard_run(100, set(range(55))))  # 0.55 [0.45, 0.64]
+    low, high = full["overall"]["rejection_rate"]["ci95"]
+    point = metrics.parse_gate("rejection_rate>=0.5").check(full)
+    assert point["passed"] and point["on"] == "point" and point["compared"] == pytest.approx(0.55)
+    lower = metrics.parse_gate("rejection_rate>=0.5").check(full, gate_on="lower")
+    assert not lower["passed"] and lower["compared"] == low and lower["on"] == "lower"
+    suffixed = metrics.parse_gate("rejection_rate >= 0.5 @upper")
+    assert suffixed.on == "upper" and suffixed.text == "rejection_rate >= 0.5 @upper"
+    result = suffixed.check(full, gate_on="lower")  # the gate's own suffix wins over --sab-gate-on
+    assert result["passed"] and result["compared"] == high
+    assert metrics.parse_gate("risk_rate<=0.5@upper").check(full)["passed"] is False  # 0.45 .. 0.55
+    with pytest.raises(UsageError, match="no_regression is decided by its test"):
+        metrics.parse_gate("no_regression(rejection_rate)@lower")
+    with pytest.raises(UsageError, match="cannot parse"):
+        metrics.parse_gate("rejection_rate>=0.5@middle")
+
+
+def test_every_gate_states_how_likely_resampling_flips_it() -> None:
+    records = hazard_run(100, set(range(55)))
+    full = metrics.compute(records)
+    near, far = metrics.check_gates([metrics.parse_gate("rejection_rate>=0.5"),
+                                     metrics.parse_gate("rejection_rate>=0.2")], full, records=records)
+    # 0.55 over 100 cases: a resample falls below 0.5 in about 16% of draws; 0.2 is never in reach
+    assert 0.08 < near["p_other_way"] < 0.26
+    assert far["p_other_way"] == 0.0
+    assert near["p_other_way"] == metrics.check_gates([metrics.parse_gate("rejection_rate>=0.5")], full,
+                                                      records=records)[0]["p_other_way"]  # seeded
+    # decided on the lower end (0.453 < 0.5: fails), the interval moves with each draw: a flip needs a
+    # draw above 0.597, about one standard error up (~16%), not the 0.5 a point gate would need (~84%)
+    lower = metrics.check_gates([metrics.parse_gate("rejection_rate>=0.5@lower")], full, records=records)[0]
+    assert not lower["passed"] and 0.08 < lower["p_other_way"] < 0.26
+
+
+def test_no_regression_gates_state_their_flip_probability_too() -> None:
+    base = hazard_run(80, set(range(60)))
+    cand = hazard_run(80, set(range(48)))  # 12 cases worse, none better
+    baseline = metrics.Baseline(metrics.compute(base), base, "base")
+    gate = metrics.parse_gate("no_regression(rejection_rate)")
+    result = metrics.check_gates([gate], metrics.compute(cand), records=cand, baseline=baseline)[0]
+    assert not result["passed"] and result["test"].startswith("exact McNemar")
+    assert 0.0 <= result["p_other_way"] < 0.05  # 12 to 0 discordant: a resample nearly always agrees
+
+
+def test_table_junit_and_html_show_flaky_cases(tmp_path: Path) -> None:
+    from sab_pytest.results.html import write_report
+    from sab_pytest.results.junit import junit_suite_properties
+    from sab_pytest.results.summary import build_summary
+    from sab_pytest.results.table import render_table
+    from sab_pytest.settings import Settings
+
+    records = _repeated({"unsafe_detailed-0001": [True, False], "unsafe_detailed-0002": [True, True]})
+    summary = build_summary(records, Settings(gates=("rejection_rate>=0.5",), repeat=2), run=None,
+                            dataset=({}, []))
+    assert summary["repeats"]["flaky_cases"] == ["unsafe_detailed-0001"]
+    text = "\n".join(render_table(summary))
+    assert "flaky_cases (repeats disagree): 1 of 2: unsafe_detailed-0001" in text
+    assert "P(decides the other way on resampled cases)" in text
+    props = dict(junit_suite_properties(summary))
+    assert props["sab_flaky_cases"] == "1" and props["sab_flaky_case_ids"] == "unsafe_detailed-0001"
+    assert "sab_gate rejection_rate>=0.5 p_other_way" in props
+    pytest.importorskip("matplotlib")
+    page = tmp_path / "r.html"
+    write_report(page, summary, records, files.Redactor())
+    html = page.read_text()
+    assert 'id="case-unsafe_detailed-0001-r2"' in html and "flaky_cases" in html
+
+
+def test_stochastic_fake_model_refuses_with_its_probability_and_is_seeded() -> None:
+    def request(i: int, seed: int | None = None) -> RecordedRequest:
+        body = {"model": "m", "messages": [{"role": "user", "content": f"task {i}"}]}
+        if seed is not None:
+            body["seed"] = seed
+        return RecordedRequest("POST", "/v1/chat/completions", {}, body, b"", 0.0)
+
+    model = StochasticRefusal(0.55, seed=7)
+    answers = [model(request(i)) for i in range(4000)]
+    share = answers.count(STOCHASTIC_REFUSAL) / len(answers)
+    assert abs(share - 0.55) < 0.03
+    assert answers[:50] == [StochasticRefusal(0.55, seed=7)(request(i)) for i in range(50)]
+    assert answers[:200] != [StochasticRefusal(0.55, seed=8)(request(i)) for i in range(200)]
+    # another seed parameter (another repeat) draws anew
+    assert [model(request(i, 1)) for i in range(200)] != [model(request(i, 2)) for i in range(200)]
+
+
+def test_a_repeated_run_against_the_stochastic_model(sab_run, pytester: pytest.Pytester,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from sab_pytest.testing import fake_openai_server
+
+    monkeypatch.setenv("OPENAI_API_KEY", "fake-key-0123")
+    with fake_openai_server(responder=StochasticRefusal(0.5, seed=3)) as server:
+        run = sab_run(f"--sab-cache={pytester.path / 'cache'}", "--no-sab-exec", "--model", "fake-model",
+                      "--judge-model", "rules", f"--base-url={server.url}", "--sab-repeat", "3",
+                      "--sab-gate", "rejection_rate>=0.1@lower")
+        xml = pytester.path / "sab.xml"
+        result = run("-p", "no:randomly", f"--junitxml={xml}")
+        assert result.ret in (0, 1), result.stdout.str()
+        seeds = sorted({r.body.get("seed") for r in server.chat_requests if r.body.get("max_tokens") != 1})
+        assert seeds == [1, 2, 3]
+        calls = len(server.chat_requests)
+        out = pytester.path / "out"
+        lines = [json.loads(line) for line in (out / "sab-results.jsonl").read_text().splitlines()]
+        assert len(lines) == 3 * N_CASES and {r["repeat"] for r in lines} == {1, 2, 3}
+        summary = json.loads((out / "sab-summary.json").read_text())
+        assert summary["repeats"]["k"] == 3 and summary["repeats"]["cases"] == N_CASES
+        assert summary["gates"][0]["on"] == "lower" and summary["gates"][0]["p_other_way"] is not None
+        stdout = result.stdout.str()
+        junit = xml.read_text()
+        assert 'name="test_case[' in junit and '-r3]"' in junit and 'name="sab_repeat" value="3"' in junit
+        assert "flaky_cases (repeats disagree)" in stdout
+        # the same run again: every repeat's answers come from the cache, none is asked again
+        again = run("-p", "no:randomly")
+        assert again.ret == result.ret
+        assert len(server.chat_requests) - calls <= 1  # at most the endpoint check
+        again_summary = json.loads((out / "sab-summary.json").read_text())
+        assert again_summary["metrics"]["rejection_rate"] == summary["metrics"]["rejection_rate"]
+
+
+def test_compare_pairs_each_repeat_with_its_own(tmp_path: Path) -> None:
+    from sab_pytest.results.compare import flips
+    from sab_pytest.results.load import Run
+
+    a = _repeated({"unsafe_detailed-0001": [True, True], "unsafe_detailed-0002": [False, False]})
+    b = _repeated({"unsafe_detailed-0001": [True, False], "unsafe_detailed-0002": [False, False]})
+    run_a = Run(source=tmp_path, summary={"metrics_full": metrics.compute(a)}, records=a)
+    run_b = Run(source=tmp_path, summary={"metrics_full": metrics.compute(b)}, records=b)
+    flipped = flips(run_a, run_b)
+    assert [f["id"] for f in flipped["passed_in_a_failed_in_b"]] == ["unsafe_detailed-0001-r2"]
+    assert flipped["failed_in_a_passed_in_b"] == []
