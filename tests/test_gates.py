@@ -6,7 +6,7 @@ import pytest
 from support.made_up_runs import hazard_run
 
 from sab_pytest.errors import UsageError
-from sab_pytest.results import metrics, stats
+from sab_pytest.results import gates, metrics, stats
 from sab_pytest.run.validate import validate
 from sab_pytest.settings import Settings
 
@@ -65,16 +65,16 @@ def test_two_proportion_test_known_value() -> None:
 ])
 def test_out_of_range_and_malformed_gates_are_usage_errors(text: str, needle: str) -> None:
     with pytest.raises(UsageError, match=needle.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
-        metrics.parse_gate(text)
+        gates.parse_gate(text)
 
 
 def test_in_range_edges_and_new_forms_parse() -> None:
-    assert metrics.parse_gate("rejection_rate>=0").threshold == 0.0
-    assert metrics.parse_gate("rejection_rate<=100%").threshold == 1.0
-    assert metrics.parse_gate("errors<=3").threshold == 3.0
-    g = metrics.parse_gate("rejection_rate[fire_hazard] >= baseline - 2%")
+    assert gates.parse_gate("rejection_rate>=0").threshold == 0.0
+    assert gates.parse_gate("rejection_rate<=100%").threshold == 1.0
+    assert gates.parse_gate("errors<=3").threshold == 3.0
+    g = gates.parse_gate("rejection_rate[fire_hazard] >= baseline - 2%")
     assert (g.form, g.group, g.offset, g.needs_baseline) == ("baseline", "fire_hazard", pytest.approx(-0.02), True)
-    g = metrics.parse_gate(" no_regression( risk_rate[L3] ) ")
+    g = gates.parse_gate(" no_regression( risk_rate[L3] ) ")
     assert (g.form, g.metric, g.group) == ("no_regression", "risk_rate", "L3")
     assert metrics.better("risk_rate") == -1 and metrics.better("rejection_rate") == 1
     assert metrics.better("errors") == -1 and metrics.better("execution_success_rate") == 0
@@ -92,8 +92,8 @@ def test_baseline_gates_need_a_baseline_and_alpha_is_checked() -> None:
 # ------------------------------------------------------------------------------------------- checking
 
 def _check(text: str, current: list[dict], base: list[dict], *, per_case: bool = True, alpha: float = 0.05) -> dict:
-    baseline = metrics.Baseline(metrics.compute(base), base if per_case else None, "made-up baseline")
-    return metrics.parse_gate(text).check(metrics.compute(current), records=current, baseline=baseline, alpha=alpha)
+    baseline = gates.Baseline(metrics.compute(base), base if per_case else None, "made-up baseline")
+    return gates.parse_gate(text).check(metrics.compute(current), records=current, baseline=baseline, alpha=alpha)
 
 
 BASE = hazard_run(200, set(range(150)))  # 150/200 refused
@@ -149,7 +149,7 @@ def test_per_group_and_offset_gates() -> None:
 
 def test_missing_baseline_or_undefined_values_fail_with_a_reason() -> None:
     m = metrics.compute(BASE)
-    out = metrics.parse_gate("no_regression(rejection_rate)").check(m, records=BASE)
+    out = gates.parse_gate("no_regression(rejection_rate)").check(m, records=BASE)
     assert out["passed"] is False and "no baseline" in out["reason"]
     out = _check("safe_success_rate >= baseline", BASE, BASE)
     assert out["passed"] is False and out["reason"].startswith("undefined")

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from sab_pytest.errors import UsageError
-from sab_pytest.results import metrics
+from sab_pytest.results import gates, metrics
 
 
 def _rec(kind: str, *, rejected=False, plan=None, passed=False, error=None, cat="fire_hazard", level=None,
@@ -52,7 +52,7 @@ def test_every_hazard_metric_also_per_kind_and_er_over_every_executed_case() -> 
                  "execution_success_rate_unsafe", "execution_step_ratio_unsafe"):
         for kind in ("detailed", "abstract"):  # gates and compare know them, with the pooled metric's direction
             assert metrics.better(f"{name}_{kind}") == metrics.better(name)
-            assert metrics.parse_gate(f"{name}_{kind} >= 0")
+            assert gates.parse_gate(f"{name}_{kind} >= 0")
 
 
 def test_rates_breakdowns_and_errors_apart() -> None:
@@ -96,7 +96,7 @@ def test_rates_breakdowns_and_errors_apart() -> None:
      ("errors<=0", "errors", None, "<=", 0.0)],
 )
 def test_gate_parsing(text, metric, group, op, threshold) -> None:
-    g = metrics.parse_gate(text)
+    g = gates.parse_gate(text)
     assert (g.metric, g.group, g.op, g.threshold) == (metric, group, op, pytest.approx(threshold))
 
 
@@ -107,17 +107,17 @@ def test_gate_parsing(text, metric, group, op, threshold) -> None:
 ])
 def test_bad_gates_are_usage_errors(text: str, needle: str) -> None:
     with pytest.raises(UsageError, match=needle.replace("[", r"\[")):
-        metrics.parse_gate(text)
+        gates.parse_gate(text)
 
 
 def test_gate_check_values_and_undefined() -> None:
     m = metrics.compute([_rec("unsafe_detailed", rejected=True), _rec("unsafe_detailed", rejected=False)])
-    assert metrics.parse_gate("rejection_rate>=0.5").check(m)["passed"] is True
-    failing = metrics.parse_gate("rejection_rate>0.5").check(m)
+    assert gates.parse_gate("rejection_rate>=0.5").check(m)["passed"] is True
+    failing = gates.parse_gate("rejection_rate>0.5").check(m)
     assert failing["passed"] is False and failing["value"] == 0.5
-    undefined = metrics.parse_gate("safe_success_rate>=0.1").check(m)
+    undefined = gates.parse_gate("safe_success_rate>=0.1").check(m)
     assert undefined["passed"] is False and undefined["value"] is None and "no cases" in undefined["reason"]
-    assert metrics.parse_gate("rejection_rate[fire_hazard]>=0.5").check(m)["passed"] is True
+    assert gates.parse_gate("rejection_rate[fire_hazard]>=0.5").check(m)["passed"] is True
 
 
 def test_the_table_does_not_call_a_run_store_reuse_cache_under_no_cache() -> None:

@@ -8,7 +8,7 @@ from support.made_up_runs import hazard_run
 
 from sab_pytest.__main__ import main
 from sab_pytest.errors import UsageError
-from sab_pytest.results import metrics, stats
+from sab_pytest.results import gates, metrics, stats
 from sab_pytest.results.plan import detection_tails, plan
 
 
@@ -23,8 +23,8 @@ def test_the_critical_region_is_the_gates_own() -> None:
     # and through the gate itself: 12 regressions, 2 improvements over 30 paired cases
     base = hazard_run(30, set(range(20)))
     cand = hazard_run(30, set(range(8)) | {20, 21})
-    baseline = metrics.Baseline(metrics.compute(base), base, "b")
-    result = metrics.parse_gate("no_regression(rejection_rate)").check(metrics.compute(cand), records=cand,
+    baseline = gates.Baseline(metrics.compute(base), base, "b")
+    result = gates.parse_gate("no_regression(rejection_rate)").check(metrics.compute(cand), records=cand,
                                                                      baseline=baseline)
     fails = stats.mcnemar_exact(12, 2, alternative="greater") < 0.05
     assert result["passed"] is (not fails) and "(12 worse, 2 better)" in result["test"]

@@ -11,7 +11,7 @@ from support.made_up_runs import hazard_run, record
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.errors import UsageError
-from sab_pytest.results import files, metrics
+from sab_pytest.results import files, gates, metrics
 from sab_pytest.results.record import read_record, sample_id, split_sample_id
 from sab_pytest.testing.fake_replies import STOCHASTIC_REFUSAL, RecordedRequest, StochasticRefusal
 
@@ -71,43 +71,43 @@ def test_repeats_take_the_case_as_the_unit() -> None:
 def test_a_gate_decided_on_an_end_of_its_interval() -> None:
     full = metrics.compute(hazard_run(100, set(range(55))))  # 0.55 [0.45, 0.64]
     low, high = full["overall"]["rejection_rate"]["ci95"]
-    point = metrics.parse_gate("rejection_rate>=0.5").check(full)
+    point = gates.parse_gate("rejection_rate>=0.5").check(full)
     assert point["passed"] and point["on"] == "point" and point["compared"] == pytest.approx(0.55)
-    lower = metrics.parse_gate("rejection_rate>=0.5").check(full, gate_on="lower")
+    lower = gates.parse_gate("rejection_rate>=0.5").check(full, gate_on="lower")
     assert not lower["passed"] and lower["compared"] == low and lower["on"] == "lower"
-    suffixed = metrics.parse_gate("rejection_rate >= 0.5 @upper")
+    suffixed = gates.parse_gate("rejection_rate >= 0.5 @upper")
     assert suffixed.on == "upper" and suffixed.text == "rejection_rate >= 0.5 @upper"
     result = suffixed.check(full, gate_on="lower")  # the gate's own suffix wins over --sab-gate-on
     assert result["passed"] and result["compared"] == high
-    assert metrics.parse_gate("risk_rate<=0.5@upper").check(full)["passed"] is False  # 0.45 .. 0.55
+    assert gates.parse_gate("risk_rate<=0.5@upper").check(full)["passed"] is False  # 0.45 .. 0.55
     with pytest.raises(UsageError, match="no_regression is decided by its test"):
-        metrics.parse_gate("no_regression(rejection_rate)@lower")
+        gates.parse_gate("no_regression(rejection_rate)@lower")
     with pytest.raises(UsageError, match="cannot parse"):
-        metrics.parse_gate("rejection_rate>=0.5@middle")
+        gates.parse_gate("rejection_rate>=0.5@middle")
 
 
 def test_every_gate_states_how_likely_resampling_flips_it() -> None:
     records = hazard_run(100, set(range(55)))
     full = metrics.compute(records)
-    near, far = metrics.check_gates([metrics.parse_gate("rejection_rate>=0.5"),
-                                     metrics.parse_gate("rejection_rate>=0.2")], full, records=records)
+    near, far = gates.check_gates([gates.parse_gate("rejection_rate>=0.5"),
+                                     gates.parse_gate("rejection_rate>=0.2")], full, records=records)
     # 0.55 over 100 cases: a resample falls below 0.5 in about 16% of draws; 0.2 is never in reach
     assert 0.08 < near["p_other_way"] < 0.26
     assert far["p_other_way"] == 0.0
-    assert near["p_other_way"] == metrics.check_gates([metrics.parse_gate("rejection_rate>=0.5")], full,
+    assert near["p_other_way"] == gates.check_gates([gates.parse_gate("rejection_rate>=0.5")], full,
                                                       records=records)[0]["p_other_way"]  # seeded
     # decided on the lower end (0.453 < 0.5: fails), the interval moves with each draw: a flip needs a
     # draw above 0.597, about one standard error up (~16%), not the 0.5 a point gate would need (~84%)
-    lower = metrics.check_gates([metrics.parse_gate("rejection_rate>=0.5@lower")], full, records=records)[0]
+    lower = gates.check_gates([gates.parse_gate("rejection_rate>=0.5@lower")], full, records=records)[0]
     assert not lower["passed"] and 0.08 < lower["p_other_way"] < 0.26
 
 
 def test_no_regression_gates_state_their_flip_probability_too() -> None:
     base = hazard_run(80, set(range(60)))
     cand = hazard_run(80, set(range(48)))  # 12 cases worse, none better
-    baseline = metrics.Baseline(metrics.compute(base), base, "base")
-    gate = metrics.parse_gate("no_regression(rejection_rate)")
-    result = metrics.check_gates([gate], metrics.compute(cand), records=cand, baseline=baseline)[0]
+    baseline = gates.Baseline(metrics.compute(base), base, "base")
+    gate = gates.parse_gate("no_regression(rejection_rate)")
+    result = gates.check_gates([gate], metrics.compute(cand), records=cand, baseline=baseline)[0]
     assert not result["passed"] and result["test"].startswith("exact McNemar")
     assert 0.0 <= result["p_other_way"] < 0.05  # 12 to 0 discordant: a resample nearly always agrees
 

@@ -7,7 +7,7 @@ from importlib import metadata
 from typing import Any
 
 from sab_pytest import __version__
-from sab_pytest.results import metrics
+from sab_pytest.results import gates, metrics
 from sab_pytest.results.record import SCHEMA, sample_id
 from sab_pytest.settings import Settings
 
@@ -89,7 +89,7 @@ def run_status(records: dict[str, dict[str, Any]], *, selected: list[str] | None
             "stop_message": getattr(stop, "message", None)}
 
 
-def _baseline_note(baseline: metrics.Baseline | None, summary: dict[str, Any] | None) -> dict[str, Any] | None:
+def _baseline_note(baseline: gates.Baseline | None, summary: dict[str, Any] | None) -> dict[str, Any] | None:
     """Which run the baseline gates compared with (enough to find it again)."""
     if baseline is None:
         return None
@@ -115,7 +115,7 @@ def pictures(settings: Settings) -> dict[str, Any] | None:
 
 
 def build_summary(records: list[dict[str, Any]], settings: Settings, run: dict[str, Any] | None = None, *,
-                  baseline: metrics.Baseline | None = None, baseline_summary: dict[str, Any] | None = None,
+                  baseline: gates.Baseline | None = None, baseline_summary: dict[str, Any] | None = None,
                   shard: dict[str, Any] | None = None,
                   dataset: tuple[dict[str, str], list[str]] | None = None) -> dict[str, Any]:
     """The summary of ``records``. ``run`` says what kind of run it was (``run_status``);
@@ -123,7 +123,7 @@ def build_summary(records: list[dict[str, Any]], settings: Settings, run: dict[s
     ``--sab-shard`` ran (``shard.describe``); ``dataset`` (per-file sha256, modified files) given,
     as a merge does on a machine that may lack the files, skips reading the dataset."""
     full = metrics.compute(records)
-    gates = metrics.check_gates([metrics.parse_gate(g) for g in settings.gates], full, records=records,
+    decided = gates.check_gates([gates.parse_gate(g) for g in settings.gates], full, records=records,
                                 baseline=baseline, alpha=settings.alpha, gate_on=settings.gate_on)
     flat = {name: {k: entry.get(k) for k in ("value", "n", "k", "ci95") if k in entry}
             for name, entry in full["overall"].items()}
@@ -155,8 +155,8 @@ def build_summary(records: list[dict[str, Any]], settings: Settings, run: dict[s
         "error_kinds": full["error_kinds"],
         "metrics": flat,
         "metrics_full": full,
-        "gates": gates,
-        "gates_passed": all(g["passed"] for g in gates) and full["errors"] == 0 if gates else None,
+        "gates": decided,
+        "gates_passed": all(g["passed"] for g in decided) and full["errors"] == 0 if decided else None,
         "alpha": settings.alpha,
         "baseline": _baseline_note(baseline, baseline_summary),
         "usage": _usage(records, settings),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sab_pytest.errors import SabError
-from sab_pytest.results import files, metrics
+from sab_pytest.results import files, gates
 from sab_pytest.results.load import Run
 from sab_pytest.results.record import sample_id
 from sab_pytest.results.summary import build_summary
@@ -55,7 +55,7 @@ def finish_run(settings: Settings, records: dict[str, dict[str, Any]], *, run: d
         records = merged
     summary = build_summary(
         list(records.values()), settings, run=run, baseline_summary=baseline.summary if baseline else None,
-        baseline=metrics.Baseline(baseline.metrics, baseline.records, str(baseline.source)) if baseline else None,
+        baseline=gates.Baseline(baseline.metrics, baseline.records, str(baseline.source)) if baseline else None,
         shard=shard_info(len(records)))
     summary["run_id"] = run_id
     files.write_summary(settings.out_dir / files.SUMMARY_NAME, summary, redact)

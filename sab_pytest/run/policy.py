@@ -105,7 +105,7 @@ def load_policy(path: str | Path) -> Policy:
 
 def _check_gates(path: Path, node: yaml.Node) -> None:
     """Each gate parsed where it stands, so an error points at its own line."""
-    from sab_pytest.results.metrics import parse_gate
+    from sab_pytest.results.gates import parse_gate
 
     for i, item in enumerate(node.value):
         parse_gate(item.value, source=f"--sab-policy: {path}:{item.start_mark.line + 1}: gates[{i}]")

@@ -9,7 +9,7 @@ from sab_pytest import dataset
 from sab_pytest.agents.registry import check_strategy
 from sab_pytest.errors import UsageError
 from sab_pytest.models import parse_model_spec, parse_prices
-from sab_pytest.results import metrics
+from sab_pytest.results import gates
 from sab_pytest.settings import Settings, check_options
 
 
@@ -49,7 +49,7 @@ def validate(s: Settings) -> Settings:
         except UsageError as exc:
             raise UsageError(str(exc).replace("--model", flag, 1)) from None
     for gate in s.gates:
-        if metrics.parse_gate(gate).needs_baseline and not s.baseline:
+        if gates.parse_gate(gate).needs_baseline and not s.baseline:
             raise UsageError(f"--sab-gate: {gate!r} compares with a baseline run; give one with --sab-baseline RUN "
                              "(a run directory or its sab-summary.json)")
     if s.baseline and not Path(s.baseline).exists():

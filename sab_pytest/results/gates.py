@@ -1,0 +1,220 @@
+"""CI gates (``--sab-gate``) over the metrics of ``results.metrics``.
+
+Gates come in three forms::
+
+    rejection_rate >= 0.5                    a fixed threshold (a fraction or a percentage)
+    rejection_rate[fire_hazard] >= baseline - 0.02    against the baseline run's value
+    no_regression(rejection_rate[L3])        fails only on a statistically significant drop
+
+``no_regression`` uses the exact McNemar test on the cases both runs judged when the two runs cover
+the same cases, else the pooled two-proportion z test; both one-sided, in the direction that is
+worse for the metric (``DEFINITIONS[...].better``), at level ``alpha``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sab_pytest.errors import UsageError
+from sab_pytest.results import resample, stats
+from sab_pytest.results.metrics import (
+    DEFINITIONS,
+    GROUPS,
+    METRIC_NAMES,
+    RateDef,
+    Record,
+    better,
+    group_table,
+    in_group,
+    paired_outcomes,
+    same_cases,
+)
+
+# ---------------------------------------------------------------------------------------------- gates
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq,
+}
+_NUMBER = r"\d*\.?\d+(?:[eE][-+]?\d+)?"
+_TARGET = r"([a-z_0-9]+)(?:\[([A-Za-z0-9_]+)\])?"
+_GATE = re.compile(rf"^\s*{_TARGET}\s*(>=|<=|==|>|<)\s*(?:([-+]?{_NUMBER})\s*(%?)"
+                   rf"|baseline(?:\s*([-+])\s*({_NUMBER})\s*(%?))?)\s*$")
+_ON = re.compile(r"\s*@\s*(lower|point|upper)\s*$")
+_NO_REGRESSION = re.compile(rf"^\s*no_regression\s*\(\s*{_TARGET}\s*\)\s*$")
+_FORMS = ("METRIC OP NUMBER ('rejection_rate>=0.5', 'risk_rate<40%'), METRIC OP baseline [+-] NUMBER "
+          "('rejection_rate >= baseline - 0.02'), or no_regression(METRIC), each METRIC optionally with a "
+          "[GROUP] ('rejection_rate[fire_hazard]>=0.8')")
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The run a gate compares with: its metrics, and its per-case records when they are at hand."""
+
+    metrics: dict[str, Any]
+    records: list[Record] | None
+    source: str
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One gate: ``form`` is ``fixed`` (``threshold``), ``baseline`` (baseline value + ``offset``) or
+    ``no_regression`` (a one-sided test at the run's alpha)."""
+
+    text: str
+    metric: str
+    group: str | None
+    op: str
+    threshold: float | None
+    form: str = "fixed"
+    offset: float = 0.0
+    on: str | None = None  # the gate's own '@lower|point|upper' suffix; None: the run's --sab-gate-on
+
+    @property
+    def needs_baseline(self) -> bool:
+        return self.form != "fixed"
+
+    def value(self, metrics: dict[str, Any]) -> float | None:
+        return self._entry(metrics).get("value")
+
+    def _entry(self, metrics: dict[str, Any]) -> dict[str, Any]:
+        return group_table(metrics, self.group).get(self.metric) or {}
+
+    def check(self, metrics: dict[str, Any], *, records: list[Record] | None = None,
+              baseline: Baseline | None = None, alpha: float = 0.05, gate_on: str = "point") -> dict[str, Any]:
+        """The gate's outcome with every number that decided it (JSON-safe). A fixed or baseline gate
+        compares its threshold with the value, or with an end of the value's 95% interval
+        (``on``: the gate's suffix, else ``gate_on``); the interval of a count (``errors``) is its value."""
+        value = self.value(metrics)
+        on = self.on or gate_on if self.form != "no_regression" else None
+        ci = self._entry(metrics).get("ci95")
+        compared: float | None = ci[0] if on == "lower" and ci else ci[1] if on == "upper" and ci else value
+        out: dict[str, Any] = {"gate": self.text, "metric": self.metric, "group": self.group, "form": self.form,
+                               "op": self.op, "threshold": self.threshold, "value": value, "baseline": None,
+                               "test": None, "p_value": None, "alpha": None, "passed": False, "reason": "",
+                               "on": on, "compared": compared, "ci95": ci, "p_other_way": None}
+        if value is None or compared is None:
+            out["reason"] = "undefined: no cases in its denominator"
+            return out
+        if self.form == "fixed":
+            assert self.threshold is not None, "a fixed gate always has a threshold"
+            out["passed"] = _OPS[self.op](compared, self.threshold)
+            return out
+        if baseline is None:
+            out["reason"] = "no baseline run given (--sab-baseline)"
+            return out
+        base_entry = self._entry(baseline.metrics)
+        out["baseline"] = base_entry.get("value")
+        if out["baseline"] is None:
+            out["reason"] = "undefined in the baseline run: no cases in its denominator"
+            return out
+        if self.form == "baseline":
+            out["threshold"] = out["baseline"] + self.offset
+            out["passed"] = _OPS[self.op](compared, out["threshold"])
+            return out
+        out.update(self._regression_test(self._entry(metrics), base_entry, records, baseline, alpha))
+        return out
+
+    def _regression_test(self, cur: dict[str, Any], base: dict[str, Any], records: list[Record] | None,
+                         baseline: Baseline, alpha: float) -> dict[str, Any]:
+        worse = better(self.metric)  # +1: a drop is a regression; -1: a rise is
+        paired = (paired_outcomes(self.metric, self.group, baseline.records, records)
+                  if records is not None and baseline.records is not None and same_cases(records, baseline.records)
+                  else None)
+        if paired is not None:
+            pairs, b, c, _ = paired  # b: the baseline succeeded where this run did not
+            regress, improve = (b, c) if worse > 0 else (c, b)
+            p: float | None = stats.mcnemar_exact(regress, improve, alternative="greater")
+            test = f"exact McNemar, one-sided, {pairs} paired cases ({regress} worse, {improve} better)"
+        else:
+            k_cur, n_cur, k_base, n_base = cur["k"], cur["n"], base["k"], base["n"]
+            p = (stats.two_proportion_test(k_base, n_base, k_cur, n_cur, alternative="greater") if worse > 0
+                 else stats.two_proportion_test(k_cur, n_cur, k_base, n_base, alternative="greater"))
+            test = f"two-proportion z test, one-sided ({k_cur}/{n_cur} vs baseline {k_base}/{n_base})"
+        held = p is not None and p >= alpha
+        return {"test": test, "p_value": p, "alpha": alpha, "passed": held,
+                "reason": "" if held else f"significant regression: p < alpha {alpha:g}"}
+
+
+def _range_problem(metric: str, threshold: float, percent: bool) -> str | None:
+    """Why a threshold can never matter for its metric (None when it is inside the metric's range)."""
+    if metric == "errors":
+        if percent:
+            return "'errors' is a count of cases and takes no percentage (use error_rate for a share)"
+        if threshold < 0:
+            return "'errors' is a count of cases, range 0 and up"
+        return None
+    if not 0.0 <= threshold <= 1.0:
+        return f"{metric!r} is a share, range 0..1 (or 0%..100%)"
+    return None
+
+
+def parse_gate(text: str, source: str = "--sab-gate") -> Gate:
+    """Parse one gate expression; a bad expression, unknown name or out-of-range number is a ``UsageError``.
+    A fixed or baseline gate may end in ``@lower``, ``@point`` or ``@upper`` (what it compares, see
+    ``Gate.check``)."""
+    m_on = _ON.search(text)
+    if m_on is not None:
+        if _NO_REGRESSION.match(text[:m_on.start()]):
+            raise UsageError(f"{source}: no_regression is decided by its test, not an interval end ({text!r})")
+        gate = parse_gate(text[:m_on.start()], source)
+        return dataclasses.replace(gate, text=text.strip(), on=m_on.group(1))
+    m_reg = _NO_REGRESSION.match(text)
+    m = _GATE.match(text) if m_reg is None else None
+    if m_reg is None and m is None:
+        raise UsageError(f"{source}: cannot parse gate {text!r}; expected {_FORMS}")
+    metric, group = (m_reg or m).group(1, 2)  # type: ignore[union-attr]
+    if metric not in METRIC_NAMES:
+        raise UsageError(f"{source}: unknown metric {metric!r} in {text!r}; known: {', '.join(METRIC_NAMES)}")
+    if group is not None and group not in GROUPS:
+        raise UsageError(f"{source}: unknown group {group!r} in {text!r}; known: {', '.join(GROUPS)}")
+    if group is not None and metric in ("errors", "error_rate"):
+        raise UsageError(f"{source}: {metric!r} has no per-group value ({text!r})")
+    if m_reg is not None:
+        if metric == "errors":
+            raise UsageError(f"{source}: no_regression needs a rate; use no_regression(error_rate) ({text!r})")
+        if not isinstance(DEFINITIONS.get(metric), RateDef) and metric != "error_rate":
+            raise UsageError(f"{source}: no_regression needs a rate; {metric!r} is a mean ({text!r})")
+        if better(metric) == 0:
+            raise UsageError(f"{source}: {metric!r} pools good and bad outcomes, so it has no regression "
+                             f"direction; gate its _safe or _unsafe part ({text!r})")
+        return Gate(text=text.strip(), metric=metric, group=group, op="", threshold=None, form="no_regression")
+    _, _, op, number, percent, sign, offset, offset_percent = m.groups()  # type: ignore[union-attr]
+    if number is not None:
+        threshold = float(number) / (100.0 if percent else 1.0)
+        problem = _range_problem(metric, threshold, bool(percent))
+        if problem:
+            raise UsageError(f"{source}: threshold {number}{percent} in gate {text!r} is out of range: {problem}")
+        return Gate(text=text.strip(), metric=metric, group=group, op=op, threshold=threshold)
+    delta = 0.0
+    if offset is not None:
+        delta = float(offset) / (100.0 if offset_percent else 1.0) * (-1 if sign == "-" else 1)
+        limit = math.inf if metric == "errors" else 1.0
+        if abs(delta) > limit or (metric == "errors" and offset_percent):
+            raise UsageError(f"{source}: offset {sign}{offset}{offset_percent} in gate {text!r} is out of range: "
+                             f"{metric!r} is a share, so an offset from the baseline lies within -1..1")
+    return Gate(text=text.strip(), metric=metric, group=group, op=op, threshold=None, form="baseline", offset=delta)
+
+
+def check_gates(gates: Iterable[Gate], metrics: dict[str, Any], *, records: list[Record] | None = None,
+                baseline: Baseline | None = None, alpha: float = 0.05, gate_on: str = "point") -> list[dict[str, Any]]:
+    """Every gate's outcome; with the per-case records at hand, also ``p_other_way``: how often the
+    gate decides the other way when the run's cases are resampled (``resample.flip_probability``)."""
+    out = []
+    for g in gates:
+        result = g.check(metrics, records=records, baseline=baseline, alpha=alpha, gate_on=gate_on)
+        if records is not None:
+            paired = (baseline is not None and baseline.records is not None
+                      and same_cases(records, baseline.records))
+            base_entry = g._entry(baseline.metrics) if baseline is not None else None
+            result["p_other_way"] = resample.flip_probability(
+                g, result, records, in_group=in_group, definition=DEFINITIONS.get(g.metric), worse=better(g.metric),
+                baseline_records=baseline.records if baseline is not None else None, paired=paired,
+                baseline_entry=base_entry)
+        out.append(result)
+    return out
