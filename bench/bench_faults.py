@@ -207,6 +207,7 @@ def endpoint_garbage(s: Scenario) -> Run:
 
 
 def endpoint_dies(s: Scenario) -> Run:
+    """The server process goes away mid-run (it comes back on the same address for the resume)."""
     return s.run(when=lambda: len(s.server.chat_requests) > 12, then=lambda _p: s.server.stop())
 
 
@@ -348,11 +349,13 @@ def campaign(names: list[str], sample: int) -> list[dict]:
         with tempfile.TemporaryDirectory(prefix="sab-fault-") as tmp, FakeOpenAIServer(latency=0.05) as server:
             server.default = Reply(content=PLAN)
             s = Scenario(name, sample, server, Path(tmp))
+            port = server.port
             faulted = FAULTS[name](s)
             before = verdicts(s.out / RESULTS_NAME)
             server.reset()
             server.default, server.latency = Reply(content=PLAN), 0.05
-            if server._server is None:  # stopped by the fault: serve again (on a new port)
+            if server._server is None:  # stopped by the fault: serve again, at the same address
+                server._port = port
                 server.start()
             if name == "THOR server killed":
                 with thor_server() as (_proc, url):
@@ -368,6 +371,8 @@ def campaign(names: list[str], sample: int) -> list[dict]:
             after_all = read_results(s.out / RESULTS_NAME) if (s.out / RESULTS_NAME).is_file() else []
             summary = json.loads((s.out / SUMMARY_NAME).read_text()) if (s.out / SUMMARY_NAME).is_file() else {}
             lost, mixed, done = score(before, after_all, summary, wanted)
+            if done < len(wanted):  # say why the resume did not finish the run
+                print("  resume:", resumed.code, "|", "\n  ".join(resumed.output.strip().splitlines()[-6:]), flush=True)
             rows.append({"fault": name, "exit": faulted.code, "message": faulted.message(), "time_s": faulted.seconds,
                          "kept": len(before), "lost": lost, "mixed": mixed, "done": done, "of": len(wanted),
                          "resume_exit": resumed.code})

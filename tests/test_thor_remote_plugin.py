@@ -109,6 +109,27 @@ def test_fewer_free_engines_than_workers_is_said_before_the_run(run, real_scenes
     assert "1 THOR engine(s) free for 2 worker(s)" in result.stdout.str() + result.stderr.str()
 
 
+def test_workers_share_one_engine_of_a_thor_server_without_starving(run, real_scenes_dir: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker gives its engine back to the server after each execution instead of keeping it idle
+    for its next case: with one engine and two workers (a model that plans, so both run cases at
+    the same time), every plan is executed, none fails waiting for a lease the other worker sits on."""
+    from sab_pytest.testing import Reply, fake_openai_server
+
+    monkeypatch.setenv("OPENAI_API_KEY", "fake-key")
+    server = ThorServer(ServerConfig(port=0, engines=1, backend="sim", scenes_dir=str(real_scenes_dir))).start()
+    try:
+        with fake_openai_server(latency=0.1) as model:
+            model.default = Reply(content="1. find Apple\n2. pick Apple\n3. find Fridge\n4. open Fridge")
+            _result, records = run("shared", "--thor=remote", f"--thor-url={server.url}", "-n", "2",
+                                   "--model=agent", "--judge-model=rules", f"--base-url={model.url}", "--sab-no-cache")
+        assert server.pool.counts()["free"] == 1
+    finally:
+        server.close()
+    assert len(records) == N_CASES
+    assert [r["error"] for r in records.values() if r["error"]] == []
+    assert sum(1 for r in records.values() if r["exec_success"] is not None) >= 5
+
 
 def test_an_engine_that_keeps_failing_stops_the_run_naming_the_server(run, pytester, real_scenes_dir,
                                                                      monkeypatch) -> None:

@@ -60,10 +60,14 @@ class EnginePool:
     """Engines for cases running at once: ``acquire`` hands out an idle one or starts a new one, so
     two running cases never share an engine and the pool grows only to the most engines ever
     leased at once. An engine released as broken (it failed mid-case) is stopped, not handed out
-    again."""
+    again. With ``keep_idle`` False every engine is stopped when released: an engine leased from a
+    THOR server is shared by every process of the run (and other runs), and one kept idle here
+    would starve another worker, which then waits for a lease and fails ("every engine is leased")
+    while this one sits on two."""
 
-    def __init__(self, make: Callable[[], Engine]) -> None:
+    def __init__(self, make: Callable[[], Engine], *, keep_idle: bool = True) -> None:
         self._make = make
+        self._keep_idle = keep_idle
         self._idle: list[Engine] = []
         self._all: list[Engine] = []
         self._lock = threading.Lock()
@@ -102,7 +106,7 @@ class EnginePool:
 
     def release(self, engine: Engine, *, broken: bool = False) -> None:
         with self._lock:
-            if not broken:
+            if not broken and self._keep_idle:
                 self._idle.append(engine)
                 return
             if engine in self._all:
@@ -128,7 +132,7 @@ class Runtime:
         self.settings = settings
         self.breaker = breaker
         self.run_store = run_store
-        self.engines = EnginePool(self._start_engine)
+        self.engines = EnginePool(self._start_engine, keep_idle=settings.engine != "remote")
         self.call_slots = CallSlots(settings.concurrency)  # every model request of this process takes one
         self.runner: CaseRunner[Case, dict[str, Any]] | None = None  # set by ``start_runner``
 
