@@ -296,7 +296,6 @@ class OpenAIChatModel:
         attempt = 0  # failed attempts so far (rate limits not counted)
         throttled = 0.0  # seconds this call has waited out rate limits
         rounds = 0  # rate-limited answers so far
-        silent_since: float | None = None  # wall time the current run of timed-out attempts began
         silent = 0  # timed-out attempts in a row
         while True:
             if attempt or rounds:
@@ -321,11 +320,8 @@ class OpenAIChatModel:
                 if deadline is not None and failure.timed_out and time.monotonic() >= deadline - 0.01:
                     raise InfraError("model_timeout", f"{self.name}: case time budget spent; last attempt: "
                                      f"{failure.message}") from None
-                if failure.timed_out:
-                    silent_since, silent = silent_since or sent, silent + 1
-                    self._check_hung(silent, silent_since)
-                else:
-                    silent_since, silent = None, 0
+                silent = silent + 1 if failure.timed_out else 0
+                self._check_hung(silent, sent)
                 cause = f"; {failure.cause}" if failure.cause else ""
                 failing = self.breaker is not None and self.breaker.streak() > 0
                 if not failure.retryable or attempt >= self.max_retries or failing:
@@ -383,17 +379,17 @@ class OpenAIChatModel:
             self.breaker.wait(pause)  # wakes (raises) when the run stops, whatever other calls do
         return waited + pause
 
-    def _check_hung(self, silent: int, since: float) -> None:
+    def _check_hung(self, silent: int, last_sent: float) -> None:
         """Stop the run when this call has timed out ``HANG_ATTEMPTS`` times in a row and no call of
-        the run got an answer since its first timed-out attempt was sent: the endpoint accepts
+        the run got an answer while its last attempt waited (``last_sent`` on): the endpoint accepts
         requests and answers none. Why this run-level view (and not streaming with a first-byte
         limit): see ``run.breaker.RunState.answered_since``. Without a breaker the call retries."""
-        if self.breaker is None or silent < HANG_ATTEMPTS or self.breaker.answered_since(since):
+        if self.breaker is None or silent < HANG_ATTEMPTS or self.breaker.answered_since(last_sent):
             return
         raise self.breaker.request_stop(
             ENDPOINT_DOWN, f"the model endpoint {self.server} stopped answering: no answer within "
-            f"{self.timeout:g}s (--sab-timeout) to {silent} attempts in a row of one call, and no model call of the "
-            f"run was answered in the {time.time() - since:.0f}s since; {CAUSE_SILENT}").error()
+            f"{self.timeout:g}s (--sab-timeout) to {silent} attempts in a row of one call, the last "
+            f"{time.time() - last_sent:.0f}s without an answer to any call of the run; {CAUSE_SILENT}").error()
 
     def _slot(self) -> contextlib.AbstractContextManager[float]:
         """One of the process's slots for a call in flight (``slots.CallSlots``); the wait gives up

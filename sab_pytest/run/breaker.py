@@ -185,10 +185,11 @@ class RunState:
     def answered_since(self, when: float) -> bool:
         """Whether any model call of the run (any process) got an answer after ``when`` (``time.time()``).
 
-        The run-level view that tells a hung endpoint from a slow one: a call whose attempts keep
-        timing out while no call anywhere is answered means nothing is being answered, whereas a
-        slow model keeps answering within ``--sab-timeout``. Why this and not streaming with a
-        time-to-first-byte limit: streaming changes the request every server sees
+        The run-level view that tells a hung endpoint from a slow one: a call that timed out twice
+        in a row, the second time while no call anywhere was answered, means nothing is being
+        answered (the run stops about two ``--sab-timeout`` after the endpoint went quiet, not
+        after every call's retries), whereas a slow model keeps answering within ``--sab-timeout``.
+        Why this and not streaming with a time-to-first-byte limit: streaming changes the request every server sees
         (``stream=True``), needs ``stream_options`` for usage that not every OpenAI-compatible
         server accepts, must reassemble tool-call deltas, and a buffering proxy in between defeats
         a first-byte limit. Conservative: the last answer is written at most every
