@@ -4,7 +4,7 @@ turned into one ``UsageError`` that names the URL, what happened and the likely 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from sab_pytest.errors import UsageError
 from sab_pytest.models.wire import (
@@ -19,11 +19,22 @@ from sab_pytest.models.wire import (
     status_cause,
 )
 
-if TYPE_CHECKING:
-    from sab_pytest.models.client import OpenAIChatModel
+
+class Endpoint(Protocol):
+    """What the check needs of the client (``client.OpenAIChatModel``; not imported: no cycle)."""
+
+    name: str
+    api_key_env: str
+
+    @property
+    def server(self) -> str: ...
+
+    def secret(self) -> str | None: ...
+
+    def _sdk_client(self) -> Any: ...
 
 
-def check_endpoint(model: OpenAIChatModel, timeout: float, attempts: int) -> None:
+def check_endpoint(model: Endpoint, timeout: float, attempts: int) -> None:
     """One tiny chat completion (``max_tokens=1``, a few tokens in all) with ``model``.
 
     Turns what would otherwise fail every case one by one into one ``UsageError`` naming the
