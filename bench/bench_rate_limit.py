@@ -112,8 +112,10 @@ def main() -> None:
                 wall = time.monotonic() - started
                 limit = server.rate_limit
                 cases_at = [r.received_at for r in server.chat_requests if r.body.get("max_tokens") != 1]
-                answered = limit.allowed if limit is not None else len(cases_at)
                 hang = server.hang
+                answered = limit.allowed if limit is not None else len(cases_at)
+                if hang is not None:
+                    answered = min(answered, hang.calls - 1)  # the preflight is one of the answered
                 port = server.port
             f = facts(out)
             startup = min(cases_at) - started if cases_at else float("nan")
