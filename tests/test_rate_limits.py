@@ -296,3 +296,15 @@ def test_an_endpoint_that_hangs_mid_run_stops_it_and_resume_does_the_rest(run) -
     assert again.ret == pytest.ExitCode.TESTS_FAILED
     final = json.loads((run.out / "sab-summary.json").read_text())
     assert final["cases"] == N_CASES and final["errors"] == 0
+
+
+def test_back_off_is_not_charged_to_the_case_budget(server: FakeOpenAIServer) -> None:
+    from sab_pytest.models import case_budget
+
+    client = model(server)
+    client.complete(USER)  # the SDK client is made and connected outside the budget
+    server.reset()
+    server.enqueue(*[Reply.rate_limited(retry_after_ms=300)] * 5)
+    with case_budget(1.0):
+        assert client.complete([{"role": "user", "content": "again"}]).answer  # >= 1.5 s of back-off
+    assert len(server.chat_requests) == 6

@@ -313,7 +313,7 @@ class OpenAIChatModel:
             except Failure as failure:
                 if failure.rate_limited:
                     throttled = self._throttle(failure, throttled, rounds)
-                    rounds += 1
+                    deadline, rounds = current_deadline(), rounds + 1  # the wait moved the budget's end
                     continue
                 count_failure(final=False)
                 attempts = attempt + 1
