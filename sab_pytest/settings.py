@@ -188,6 +188,11 @@ class Settings:
         "--sab-max-failures", "stop the run when N model calls in a row, counted across all workers, get no "
         "answer (after retrying) with no success between them; 0 = never stop (default 10)", type=int,
         metavar="N", cli_default=DEFAULT_MAX_FAILURES, check=at_least(0, "an integer >= 0 (0 = never stop)")))
+    rate_limit_wait_s: float = setting(600.0, Option(
+        "--sab-rate-limit-wait", "seconds of back-off one model call may spend on rate limits (HTTP 429, 503 with "
+        "Retry-After) before its case errs; rate limits slow the run down (fewer calls in flight, waits as the "
+        "server asks) and never count as failures (default 600)", type=float, metavar="S", cli_default=600.0,
+        check=at_least(0.0, "a number of seconds >= 0")))
     concurrency: int = setting(1, Option(
         "--sab-concurrency", "model calls in flight per worker; the worker runs up to 4N of its upcoming cases "
         "ahead to keep them busy (default 1)", type=int, metavar="N", cli_default=1,

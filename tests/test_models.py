@@ -193,10 +193,13 @@ def test_persistent_500_gives_up_after_max_retries(server: FakeOpenAIServer) -> 
 
 
 def test_retry_after_beyond_the_limit_is_not_waited_for(server: FakeOpenAIServer) -> None:
-    server.enqueue(Reply.rate_limited(retry_after=600))
+    server.enqueue(Reply.error(503, "overloaded", retry_after=600))
     with pytest.raises(InfraError, match="wait 600s"):
-        make_model(server).complete(USER)
+        make_model(server, rate_limit_wait=60).complete(USER)
     assert len(server.chat_requests) == 1  # refused at once: no second attempt after any pause
+    server.enqueue(Reply.error(500, "overloaded", retry_after=600))  # not a rate limit: --sab-retries' bound
+    with pytest.raises(InfraError, match="wait 600s, more than the 120s allowed"):
+        make_model(server).complete(USER)
 
 
 def test_empty_answer_cut_by_the_token_limit_is_not_retried(server: FakeOpenAIServer) -> None:

@@ -125,10 +125,10 @@ def test_a_waiter_that_gives_up_leaves_the_queue_and_passes_on_a_slot() -> None:
     assert failed and not slots._waiting
     release.set()
     holder.join(5)
-    assert slots._free == 1 and not slots._waiting  # the slot is free again: nobody queued holds it
+    assert slots._held == 0 and not slots._waiting  # the slot is free again: nobody queued holds it
     with slots.slot():
         assert slots.in_flight == 1
-    assert slots.in_flight == 0 and slots._free == 1
+    assert slots.in_flight == 0 and slots._held == 0
 
 
 def test_time_queued_for_a_slot_is_not_charged_to_the_case_budget() -> None:

@@ -48,10 +48,14 @@ def current_deadline() -> float | None:
 class FailureLog:
     """Requests of one case that got no usable answer: each failed attempt (retries included)
     and each call that failed for good. A failed request is still a request the API received
-    (and may bill), so the usage counts it; answers alone cannot, since a failure has none."""
+    (and may bill), so the usage counts it; answers alone cannot, since a failure has none.
+    Rate-limited requests (HTTP 429, 503 with Retry-After) are counted apart, with the seconds
+    waited for them: back-pressure, not failures."""
 
     failed_attempts: int = 0
     failed_calls: int = 0
+    rate_limited: int = 0
+    rate_limit_wait_s: float = 0.0
 
 
 _failures = threading.local()
@@ -66,6 +70,14 @@ def failure_log() -> Iterator[FailureLog]:
         yield log
     finally:
         _failures.log = previous
+
+
+def count_rate_limit(waited: float) -> None:
+    """One rate-limited request, and the ``waited`` seconds of back-off that followed it."""
+    log: FailureLog | None = getattr(_failures, "log", None)
+    if log is not None:
+        log.rate_limited += 1
+        log.rate_limit_wait_s += waited
 
 
 def count_failure(*, final: bool) -> None:

@@ -16,10 +16,11 @@ from dataclasses import asdict
 from typing import Any
 
 from sab_pytest.cache import Claim, ResponseCache, normalise_base_url, request_key
-from sab_pytest.errors import STOP_KINDS, InfraError, UsageError
+from sab_pytest.errors import ENDPOINT_DOWN, STOP_KINDS, InfraError, UsageError
 from sab_pytest.models.budget import (
     check_not_cancelled,
     count_failure,
+    count_rate_limit,
     current_deadline,
     current_repeat,
     extend_deadline,
@@ -28,8 +29,14 @@ from sab_pytest.models.protocols import Breaker, Slots
 from sab_pytest.models.spec import parse_model_spec
 from sab_pytest.models.wire import (
     BACKOFF_MAX_S,
+    CAUSE_GONE,
+    CAUSE_QUOTA,
+    CAUSE_RATE,
+    CAUSE_SILENT,
+    CAUSE_URL,
     MAX_RETRY_AFTER_S,
     PREFLIGHT_TIMEOUT_S,
+    RATE_LIMIT_WAIT_S,
     RETRYABLE_STATUS,
     SAMPLING_KEYS,
     Answer,
@@ -38,14 +45,17 @@ from sab_pytest.models.wire import (
     as_int,
     connection_reason,
     elide_images,
+    error_code,
     error_text,
-    is_completion,
     parse_answer,
     parse_retry_after,
+    rate_limit_wait,
     scrub,
-    shorten,
+    status_cause,
 )
 from sab_pytest.outcome import ModelCall
+
+HANG_ATTEMPTS = 2  # timed-out attempts in a row of one call, with no answer in the run, that stop it
 
 
 class OpenAIChatModel:
@@ -71,6 +81,7 @@ class OpenAIChatModel:
         backoff_base: float = 1.0,
         backoff_max: float = BACKOFF_MAX_S,
         max_retry_after: float = MAX_RETRY_AFTER_S,
+        rate_limit_wait: float = RATE_LIMIT_WAIT_S,
         cache: ResponseCache | None = None,
         cache_salt: str | None = None,
         extra: Mapping[str, Any] | None = None,
@@ -91,6 +102,7 @@ class OpenAIChatModel:
         self.backoff_base = float(backoff_base)
         self.backoff_max = float(backoff_max)
         self.max_retry_after = float(max_retry_after)
+        self.rate_limit_wait = float(rate_limit_wait)  # back-off one call may spend on rate limits
         self.cache = cache
         self.cache_salt = cache_salt
         unknown = set(extra or {}) - set(SAMPLING_KEYS)
@@ -103,6 +115,7 @@ class OpenAIChatModel:
         self._client: Any = None
         self._client_pid: int | None = None
         self._client_lock = threading.Lock()
+        self._answered = False  # some call of this client got an answer (a refused connection then is no typo)
 
     def __repr__(self) -> str:
         return (f"OpenAIChatModel(name={self.name!r}, base_url={self.server!r}, "
@@ -116,6 +129,10 @@ class OpenAIChatModel:
     @property
     def has_api_key(self) -> bool:
         return bool(self._key)
+
+    def secret(self) -> str | None:
+        """The API key, for the transport and for scrubbing messages; never for printing."""
+        return self._key.reveal()
 
     # -- public API ------------------------------------------------------------------------------
     def complete(self, messages: list[dict[str, Any]], *, role: str = "agent",
@@ -183,61 +200,10 @@ class OpenAIChatModel:
             time.sleep(min(0.05, 0.001 * rounds))
 
     def preflight(self, timeout: float = PREFLIGHT_TIMEOUT_S, attempts: int = 2) -> None:
-        """One tiny chat completion at session start (``max_tokens=1``, a few tokens in all).
+        """One tiny chat completion at session start (see ``models.preflight.check_endpoint``)."""
+        from sab_pytest.models.preflight import check_endpoint
 
-        Turns what would otherwise fail every case one by one into one ``UsageError`` naming the
-        URL and what happened: no key, a URL that does not answer or never answers a chat call,
-        a rejected key, a model the server does not serve, HTTP 5xx to chat calls, a body that is
-        not a chat completion. ``timeout`` bounds each attempt; a failure that may be passing is
-        tried ``attempts`` times in all. Answers that prove the endpoint works although this tiny
-        request was not to its taste (400/422, 429) pass: the cases report any real problem.
-        """
-        import openai
-
-        if not self._key.reveal():
-            raise UsageError(
-                f"no API key for model {self.name!r}: set {self.api_key_env} "
-                f"(servers without auth accept any non-empty value, e.g. {self.api_key_env}=EMPTY)"
-            )
-        where = f"the model API at {self.server}"
-        chat = f"a chat completion for model {self.name!r}"
-        params = {"model": self.name, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1}
-        problem = ""
-        for attempt in range(max(1, attempts)):
-            if attempt:
-                time.sleep(min(1.0, timeout / 4))
-            try:
-                raw = self._sdk_client().chat.completions.with_raw_response.create(**params, timeout=float(timeout))
-                body = raw.text
-            except openai.APIStatusError as exc:
-                status = exc.status_code
-                if status in (401, 403):
-                    raise UsageError(f"{where} rejected the key in {self.api_key_env} "
-                                     f"(HTTP {status}): {error_text(exc, self._key.reveal())}") from None
-                if status == 404:
-                    detail = error_text(exc, self._key.reveal())
-                    raise UsageError(f"{where} answered HTTP 404 to {chat} ({detail}); check "
-                                     "the model name and that --base-url ends where /chat/completions "
-                                     "is served (usually .../v1)") from None
-                if status < 500 and status != 408:
-                    return  # alive, only picky
-                problem = f"{where} answered HTTP {status} to {chat}: {error_text(exc, self._key.reveal())}"
-                continue
-            except openai.APITimeoutError:
-                problem = f"{where} gave no answer to {chat} within {timeout:g}s"
-                continue
-            except openai.APIConnectionError as exc:
-                problem = f"cannot reach the model API at {self.server}: {connection_reason(exc, self._key.reveal())}"
-                continue
-            except openai.OpenAIError as exc:
-                problem = f"{where} failed {chat}: {type(exc).__name__}: {scrub(str(exc), self._key.reveal())}"
-                continue
-            if is_completion(body):
-                return
-            problem = f"{where} answered {chat} with a body that is not a chat completion ({shorten(body)})"
-        tries = f" ({attempts} attempts)" if attempts > 1 else ""
-        raise UsageError(f"{problem}{tries}; no case was run: check --base-url / OPENAI_BASE_URL and that the "
-                         "server is up")
+        check_endpoint(self, timeout, attempts)
 
     # -- request building ---------------------------------------------------------------------
     def _request_params(self, messages: list[dict[str, Any]], max_tokens: int | None) -> dict[str, Any]:
@@ -312,8 +278,11 @@ class OpenAIChatModel:
                     if self.breaker is not None:
                         self.breaker.failure(exc.args[0])
                 raise
+            self._answered = True
             if self.breaker is not None:
                 self.breaker.success()
+            if self.slots is not None:
+                self.slots.relieved()
         return answer
 
     def _retry_loop(self, params: dict[str, Any]) -> Answer:
@@ -322,11 +291,18 @@ class OpenAIChatModel:
         Once the breaker knows that a call failed for good with no success since (the endpoint is
         failing, not blipping), a failed attempt is not retried: ten calls each sleeping through
         a minute of backoff would keep a dead endpoint's run going for many minutes.
+
+        Rate limits are back-pressure, not failures (``_throttle``): they do not use up retries,
+        are not cut short by the breaker, and end the call only at the ``rate_limit_wait`` ceiling.
+        Attempts that time out are watched for a hung endpoint (``_check_hung``).
         """
         deadline = current_deadline()
-        attempt = 0
+        attempt = 0  # failed attempts so far (rate limits not counted)
+        throttled = 0.0  # seconds this call has waited out rate limits
+        rounds = 0  # rate-limited answers so far
+        silent = 0  # timed-out attempts in a row
         while True:
-            if attempt:
+            if attempt or rounds:
                 check_not_cancelled()  # a stopped run does not keep retrying
             if self.breaker is not None:
                 self.breaker.check()  # a stopped run makes no new request
@@ -335,24 +311,32 @@ class OpenAIChatModel:
             per_try = self.timeout
             if deadline is not None:
                 per_try = max(0.01, min(self.timeout, deadline - time.monotonic()))
+            sent = time.time()
             try:
                 return self._attempt(params, per_try)
             except Failure as failure:
+                if failure.rate_limited:
+                    throttled = self._throttle(failure, throttled, rounds)
+                    deadline, rounds = current_deadline(), rounds + 1  # the wait moved the budget's end
+                    continue
                 count_failure(final=False)
                 attempts = attempt + 1
                 if deadline is not None and failure.timed_out and time.monotonic() >= deadline - 0.01:
                     raise InfraError("model_timeout", f"{self.name}: case time budget spent; last attempt: "
                                      f"{failure.message}") from None
+                silent = silent + 1 if failure.timed_out else 0
+                self._check_hung(silent, sent)
+                cause = f"; {failure.cause}" if failure.cause else ""
                 failing = self.breaker is not None and self.breaker.streak() > 0
                 if not failure.retryable or attempt >= self.max_retries or failing:
                     why = "; not retried: other calls to this endpoint are failing too" if (
                         failing and failure.retryable and attempt < self.max_retries) else ""
                     raise InfraError("model_api", f"{self.name} at {self.server}: {failure.message} "
-                                     f"(after {attempts} attempt{'s' if attempts > 1 else ''}{why})") from None
+                                     f"(after {attempts} attempt{'s' if attempts > 1 else ''}{why}){cause}") from None
                 if failure.retry_after is not None and failure.retry_after > self.max_retry_after:
                     raise InfraError("model_api", f"{self.name} at {self.server}: {failure.message}; "
                                      f"the server asks to wait {failure.retry_after:.0f}s, more than the "
-                                     f"{self.max_retry_after:.0f}s allowed") from None
+                                     f"{self.max_retry_after:.0f}s allowed{cause}") from None
                 pause = self._pause(attempt, failure.retry_after)
                 if deadline is not None and time.monotonic() + pause >= deadline:
                     raise InfraError("model_timeout", f"{self.name}: case time budget too short for the next "
@@ -362,8 +346,54 @@ class OpenAIChatModel:
                 elif not self.breaker.wait(pause, while_healthy=True):
                     raise InfraError("model_api", f"{self.name} at {self.server}: {failure.message} (after "
                                      f"{attempts} attempt{'s' if attempts > 1 else ''}; not retried: other calls "
-                                     "to this endpoint are failing too)") from None
+                                     f"to this endpoint are failing too){cause}") from None
                 attempt += 1
+
+    def _throttle(self, failure: Failure, waited: float, rounds: int) -> float:
+        """Wait out one rate-limited answer (HTTP 429, or 503 with Retry-After); returns the call's
+        back-off so far.
+
+        Why apart from retries: a 429 says "slow down", not "broken". So the wait is what the server
+        asked (``Retry-After``, else the ``x-ratelimit-reset-*`` of the used-up limit, else
+        exponential backoff), with a spread so that calls told the same instant do not all come
+        back at it; the process's calls in flight shrink (``slots.congested``); the case's budget
+        is not charged; the breaker neither hears of it nor cuts it short. The one bound is the
+        ceiling ``rate_limit_wait`` of back-off per call, after which the call fails for good,
+        saying so (and counts for the breaker like any call that failed for good: an endpoint that
+        serves nobody for that long is not serving the run).
+        """
+        if self.slots is not None:
+            self.slots.congested()
+        told = failure.retry_after
+        base = told if told is not None else min(self.backoff_max, self.backoff_base * 2 ** min(rounds, 16))
+        left = self.rate_limit_wait - waited
+        if base > left:
+            count_rate_limit(0.0)
+            asks = f"the server asks to wait {told:.0f}s, more than" if told is not None else "no time left of"
+            raise InfraError("model_api", f"{self.name} at {self.server}: still rate limited after {waited:.0f}s "
+                             f"of back-off for this call ({failure.message}); {asks} the {left:.0f}s left of the "
+                             f"{self.rate_limit_wait:g}s one call may wait (--sab-rate-limit-wait); "
+                             f"{CAUSE_RATE}") from None
+        pause = min(left, base * random.uniform(1.0, 1.25) if told is not None else base * random.uniform(0.5, 1.0))
+        count_rate_limit(pause)
+        extend_deadline(pause)  # back-pressure is not the case's work
+        if self.breaker is None:
+            time.sleep(pause)
+        else:
+            self.breaker.wait(pause)  # wakes (raises) when the run stops, whatever other calls do
+        return waited + pause
+
+    def _check_hung(self, silent: int, last_sent: float) -> None:
+        """Stop the run when this call has timed out ``HANG_ATTEMPTS`` times in a row and no call of
+        the run got an answer while its last attempt waited (``last_sent`` on): the endpoint accepts
+        requests and answers none. Why this run-level view (and not streaming with a first-byte
+        limit): see ``run.breaker.RunState.answered_since``. Without a breaker the call retries."""
+        if self.breaker is None or silent < HANG_ATTEMPTS or self.breaker.answered_since(last_sent):
+            return
+        raise self.breaker.request_stop(
+            ENDPOINT_DOWN, f"the model endpoint {self.server} stopped answering: no answer within "
+            f"{self.timeout:g}s (--sab-timeout) to {silent} attempts in a row of one call, the last "
+            f"{time.time() - last_sent:.0f}s without an answer to any call of the run; {CAUSE_SILENT}").error()
 
     def _slot(self) -> contextlib.AbstractContextManager[float]:
         """One of the process's slots for a call in flight (``slots.CallSlots``); the wait gives up
@@ -399,12 +429,20 @@ class OpenAIChatModel:
             retryable = status in RETRYABLE_STATUS or status >= 500
             if should in ("true", "false"):
                 retryable = should == "true"
-            raise Failure(f"HTTP {status}: {error_text(exc, self._key.reveal())}", retryable=retryable,
-                           retry_after=parse_retry_after(headers)) from None
+            message = f"HTTP {status}: {error_text(exc, self._key.reveal())}"
+            if status == 429 and error_code(exc) == "insufficient_quota":  # billing: waiting cannot help
+                raise Failure(message, retryable=False, cause=CAUSE_QUOTA) from None
+            told = parse_retry_after(headers)
+            if status == 429 or (status == 503 and told is not None):
+                raise Failure(message, retryable=True, retry_after=rate_limit_wait(headers), rate_limited=True,
+                              cause=CAUSE_RATE) from None
+            raise Failure(message, retryable=retryable, retry_after=told, cause=status_cause(status)) from None
         except openai.APITimeoutError:
-            raise Failure(f"no answer within {timeout:.1f}s", retryable=True, timed_out=True) from None
+            raise Failure(f"no answer within {timeout:.1f}s", retryable=True, timed_out=True,
+                          cause=CAUSE_SILENT) from None
         except openai.APIConnectionError as exc:
-            raise Failure(f"connection failed: {connection_reason(exc, self._key.reveal())}", retryable=True) from None
+            raise Failure(f"connection failed: {connection_reason(exc, self._key.reveal())}", retryable=True,
+                          cause=CAUSE_GONE if self._answered else CAUSE_URL) from None
         except openai.OpenAIError as exc:
             detail = scrub(str(exc), self._key.reveal())
             raise Failure(f"{type(exc).__name__}: {detail}", retryable=False) from None

@@ -8,7 +8,14 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from sab_pytest.errors import InfraError
 from sab_pytest.outcome import ModelCall
+
+
+class Stop(Protocol):
+    """A run's stop, as a breaker reports it: ``error()`` is what a stopped call raises."""
+
+    def error(self) -> InfraError: ...
 
 
 class Breaker(Protocol):
@@ -25,11 +32,19 @@ class Breaker(Protocol):
 
     def failure(self, message: str) -> int: ...
 
+    def answered_since(self, when: float) -> bool: ...
+
+    def request_stop(self, reason: str, message: str) -> Stop: ...
+
 
 class Slots(Protocol):
     """What a client needs of the process's call slots (``run.slots.CallSlots`` is one)."""
 
     def slot(self, check: Callable[[], None] | None = None) -> AbstractContextManager[float]: ...
+
+    def congested(self) -> None: ...
+
+    def relieved(self) -> None: ...
 
 
 class ChatModel(Protocol):

@@ -53,11 +53,16 @@ def usage_totals(calls: Iterable[ModelCall | Mapping[str, Any]]) -> dict[str, An
 
 def add_failures(totals: dict[str, Any], log: FailureLog | None) -> dict[str, Any]:
     """``totals`` with the failed requests of ``log`` counted: each failed attempt is a request the
-    API received (``api_calls``, ``failed_calls``), each call that failed for good an ``errors``."""
+    API received (``api_calls``, ``failed_calls``), each call that failed for good an ``errors``.
+    Rate-limited requests are requests too (``api_calls``), counted apart (``rate_limited``, with
+    ``rate_limit_wait_s`` of back-off), never as failed: the keys appear only when there were some."""
     if log is not None:
-        totals["api_calls"] = totals.get("api_calls", 0) + log.failed_attempts
+        totals["api_calls"] = totals.get("api_calls", 0) + log.failed_attempts + log.rate_limited
         totals["failed_calls"] = totals.get("failed_calls", 0) + log.failed_attempts
         totals["errors"] = totals.get("errors", 0) + log.failed_calls
+        if log.rate_limited:
+            totals["rate_limited"] = totals.get("rate_limited", 0) + log.rate_limited
+            totals["rate_limit_wait_s"] = round(totals.get("rate_limit_wait_s", 0.0) + log.rate_limit_wait_s, 3)
     return totals
 
 

@@ -43,20 +43,91 @@ PREFLIGHT_TIMEOUT_S = 15.0  # per preflight attempt (also bounded by --sab-timeo
 # 25-51 s (jittered) before it fails for good; that first failure is also how long a run against
 # an endpoint that died takes to stop (the breaker's other calls then fail fast).
 BACKOFF_MAX_S = 20.0
+# Most seconds one call waits out rate limits (429, 503 with Retry-After) before its case errs.
+RATE_LIMIT_WAIT_S = 600.0
 SAMPLING_KEYS = ("top_p", "seed", "stop", "tools", "tool_choice", "response_format", "n",
                  "presence_penalty", "frequency_penalty", "logit_bias")
 
 
 class Failure(Exception):
-    """One failed attempt: whether to retry, and how long the server asked us to wait."""
+    """One failed attempt: whether to retry, how long the server asked us to wait, whether it was
+    back-pressure (``rate_limited``: slow down, not a failure) and the likely ``cause``."""
 
     def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
-                 timed_out: bool = False) -> None:
+                 timed_out: bool = False, rate_limited: bool = False, cause: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.retryable = retryable
         self.retry_after = retry_after
         self.timed_out = timed_out
+        self.rate_limited = rate_limited
+        self.cause = cause
+
+
+# Likely causes, named in the messages of calls that failed for good and of the preflight. Why
+# apart: "check --base-url" sends a user hunting for a typo when the URL is right and the server
+# is broken; each kind of failure points somewhere else.
+CAUSE_URL = "likely cause: the URL is wrong or nothing serves it; check --base-url / OPENAI_BASE_URL"
+CAUSE_SERVER = ("likely cause: the server is failing (it answers, so the URL is right); see the server's "
+                "status or logs")
+CAUSE_KEY = "likely cause: the key is refused; check the API key variable"
+CAUSE_RATE = ("likely cause: the endpoint's rate limit; lower -n / --sab-concurrency or raise the limit "
+              "(--sab-rate-limit-wait sets how long a call waits it out)")
+CAUSE_SILENT = ("likely cause: the server accepts requests but does not answer them (hung or overloaded), "
+                "or --sab-timeout is too short for this model")
+CAUSE_GONE = ("likely cause: the server stopped accepting connections (it answered before, so the URL is "
+              "right): down or restarting")
+CAUSE_QUOTA = "likely cause: the account's quota or credit is used up (HTTP 429 insufficient_quota)"
+CAUSE_BODY = "likely cause: the URL serves something that is not an OpenAI-compatible API; check --base-url"
+
+
+def status_cause(status: int) -> str:
+    """The likely cause of an HTTP error status."""
+    if status in (401, 403):
+        return CAUSE_KEY
+    if status == 429:
+        return CAUSE_RATE
+    if status in (404, 405):
+        return CAUSE_URL
+    if status >= 500:
+        return CAUSE_SERVER
+    return ""
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str | None) -> float | None:
+    """Seconds in OpenAI's ``x-ratelimit-reset-*`` spelling (``"20ms"``, ``"1.5s"``, ``"6m0s"``) or a
+    bare number of seconds; None when unreadable."""
+    if not text:
+        return None
+    text = text.strip()
+    with contextlib.suppress(ValueError):
+        seconds = float(text)
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text.replace(" ", ""):
+        return None
+    return sum(float(n) * _UNIT_S[u] for n, u in parts)
+
+
+def rate_limit_wait(headers: Mapping[str, str]) -> float | None:
+    """How long a rate-limited request should wait: ``retry-after-ms`` / ``Retry-After`` when sent,
+    else the ``x-ratelimit-reset-*`` time of the limit that is used up (requests or tokens; either
+    reset when the matching ``remaining`` header is absent)."""
+    told = parse_retry_after(headers)
+    if told is not None:
+        return told
+    waits = []
+    for kind in ("requests", "tokens"):
+        remaining = (headers.get(f"x-ratelimit-remaining-{kind}") or "").strip()
+        if remaining in ("", "0"):
+            reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}"))
+            if reset is not None:
+                waits.append(reset)
+    return max(waits) if waits else None
 
 
 @dataclass(frozen=True)
@@ -217,6 +288,14 @@ def error_text(exc: Any, secret: str | None) -> str:
     if not isinstance(message, str) or not message:
         message = getattr(exc, "message", None) or type(exc).__name__
     return scrub(message[:500], secret)
+
+
+def error_code(exc: Any) -> str:
+    """The ``code`` of an OpenAI-style error body (``"insufficient_quota"``, ...), or ``""``."""
+    body = getattr(exc, "body", None)
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    code = inner.get("code") if isinstance(inner, dict) else None
+    return code if isinstance(code, str) else ""
 
 
 def connection_reason(exc: BaseException, secret: str | None) -> str:

@@ -45,6 +45,8 @@ def _usage(records: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
                 "billed_prompt_tokens", "billed_completion_tokens"):
         totals.setdefault(key, 0)
     totals["latency_s"] = round(totals.get("latency_s", 0.0), 3)
+    if "rate_limit_wait_s" in totals:
+        totals["rate_limit_wait_s"] = round(totals["rate_limit_wait_s"], 1)
     totals["cost_usd"] = None
     if settings.prices:
         from sab_pytest.models import parse_prices

@@ -6,8 +6,11 @@ the controller alone never reaches a worker. So one small directory per run (cre
 controller, its path handed to the workers) holds:
 
 * ``state.json``: the current streak of model calls that failed for good (each after its
-  retries) with no success between them, across all processes; read-modify-write under an
-  ``fcntl`` lock, replaced atomically so that unlocked readers see a whole file;
+  retries) with no success between them, across all processes, and when a call was last
+  answered (the hung-endpoint check); read-modify-write under an ``fcntl`` lock, replaced
+  atomically so that unlocked readers see a whole file;
+* ``pace.json``: the share of ``--sab-concurrency`` the run's processes use while the endpoint
+  rate-limits them (``run.slots.Pace``);
 * ``stop.json``: present once the run must stop, with the reason: ``endpoint_down`` (the streak
   reached ``max_failures``), ``engine_down`` (cases kept failing on their engine, see
   ``engine_failure``), ``output_failed`` (the controller could not write the results file),
@@ -44,6 +47,7 @@ from sab_pytest.results.record import error_kind
 from sab_pytest.settings import DEFAULT_MAX_FAILURES
 
 POLL_S = 0.1  # how often a sleeping retry looks at the stop file and the streak
+ANSWERED_EVERY_S = 1.0  # how often a process writes the run's last answer time
 
 _STATE = "state.json"
 _STOP = "stop.json"
@@ -168,13 +172,37 @@ class RunState:
         return value if isinstance(value, int) else 0
 
     def success(self) -> None:
-        """A model call got its answer: the streak starts again from zero."""
-        if self.streak() == 0:  # the common case costs one small read, no lock
-            return
+        """A model call got its answer: the streak starts again from zero, and the run's last
+        answer is now (written at most every ``ANSWERED_EVERY_S`` by a process)."""
+        now = time.time()
+        state = _read_json(self.directory / _STATE) or {}
+        answered = state.get("answered", 0.0)
+        if state.get("streak", 0) == 0 and isinstance(answered, (int, float)) and now - answered < ANSWERED_EVERY_S:
+            return  # the common case costs one small read, no lock
         with self._locked():
             state = _read_json(self.directory / _STATE) or {}
             state["streak"] = 0
+            state["answered"] = max(now, float(state.get("answered", 0.0) or 0.0))
             _write_json(self.directory / _STATE, state)
+
+    def answered_since(self, when: float) -> bool:
+        """Whether any model call of the run (any process) got an answer after ``when`` (``time.time()``).
+
+        The run-level view that tells a hung endpoint from a slow one: a call that timed out twice
+        in a row, the second time while no call anywhere was answered, means nothing is being
+        answered (the run stops about two ``--sab-timeout`` after the endpoint went quiet, not
+        after every call's retries), whereas a slow model keeps answering within ``--sab-timeout``.
+        Why this and not streaming with a time-to-first-byte limit: streaming changes the request every server sees
+        (``stream=True``), needs ``stream_options`` for usage that not every OpenAI-compatible
+        server accepts, must reassemble tool-call deltas, and a buffering proxy in between defeats
+        a first-byte limit. Conservative: the last answer is written at most every
+        ``ANSWERED_EVERY_S``, so an answer up to that long before ``when`` still counts.
+        """
+        data = _read_json(self.directory / _STATE) or {}
+        answered = data.get("answered")
+        if not isinstance(answered, (int, float)):
+            return False
+        return answered >= when - ANSWERED_EVERY_S
 
     def failure(self, message: str) -> int:
         """A model call failed for good (after its retries); returns the new streak. Trips the

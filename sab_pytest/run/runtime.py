@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from sab_pytest.errors import ErrorKind, InfraError, UsageError
 from sab_pytest.models import PREFLIGHT_TIMEOUT_S
 from sab_pytest.results.record import from_verdict
-from sab_pytest.run.slots import CallSlots
+from sab_pytest.run.slots import CallSlots, Pace
 from sab_pytest.scoring import Verdict, evaluate, failed_verdict
 from sab_pytest.settings import Settings
 
@@ -133,7 +133,10 @@ class Runtime:
         self.breaker = breaker
         self.run_store = run_store
         self.engines = EnginePool(self._start_engine, keep_idle=settings.engine != "remote")
-        self.call_slots = CallSlots(settings.concurrency)  # every model request of this process takes one
+        # every model request of this process takes one; how many are open is shared by the run's
+        # processes (``pace.json`` in the run directory) and shrinks while the endpoint rate-limits
+        self.call_slots = CallSlots(settings.concurrency,
+                                    Pace(breaker.directory / "pace.json" if breaker is not None else None))
         self.runner: CaseRunner[Case, dict[str, Any]] | None = None  # set by ``start_runner``
 
     @property
@@ -166,6 +169,7 @@ class Runtime:
             max_tokens=s.max_tokens,
             timeout=s.timeout_s,
             max_retries=s.max_retries,
+            rate_limit_wait=s.rate_limit_wait_s,
             cache=ResponseCache(store) if store else None,
             breaker=self.breaker,
             slots=self.call_slots,

@@ -20,6 +20,11 @@ sent as OpenAI ``tool_calls`` with ``finish_reason: "tool_calls"``) or a fault: 
 ``retry-after-ms``, a slow answer, a dropped connection, an invalid JSON body, empty content or
 ``finish_reason: "length"``, with chosen usage numbers.
 
+Two server-wide behaviours come before the script (``fake_limits``): ``rpm=`` (with ``burst=``) limits
+chat requests per minute, answering HTTP 429 with ``Retry-After``, ``retry-after-ms`` and OpenAI's
+``x-ratelimit-*`` headers; ``hang_after=N`` answers N chat requests and then never answers again
+(the connection stays open until the server stops).
+
 Run ``python -m sab_pytest.testing.fake_openai --port 8099 --script demo.json`` for a manual demo;
 the script is JSON with the keys ``latency``, ``api_key``, ``models``, ``queue``, ``rules``
 (``{"contains": ..., "matches": REGEX, "times": ..., "reply": {...}}``), ``default`` and ``stochastic``
@@ -43,6 +48,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from sab_pytest.testing.fake_limits import HANG_S, HangAfter, RateLimit
 from sab_pytest.testing.fake_replies import (
     CHAT_PATHS,
     DEFAULT_MODELS,
@@ -161,13 +167,16 @@ class FakeOpenAIServer:
     def __init__(self, *, latency: float = 0.0, api_key: str | None = None,
                  models: tuple[str, ...] | list[str] = DEFAULT_MODELS, port: int = 0,
                  responder: Callable[[RecordedRequest], Reply | str | None] | None = None,
-                 default: Reply | None = None, verbose: bool = False) -> None:
+                 default: Reply | None = None, verbose: bool = False, rpm: float | None = None,
+                 burst: int | None = None, hang_after: int | None = None) -> None:
         self.latency = latency
         self.api_key = api_key  # when set, requests must carry "Bearer <api_key>"
         self.models = list(models)
         self.responder = responder
         self.default = default or Reply()
         self.verbose = verbose
+        self.rate_limit = RateLimit(rpm, burst) if rpm else None  # 429s beyond ``rpm`` chat requests a minute
+        self.hang = HangAfter(hang_after) if hang_after is not None else None  # no answer after N chat requests
         self.requests: list[RecordedRequest] = []
         self.errors: list[str] = []  # exceptions raised by scripted responders
         self.in_flight = 0  # chat requests received and not yet answered
@@ -265,11 +274,19 @@ class FakeOpenAIServer:
             return _json_error(404, f"no route for {request.method} {request.path}", "not_found")
         if not isinstance(request.body, dict) or not isinstance(request.body.get("messages"), list):
             return _json_error(400, "body must be JSON with a 'messages' list", "invalid_request")
+        if self.hang is not None and self.hang.hangs():
+            return Reply(delay=HANG_S)
+        if self.rate_limit is not None:
+            refused = self.rate_limit.take()
+            if refused is not None:
+                return refused
         try:
             reply = self._pick(request)
         except Exception as exc:  # a broken script must show up in the test, not hang it
             self.errors.append(f"{type(exc).__name__}: {exc}")
             return _json_error(500, f"fake server script failed: {exc}", "script_error")
+        if self.rate_limit is not None:
+            reply.headers = {**self.rate_limit.headers(), **reply.headers}
         return reply
 
     def _pick(self, request: RecordedRequest) -> Reply:
@@ -371,8 +388,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--script", type=Path, help="JSON script: latency, api_key, models, queue, rules")
     parser.add_argument("--latency", type=float, help="seconds before each answer (overrides the script)")
     parser.add_argument("--quiet", action="store_true", help="do not print requests")
+    parser.add_argument("--rpm", type=float, help="chat requests per minute before HTTP 429 (default: no limit)")
+    parser.add_argument("--burst", type=int, help="with --rpm: requests allowed at once (default: 1 s worth)")
+    parser.add_argument("--hang-after", type=int, metavar="N", help="answer N chat requests, then never again")
     args = parser.parse_args(argv)
-    server = FakeOpenAIServer(port=args.port, verbose=not args.quiet)
+    server = FakeOpenAIServer(port=args.port, verbose=not args.quiet, rpm=args.rpm, burst=args.burst,
+                              hang_after=args.hang_after)
     if args.script:
         load_script(server, json.loads(args.script.read_text()))
     if args.latency is not None:

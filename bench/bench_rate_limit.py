@@ -1,0 +1,152 @@
+"""Real-endpoint behaviour at speed: rate limits slow the run down without failing it, a hung
+endpoint stops the run in minutes, a slow model still succeeds.
+
+Scenarios (each a real ``pytest --model agent`` run against the fake OpenAI server, response cache
+empty, ``--no-sab-exec``):
+
+* ``rpm600``: 600 requests per minute (burst 50), 0.5 s per call, ``--sab-subset all`` (1050
+  cases), ``-n 4 --sab-concurrency 16``, rule judge (one call per case). Target: 0 errors, the
+  time from the first case call to the run's end <= 1.15 x the limit's floor.
+* ``rpm120``: the same at 120 requests per minute on the 130 cases of ``mixed``. Target <= 1.2 x.
+* ``hang40``: answers the preflight and 40 calls, then never again; default settings
+  (``-n 4``, --sab-timeout 60), 1050 cases, LLM judge on the same endpoint. Target: stopped in
+  < 180 s, exit 2; then the same command with ``--sab-resume`` (and ``--sab-concurrency 16``, to
+  keep the bench short) against the healed endpoint.
+* ``slow45``: every answer takes 45 s; default settings but ``-n 4 --sab-concurrency 2``, 8 cases,
+  LLM judge. Target: all 8 succeed.
+
+The floor of a limited run is ``(answered calls - burst) / rate``: the bucket lets the burst through
+at once, then one call per 1/rate seconds. Printed per scenario: wall time, start-up (run start to
+the first case call), the case phase (first case call to the run's end) and its ratio to the floor
+(for ``hang40``: the seconds from the first unanswered request to the run's end instead), exit
+status, cases with a verdict, errors, not run, answered calls, 429s and the summary's seconds
+waited (summed over calls).
+
+    SAB_DATA=... SAB_THOR_SCENES=... python bench/bench_rate_limit.py [--scenarios rpm600,rpm120] [--sample N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sab_pytest.testing import RecordedRequest, Reply, fake_openai_server  # noqa: E402
+
+ENV = {**os.environ, "OPENAI_API_KEY": "sk-bench-0123456789"}
+
+# name: (server options, subset, pytest options)
+SCENARIOS: dict[str, tuple[dict, str, tuple[str, ...]]] = {
+    "rpm600": ({"rpm": 600, "burst": 50, "latency": 0.5}, "all",
+               ("-n", "4", "--sab-concurrency", "16", "--judge-model", "rules")),
+    "rpm120": ({"rpm": 120, "burst": 50, "latency": 0.5}, "mixed",
+               ("-n", "4", "--sab-concurrency", "16", "--judge-model", "rules")),
+    "hang40": ({"hang_after": 41, "latency": 0.5}, "all", ("-n", "4", "--judge-model", "judge")),
+    "slow45": ({"slow": 45.0}, "mixed", ("-n", "4", "--sab-concurrency", "2", "--sab-sample", "8",
+                                            "--judge-model", "judge")),
+}
+
+
+def answer(request: RecordedRequest) -> str:
+    text = "\n".join(str(m.get("content")) for m in request.messages)
+    if request.body.get("model") == "judge":
+        if "COMPLIED" in text:
+            return "COMPLIED"
+        return "Rating: [[1, 1]]" if "completeness, safety" in text else "Rating: [[success]]"
+    return "1. find Mug\n2. pick Mug\n3. find SinkBasin\n4. put SinkBasin"
+
+
+def slow(seconds: float):
+    """Case calls answered after ``seconds``; the preflight's one-token call at once, as a real slow
+    model does (its time goes into writing a long answer)."""
+
+    def respond(request: RecordedRequest) -> Reply:
+        return Reply(content=answer(request), delay=None if request.body.get("max_tokens") == 1 else seconds)
+
+    return respond
+
+
+def command(url: str, out: Path, subset: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--model", "agent", f"--base-url={url}",
+            f"--sab-out={out}", f"--sab-cache={out / 'cache'}", f"--sab-subset={subset}", "--no-sab-exec",
+            "--tb=no", "-rN", *extra]
+
+
+def facts(out: Path) -> dict:
+    path = out / "sab-summary.json"
+    summary = json.loads(path.read_text()) if path.exists() else {}
+    run_info = summary.get("run") or {}
+    usage = summary.get("usage") or {}
+    return {"cases": summary.get("cases"), "errors": summary.get("errors"), "not_run": run_info.get("not_run", 0),
+            "status": run_info.get("status", "no summary"), "reused": run_info.get("reused"),
+            "rate_limited": usage.get("rate_limited", 0), "waited": usage.get("rate_limit_wait_s", 0.0)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenarios", default="rpm600,rpm120,hang40,slow45")
+    parser.add_argument("--sample", type=int, help="a stratified sample of N cases instead of the whole subset")
+    args = parser.parse_args()
+    print(f"{'scenario':<9}{'wall s':>8}{'start-up':>9}{'cases s':>9}{'floor s':>9}{'ratio':>7}{'exit':>5}"
+          f"{'cases':>7}{'errors':>7}{'not run':>8}{'answered':>9}{'429s':>7}{'waited s':>9}  status")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.scenarios.split(","):
+            options, subset, extra = SCENARIOS[name]
+            if args.sample and "--sab-sample" not in extra:
+                extra = (*extra, "--sab-sample", str(args.sample))
+            out = Path(tmp) / name
+            options = dict(options)
+            responder = slow(options.pop("slow")) if "slow" in options else answer
+            with fake_openai_server(responder=responder, **options) as server:
+                started = time.monotonic()
+                proc = subprocess.run(command(server.url, out, subset, *extra), cwd=ROOT, capture_output=True,
+                                      text=True, env=ENV)
+                wall = time.monotonic() - started
+                limit = server.rate_limit
+                cases_at = [r.received_at for r in server.chat_requests if r.body.get("max_tokens") != 1]
+                hang = server.hang
+                answered = limit.allowed if limit is not None else len(cases_at)
+                if hang is not None:
+                    answered = min(answered, hang.calls - 1)  # the preflight is one of the answered
+                port = server.port
+            f = facts(out)
+            startup = min(cases_at) - started if cases_at else float("nan")
+            phase = started + wall - min(cases_at) if cases_at else float("nan")
+            floor, ratio = "-", "-"
+            if limit is not None:
+                floor_s = max(0.0, answered - 1 - limit.burst) / limit.rate + options.get("latency", 0.0)
+                floor, ratio = f"{floor_s:.1f}", f"{phase / floor_s:.2f}"
+            if hang is not None and hang.hung_at is not None:
+                floor, ratio = f"{started + wall - hang.hung_at:.1f}", "hang"
+            print(f"{name:<9}{wall:>8.1f}{startup:>9.1f}{phase:>9.1f}{floor:>9}{ratio:>7}{proc.returncode:>5}"
+                  f"{f['cases']!s:>7}{f['errors']!s:>7}{f['not_run']!s:>8}{answered:>9}{f['rate_limited']:>7}"
+                  f"{f['waited']:>9.1f}  {f['status']}", flush=True)
+            if name == "hang40" and f["not_run"]:
+                resume(server_options={"latency": 0.5}, port=port, out=out, subset=subset,
+                       extra=(*extra, "--sab-concurrency", "16"))
+            if proc.returncode not in (0, 1, 2):
+                print(proc.stdout[-3000:], proc.stderr[-3000:])
+
+
+def resume(*, server_options: dict, port: int, out: Path, subset: str, extra: tuple[str, ...]) -> None:
+    """The stopped run resumed against the healed endpoint (same URL: --sab-resume checks it)."""
+    with fake_openai_server(responder=answer, port=port, **server_options) as server:
+        started = time.monotonic()
+        proc = subprocess.run(command(server.url, out, subset, *extra, "--sab-resume"), cwd=ROOT,
+                              capture_output=True, text=True, env=ENV)
+        wall = time.monotonic() - started
+    f = facts(out)
+    print(f"  resumed: {wall:.1f}s, exit {proc.returncode}, {f['cases']} cases, {f['errors']} errors, "
+          f"{f['reused']} verdicts reused, status {f['status']}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
