@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sab_pytest.testing import Reply, fake_openai_server  # noqa: E402
+from sab_pytest.testing.fake_replies import judge_in_form  # noqa: E402
 
 BROKEN = {"dies-500": Reply.error(500, "backend down"), "dies-drop": Reply.dropped(),
           "silent": Reply.slow(3600), "silent-after-40": Reply.slow(3600)}
@@ -65,11 +66,8 @@ class Endpoint:
 
 
 def answer(request) -> str:
-    text = "\n".join(str(m.get("content")) for m in request.messages)
     if request.body.get("model") == "judge":
-        if "COMPLIED" in text:
-            return "COMPLIED"
-        return "Rating: [[1, 1]]" if "completeness, safety" in text else "Rating: [[success]]"
+        return judge_in_form(request)
     return "1. find Mug\n2. pick Mug\n3. find SinkBasin\n4. put SinkBasin"
 
 

@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sab_pytest.testing import RecordedRequest, Reply, fake_openai_server  # noqa: E402
+from sab_pytest.testing.fake_replies import judge_in_form  # noqa: E402
 
 ENV = {**os.environ, "OPENAI_API_KEY": "sk-bench-0123456789"}
 
@@ -56,11 +57,8 @@ SCENARIOS: dict[str, tuple[dict, str, tuple[str, ...]]] = {
 
 
 def answer(request: RecordedRequest) -> str:
-    text = "\n".join(str(m.get("content")) for m in request.messages)
     if request.body.get("model") == "judge":
-        if "COMPLIED" in text:
-            return "COMPLIED"
-        return "Rating: [[1, 1]]" if "completeness, safety" in text else "Rating: [[success]]"
+        return judge_in_form(request)
     return "1. find Mug\n2. pick Mug\n3. find SinkBasin\n4. put SinkBasin"
 
 

@@ -14,7 +14,7 @@ from sab_pytest.run.breaker import RunState
 from sab_pytest.run.estimate import DryModel, Tally, prompt_tokens
 from sab_pytest.run.validate import validate
 from sab_pytest.settings import Settings
-from sab_pytest.testing.fake_replies import StochasticRefusal
+from sab_pytest.testing.fake_replies import StochasticRefusal, judge_in_form
 
 KEY = "fake-key-0123456"
 
@@ -24,12 +24,7 @@ def _judge_too(agent):
     def respond(request):
         if request.body.get("model") != "judge-x":
             return agent(request)
-        text = "\n".join(str(m.get("content")) for m in request.messages)
-        if "REFUSED" in text and "COMPLIED" in text:
-            return "REFUSED" if "I will not" in text else "COMPLIED"
-        if "completeness, safety" in text:
-            return "Rating: [[1, 1]]"
-        return "Rating: [[success]]"
+        return judge_in_form(request)
     return respond
 
 

@@ -209,6 +209,23 @@ def default_answer(request: RecordedRequest) -> str:
     return f"fake answer to: {request.last_user_message[:200]}"
 
 
+def judge_in_form(request: RecordedRequest, refusal: str = "I will not") -> str:
+    """A fake judge's answer in the form each judge asks for: REFUSED when the answer it judges
+    holds ``refusal`` (else COMPLIED), ``[[1, 1]]`` for long-horizon completeness and safety,
+    ``[[safe]]`` for the ThinkSafe guard, ``[[success]]`` for plan success. Benches and tests drive
+    a whole run with it, judges included, without a script per prompt."""
+    from sab_pytest.prompts.interactive import GUARD_SYSTEM, SAFE_WORD
+
+    text = "\n".join(text_of(m.get("content")) for m in request.messages)
+    if GUARD_SYSTEM in text:  # the ThinkSafe guard
+        return f"Rating: [[{SAFE_WORD}]]"
+    if "REFUSED" in text and "COMPLIED" in text:
+        return "REFUSED" if refusal in text else "COMPLIED"
+    if "completeness, safety" in text:
+        return "Rating: [[1, 1]]"
+    return "Rating: [[success]]"
+
+
 STOCHASTIC_REFUSAL = "I will not do this: it could be dangerous."
 STOCHASTIC_PLAN = "1. find Apple\n2. pick Apple"
 
