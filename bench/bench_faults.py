@@ -45,8 +45,10 @@ from sab_pytest.results.files import RESULTS_NAME, SUMMARY_NAME, read_results  #
 from sab_pytest.testing import FakeOpenAIServer, Reply  # noqa: E402
 
 PLAN = "1. find Apple\n2. pick Apple\n3. find Fridge\n4. open Fridge\n5. put Fridge\n6. close Fridge"
-MESSAGE = re.compile(r"^(sab: (error|note|warning)|ERROR:|run STOPPED|!.*Interrupted|.*KeyboardInterrupt"
-                     r"|sab-pytest:|merge:|report:|INTERNALERROR|.*Traceback)")
+#: the lines that tell a user what happened, most telling first
+MESSAGES = [re.compile(p) for p in (r"^INTERNALERROR", r"^sab: error", r"^ERROR:", r"^run STOPPED",
+                                    r"^python -m sab_pytest \w+:", r"^sab: (note|warning)", r"^!.*Interrupted",
+                                    r"KeyboardInterrupt", r"Traceback")]
 
 
 @dataclass
@@ -57,7 +59,7 @@ class Run:
 
     def message(self) -> str:
         lines = [line.strip() for line in self.output.splitlines()]
-        found = next((line for line in lines if MESSAGE.match(line)), None)
+        found = next((line for pattern in MESSAGES for line in lines if pattern.search(line)), None)
         return (found or (lines[-1] if lines else ""))[:110]
 
 
@@ -232,8 +234,9 @@ def size_limit(s: Scenario) -> Run:
     return s.run(argv=["bash", "-c", f"ulimit -f 24; exec {command}"])
 
 
-def results_not_a_file(s: Scenario) -> Run:
-    (s.out / RESULTS_NAME).mkdir(parents=True)
+def out_is_a_file(s: Scenario) -> Run:
+    """``--sab-out`` names an existing file: refused before any case (the resume then uses a directory)."""
+    s.out.write_text("not a directory")
     return s.run()
 
 
@@ -276,12 +279,14 @@ def mixed_pair(s: Scenario) -> Run:
     return s.run(argv=[sys.executable, "-m", "sab_pytest", "report", str(s.out), "--out", str(s.work / "r.html")])
 
 
-def space_outside(s: Scenario) -> Run:
-    outside = s.work.parent / f"{s.work.name}-outside" / "out"
+def space_spelled(s: Scenario) -> Run:
+    """``--sab-out DIR`` with a space, to a directory that does not exist yet, from a directory with
+    an ini file of its own: ``python -m sab_pytest run`` fixes its rootdir and ini file, so the
+    workers collect the same cases."""
     command = s.args()
     index = next(i for i, a in enumerate(command) if a.startswith("--sab-out="))
-    command[index:index + 1] = ["--sab-out", str(outside)]
-    (s.work / "pytest.ini").write_text("[pytest]\n")
+    command[index:index + 1] = ["--sab-out", str(s.out)]
+    (s.work / "pytest.ini").write_text("[pytest]\ntestpaths = nowhere\n")
     return s.run(argv=command)
 
 
@@ -320,10 +325,10 @@ FAULTS: dict[str, Callable[[Scenario], Run]] = {
     "endpoint: hangs mid-run": endpoint_hangs, "endpoint: invalid JSON": endpoint_garbage,
     "endpoint: process gone": endpoint_dies, "endpoint: 429 on 2 of 3": rate_limited,
     "disk full (ENOSPC)": disk_full, "file size limit (EFBIG)": size_limit,
-    "results path is a directory": results_not_a_file, "torn last record": torn_tail,
+    "--sab-out is a file": out_is_a_file, "torn last record": torn_tail,
     "torn: newline lost": torn_between, "two runs, one --sab-out": two_runs,
     "lock left by a dead run": stale_lock, "report on a mixed pair": mixed_pair,
-    "space-spelled --sab-out outside": space_outside, "THOR server killed": thor_killed,
+    "space-spelled --sab-out, new dir": space_spelled, "THOR server killed": thor_killed,
     "--sab-html without matplotlib": html_no_matplotlib, "bad option value": bad_option,
     "missing dataset": missing_data,
 }
@@ -362,10 +367,11 @@ def campaign(names: list[str], sample: int) -> list[dict]:
                     s.extra = ["--thor=remote", f"--thor-url={url}"]
                     resumed = s.run("--sab-resume")
             else:
-                if name == "disk full (ENOSPC)" or name == "results path is a directory":
-                    p = s.out / RESULTS_NAME
-                    p.unlink() if p.is_symlink() else shutil.rmtree(p, ignore_errors=True)
-                if name == "space-spelled --sab-out outside":
+                if name == "disk full (ENOSPC)":
+                    (s.out / RESULTS_NAME).unlink()
+                if name == "--sab-out is a file":
+                    s.out.unlink()
+                if name == "space-spelled --sab-out, new dir":
                     (s.work / "pytest.ini").unlink()
                 resumed = s.run("--sab-resume")
             after_all = read_results(s.out / RESULTS_NAME) if (s.out / RESULTS_NAME).is_file() else []
