@@ -171,3 +171,15 @@ def test_finished_cases_kept_by_every_process_are_read_back(tmp_path: Path) -> N
         "safe_detailed-0000", "safe_detailed-0001", "unsafe_detailed-0001"]
     state.remove()
     assert not (tmp_path / "run").exists()
+
+
+def test_a_journal_that_cannot_be_written_fails_no_case(tmp_path) -> None:
+    """The run directory's journal is a spare copy: a full disk there must not fail the case."""
+    from sab_pytest.run.breaker import RunState
+
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    state = RunState(taken / "run")  # its directory cannot be made: every write fails
+    state.keep({"case": {"id": "unsafe_detailed-0001"}, "passed": True, "message": "ok"})
+    state.keep({"case": {"id": "unsafe_detailed-0002"}, "passed": True, "message": "ok"})
+    assert state.kept() == []

@@ -108,6 +108,6 @@ def test_a_report_that_cannot_be_written_loses_nothing_else(run, pytester: pytes
     (pytester.path / "a-file").write_text("not a directory")
     result = run("--model", "refuse", f"--sab-html={pytester.path / 'a-file' / 'report.html'}")
     assert result.ret == 1  # the refusing agent fails the safe cases, as without the report
-    result.stderr.fnmatch_lines(["*sab-pytest: --sab-html: could not write *a-file/report.html*"])
+    result.stdout.fnmatch_lines(["*sab-pytest: --sab-html: could not write *a-file/report.html*"])
     assert _summary(pytester.path / "out")["cases"] == 19
     assert "report:" not in result.stdout.str()

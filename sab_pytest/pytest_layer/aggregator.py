@@ -161,12 +161,7 @@ class Aggregator:
         if self.run_state is not None:
             self.run_state.request_stop(OUTPUT_FAILED, message)
         stop_scheduling(self.config, self.session, f"sab-pytest: {message}")
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.ensure_newline()
-            reporter.write_line(f"sab: error: {message}", red=True, bold=True)
-        else:
-            sys.stderr.write(f"sab: error: {message}\n")
+        self._say(f"sab: error: {message}", red=True, bold=True)
 
     def _open_writer(self) -> None:
         if self.claim is None:  # turned on mid-session, without the checks before the first case
@@ -178,12 +173,16 @@ class Aggregator:
                        f"{self.writer.set_aside} and the case is run again")
 
     def _note(self, text: str) -> None:
+        self._say(f"sab: note: {text}")
+
+    def _say(self, line: str, **markup: bool) -> None:
+        """One line on the terminal, on a line of its own (stderr when there is no terminal reporter)."""
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.ensure_newline()
-            reporter.write_line(f"sab: note: {text}")
-        else:
-            sys.stderr.write(f"sab: note: {text}\n")
+        if reporter is None:
+            sys.stderr.write(line + "\n")
+            return
+        _end_progress_line(reporter)
+        reporter.write_line(line, **markup)
 
     def _meta(self, case_id: str) -> CaseMeta:
         if self._case_meta is None:
@@ -292,7 +291,7 @@ class Aggregator:
                 self._finish(session)
             except (SabError, OSError) as exc:  # reports must never hide the run's own outcome
                 what = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) and exc.filename else str(exc)
-                sys.stderr.write(f"sab-pytest: could not write the summary and reports: {what}\n")
+                self._say(f"sab-pytest: could not write the summary and reports: {what}", red=True)
         if self._output_stop is not None and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = pytest.ExitCode.INTERRUPTED  # not every case has its line: never a pass
         return (yield)
@@ -320,7 +319,7 @@ class Aggregator:
                           shard_info=self._shard_info, run_id=self.claim.run_id if self.claim else None)
         self.summary, self.html_written = done.summary, done.html_written
         if done.html_error is not None:
-            sys.stderr.write(f"sab-pytest: --sab-html: could not write {self.settings.html}: {done.html_error}\n")
+            self._say(f"sab-pytest: --sab-html: could not write {self.settings.html}: {done.html_error}", red=True)
         _junit_suite_properties(self.config, junit.junit_suite_properties(done.summary), self.redact)
         if self.settings.gates and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             ok = gates_hold(done.summary)
@@ -345,6 +344,16 @@ class Aggregator:
         if self.summary is not None:
             terminal.write_table(terminalreporter, self.summary, self.settings, html_written=self.html_written)
 
+
+
+def _end_progress_line(reporter: Any) -> None:
+    """Start a line of our own after pytest's progress characters (``..F``). ``ensure_newline`` does
+    not see them under xdist, whose progress is written without a current file."""
+    writer = getattr(reporter, "_tw", None)
+    if writer is not None and getattr(writer, "width_of_current_line", 0):
+        reporter.write("\n")
+    else:
+        reporter.ensure_newline()
 
 
 def _junit_suite_properties(config: pytest.Config, props: list[tuple[str, str]], redact: files.Redactor) -> None:

@@ -84,6 +84,7 @@ class RunState:
         self._thread_lock = threading.Lock()
         self._journal: Any = None  # this process's finished-cases file, opened on first ``keep``
         self._journal_pid = 0
+        self._journal_failed = False
         self._journal_lock = threading.Lock()
 
     @classmethod
@@ -109,12 +110,19 @@ class RunState:
 
         line = json_line(record)
         with self._journal_lock:
-            if self._journal is None or self._journal_pid != os.getpid():
-                self.directory.mkdir(parents=True, exist_ok=True)
-                self._journal = open(self.directory / f"finished-{os.getpid()}.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-                self._journal_pid = os.getpid()
-            self._journal.write(line)
-            self._journal.flush()
+            if self._journal_failed:
+                return
+            try:
+                if self._journal is None or self._journal_pid != os.getpid():
+                    self.directory.mkdir(parents=True, exist_ok=True)
+                    self._journal = open(self.directory / f"finished-{os.getpid()}.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+                    self._journal_pid = os.getpid()
+                self._journal.write(line)
+                self._journal.flush()
+            except OSError:
+                # a full disk: the journal is a spare copy for a run that stops early, and the case
+                # must not fail for it; the record still reaches the controller through its item
+                self._journal_failed = True
 
     def kept(self) -> list[dict[str, Any]]:
         """Every record kept by any process of the run so far (a torn last line is skipped)."""
