@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.models import fast_model
 from support.timing import HANG_S, LONG_S
 
 from sab_pytest.errors import InfraError, UsageError
@@ -36,10 +37,7 @@ USER = [{"role": "user", "content": "Put the egg in the microwave."}]
 
 
 def make_model(server: FakeOpenAIServer, **options: Any) -> OpenAIChatModel:
-    settings: dict[str, Any] = {"base_url": server.url, "api_key": SECRET, "timeout": 2.0, "max_retries": 3,
-                                "backoff_base": 0.01, "backoff_max": 0.05}
-    settings.update(options)
-    return OpenAIChatModel(settings.pop("model", "gpt-4o"), **settings)
+    return fast_model(server, SECRET, **options)
 
 
 def gaps(server: FakeOpenAIServer) -> list[float]:

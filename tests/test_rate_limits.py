@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from support.calls import case_calls, is_preflight
+from support.models import fast_model
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.errors import InfraError, UsageError
@@ -30,10 +31,7 @@ USER = [{"role": "user", "content": "Plan: put the mug in the sink."}]
 
 
 def model(server: FakeOpenAIServer, **options: Any) -> OpenAIChatModel:
-    settings: dict[str, Any] = {"base_url": server.url, "api_key": KEY, "timeout": 2.0, "max_retries": 1,
-                                "backoff_base": 0.01, "backoff_max": 0.05}
-    settings.update(options)
-    return OpenAIChatModel("gpt-4o", **settings)
+    return fast_model(server, KEY, **{"max_retries": 1, **options})
 
 
 # -- the fake server ---------------------------------------------------------------------------------

@@ -242,10 +242,8 @@ class Aggregator:
             warnings = [check_engines(s, workers if isinstance(workers, int) and workers > 0 else 1)]
             check_inputs(s)
             warnings.append(modified_data_warning(s))
-            reporter = session.config.pluginmanager.get_plugin("terminalreporter")
             for warning in filter(None, warnings):
-                if reporter is not None:
-                    reporter.write_line(f"sab: warning: {warning}", yellow=True)  # now, before the cases
+                self._say(f"sab: warning: {warning}", yellow=True)  # now, before the cases
             self.claim = outdir.claim(s.out_dir, run_id or outdir.new_run_id())
         except SabError as exc:
             raise pytest.UsageError(str(exc)) from None

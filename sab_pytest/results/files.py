@@ -143,9 +143,6 @@ def stop_signals_held() -> Iterator[None]:
                 signal.raise_signal(number)
 
 
-TORN_SUFFIX = ".torn"
-
-
 _UNSET = object()
 
 
@@ -166,6 +163,9 @@ def sigterm_as_interrupt() -> Any:
 def restore_sigterm(previous: Any) -> None:
     if previous is not _UNSET and previous is not None and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, previous)
+
+
+TORN_SUFFIX = ".torn"
 
 
 def repair_torn_tail(path: Path) -> Path | None:

@@ -36,7 +36,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -175,7 +175,7 @@ class RunState:
     # -- breaker -------------------------------------------------------------------------------------
     def streak(self) -> int:
         """Model calls that failed for good in a row, across all processes, since the last success."""
-        data = _read_json(self.directory / _STATE) or {}
+        data = self._state()
         value = data.get("streak", 0)
         return value if isinstance(value, int) else 0
 
@@ -183,15 +183,12 @@ class RunState:
         """A model call got its answer: the streak starts again from zero, and the run's last
         answer is now (written at most every ``ANSWERED_EVERY_S`` by a process)."""
         now = time.time()
-        state = _read_json(self.directory / _STATE) or {}
+        state = self._state()
         answered = state.get("answered", 0.0)
         if state.get("streak", 0) == 0 and isinstance(answered, (int, float)) and now - answered < ANSWERED_EVERY_S:
             return  # the common case costs one small read, no lock
-        with self._locked():
-            state = _read_json(self.directory / _STATE) or {}
-            state["streak"] = 0
-            state["answered"] = max(now, float(state.get("answered", 0.0) or 0.0))
-            _write_json(self.directory / _STATE, state)
+        self._update(lambda state: state.update(streak=0,
+                                                answered=max(now, float(state.get("answered", 0.0) or 0.0))))
 
     def answered_since(self, when: float) -> bool:
         """Whether any model call of the run (any process) got an answer after ``when`` (``time.time()``).
@@ -206,7 +203,7 @@ class RunState:
         a first-byte limit. Conservative: the last answer is written at most every
         ``ANSWERED_EVERY_S``, so an answer up to that long before ``when`` still counts.
         """
-        data = _read_json(self.directory / _STATE) or {}
+        data = self._state()
         answered = data.get("answered")
         if not isinstance(answered, (int, float)):
             return False
@@ -215,14 +212,9 @@ class RunState:
     def failure(self, message: str) -> int:
         """A model call failed for good (after its retries); returns the new streak. Trips the
         breaker (stops the run with ``endpoint_down``) when the streak reaches ``max_failures``."""
-        with self._locked():
-            state = _read_json(self.directory / _STATE) or {}
-            streak = int(state.get("streak", 0)) + 1
-            state.update(streak=streak, failures=int(state.get("failures", 0)) + 1, last=message)
-            _write_json(self.directory / _STATE, state)
-        if self.max_failures and streak >= self.max_failures:
-            self.request_stop(ENDPOINT_DOWN, f"the model endpoint failed {streak} calls in a row with no success "
-                              f"between them (across all workers); last: {message}")
+        streak = self._count("streak", "failures", last=message)
+        self._trip(streak, ENDPOINT_DOWN, f"the model endpoint failed {streak} calls in a row with no success "
+                   f"between them (across all workers); last: {message}")
         return streak
 
     # -- engine breaker ------------------------------------------------------------------------------
@@ -233,33 +225,24 @@ class RunState:
         processes, with no case between them that ran on an engine without failing. At
         ``max_failures`` the run stops with ``engine_down``: a killed THOR server otherwise turns
         every remaining case into an engine error within seconds. Returns the new streak."""
-        with self._locked():
-            state = _read_json(self.directory / _STATE) or {}
-            streak = int(state.get("engine_streak", 0)) + 1
-            state.update(engine_streak=streak, engine_failures=int(state.get("engine_failures", 0)) + 1)
-            _write_json(self.directory / _STATE, state)
-        if self.max_failures and streak >= self.max_failures:
-            self.request_stop(ENGINE_DOWN, f"the engine failed {streak} cases in a row with no case running on an "
-                              f"engine between them (across all workers); last: {message}")
+        streak = self._count("engine_streak", "engine_failures")
+        self._trip(streak, ENGINE_DOWN, f"the engine failed {streak} cases in a row with no case running on an "
+                   f"engine between them (across all workers); last: {message}")
         return streak
 
     def engine_success(self) -> None:
         """A case ran on its engine without an engine failure: the engine streak starts again."""
-        if not int((_read_json(self.directory / _STATE) or {}).get("engine_streak", 0)):
-            return
-        with self._locked():
-            state = _read_json(self.directory / _STATE) or {}
-            state["engine_streak"] = 0
-            _write_json(self.directory / _STATE, state)
+        if int(self._state().get("engine_streak", 0)):  # else: one read, no lock
+            self._update(lambda state: state.update(engine_streak=0))
 
     def spend(self, usd: float, budget: float | None) -> float:
         """Add a finished case's priced usage to the run's total (all processes); returns the
         total. Stops the run (``budget_spent``) once the total reaches ``budget``."""
-        with self._locked():
-            state = _read_json(self.directory / _STATE) or {}
-            total = float(state.get("spent_usd", 0.0)) + usd
-            state["spent_usd"] = total
-            _write_json(self.directory / _STATE, state)
+        def add(state: dict[str, Any]) -> float:
+            state["spent_usd"] = float(state.get("spent_usd", 0.0)) + usd
+            return state["spent_usd"]
+
+        total = self._update(add)
         if budget is not None and total >= budget:
             self.request_stop(BUDGET_SPENT, f"the priced usage reached --sab-budget ${budget:g} "
                               f"(${total:.4f} spent)")
@@ -267,8 +250,35 @@ class RunState:
 
     def failures(self) -> int:
         """Model calls that failed for good in this run, in all processes."""
-        data = _read_json(self.directory / _STATE) or {}
+        data = self._state()
         return int(data.get("failures", 0))
+
+    def _state(self) -> dict[str, Any]:
+        """``state.json`` as it stands (empty before anything was counted); a whole file, never half."""
+        return _read_json(self.directory / _STATE) or {}
+
+    def _update(self, change: Callable[[dict[str, Any]], Any]) -> Any:
+        """Read ``state.json``, ``change`` it in place and write it back, under the lock; returns
+        what ``change`` returns."""
+        with self._locked():
+            state = self._state()
+            result = change(state)
+            _write_json(self.directory / _STATE, state)
+        return result
+
+    def _count(self, streak_key: str, total_key: str, **also: Any) -> int:
+        """One more failure in a row (``streak_key``) and in all (``total_key``); returns the streak."""
+        def bump(state: dict[str, Any]) -> int:
+            streak = int(state.get(streak_key, 0)) + 1
+            state.update({streak_key: streak, total_key: int(state.get(total_key, 0)) + 1}, **also)
+            return streak
+
+        return self._update(bump)
+
+    def _trip(self, streak: int, reason: str, message: str) -> None:
+        """Stop the run for ``reason`` once ``streak`` reaches ``max_failures`` (0: never)."""
+        if self.max_failures and streak >= self.max_failures:
+            self.request_stop(reason, message)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
