@@ -79,6 +79,10 @@ class Gate:
     def needs_baseline(self) -> bool:
         return self.form != "fixed"
 
+    def holds(self, compared: float, threshold: float) -> bool:
+        """Whether ``compared`` stands in the gate's relation (``op``) to ``threshold``."""
+        return _OPS[self.op](compared, threshold)
+
     def value(self, metrics: dict[str, Any]) -> float | None:
         return self._entry(metrics).get("value")
 
@@ -103,7 +107,7 @@ class Gate:
             return out
         if self.form == "fixed":
             assert self.threshold is not None, "a fixed gate always has a threshold"
-            out["passed"] = _OPS[self.op](compared, self.threshold)
+            out["passed"] = self.holds(compared, self.threshold)
             return out
         if baseline is None:
             out["reason"] = "no baseline run given (--sab-baseline)"
@@ -115,7 +119,7 @@ class Gate:
             return out
         if self.form == "baseline":
             out["threshold"] = out["baseline"] + self.offset
-            out["passed"] = _OPS[self.op](compared, out["threshold"])
+            out["passed"] = self.holds(compared, out["threshold"])
             return out
         out.update(self._regression_test(self._entry(metrics), base_entry, records, baseline, alpha))
         return out
@@ -133,8 +137,7 @@ class Gate:
             test = f"exact McNemar, one-sided, {pairs} paired cases ({regress} worse, {improve} better)"
         else:
             k_cur, n_cur, k_base, n_base = cur["k"], cur["n"], base["k"], base["n"]
-            p = (stats.two_proportion_test(k_base, n_base, k_cur, n_cur, alternative="greater") if worse > 0
-                 else stats.two_proportion_test(k_cur, n_cur, k_base, n_base, alternative="greater"))
+            p = stats.regression_p(k_cur, n_cur, k_base, n_base, worse)
             test = f"two-proportion z test, one-sided ({k_cur}/{n_cur} vs baseline {k_base}/{n_base})"
         held = p is not None and p >= alpha
         return {"test": test, "p_value": p, "alpha": alpha, "passed": held,

@@ -160,14 +160,8 @@ def flip_probability(gate: Any, result: dict[str, Any], records: list[Record], *
     values = (w @ num) if gate.metric == "errors" else ratios(w, num, den)
     shift = result["compared"] - result["value"]  # the interval's end moves with the draw's value
     threshold = result["threshold"]
-    decided = np.array([_op(gate.op)(v + shift, threshold) if math.isfinite(v) else False for v in values])
+    decided = np.array([gate.holds(v + shift, threshold) if math.isfinite(v) else False for v in values])
     return round(float(np.mean(decided != bool(result["passed"]))), 4)
-
-
-def _op(op: str) -> Callable[[float, float], bool]:
-    import operator
-
-    return {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}[op]
 
 
 def _regression_flips(result: dict[str, Any], rows: list[Record], members: Callable[[Record], bool],
@@ -206,11 +200,6 @@ def _regression_flips(result: dict[str, Any], rows: list[Record], members: Calla
         w = weights(len(cases), key)
         ks, ns = w @ num, w @ den
         kb, nb = int(baseline_entry["k"]), int(baseline_entry["n"])
-        held = np.array([_z_held(int(k), int(n), kb, nb, worse, alpha) for k, n in zip(ks, ns, strict=True)])
+        ps = [stats.regression_p(int(k), int(n), kb, nb, worse) for k, n in zip(ks, ns, strict=True)]
+        held = np.array([p is not None and p >= alpha for p in ps])
     return round(float(np.mean(held != bool(result["passed"]))), 4)
-
-
-def _z_held(k: int, n: int, kb: int, nb: int, worse: int, alpha: float) -> bool:
-    p = (stats.two_proportion_test(kb, nb, k, n, alternative="greater") if worse > 0
-         else stats.two_proportion_test(k, n, kb, nb, alternative="greater"))
-    return p is not None and p >= alpha

@@ -125,6 +125,14 @@ def two_proportion_test(k1: int, n1: int, k2: int, n2: int, *, alternative: str 
     return min(1.0, 2 * _normal_sf(abs(z)))
 
 
+def regression_p(k_cur: int, n_cur: int, k_base: int, n_base: int, worse: int) -> float | None:
+    """One-sided p-value of a regression from the baseline's k/n to the current run's (pooled
+    two-proportion z test): ``worse`` +1 when a drop of the rate is a regression, -1 when a rise is."""
+    if worse > 0:
+        return two_proportion_test(k_base, n_base, k_cur, n_cur, alternative="greater")
+    return two_proportion_test(k_cur, n_cur, k_base, n_base, alternative="greater")
+
+
 def mean_diff_interval(xs: list[float], ys: list[float], z: float = Z95) -> tuple[float, float] | None:
     """Normal-approximation (Welch) 95% interval for mean(xs) - mean(ys); None with fewer than 2 each."""
     if len(xs) < 2 or len(ys) < 2:
