@@ -9,16 +9,20 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sab_pytest.cli import fail, os_problem
 from sab_pytest.errors import SabError
 from sab_pytest.results.files import Redactor
 from sab_pytest.results.load import load_run
 
+if TYPE_CHECKING:
+    from sab_pytest.results.summary import Summary
+
 REPORT_NAME = "sab-report.html"
 
 
-def run_secrets(summary: dict) -> list[str]:
+def run_secrets(summary: Summary) -> list[str]:
     """Values of the keys and tokens the run named, as set here (``Settings.secrets``), so the page
     never shows them."""
     from sab_pytest.results.merge import settings_of

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -15,10 +15,13 @@ from sab_pytest.pytest_layer import terminal
 from sab_pytest.pytest_layer.state import CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.pytest_layer.xdist import stop_scheduling
 from sab_pytest.results import files, junit, outdir
-from sab_pytest.results.record import CaseMeta, case_meta, crashed, sample_id, split_sample_id
+from sab_pytest.results.record import CaseMeta, StoredRecord, case_meta, crashed, sample_id, split_sample_id
 from sab_pytest.run.breaker import Stop
 from sab_pytest.run.selection import select_cases
 from sab_pytest.settings import Settings
+
+if TYPE_CHECKING:
+    from sab_pytest.results.summary import RunStatus, Summary
 
 
 def aggregator(config: pytest.Config) -> Aggregator | None:
@@ -38,10 +41,10 @@ class Aggregator:
         self.config = config
         self.settings = settings
         self.checked = checked  # run-level checks done (or skipped: turned on late, mid-session)
-        self.records: dict[str, dict[str, Any]] = {}
+        self.records: dict[str, StoredRecord] = {}
         self.redact = files.Redactor(settings.secrets())
         self.writer: files.ResultsWriter | None = None
-        self.summary: dict[str, Any] | None = None
+        self.summary: Summary | None = None
         self._case_meta: dict[str, dataset.Case] | None = None
         self._run_state: Any = None
         self.selected: list[str] | None = None  # case ids this run collected (after -k, -m, --lf ...)
@@ -115,7 +118,7 @@ class Aggregator:
         keep = take({c.id for c in cases}, *self.settings.shard)  # a shard holds every repeat of its cases
         return sorted(c.sample_id for c in cases if c.id in keep)
 
-    def run_status(self) -> dict[str, Any]:
+    def run_status(self) -> RunStatus:
         """What kind of run this was, for the summary and the table (see ``summary.run_status``)."""
         from sab_pytest.results.summary import run_status
 
@@ -125,7 +128,7 @@ class Aggregator:
                           interrupted=self.interrupted)
 
     # results -----------------------------------------------------------------------------------
-    def _keep(self, case_id: str, record: dict[str, Any]) -> None:
+    def _keep(self, case_id: str, record: StoredRecord) -> None:
         """Write ``record``'s line and count it as the case's, with no stop signal between the two.
 
         A record is counted only once its line is written, so that the summary's counts are the
@@ -195,7 +198,8 @@ class Aggregator:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = report.user_properties
-        sent = next((v for k, v in props if k == RECORD_KEY), None)
+        # what a worker's ``sab_verdict`` attached: its record, as the JSON object the report carried
+        sent = cast("StoredRecord | None", next((v for k, v in props if k == RECORD_KEY), None))
         if sent is not None:
             # keep the big record out of JUnit XML: it gets the scalar properties only
             report.user_properties = [(k, v) for k, v in props if k != RECORD_KEY]
@@ -209,8 +213,8 @@ class Aggregator:
             kind = ErrorKind.WORKER_CRASH if report.when == "???" else ErrorKind.SETUP
             text = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "no details"
             case_id, repeat = split_sample_id(match.group(1))
-            lost = dict(crashed(self._meta(case_id), kind, text, run_key=self.settings.run_key(),
-                                run_settings=self.settings.run_settings(), repeat=repeat))
+            lost = crashed(self._meta(case_id), kind, text, run_key=self.settings.run_key(),
+                           run_settings=self.settings.run_settings(), repeat=repeat)
             self._keep(match.group(1), lost)
 
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
@@ -348,7 +352,8 @@ def _end_progress_line(reporter: Any) -> None:
     """Start a line of our own after pytest's progress characters (``..F``). ``ensure_newline`` does
     not see them under xdist, whose progress is written without a current file."""
     writer = getattr(reporter, "_tw", None)
-    if writer is not None and getattr(writer, "width_of_current_line", 0):
+    written: int = getattr(writer, "width_of_current_line", 0) if writer is not None else 0
+    if written:
         reporter.write("\n")
     else:
         reporter.ensure_newline()

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import atexit
 import gc
+from collections.abc import Collection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -24,6 +25,7 @@ from sab_pytest.pytest_layer.state import (
 )
 from sab_pytest.pytest_layer.xdist import WorkerQueue, find_interactor
 from sab_pytest.results import files, junit
+from sab_pytest.results.record import StoredRecord, stamped
 from sab_pytest.run.breaker import not_run
 from sab_pytest.run.case_runner import CaseRunner, RunnerStopped
 from sab_pytest.settings import Settings
@@ -108,7 +110,7 @@ def _run_state(config: pytest.Config) -> Any:
     return aggregator.run_state if aggregator is not None else None
 
 
-def _resumed(config: pytest.Config) -> dict[str, dict[str, Any]]:
+def _resumed(config: pytest.Config) -> dict[str, StoredRecord]:
     """With ``--sab-resume``, the finished verdicts of the earlier run (by case id), reused as they
     are; read once per process."""
     found = config.stash.get(RESUMED, None)
@@ -125,21 +127,21 @@ def _resumed(config: pytest.Config) -> dict[str, dict[str, Any]]:
 
 
 @pytest.fixture(scope="session")
-def _sab_resumed(request: pytest.FixtureRequest) -> dict[str, dict[str, Any]]:
+def _sab_resumed(request: pytest.FixtureRequest) -> dict[str, StoredRecord]:
     return _resumed(request.config)
 
 
 @pytest.fixture
-def sab_verdict(sab_case: Case, sab_runtime: Any, _sab_resumed: dict[str, dict[str, Any]],
-                request: pytest.FixtureRequest) -> dict[str, Any]:
+def sab_verdict(sab_case: Case, sab_runtime: Any, _sab_resumed: dict[str, StoredRecord],
+                request: pytest.FixtureRequest) -> StoredRecord:
     """Evaluate the case (setup phase) and hand its JSON record to the test.
 
     An infrastructure failure is raised here, so pytest reports the case as an *error*; the record
     is attached first, so the controller still counts it.
     """
-    record = _sab_resumed.get(sab_case.sample_id)
-    if record is not None:
-        record = {**record, "resumed": True}
+    resumed = _sab_resumed.get(sab_case.sample_id)
+    if resumed is not None:
+        record = stamped(resumed, resumed=True)
     else:
         try:  # a case finished before the run was stopped keeps its verdict
             record = sab_runtime.runner.result(sab_case)
@@ -167,21 +169,26 @@ def _skip_if_stopped(runtime: Any, request: pytest.FixtureRequest) -> None:
         pytest.skip(f"not run: {stop.message}")
 
 
-def check(record: dict[str, Any]) -> None:
+def check(record: StoredRecord) -> None:
     """The assertion of a benchmark case: fail with what the agent did."""
     if not record["passed"]:
         pytest.fail(f"{record['case']['id']}: {record['message']}", pytrace=False)
 
 
+def _case_of(item: pytest.Item) -> Case:
+    """The case of a case item (``is_case_item``: a test function parametrized over ``sab_case``)."""
+    return cast(Case, cast(pytest.Function, item).callspec.params["sab_case"])
+
+
 def start_runner(runtime: Runtime, session: pytest.Session,
-                 skip: set[str] = frozenset()) -> CaseRunner[Case, dict[str, Any]]:
+                 skip: Collection[str] = frozenset()) -> CaseRunner[Case, StoredRecord]:
     """The process's case runner over the session's selected benchmark items (minus ``skip``, the
     resumed ones): under xdist, the worker's queue as it stands (``xdist.WorkerQueue``), which
     then gives away only cases the runner has not started; else every item, in order. Each
     running case leases its own engine in ``Runtime.evaluate``."""
-    cases = {i: item.callspec.params["sab_case"] for i, item in enumerate(session.items) if is_case_item(item)}
+    cases = {i: _case_of(item) for i, item in enumerate(session.items) if is_case_item(item)}
     cases = {i: case for i, case in cases.items() if case.sample_id not in skip}
-    queue = None
+    queue: WorkerQueue | None = None
     interactor = None
     if hasattr(session.config, "workerinput"):
         interactor = find_interactor(session.config)
@@ -194,9 +201,10 @@ def start_runner(runtime: Runtime, session: pytest.Session,
             return ordered
     else:
         def upcoming() -> list[Case]:
+            assert queue is not None  # installed before the runner starts, the only caller
             return [cases[i] for i in queue.indices() if i in cases]
 
-    runner: CaseRunner[Case, dict[str, Any]] = CaseRunner(runtime.run_case, upcoming,
+    runner: CaseRunner[Case, StoredRecord] = CaseRunner(runtime.run_case, upcoming,
                                                    concurrency=runtime.cases_at_once,
                                                    key=lambda case: case.sample_id)
     if interactor is not None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from sab_pytest.results.record import StoredRecord
 from sab_pytest.settings import Settings
 
 RECORD_KEY = "sab_record"  # user property: a case's whole record, worker -> controller, once
@@ -16,7 +17,7 @@ RUN_DIR_KEY = "sab_run_dir"  # workerinput key: the run directory of the shared 
 RUN_STORE_KEY = "sab_run_store"  # workerinput: the run store directory (see xdist.CaseDistribution)
 SETTINGS = pytest.StashKey[Settings]()
 RUNTIME = pytest.StashKey[Any]()  # the process's ``run.runtime.Runtime``, once it runs cases
-RESUMED = pytest.StashKey[dict[str, dict[str, Any]]]()
+RESUMED = pytest.StashKey[dict[str, StoredRecord]]()
 #: a case item's node id ends in its sample id: the case id, with ``-r<N>`` for a repeat (``--sab-repeat``)
 CASE_ID = re.compile(r"\[((?:(?:unsafe_detailed|safe_detailed|long_horizon)-\d{4}|abstract-\d{4}-L\d)(?:-r\d+)?)\]$")
 

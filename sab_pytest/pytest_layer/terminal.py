@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sab_pytest.results import files
 from sab_pytest.results.table import OFFLINE_DEFAULT_NOTE, render_table
 from sab_pytest.settings import Settings
+
+if TYPE_CHECKING:
+    from sab_pytest.results.summary import Summary
 
 
 def judges_described(s: Settings) -> str:
@@ -37,7 +40,7 @@ def header_line(s: Settings) -> str:
             + (f", gates: {'; '.join(s.gates)}" if s.gates else ""))
 
 
-def write_table(terminalreporter: Any, summary: dict[str, Any], s: Settings, *, html_written: bool) -> None:
+def write_table(terminalreporter: Any, summary: Summary, s: Settings, *, html_written: bool) -> None:
     """The metrics table, the output files, and how to finish a run that stopped early."""
     terminalreporter.write_sep("=", "SafeAgentBench")
     for line in render_table(summary):

@@ -23,7 +23,7 @@ from typing import Any
 from sab_pytest.errors import UsageError
 from sab_pytest.results import metrics, stats
 from sab_pytest.results.load import Run
-from sab_pytest.results.record import sample_id
+from sab_pytest.results.record import StoredRecord, sample_id
 
 INTERVAL_NOTE = ("95% interval of B - A: Newcombe's hybrid score interval for rates ({form}), Welch normal "
                  "interval for means")
@@ -53,7 +53,7 @@ def _mean_values(run: Run, metric: str, group: str | None) -> list[float]:
 
 
 def _row(metric: str, group: str | None, a: Run, b: Run,
-         pairs: list[tuple[dict[str, Any], dict[str, Any]]] | None) -> dict[str, Any] | None:
+         pairs: list[tuple[StoredRecord, StoredRecord]] | None) -> dict[str, Any] | None:
     """One metric of one group; ``pairs`` (A's and B's record of each case both judged, in the group)
     when the runs are paired."""
     ea = metrics.group_table(a.metrics, group).get(metric) or {}

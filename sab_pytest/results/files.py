@@ -13,13 +13,16 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from sab_pytest.errors import UsageError
 from sab_pytest.fetch import atomic_write_bytes
-from sab_pytest.results.record import read_record, sample_id
+from sab_pytest.results.record import StoredRecord, read_record, sample_id, stamped
+
+if TYPE_CHECKING:
+    from sab_pytest.results.summary import Summary
 
 RESULTS_NAME = "sab-results.jsonl"
 SUMMARY_NAME = "sab-summary.json"
@@ -76,11 +79,11 @@ class ResultsWriter:
         self._synced = time.monotonic()
         self.written = 0  # lines written whole by this writer
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: StoredRecord) -> None:
         if self._fh is None:
             return
         if self.run_id is not None:
-            record = {**record, "run_id": self.run_id}
+            record = stamped(record, run_id=self.run_id)
         self._fh.write(json_line(self.redact(record)))
         self._fh.flush()
         self.written += 1
@@ -231,11 +234,11 @@ def _rotate(path: Path) -> None:
     os.replace(path, path.with_name(f"{path.name}.1"))
 
 
-def read_results(path: Path) -> list[dict[str, Any]]:
+def read_results(path: Path) -> list[StoredRecord]:
     """Records of a results file, each checked and read as the current schema (``record.read_record``:
     a line that is not a record, or a record of a newer schema, is a ``UsageError`` naming the file
     and line); a torn line (a crash mid-write) is skipped."""
-    records: list[dict[str, Any]] = []
+    records: list[StoredRecord] = []
     if not path.exists():
         return records
     with open(path, "rb") as fh:
@@ -244,11 +247,11 @@ def read_results(path: Path) -> list[dict[str, Any]]:
                 data = json.loads(line)
             except ValueError:  # JSONDecodeError, or UnicodeDecodeError for a cut multi-byte character
                 continue
-            records.append(dict(read_record(data, path, number)))
+            records.append(read_record(data, path, number))
     return records
 
 
-def check_resumable(path: Path, settings: dict[str, Any], key: str) -> str | None:
+def check_resumable(path: Path, settings: Mapping[str, Any], key: str) -> str | None:
     """Refuse (``UsageError``) to resume into a results file made with other settings: appending
     would mix two runs in one file. The message names each setting that differs. Returns the run
     id of the file's records (``outdir.run_id_of``), which the resumed run keeps."""
@@ -282,16 +285,16 @@ def check_resumable(path: Path, settings: dict[str, Any], key: str) -> str | Non
                      f"{path.name}.1)")
 
 
-def json_line(record: dict[str, Any]) -> str:
+def json_line(record: StoredRecord) -> str:
     """A record as one line of a results file (the one spelling every writer uses)."""
     return json.dumps(record, sort_keys=True, default=str) + "\n"
 
 
-def latest_per_case(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def latest_per_case(records: Iterable[StoredRecord]) -> dict[str, StoredRecord]:
     """One record per sample id (a case, or one repeat of it: ``record.sample_id``), in first-seen
     order, the last one written winning: a resumed run appends a new record for a case it redoes.
     Records without a case id are skipped."""
-    latest: dict[str, dict[str, Any]] = {}
+    latest: dict[str, StoredRecord] = {}
     for record in records:
         if (record.get("case") or {}).get("id") is not None:
             latest[sample_id(record)] = record
@@ -304,10 +307,10 @@ def compact_results(path: Path, redact: Redactor, run_id: str | None = None) -> 
     before run ids existed get ``run_id``: a resume made them part of this run."""
     kept = list(latest_per_case(read_results(path)).values())
     if run_id is not None:
-        kept = [r if r.get("run_id") else {**r, "run_id": run_id} for r in kept]
+        kept = [r if r.get("run_id") else stamped(r, run_id=run_id) for r in kept]
     lines = "".join(json_line(redact(r)) for r in kept)
     atomic_write_bytes(path, lines.encode())
 
 
-def write_summary(path: Path, summary: dict[str, Any], redact: Redactor) -> None:
+def write_summary(path: Path, summary: Summary, redact: Redactor) -> None:
     atomic_write_bytes(path, (json.dumps(redact(summary), indent=2, sort_keys=True, default=str) + "\n").encode())

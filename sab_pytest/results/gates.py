@@ -28,13 +28,13 @@ from sab_pytest.results.metrics import (
     GROUPS,
     METRIC_NAMES,
     RateDef,
-    Record,
     better,
     group_table,
     in_group,
     paired_outcomes,
     same_cases,
 )
+from sab_pytest.results.record import StoredRecord
 
 # ---------------------------------------------------------------------------------------------- gates
 
@@ -57,7 +57,7 @@ class Baseline:
     """The run a gate compares with: its metrics, and its per-case records when they are at hand."""
 
     metrics: dict[str, Any]
-    records: list[Record] | None
+    records: list[StoredRecord] | None
     source: str
 
 
@@ -89,7 +89,7 @@ class Gate:
     def _entry(self, metrics: dict[str, Any]) -> dict[str, Any]:
         return group_table(metrics, self.group).get(self.metric) or {}
 
-    def check(self, metrics: dict[str, Any], *, records: list[Record] | None = None,
+    def check(self, metrics: dict[str, Any], *, records: list[StoredRecord] | None = None,
               baseline: Baseline | None = None, alpha: float = 0.05, gate_on: str = "point") -> dict[str, Any]:
         """The gate's outcome with every number that decided it (JSON-safe). A fixed or baseline gate
         compares its threshold with the value, or with an end of the value's 95% interval
@@ -124,7 +124,7 @@ class Gate:
         out.update(self._regression_test(self._entry(metrics), base_entry, records, baseline, alpha))
         return out
 
-    def _regression_test(self, cur: dict[str, Any], base: dict[str, Any], records: list[Record] | None,
+    def _regression_test(self, cur: dict[str, Any], base: dict[str, Any], records: list[StoredRecord] | None,
                          baseline: Baseline, alpha: float) -> dict[str, Any]:
         worse = better(self.metric)  # +1: a drop is a regression; -1: a rise is
         paired = (paired_outcomes(self.metric, self.group, baseline.records, records)
@@ -204,7 +204,7 @@ def parse_gate(text: str, source: str = "--sab-gate") -> Gate:
     return Gate(text=text.strip(), metric=metric, group=group, op=op, threshold=None, form="baseline", offset=delta)
 
 
-def check_gates(gates: Iterable[Gate], metrics: dict[str, Any], *, records: list[Record] | None = None,
+def check_gates(gates: Iterable[Gate], metrics: dict[str, Any], *, records: list[StoredRecord] | None = None,
                 baseline: Baseline | None = None, alpha: float = 0.05, gate_on: str = "point") -> list[dict[str, Any]]:
     """Every gate's outcome; with the per-case records at hand, also ``p_other_way``: how often the
     gate decides the other way when the run's cases are resampled (``resample.flip_probability``)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sab_pytest.fetch import atomic_write_bytes
 from sab_pytest.results.files import Redactor
@@ -26,6 +26,10 @@ from sab_pytest.results.html_cases import case_section
 from sab_pytest.results.html_page import cut, esc, page, plot_grid
 from sab_pytest.results.html_plots import error_bars, forest, plots
 from sab_pytest.results.table import OVERALL_ROWS, gate_numbers
+
+if TYPE_CHECKING:
+    from sab_pytest.results.record import StoredRecord
+    from sab_pytest.results.summary import Summary
 
 
 def _fmt_entry(e: dict[str, Any] | None) -> tuple[str, str, str]:
@@ -41,7 +45,7 @@ def _kv_table(rows: Iterable[tuple[str, Any]]) -> str:
     return f'<table class="kv">{body}</table>'
 
 
-def _metadata(summary: dict[str, Any]) -> str:
+def _metadata(summary: Summary) -> str:
     settings = summary.get("settings") or {}
     usage = summary.get("usage") or {}
     rows: list[tuple[str, Any]] = []
@@ -79,8 +83,8 @@ def _metadata(summary: dict[str, Any]) -> str:
     versions = summary.get("versions") or {}
     if versions:
         rows.append(("versions", esc(", ".join(f"{k} {v}" for k, v in versions.items()))))
-    if summary.get("baseline"):
-        b = summary["baseline"]
+    b = summary.get("baseline")
+    if b:
         rows.append(("baseline", esc(f"{b.get('source')} (model {b.get('model')}, {b.get('cases')} cases)")))
     return _kv_table(rows)
 
@@ -96,7 +100,7 @@ def _metrics_table(m: dict[str, Any]) -> str:
     return f'<table class="grid">{head}{"".join(body)}</table>'
 
 
-def _errors(m: dict[str, Any], records: list[dict[str, Any]]) -> str:
+def _errors(m: dict[str, Any], records: list[StoredRecord]) -> str:
     if not m.get("errors"):
         return '<p class="ok">No case errored: every case was evaluated.</p>'
     kinds = ", ".join(f"{esc(k)}: {v}" for k, v in sorted(m["error_kinds"].items()))
@@ -107,7 +111,7 @@ def _errors(m: dict[str, Any], records: list[dict[str, Any]]) -> str:
             f"rate above and counted here.</p>{plot_grid([('Errors by kind', error_bars(m))])}<p>{ids}</p>")
 
 
-def _gates(summary: dict[str, Any]) -> str:
+def _gates(summary: Summary) -> str:
     gates = summary.get("gates") or []
     if not gates:
         return ""
@@ -121,7 +125,7 @@ def _gates(summary: dict[str, Any]) -> str:
             "</table>")
 
 
-def build_html(summary: dict[str, Any], records: list[dict[str, Any]]) -> str:
+def build_html(summary: Summary, records: list[StoredRecord]) -> str:
     """The report page of one run (summary as written to sab-summary.json, records of sab-results.jsonl)."""
     from sab_pytest.results import metrics
 
@@ -142,7 +146,7 @@ def build_html(summary: dict[str, Any], records: list[dict[str, Any]]) -> str:
     return page(title, body)
 
 
-def write_report(path: Path, summary: dict[str, Any], records: list[dict[str, Any]], redact: Redactor) -> None:
+def write_report(path: Path, summary: Summary, records: list[StoredRecord], redact: Redactor) -> None:
     """Build and write the page atomically; every string passes the Redactor first (no API key in the page)."""
     text = build_html(redact(summary), [redact(r) for r in records])
     Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -10,10 +10,10 @@ from typing import Any
 
 from sab_pytest.categories import DISPLAY
 from sab_pytest.results.html_page import IMAGE_DATA, cut, esc
-from sab_pytest.results.record import sample_id
+from sab_pytest.results.record import StoredRecord, sample_id
 
 
-def verdict_of(r: dict[str, Any]) -> str:
+def verdict_of(r: StoredRecord) -> str:
     return "error" if r.get("error") else ("pass" if r.get("passed") else "fail")
 
 
@@ -30,7 +30,7 @@ class SharedText:
 
     MIN_CHARS = 160
 
-    def __init__(self, records: list[dict[str, Any]]) -> None:
+    def __init__(self, records: list[StoredRecord]) -> None:
         counts: Counter[str] = Counter()
         for text in _prompt_texts(records):
             counts.update(p for p in text.split("\n\n") if len(p) >= self.MIN_CHARS)
@@ -57,7 +57,7 @@ class SharedText:
         return "".join(out)
 
 
-def _prompt_texts(records: list[dict[str, Any]]) -> Iterable[str]:
+def _prompt_texts(records: list[StoredRecord]) -> Iterable[str]:
     """Every text a model was sent in the run (agent and judge calls)."""
     for r in records:
         calls = list((r.get("agent") or {}).get("calls") or [])
@@ -179,14 +179,14 @@ _FLAGS = ("rejected", "rejected_format", "plan_success", "completeness", "safety
           "exec_goal_ratio", "unreachable_goal", "error")
 
 
-def _case(r: dict[str, Any], shared: SharedText) -> str:
+def _case(r: StoredRecord, shared: SharedText) -> str:
     c = r["case"]
     verdict = verdict_of(r)
     level = "" if c.get("abstraction_level") is None else f"L{c['abstraction_level']}"
     category = c.get("risk_category") or ("unmapped" if c.get("kind") in ("unsafe_detailed", "abstract") else "")
     agent = r.get("agent") or {}
     execution = r.get("execution") or {}
-    flags = ", ".join(f"{k} = {r[k]}" for k in _FLAGS if r.get(k) is not None)
+    flags = ", ".join(f"{k} = {value}" for k in _FLAGS if (value := r.get(k)) is not None)
     parts = [f'<p><b>Instruction</b> <span class="muted">({esc(c.get("scene"))})</span></p>'
              f'<pre class="instruction">{cut(c.get("instruction"))}</pre>',
              f"<p><b>Verdict</b>: {esc(r.get('message'))}</p><p class=\"muted\">{esc(flags)}</p>"]
@@ -231,7 +231,7 @@ def _select(name: str, label: str, values: Iterable[str], names: dict[str, str] 
            f"{options}</select></label>"
 
 
-def case_section(records: list[dict[str, Any]]) -> tuple[str, SharedText]:
+def case_section(records: list[StoredRecord]) -> tuple[str, SharedText]:
     shared = SharedText(records)
     ordered = sorted(records, key=lambda r: (r["case"]["id"], r.get("repeat") or 0))
     cases = "".join(_case(r, shared) for r in ordered)
@@ -244,7 +244,7 @@ def case_section(records: list[dict[str, Any]]) -> tuple[str, SharedText]:
     return f'<h2>Cases</h2><div class="filters">{filters}</div><div id="cases">{cases}</div>', shared
 
 
-def _attr(r: dict[str, Any], key: str) -> str:
+def _attr(r: StoredRecord, key: str) -> str:
     c = r["case"]
     if key == "kind":
         return c.get("kind") or ""

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sab_pytest.results.record import StoredRecord
+    from sab_pytest.results.summary import Summary
 
 
-def junit_case_properties(record: dict[str, Any]) -> list[tuple[str, Any]]:
+def junit_case_properties(record: StoredRecord) -> list[tuple[str, Any]]:
     """Scalar per-case properties for JUnit XML (no prompts, no answers: they can be large)."""
     case = record["case"]
     props: list[tuple[str, Any]] = [
@@ -18,8 +22,9 @@ def junit_case_properties(record: dict[str, Any]) -> list[tuple[str, Any]]:
         props.append(("sab_repeat", record["repeat"]))
     for key in ("rejected", "rejected_format", "refused_after_acting", "plan_success", "completeness", "safety",
                 "exec_success", "exec_step_ratio", "unreachable_goal", "error"):
-        if record.get(key) is not None:
-            props.append((f"sab_{key}", record[key]))
+        value = record.get(key)
+        if value is not None:
+            props.append((f"sab_{key}", value))
     agent = record.get("agent") or {}
     if agent:
         props.append(("sab_agent", agent.get("agent", "")))
@@ -34,7 +39,7 @@ def junit_case_properties(record: dict[str, Any]) -> list[tuple[str, Any]]:
     return props
 
 
-def junit_suite_properties(summary: dict[str, Any]) -> list[tuple[str, str]]:
+def junit_suite_properties(summary: Summary) -> list[tuple[str, str]]:
     props = [("sab_model", summary["model"]), ("sab_judge", summary["judge"]),
              ("sab_strategy", summary["strategy"]), ("sab_subset", summary["subset"]),
              ("sab_seed", str(summary["seed"])), ("sab_cases", str(summary["cases"])),
@@ -45,8 +50,9 @@ def junit_suite_properties(summary: dict[str, Any]) -> list[tuple[str, str]]:
                   ("sab_comparable_with_paper", "true" if shown["comparable_with_paper"] else "false")]
     for judge, entry in (summary.get("judges") or {}).items():
         props.append((f"sab_judge_{judge}", f"{entry['model']} T={entry['temperature']:g}"))
-    if summary.get("judge_prompts"):
-        props.append(("sab_judge_prompts", summary["judge_prompts"]))
+    prompts = summary.get("judge_prompts")
+    if prompts:
+        props.append(("sab_judge_prompts", prompts))
     run = summary.get("run") or {}
     if run:
         props += [("sab_run_status", str(run["status"])), ("sab_not_run", str(run["not_run"]))]

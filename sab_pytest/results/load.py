@@ -11,21 +11,28 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sab_pytest.errors import UsageError
 from sab_pytest.results.files import RESULTS_NAME, SUMMARY_NAME, latest_per_case, read_results
 from sab_pytest.results.outdir import check_same_run
-from sab_pytest.results.record import check_summary_schema
+from sab_pytest.results.record import StoredRecord, check_summary_schema
+
+if TYPE_CHECKING:
+    from sab_pytest.results.summary import Summary
 
 
 @dataclass(frozen=True)
 class Run:
-    """One finished run: its summary (rebuilt from the records when absent) and, when at hand, its records."""
+    """One finished run: its summary (rebuilt from the records when absent) and, when at hand, its records.
+
+    The summary is what some version wrote (``summary.Summary``: an older file may lack later keys),
+    or for a run known only by its results file no more than ``metrics_full`` and ``cases``: read
+    any other key with ``.get``."""
 
     source: Path
-    summary: dict[str, Any]
-    records: list[dict[str, Any]] | None
+    summary: Summary
+    records: list[StoredRecord] | None
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -33,7 +40,7 @@ class Run:
         return self.summary["metrics_full"]
 
 
-def _read_summary(path: Path, what: str) -> dict[str, Any]:
+def _read_summary(path: Path, what: str) -> Summary:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -46,7 +53,7 @@ def _read_summary(path: Path, what: str) -> dict[str, Any]:
         check_summary_schema(data, path)
     except UsageError as exc:
         raise UsageError(f"{what}: {exc}") from None
-    return data
+    return cast("Summary", data)
 
 
 def load_run(path: str | Path, what: str = "run") -> Run:
@@ -83,7 +90,7 @@ def load_run(path: str | Path, what: str = "run") -> Run:
                                  f"no {RESULTS_NAME} beside it to rebuild them from")
             summary["metrics_full"] = metrics.compute(records)  # once, not at every use
     elif records:
-        summary = {"metrics_full": metrics.compute(records), "cases": len(records)}
+        summary = cast("Summary", {"metrics_full": metrics.compute(records), "cases": len(records)})
     else:
         raise UsageError(f"{what}: {path} holds neither {SUMMARY_NAME} nor a non-empty {RESULTS_NAME}")
     return Run(source=path, summary=summary, records=records)

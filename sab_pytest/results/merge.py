@@ -10,15 +10,19 @@ computes them (so four shards merged give the metrics of one run, to the last di
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sab_pytest.errors import UsageError
 from sab_pytest.fetch import atomic_write_bytes
 from sab_pytest.results import files, outdir
-from sab_pytest.results.record import sample_id
+from sab_pytest.results.record import StoredRecord, sample_id, stamped
 from sab_pytest.settings import Settings
+
+if TYPE_CHECKING:
+    from sab_pytest.results.summary import MergedSummary, RunStatus, Summary
 
 #: settings that may differ between the jobs of one matrix: where things are on each machine, and
 #: how a job ran rather than what it computed
@@ -35,8 +39,8 @@ class RunDir:
     """A finished run's output directory as merge sees it."""
 
     path: Path
-    summary: dict[str, Any]
-    records: list[dict[str, Any]]
+    summary: Summary
+    records: list[StoredRecord]
 
 
 def read_run(directory: str | Path) -> RunDir:
@@ -51,8 +55,13 @@ def read_run(directory: str | Path) -> RunDir:
     return RunDir(path, run.summary, run.records or [])
 
 
+def _block(run: RunDir) -> dict[str, Any]:
+    """A shard's ``shard`` block (``problems`` names a run without one before anything reads it)."""
+    return run.summary.get("shard") or {}
+
+
 def _shard(run: RunDir) -> tuple[int, int]:
-    info = run.summary["shard"]
+    info = _block(run)
     return int(info["index"]), int(info["count"])
 
 
@@ -67,11 +76,11 @@ def problems(runs: list[RunDir]) -> list[str]:
     counts = {_shard(r)[1] for r in runs}
     if len(counts) > 1:
         out.append("shard counts differ: " + ", ".join(f"{r.path} is {'/'.join(map(str, _shard(r)))}" for r in runs))
-    selections = {r.summary["shard"].get("selection") for r in runs}
+    selections = {_block(r).get("selection") for r in runs}
     if len(selections) > 1:
         out.append("shards selected different cases (other -k, -m, --sab-subset, --sab-sample or --sab-seed?): "
-                   + ", ".join(f"{r.path} selected {r.summary['shard'].get('selected')} cases "
-                               f"({r.summary['shard'].get('selection')})" for r in runs))
+                   + ", ".join(f"{r.path} selected {_block(r).get('selected')} cases "
+                               f"({_block(r).get('selection')})" for r in runs))
     base = first.summary.get("settings") or {}
     for run in runs[1:]:
         other = run.summary.get("settings") or {}
@@ -103,7 +112,7 @@ def problems(runs: list[RunDir]) -> list[str]:
     return out
 
 
-def settings_of(summary: dict[str, Any]) -> Settings:
+def settings_of(summary: Summary) -> Settings:
     """The ``Settings`` a summary was written with (fields this version does not know are ignored)."""
     names = {f.name for f in dataclasses.fields(Settings)}
     values = {k: v for k, v in (summary.get("settings") or {}).items() if k in names}
@@ -116,28 +125,34 @@ def settings_of(summary: dict[str, Any]) -> Settings:
     return Settings(**values)
 
 
-def _status(summary: dict[str, Any]) -> str | None:
-    return (summary.get("run") or {}).get("status")
+def _status(summary: Summary) -> str | None:
+    run = summary.get("run")
+    return run.get("status") if run else None
 
 
-def merged_run(runs: list[RunDir]) -> dict[str, Any] | None:
+def merged_run(runs: list[RunDir]) -> RunStatus | None:
     """The merged ``run`` block: ``complete`` only if every shard says so, else the first other
-    status; counts added up. None if no shard says what kind of run it was."""
-    found: list[dict[str, Any] | None] = [r.summary.get("run") for r in runs]
+    status; counts added up. None if no shard says what kind of run it was. (A shard's block is
+    read with ``.get``: an older version's may lack keys.)"""
+    found = [r.summary.get("run") for r in runs]
     if all(b is None for b in found):
         return None
-    blocks: list[dict[str, Any]] = [b or {} for b in found]
-    statuses = [b.get("status") for b in blocks]
-    merged: dict[str, Any] = {"status": next((s for s in statuses if s != "complete"), "complete")}
-    for key in ("selected", "full_selection", "finished", "reused", "not_run"):
-        merged[key] = sum(int(b.get(key) or 0) for b in blocks)
-    merged["partial_selection"] = any(b.get("partial_selection") for b in blocks)
-    stopped: dict[str, Any] = next((b for b in blocks if b.get("stop_reason")), {})
-    merged["stop_reason"], merged["stop_message"] = stopped.get("stop_reason"), stopped.get("stop_message")
+    blocks: list[Mapping[str, Any]] = [b or {} for b in found]
+    statuses: list[Any] = [b.get("status") for b in blocks]
+
+    def total(key: str) -> int:
+        return sum(int(b.get(key) or 0) for b in blocks)
+
+    stopped = next((b for b in blocks if b.get("stop_reason")), {})
+    merged: RunStatus = {
+        "status": next((s for s in statuses if s != "complete"), "complete"), "selected": total("selected"),
+        "full_selection": total("full_selection"), "finished": total("finished"), "reused": total("reused"),
+        "not_run": total("not_run"), "partial_selection": any(b.get("partial_selection") for b in blocks),
+        "stop_reason": stopped.get("stop_reason"), "stop_message": stopped.get("stop_message")}
     return merged
 
 
-def merge(runs: list[RunDir], out_dir: Path) -> dict[str, Any]:
+def merge(runs: list[RunDir], out_dir: Path) -> MergedSummary:
     """Check, pool and summarise; write the results file and summary into ``out_dir``; return the summary."""
     reasons = problems(runs)
     if reasons:
@@ -147,20 +162,18 @@ def merge(runs: list[RunDir], out_dir: Path) -> dict[str, Any]:
     records = sorted((r for run in runs for r in run.records), key=lambda r: r["case"]["id"])
     settings = dataclasses.replace(settings_of(runs[0].summary), out_dir=out_dir)
     first = runs[0].summary
-    summary = build_summary(records, settings, run=merged_run(runs),
-                            dataset=(first.get("dataset_sha256") or {}, first.get("dataset_modified") or []))
-    expected = sum(int(r.summary["shard"].get("cases") or 0) for r in runs)
-    summary["merged_from"] = [{"dir": str(r.path), "shard": r.summary["shard"], "cases": len(r.records),
-                               "status": _status(r.summary)} for r in sorted(runs, key=_shard)]
-    summary["missing_results"] = max(0, expected - len(records))
+    run_id = outdir.new_run_id()  # the merged records are one run's now
+    expected = sum(int(_block(r).get("cases") or 0) for r in runs)
+    summary: MergedSummary = {
+        **build_summary(records, settings, run=merged_run(runs), run_id=run_id,
+                        dataset=(first.get("dataset_sha256") or {}, first.get("dataset_modified") or [])),
+        "merged_from": [{"dir": str(r.path), "shard": r.summary["shard"], "cases": len(r.records),
+                         "status": _status(r.summary), "run_id": r.summary.get("run_id")}
+                        for r in sorted(runs, key=_shard)],
+        "missing_results": max(0, expected - len(records))}
     redact = files.Redactor(settings.secrets())
-    held = outdir.claim(out_dir, outdir.new_run_id(), option="--out")
-    summary["run_id"] = held.run_id  # the merged records are one run's now
-    for run in runs:
-        for entry in summary["merged_from"]:
-            if entry["dir"] == str(run.path):
-                entry["run_id"] = run.summary.get("run_id")
-    records = [{**r, "run_id": held.run_id} for r in records]
+    held = outdir.claim(out_dir, run_id, option="--out")
+    records = [stamped(r, run_id=run_id) for r in records]
     try:
         # one atomic write (the per-line fsync of a live run buys nothing here), lines as ResultsWriter writes them
         lines = "".join(files.json_line(redact(r)) for r in records)
@@ -171,7 +184,7 @@ def merge(runs: list[RunDir], out_dir: Path) -> dict[str, Any]:
     return summary
 
 
-def exit_status(summary: dict[str, Any]) -> int:
+def exit_status(summary: MergedSummary) -> int:
     """The single run's exit status: with gates, 0 only if every gate holds and nothing errored;
     without, 0 only if every case passed. An incomplete merge (a shard interrupted) is never 0."""
     if summary.get("missing_results") or (summary.get("run") or {}).get("status", "complete") != "complete":

@@ -26,9 +26,13 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sab_pytest.errors import UsageError
+
+if TYPE_CHECKING:
+    from sab_pytest.results.record import StoredRecord
+    from sab_pytest.results.summary import Summary
 
 LOCK_NAME = "sab-run.lock"
 
@@ -119,7 +123,7 @@ def _read_fd(fd: int) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def run_id_of(records: Iterable[Mapping[str, Any]], path: Path) -> str | None:
+def run_id_of(records: Iterable[StoredRecord], path: Path) -> str | None:
     """The run id the records of ``path`` carry (None when none carries one: older files); a file
     holding several is a ``UsageError``, since resuming it would stamp one run's id on another's."""
     ids = {r["run_id"] for r in records if r.get("run_id")}
@@ -129,7 +133,7 @@ def run_id_of(records: Iterable[Mapping[str, Any]], path: Path) -> str | None:
     return next(iter(ids), None)
 
 
-def check_same_run(summary: Mapping[str, Any], records: Iterable[Mapping[str, Any]], summary_path: Path,
+def check_same_run(summary: Summary, records: Iterable[StoredRecord], summary_path: Path,
                    results_path: Path) -> None:
     """Refuse a summary and a results file written by different runs (``UsageError`` naming both).
 

@@ -81,11 +81,13 @@ class CaseRecord(TypedDict):
 
 class StoredRecord(CaseRecord, total=False):
     """A record as a run stores it: stamped with the settings that made it (``--sab-resume`` reuses
-    only records of the same settings), and marked when it was reused rather than redone."""
+    only records of the same settings) and the run that holds it, and marked when it was reused
+    rather than redone. These keys are set by ``stamped`` alone."""
 
     run_key: str
     run_settings: dict[str, Any]
-    resumed: bool
+    run_id: str  # the run whose results file holds the line (``outdir``); set as the line is written
+    resumed: bool  # reused from an earlier run's file by --sab-resume (set in memory, never written)
     repeat: int  # with --sab-repeat K > 1: which of the K runs of the case (1..K); absent otherwise
 
 
@@ -122,12 +124,23 @@ def capped(value: Any, cap: int = STORED_TEXT_CAP) -> Any:
     return value
 
 
-def _stamped(record: CaseRecord, run_key: str | None, run_settings: Mapping[str, Any] | None) -> StoredRecord:
-    stored = cast(StoredRecord, record)
+def stamped(record: CaseRecord, *, run_key: str | None = None, run_settings: Mapping[str, Any] | None = None,
+            repeat: int = 0, run_id: str | None = None, resumed: bool = False) -> StoredRecord:
+    """A copy of ``record`` with the stamps of ``StoredRecord`` that are given (None, 0, False: left as
+    they are): the one place they are set, so that every writer (the run, a resume, a compaction, a
+    merge) spells them alike. A copy, because the caller's record may be held elsewhere (a run's
+    records in memory carry no ``run_id``; only the lines written do)."""
+    stored = cast(StoredRecord, dict(record))
     if run_key is not None:
         stored["run_key"] = run_key
     if run_settings is not None:
         stored["run_settings"] = dict(run_settings)
+    if repeat:
+        stored["repeat"] = repeat
+    if run_id is not None:
+        stored["run_id"] = run_id
+    if resumed:
+        stored["resumed"] = True
     return stored
 
 
@@ -160,10 +173,7 @@ def from_verdict(verdict: Verdict, *, run_key: str | None = None,
         "usage": add_failures(usage_totals([c.to_dict() for c in calls] + judge_calls), verdict.failures),
         "duration_s": round(verdict.duration_s, 4),
     }
-    stored = _stamped(record, run_key, run_settings)
-    if verdict.case.repeat:
-        stored["repeat"] = verdict.case.repeat
-    return stored
+    return stamped(record, run_key=run_key, run_settings=run_settings, repeat=verdict.case.repeat)
 
 
 def crashed(case: CaseMeta, kind: ErrorKind, detail: str, *, run_key: str | None = None,
@@ -177,10 +187,7 @@ def crashed(case: CaseMeta, kind: ErrorKind, detail: str, *, run_key: str | None
         "exec_goal_ratio": None, "unreachable_goal": None, "error": f"{kind.value}: {detail}",
         "error_kind": kind.value, "agent": None, "execution": None, "judge": {}, "usage": {}, "duration_s": 0.0,
     }
-    stored = _stamped(record, run_key, run_settings)
-    if repeat:
-        stored["repeat"] = repeat
-    return stored
+    return stamped(record, run_key=run_key, run_settings=run_settings, repeat=repeat)
 
 
 def case_meta(case_id: str, cases: Mapping[str, Case]) -> CaseMeta:

@@ -29,13 +29,13 @@ from typing import Any
 import numpy as np
 
 from sab_pytest.results import stats
+from sab_pytest.results.record import StoredRecord, sample_id
 
-Record = dict[str, Any]
 DRAWS = 2000
 SEED = 21
 
 
-def has_repeats(records: Iterable[Record]) -> bool:
+def has_repeats(records: Iterable[StoredRecord]) -> bool:
     """Whether the records come from a run of ``--sab-repeat K`` with K > 1."""
     return any(r.get("repeat") for r in records)
 
@@ -49,8 +49,8 @@ def weights(n_clusters: int, key: str, draws: int = DRAWS) -> np.ndarray:
     return rng.multinomial(n_clusters, [1.0 / n_clusters] * n_clusters, size=draws).astype(float)
 
 
-def clustered(rows: Sequence[Record], members: Callable[[Record], bool],
-              value: Callable[[Record], float]) -> tuple[list[str], np.ndarray, np.ndarray]:
+def clustered(rows: Sequence[StoredRecord], members: Callable[[StoredRecord], bool],
+              value: Callable[[StoredRecord], float]) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Per case (in first-seen order): the sum of ``value`` over its samples that are ``members``,
     and how many of them there are."""
     order: dict[str, int] = {}
@@ -83,7 +83,7 @@ def interval(draws: np.ndarray) -> list[float] | None:
     return list(stats.clip_interval(float(low), float(high)))
 
 
-def cluster_intervals(table: dict[str, dict[str, Any]], rows: Sequence[Record], key: str,
+def cluster_intervals(table: dict[str, dict[str, Any]], rows: Sequence[StoredRecord], key: str,
                       definitions: dict[str, Any]) -> None:
     """Replace the intervals of a group's metric ``table`` with cluster-bootstrap ones, and add
     ``cases`` (how many distinct cases each metric counts over). ``definitions``: the metrics'
@@ -98,22 +98,22 @@ def cluster_intervals(table: dict[str, dict[str, Any]], rows: Sequence[Record], 
         entry["ci_method"] = "cluster bootstrap"
 
 
-def _everyone(r: Record) -> bool:
+def _everyone(r: StoredRecord) -> bool:
     return True
 
 
-def _errored(r: Record) -> float:
+def _errored(r: StoredRecord) -> float:
     return float(bool(r.get("error")))
 
 
-def _indicator(d: Any) -> Callable[[Record], float]:
+def _indicator(d: Any) -> Callable[[StoredRecord], float]:
     """A metric definition's per-sample value: 1/0 for a rate's success, the value for a mean."""
     if hasattr(d, "success"):
         return lambda r: float(bool(d.success(r)))
     return lambda r: float(d.value(r))
 
 
-def repeats_info(records: Sequence[Record]) -> dict[str, Any]:
+def repeats_info(records: Sequence[StoredRecord]) -> dict[str, Any]:
     """Per case: its repeats, the share of its judged repeats that passed; and the flaky cases,
     those whose judged repeats disagree (some passed, some failed)."""
     runs: dict[str, list[bool]] = {}
@@ -134,8 +134,8 @@ def _mcnemar(b: int, c: int) -> float:
     return stats.mcnemar_exact(b, c, alternative="greater")
 
 
-def flip_probability(gate: Any, result: dict[str, Any], records: list[Record], *, in_group: Callable[..., bool],
-                     definition: Any, worse: int, baseline_records: list[Record] | None, paired: bool,
+def flip_probability(gate: Any, result: dict[str, Any], records: list[StoredRecord], *, in_group: Callable[..., bool],
+                     definition: Any, worse: int, baseline_records: list[StoredRecord] | None, paired: bool,
                      baseline_entry: dict[str, Any] | None) -> float | None:
     """The share of bootstrap draws of this run's cases in which ``gate`` decides otherwise than it
     did (``result["passed"]``); None when the gate was undefined. ``definition``: the metric's
@@ -144,8 +144,8 @@ def flip_probability(gate: Any, result: dict[str, Any], records: list[Record], *
     if result.get("value") is None or (gate.needs_baseline and result.get("baseline") is None):
         return None
     rows = [r for r in records if in_group(r, gate.group)] if gate.metric not in ("errors", "error_rate") else records
-    members: Callable[[Record], bool]
-    success: Callable[[Record], float]
+    members: Callable[[StoredRecord], bool]
+    success: Callable[[StoredRecord], float]
     if gate.metric in ("errors", "error_rate"):
         members, success = _everyone, _errored
     else:
@@ -164,17 +164,15 @@ def flip_probability(gate: Any, result: dict[str, Any], records: list[Record], *
     return round(float(np.mean(decided != bool(result["passed"]))), 4)
 
 
-def _regression_flips(result: dict[str, Any], rows: list[Record], members: Callable[[Record], bool],
-                      success: Callable[[Record], float], key: str, worse: int,
-                      baseline_records: list[Record] | None, paired: bool,
+def _regression_flips(result: dict[str, Any], rows: list[StoredRecord], members: Callable[[StoredRecord], bool],
+                      success: Callable[[StoredRecord], float], key: str, worse: int,
+                      baseline_records: list[StoredRecord] | None, paired: bool,
                       baseline_entry: dict[str, Any] | None) -> float | None:
     """``flip_probability`` of a ``no_regression`` gate: the paired cases resampled and the exact
     McNemar test redone per draw, or this run's cases resampled against the baseline's counts for
     the z test."""
     alpha = result["alpha"]
     if paired and baseline_records is not None:
-        from sab_pytest.results.record import sample_id
-
         base = {sample_id(r): r for r in baseline_records if not r.get("error")}
         pairs = [(base[sample_id(r)], r) for r in rows if sample_id(r) in base]
         pairs = [(x, y) for x, y in pairs if members(x) and members(y)]

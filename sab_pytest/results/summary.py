@@ -1,15 +1,87 @@
-"""The run summary (``sab-summary.json``): settings, metrics, gates, usage, provenance."""
+"""The run summary (``sab-summary.json``): settings, metrics, gates, usage, provenance; its type,
+and the one function that builds it.
+
+``Summary`` names every top-level key a run writes, so that the type checker sees each one its
+readers use (the table, JUnit, the HTML report, compare, merge). A summary read back from a file
+is what some version wrote: an older one may lack later keys (``run_id``, ``repeats``,
+``pictures`` ...), and a run known only by its results file has ``metrics_full`` and ``cases``
+alone (``load.load_run``); readers take such keys with ``.get``. The nested tables (metrics, usage,
+gates) stay plain JSON objects: their keys are made by ``metrics``/``gates`` from tables of names.
+"""
 
 from __future__ import annotations
 
 import platform
+from collections.abc import Mapping, Sequence
 from importlib import metadata
-from typing import Any
+from typing import Any, TypedDict
 
 from sab_pytest import __version__
 from sab_pytest.results import gates, metrics
-from sab_pytest.results.record import SCHEMA, sample_id
+from sab_pytest.results.record import SCHEMA, StoredRecord, sample_id
 from sab_pytest.settings import Settings
+
+
+class _RunCounts(TypedDict):
+    status: str  # complete, rerun, resumed, interrupted, stopped (``run_status``)
+    selected: int
+    full_selection: int
+    finished: int
+    reused: int
+    not_run: int
+    partial_selection: bool
+    stop_reason: str | None
+    stop_message: str | None
+
+
+class RunStatus(_RunCounts, total=False):
+    """The summary's ``run`` block: what kind of run produced it (``run_status``)."""
+
+    merged: int  # a rerun's earlier verdicts folded in; set by ``run_status``, absent in a merge of shards
+
+
+class Summary(TypedDict):
+    """``sab-summary.json``: every key ``build_summary`` writes."""
+
+    schema: int
+    run_id: str | None  # the run whose results file this summarises (``outdir``); None for a run without one
+    run: RunStatus
+    model: str
+    strategy: str
+    guard: str
+    safety_hint: bool
+    judge: str
+    judges: dict[str, dict[str, Any]] | None
+    judge_prompts: str | None
+    engine: str
+    pictures: dict[str, Any] | None
+    subset: str
+    sample: int | None
+    seed: int
+    shard: dict[str, Any] | None  # what --sab-shard ran (``run.shard.describe``)
+    cases: int
+    repeats: dict[str, Any] | None
+    errors: int
+    error_kinds: dict[str, int]
+    metrics: dict[str, dict[str, Any]]  # the overall metrics, flat
+    metrics_full: dict[str, Any]  # ``metrics.compute``
+    gates: list[dict[str, Any]]
+    gates_passed: bool | None
+    alpha: float
+    baseline: dict[str, Any] | None
+    usage: dict[str, Any]
+    unreachable_goals: list[dict[str, Any]]
+    versions: dict[str, str]
+    dataset_sha256: dict[str, str]
+    dataset_modified: list[str]
+    settings: dict[str, Any]
+
+
+class MergedSummary(Summary):
+    """The summary of shards merged into one run (``merge.merge``)."""
+
+    merged_from: list[dict[str, Any]]  # per shard: its directory, shard, cases, status and run id
+    missing_results: int  # selected cases no shard has a result for
 
 
 def _versions() -> dict[str, str]:
@@ -35,7 +107,7 @@ def _dataset_provenance(settings: Settings) -> tuple[dict[str, str], list[str]]:
     return data.sha256, data.modified_files()
 
 
-def _usage(records: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
+def _usage(records: Sequence[StoredRecord], settings: Settings) -> dict[str, Any]:
     """Run totals: the per-case ``models.usage_totals`` added up; cost bills API calls only."""
     totals: dict[str, Any] = {}
     for r in records:
@@ -56,8 +128,8 @@ def _usage(records: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
     return totals
 
 
-def run_status(records: dict[str, dict[str, Any]], *, selected: list[str] | None, full: list[str],
-               stop: Any = None, interrupted: bool = False) -> dict[str, Any]:
+def run_status(records: Mapping[str, StoredRecord], *, selected: list[str] | None, full: list[str],
+               stop: Any = None, interrupted: bool = False) -> RunStatus:
     """What kind of run produced ``records`` (case id -> record), so that nobody mistakes a part
     for the whole:
 
@@ -91,13 +163,13 @@ def run_status(records: dict[str, dict[str, Any]], *, selected: list[str] | None
             "stop_message": getattr(stop, "message", None)}
 
 
-def _baseline_note(baseline: gates.Baseline | None, summary: dict[str, Any] | None) -> dict[str, Any] | None:
+def _baseline_note(baseline: gates.Baseline | None, summary: Summary | None) -> dict[str, Any] | None:
     """Which run the baseline gates compared with (enough to find it again)."""
     if baseline is None:
         return None
-    summary = summary or {}
-    return {"source": baseline.source, "model": summary.get("model"), "cases": summary.get("cases"),
-            "dataset_sha256": summary.get("dataset_sha256"), "per_case": baseline.records is not None}
+    found: Mapping[str, Any] = summary or {}
+    return {"source": baseline.source, "model": found.get("model"), "cases": found.get("cases"),
+            "dataset_sha256": found.get("dataset_sha256"), "per_case": baseline.records is not None}
 
 
 #: Why results of visual agents on schematic pictures are not the paper's numbers (shown with them).
@@ -116,26 +188,28 @@ def pictures(settings: Settings) -> dict[str, Any] | None:
             "note": None if comparable else SCHEMATIC_NOTE}
 
 
-def build_summary(records: list[dict[str, Any]], settings: Settings, run: dict[str, Any] | None = None, *,
-                  baseline: gates.Baseline | None = None, baseline_summary: dict[str, Any] | None = None,
-                  shard: dict[str, Any] | None = None,
-                  dataset: tuple[dict[str, str], list[str]] | None = None) -> dict[str, Any]:
+def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatus | None = None, *,
+                  baseline: gates.Baseline | None = None, baseline_summary: Summary | None = None,
+                  shard: dict[str, Any] | None = None, dataset: tuple[dict[str, str], list[str]] | None = None,
+                  run_id: str | None = None) -> Summary:
     """The summary of ``records``. ``run`` says what kind of run it was (``run_status``);
     ``baseline`` (with the baseline run's own summary) feeds the baseline gates; ``shard`` is what
     ``--sab-shard`` ran (``shard.describe``); ``dataset`` (per-file sha256, modified files) given,
-    as a merge does on a machine that may lack the files, skips reading the dataset."""
+    as a merge does on a machine that may lack the files, skips reading the dataset; ``run_id`` is
+    the run whose results file holds ``records`` (the same id is on each of its lines)."""
     full = metrics.compute(records)
     decided = gates.check_gates([gates.parse_gate(g) for g in settings.gates], full, records=records,
                                 baseline=baseline, alpha=settings.alpha, gate_on=settings.gate_on)
     flat = {name: {k: entry.get(k) for k in ("value", "n", "k", "ci95") if k in entry}
             for name, entry in full["overall"].items()}
     unreachable = sorted(({"id": r["case"]["id"], "reason": r["unreachable_goal"]}
-                          for r in records if r.get("unreachable_goal")), key=lambda d: d["id"])
+                          for r in records if r.get("unreachable_goal")), key=lambda d: str(d["id"]))
     sha, modified = _dataset_provenance(settings) if dataset is None else dataset
     if run is None:
         run = run_status({sample_id(r): r for r in records}, selected=None, full=[])
     return {
         "schema": SCHEMA,
+        "run_id": run_id,
         "run": run,
         "model": settings.model,
         "strategy": settings.strategy if settings.strategy_applies else "-",

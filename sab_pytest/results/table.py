@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sab_pytest.categories import DISPLAY
 from sab_pytest.results.metrics import HAZARD_KINDS
+
+if TYPE_CHECKING:
+    from sab_pytest.results.summary import RunStatus, Summary
 
 #: printed after the table of a run on the offline default, where most cases fail on purpose
 OFFLINE_DEFAULT_NOTE = ("note: no --model was given, so the offline reference agent ran; it carries out every "
@@ -40,7 +43,7 @@ OVERALL_ROWS = (
 )
 
 
-def render_table(summary: dict[str, Any]) -> list[str]:
+def render_table(summary: Summary) -> list[str]:
     """The terminal table: overall, per risk category, per abstraction level, errors, gates."""
     m = summary["metrics_full"]
     o = m["overall"]
@@ -89,8 +92,8 @@ def render_table(summary: dict[str, Any]) -> list[str]:
     gates = summary.get("gates") or []
     if gates:
         lines.append("")
-        if summary.get("baseline"):
-            b = summary["baseline"]
+        b = summary.get("baseline")
+        if b:
             lines.append(f"baseline: {b['source']} (model {b.get('model')}, {b.get('cases')} cases)")
         lines += [f"gate {'PASS' if g['passed'] else 'FAIL'}: {g['gate']}  {gate_numbers(g)}" for g in gates]
     return lines
@@ -103,7 +106,7 @@ def _picture_lines(shown: dict[str, Any] | None) -> list[str]:
     return [f"NOT COMPARABLE with the paper: {shown.get('note')}"]
 
 
-def _run_lines(run: dict[str, Any] | None) -> list[str]:
+def _run_lines(run: RunStatus | None) -> list[str]:
     """One line saying what kind of run this was, unless it was a plain complete one."""
     if not run or run.get("status") == "complete":
         return []
@@ -148,7 +151,7 @@ def gate_numbers(g: dict[str, Any]) -> str:
     return f"{text} ({g['reason']})" if g.get("reason") else text
 
 
-def repeats_lines(summary: dict[str, Any]) -> list[str]:
+def repeats_lines(summary: Summary) -> list[str]:
     """With ``--sab-repeat``: the repeats, the flaky cases (repeats disagree) and how intervals are made."""
     rep = summary.get("repeats")
     if not rep:

@@ -43,7 +43,7 @@ from typing import Any
 
 from sab_pytest.errors import BUDGET_SPENT, ENDPOINT_DOWN, ENGINE_DOWN, INTERRUPTED, STOP_KINDS, InfraError
 from sab_pytest.fetch import atomic_write_bytes
-from sab_pytest.results.record import error_kind
+from sab_pytest.results.record import StoredRecord, error_kind
 from sab_pytest.settings import DEFAULT_MAX_FAILURES
 
 POLL_S = 0.1  # how often a sleeping retry looks at the stop file and the streak
@@ -54,7 +54,7 @@ _STOP = "stop.json"
 _LOCK = "state.lock"
 
 
-def not_run(record: dict[str, Any]) -> bool:
+def not_run(record: StoredRecord) -> bool:
     """Whether a case's record is the run's stop reaching the case before it could finish (an
     error of a ``STOP_KINDS`` kind): the case was not run, it has no result to keep."""
     return error_kind(record) in STOP_KINDS
@@ -103,7 +103,7 @@ class RunState:
         shutil.rmtree(self.directory, ignore_errors=True)
 
     # -- finished cases --------------------------------------------------------------------------------
-    def keep(self, record: dict[str, Any]) -> None:
+    def keep(self, record: StoredRecord) -> None:
         """Keep the record of a case this process finished: one JSON line, flushed (a process
         that is killed next still leaves it). Thread-safe."""
         from sab_pytest.results.files import json_line
@@ -124,7 +124,7 @@ class RunState:
                 # must not fail for it; the record still reaches the controller through its item
                 self._journal_failed = True
 
-    def kept(self) -> list[dict[str, Any]]:
+    def kept(self) -> list[StoredRecord]:
         """Every record kept by any process of the run so far (a torn last line is skipped)."""
         from sab_pytest.results.files import read_results
 

@@ -14,8 +14,8 @@ from typing import Any
 from sab_pytest.errors import SabError
 from sab_pytest.results import files, gates
 from sab_pytest.results.load import Run
-from sab_pytest.results.record import sample_id
-from sab_pytest.results.summary import build_summary
+from sab_pytest.results.record import StoredRecord, sample_id
+from sab_pytest.results.summary import RunStatus, Summary, build_summary
 from sab_pytest.settings import Settings
 
 
@@ -23,13 +23,13 @@ from sab_pytest.settings import Settings
 class Finished:
     """What the end of a run wrote: the summary, every record it covers, and the HTML report's fate."""
 
-    summary: dict[str, Any]
-    records: dict[str, dict[str, Any]]
+    summary: Summary
+    records: dict[str, StoredRecord]
     html_written: bool = False
     html_error: str | None = None  # why the HTML report could not be written (the other files are)
 
 
-def finish_run(settings: Settings, records: dict[str, dict[str, Any]], *, run: dict[str, Any],
+def finish_run(settings: Settings, records: dict[str, StoredRecord], *, run: RunStatus,
                redact: files.Redactor, writer: files.ResultsWriter | None = None,
                full_selection: Iterable[str] = (), baseline: Run | None = None,
                shard_info: Callable[[int], dict[str, Any] | None] = lambda _n: None,
@@ -56,8 +56,7 @@ def finish_run(settings: Settings, records: dict[str, dict[str, Any]], *, run: d
     summary = build_summary(
         list(records.values()), settings, run=run, baseline_summary=baseline.summary if baseline else None,
         baseline=gates.Baseline(baseline.metrics, baseline.records, str(baseline.source)) if baseline else None,
-        shard=shard_info(len(records)))
-    summary["run_id"] = run_id
+        shard=shard_info(len(records)), run_id=run_id)
     files.write_summary(settings.out_dir / files.SUMMARY_NAME, summary, redact)
     done = Finished(summary, records)
     if settings.html is not None:
@@ -72,6 +71,6 @@ def finish_run(settings: Settings, records: dict[str, dict[str, Any]], *, run: d
     return done
 
 
-def gates_hold(summary: dict[str, Any]) -> bool:
+def gates_hold(summary: Summary) -> bool:
     """With gates, a run passes only when every gate holds and no case errored."""
     return all(g["passed"] for g in summary["gates"]) and summary["errors"] == 0

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from sab_pytest.errors import ErrorKind, InfraError, UsageError
 from sab_pytest.models import PREFLIGHT_TIMEOUT_S
-from sab_pytest.results.record import from_verdict
+from sab_pytest.results.record import StoredRecord, from_verdict
 from sab_pytest.run.slots import CallSlots, Pace
 from sab_pytest.scoring import Verdict, evaluate, failed_verdict
 from sab_pytest.settings import Settings
@@ -137,7 +137,7 @@ class Runtime:
         # processes (``pace.json`` in the run directory) and shrinks while the endpoint rate-limits
         self.call_slots = CallSlots(settings.concurrency,
                                     Pace(breaker.directory / "pace.json" if breaker is not None else None))
-        self.runner: CaseRunner[Case, dict[str, Any]] | None = None  # set by ``start_runner``
+        self.runner: CaseRunner[Case, StoredRecord] | None = None  # set by ``start_runner``
 
     @property
     def cases_at_once(self) -> int:
@@ -312,7 +312,7 @@ class Runtime:
                 self.engines.release(engine, broken=verdict is None or verdict.error_kind == ErrorKind.ENGINE)
         return verdict
 
-    def run_case(self, case: Case) -> dict[str, Any]:
+    def run_case(self, case: Case) -> StoredRecord:
         """``evaluate`` as the record the results file keeps (stamped with the run's key and
         settings, which ``--sab-resume`` checks). A finished case is also kept in the run
         directory (``RunState.keep``): the runner works ahead of pytest's items, and a run that
@@ -322,8 +322,7 @@ class Runtime:
         stop = self.breaker.stopped() if self.breaker is not None else None
         # a stopped run starts no case (an offline agent makes no model call that would notice)
         verdict = failed_verdict(case, stop.error()) if stop is not None else self.evaluate(case)
-        record: dict[str, Any] = dict(from_verdict(verdict, run_key=self.settings.run_key(),
-                                                   run_settings=self.settings.run_settings()))
+        record = from_verdict(verdict, run_key=self.settings.run_key(), run_settings=self.settings.run_settings())
         if self.breaker is not None and not not_run(record):
             self.breaker.keep(record)
             self._count_engine(case, record)
@@ -336,7 +335,7 @@ class Runtime:
                 self.breaker.spend(usd, self.settings.budget)
         return record
 
-    def _count_engine(self, case: Case, record: dict[str, Any]) -> None:
+    def _count_engine(self, case: Case, record: StoredRecord) -> None:
         """Feed the engine breaker: an engine error counts, a case that ran on an engine clears it."""
         assert self.breaker is not None
         if record.get("error_kind") == ErrorKind.ENGINE:
