@@ -13,7 +13,7 @@ import pytest
 from support.timing import HANG_S
 
 from sab_pytest.errors import Cancelled
-from sab_pytest.models import OpenAIChatModel, check_not_cancelled
+from sab_pytest.models import CallContext, OpenAIChatModel
 from sab_pytest.pytest_layer.xdist import CaseScheduling, WorkerQueue
 from sab_pytest.results.record import from_verdict
 from sab_pytest.run.case_runner import CaseRunner, RunnerStopped
@@ -84,17 +84,19 @@ def test_stop_keeps_finished_results_starts_nothing_and_cancels_at_the_next_call
     calls: list[int] = []
     running = threading.Event()
     release = threading.Event()
+    stop = threading.Event()  # what the cases' model contexts watch (the runtime's ``stop``)
 
     def fn(item: int) -> int:
+        ctx = CallContext(stop=stop)
         if item in (1, 2):
             running.set()
             release.wait(HANG_S)  # "a model call in flight", until the test lets it answer
         if item == 1:
-            check_not_cancelled()  # the next call of case 1
+            ctx.check()  # the next call of case 1
             calls.append(item)
         return item
 
-    runner = _runner(fn, [0, 1, 2, 3], concurrency=2).start()
+    runner = CaseRunner(fn, lambda: [0, 1, 2, 3], concurrency=2, key=lambda x: x, stop=stop).start()
     assert running.wait(5)
     time.sleep(0.05)
     returned = threading.Event()
