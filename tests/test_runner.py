@@ -121,13 +121,15 @@ def test_cancelled_is_not_an_exception_that_verdicts_swallow() -> None:
 
 def test_a_stopped_run_makes_no_new_api_call(tmp_path: Path) -> None:
     with fake_openai_server(latency=0.3) as srv:
-        model = OpenAIChatModel("agent", base_url=srv.url, api_key="sk-x", timeout=5)
+        client = OpenAIChatModel("agent", base_url=srv.url, api_key="sk-x", timeout=5)
+        stop = threading.Event()  # the runner's stop, watched by the case's context (as ``Runtime.stop`` is)
 
         def chain(item: int) -> str:
+            model = client.for_case(CallContext(stop=stop))
             first = model.complete([{"role": "user", "content": f"plan {item}"}])
             return model.complete([{"role": "user", "content": f"judge {first.answer}"}]).answer
 
-        runner = _runner(chain, [0], concurrency=1).start()
+        runner = CaseRunner(chain, lambda: [0], concurrency=1, key=lambda x: x, stop=stop).start()
         deadline = time.monotonic() + 5
         while not srv.chat_requests and time.monotonic() < deadline:
             time.sleep(0.005)
