@@ -1,6 +1,8 @@
 """What crosses the wire to an OpenAI-compatible server, read defensively: an answer body parsed
-into an ``Answer`` or classified as a ``Failure`` (retry or not, how long the server asked to wait),
-the server's error text with every secret scrubbed, and the limits of the retry policy."""
+into an ``Answer`` or refused as a ``Failure`` (retry or not, how long the server asked to wait), the
+headers that say how long to wait, the server's error text with every secret scrubbed, and the limits
+of a model call. The SDK's exceptions are classified in ``transport.classify``, the back-off is
+``sab_pytest.retry``'s."""
 
 from __future__ import annotations
 
