@@ -38,12 +38,13 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from sab_pytest.fetch import atomic_write_bytes, cache_root
+from sab_pytest.retry import RetryPolicy, wait
 
 SCHEMA_VERSION = 1
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 UNREADABLE_LOCK_GRACE_S = 5.0  # a lock file still being written is empty for a moment
-POLL_MIN_S = 0.005
-POLL_MAX_S = 0.05
+# how often a waiter looks for another owner's answer: 5 ms at first, then every 50 ms at most
+POLL = RetryPolicy(base=0.005, factor=1.5, cap=0.05, jitter=1.0)
 _HOST = socket.gethostname()
 
 
@@ -226,7 +227,7 @@ class ResponseCache:
         ``time.monotonic()`` value; past it, ``TimeoutError``.
         """
         lock = self.lock_path_for(key)
-        pause = POLL_MIN_S
+        looks = 0
         while True:
             entry = self.get(key)
             if entry is not None:
@@ -234,13 +235,14 @@ class ResponseCache:
             raw = _read(lock)
             if raw is None or self._is_stale(lock, raw):
                 return self.get(key)
+            pause = POLL.pause(looks)
+            looks += 1
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(f"waited for another process's call {key[:12]}... past the deadline")
                 pause = min(pause, left)
-            time.sleep(pause)
-            pause = min(pause * 1.5, POLL_MAX_S)
+            wait(pause)
 
     @staticmethod
     def _is_stale(lock: Path, raw: bytes) -> bool:

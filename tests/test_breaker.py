@@ -13,7 +13,7 @@ from support.timing import HANG_S, LONG_S
 
 from sab_pytest.dataset import load
 from sab_pytest.errors import ENDPOINT_DOWN, INTERRUPTED, DatasetError, InfraError
-from sab_pytest.models import OpenAIChatModel, failure_log
+from sab_pytest.models import CallContext, OpenAIChatModel
 from sab_pytest.results import files, junit, metrics
 from sab_pytest.run.breaker import RunState
 from sab_pytest.testing import FakeOpenAIServer, Reply
@@ -97,13 +97,17 @@ def test_each_failed_attempt_is_counted_and_the_final_failure_reported(server: F
                                                                         tmp_path: Path) -> None:
     server.add_rule(Reply.error(500))
     state = RunState(tmp_path)
-    with failure_log() as log, pytest.raises(InfraError, match="after 4 attempts"):
-        _model(server, state).complete(USER)
+    ctx = CallContext()
+    log = ctx.failures
+    with pytest.raises(InfraError, match="after 4 attempts"):
+        _model(server, state).for_case(ctx).complete(USER)
     assert (log.failed_attempts, log.failed_calls) == (4, 1) and len(server.chat_requests) == 4
     assert state.streak() == 1
     # the endpoint is known to be failing: the next call's failure is not retried
-    with failure_log() as log, pytest.raises(InfraError, match="not retried: other calls"):
-        _model(server, state).complete(USER)
+    ctx = CallContext()
+    log = ctx.failures
+    with pytest.raises(InfraError, match="not retried: other calls"):
+        _model(server, state).for_case(ctx).complete(USER)
     assert (log.failed_attempts, log.failed_calls) == (1, 1) and len(server.chat_requests) == 5
     server.reset()
     _model(server, state).complete(USER)  # an answer: the streak is over

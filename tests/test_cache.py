@@ -16,7 +16,7 @@ from support.timing import HANG_S, LONG_S
 
 from sab_pytest.cache import ResponseCache, default_cache_dir, normalise_base_url, request_key
 from sab_pytest.errors import InfraError
-from sab_pytest.models import OpenAIChatModel, case_budget
+from sab_pytest.models import CallContext, OpenAIChatModel
 from sab_pytest.testing import FakeOpenAIServer, Reply, fake_openai_server
 
 SECRET = "sk-test-PLANTED-SECRET"
@@ -144,7 +144,7 @@ from sab_pytest.models import OpenAIChatModel
 url, root, flags, index = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
 model = OpenAIChatModel("gpt-4o", base_url=url, api_key="sk-test-PLANTED-SECRET", timeout=10,
                         cache=ResponseCache(root))
-model._sdk_client()
+model.transport.sdk()
 (flags / f"ready-{index}").touch()
 while not (flags / "go").exists():
     time.sleep(0.002)
@@ -214,8 +214,8 @@ def test_waiter_respects_the_case_budget(server: FakeOpenAIServer, cache: Respon
     claim = cache.try_claim(key_of(model, USER), budget_s=LONG_S)
     assert claim is not None
     start = time.monotonic()
-    with pytest.raises(InfraError) as info, case_budget(0.3):
-        model.complete(USER)
+    with pytest.raises(InfraError) as info:
+        model.for_case(CallContext.start(0.3)).complete(USER)
     # it gave up waiting for the other owner's answer when its own budget ran out: no request made
     assert info.value.kind == "model_timeout" and not server.chat_requests
     assert time.monotonic() - start < HANG_S
@@ -262,8 +262,8 @@ def test_stale_lock_is_taken_over(server: FakeOpenAIServer, cache: ResponseCache
         _plant_lock(cache, key, pid=zombie.pid)
     else:
         _plant_lock(cache, key, expires_at=time.time() - 1)  # owner alive (us) but past its budget
-    with case_budget(3.0):  # a lock wrongly judged alive fails the test instead of hanging it
-        call = model.complete(USER)
+    # a lock wrongly judged alive fails the test (the budget ends the wait) instead of hanging it
+    call = model.for_case(CallContext.start(3.0)).complete(USER)
     assert not call.cache_hit and len(server.chat_requests) == 1  # the budget above fails a wait on the lock
     assert not cache.lock_path_for(key).exists()
     assert [p.name for p in files(cache.root)] == [f"{key}.json"]

@@ -17,9 +17,9 @@ from support.timing import HANG_S, LONG_S
 
 from sab_pytest.errors import InfraError, UsageError
 from sab_pytest.models import (
+    CallContext,
     OpenAIChatModel,
     Prices,
-    case_budget,
     cost,
     parse_model_spec,
     parse_prices,
@@ -159,7 +159,7 @@ def test_backoff_grows_exponentially(server: FakeOpenAIServer) -> None:
     model = make_model(server, backoff_base=0.1, backoff_max=10.0)
     # the pause before attempt n+1 is jittered in [0.5, 1.0] x 0.1 * 2**n: 0.05-0.1, 0.1-0.2, 0.2-0.4
     for _ in range(20):
-        chosen = [model._pause(n, None) for n in range(3)]
+        chosen = [model.retry.policy.pause(n) for n in range(3)]
         assert 0.05 <= chosen[0] <= 0.1 and 0.1 <= chosen[1] <= 0.2 and 0.2 <= chosen[2] <= 0.4
     server.enqueue(Reply.error(500), Reply.error(500), Reply.error(500))
     model.complete(USER)
@@ -212,8 +212,8 @@ def test_empty_answer_cut_by_the_token_limit_is_not_retried(server: FakeOpenAISe
 def test_case_budget_stops_a_slow_call() -> None:
     with fake_openai_server(latency=LONG_S) as srv:
         start = time.monotonic()
-        with pytest.raises(InfraError) as info, case_budget(0.4):
-            make_model(srv, timeout=LONG_S).complete(USER)
+        with pytest.raises(InfraError) as info:
+            make_model(srv, timeout=LONG_S).for_case(CallContext.start(0.4)).complete(USER)
         assert time.monotonic() - start < HANG_S
     assert info.value.kind == "model_timeout"
 
@@ -221,27 +221,23 @@ def test_case_budget_stops_a_slow_call() -> None:
 def test_case_budget_stops_retrying_instead_of_sleeping_past_it(server: FakeOpenAIServer) -> None:
     server.add_rule(Reply.error(503))
     start = time.monotonic()
-    with pytest.raises(InfraError) as info, case_budget(0.5):
-        make_model(server, max_retries=50, backoff_base=LONG_S, backoff_max=LONG_S).complete(USER)
+    model = make_model(server, max_retries=50, backoff_base=LONG_S, backoff_max=LONG_S)
+    with pytest.raises(InfraError) as info:
+        model.for_case(CallContext.start(0.5)).complete(USER)
     assert info.value.kind == "model_timeout" and len(server.chat_requests) == 1
     assert time.monotonic() - start < HANG_S  # gave up at the budget instead of sleeping the pause out
     assert "HTTP 503" in str(info.value)
 
 
-def test_case_budget_is_per_thread_and_nested_budgets_keep_the_earlier_end(server: FakeOpenAIServer) -> None:
-    from sab_pytest.models import current_deadline
-
-    assert current_deadline() is None
-    with case_budget(10):
-        outer = current_deadline()
-        with case_budget(100):
-            assert current_deadline() == outer
-        seen: list[float | None] = []
-        t = threading.Thread(target=lambda: seen.append(current_deadline()))
-        t.start()
-        t.join()
-        assert seen == [None]
-    assert current_deadline() is None
+def test_a_share_of_the_case_budget_ends_earlier_and_gives_the_rest_back() -> None:
+    ctx = CallContext.start(10)
+    end = ctx.deadline
+    assert end is not None
+    with ctx.share(0.5) as shared:  # an episode's share: every model bound to the case sees it
+        assert shared is ctx and ctx.deadline is not None and ctx.deadline <= end - 4
+        ctx.extend(2.0)  # time queued in the block is not the case's work: it moves the case's end too
+    assert ctx.deadline == pytest.approx(end + 2.0)
+    assert CallContext.start(None).left() is None and not CallContext().expired()
 
 
 # -- secrets -------------------------------------------------------------------------------------------

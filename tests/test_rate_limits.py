@@ -19,7 +19,7 @@ from support.models import fast_model
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.errors import InfraError, UsageError
-from sab_pytest.models import OpenAIChatModel, failure_log
+from sab_pytest.models import CallContext, OpenAIChatModel
 from sab_pytest.models.usage import add_failures
 from sab_pytest.models.wire import CAUSE_RATE, CAUSE_SERVER, parse_duration, rate_limit_wait
 from sab_pytest.run.breaker import RunState
@@ -83,8 +83,9 @@ def test_wait_read_from_headers() -> None:
 
 def test_rate_limits_use_up_no_retry_and_are_counted_apart(server: FakeOpenAIServer) -> None:
     server.enqueue(*[Reply.rate_limited(retry_after_ms=20)] * 5)
-    with failure_log() as log:
-        call = model(server, max_retries=0).complete(USER)
+    ctx = CallContext()
+    call = model(server, max_retries=0).for_case(ctx).complete(USER)
+    log = ctx.failures
     assert call.answer and len(server.chat_requests) == 6
     assert log.rate_limited == 5 and log.failed_attempts == 0 and log.rate_limit_wait_s >= 5 * 0.02
     usage = add_failures({"api_calls": 1, "failed_calls": 0, "errors": 0}, log)
@@ -101,8 +102,9 @@ def test_reset_header_is_waited_for_without_retry_after(server: FakeOpenAIServer
 
 def test_a_503_with_retry_after_is_back_pressure_too(server: FakeOpenAIServer) -> None:
     server.enqueue(*[Reply.error(503, "busy", retry_after_ms=10)] * 3)
-    with failure_log() as log:
-        assert model(server, max_retries=0).complete(USER).answer
+    ctx = CallContext()
+    assert model(server, max_retries=0).for_case(ctx).complete(USER).answer
+    log = ctx.failures
     assert log.rate_limited == 3 and log.failed_attempts == 0
 
 
@@ -118,8 +120,10 @@ def test_the_breaker_neither_hears_429s_nor_cuts_their_waits_short(server: FakeO
 def test_a_call_errs_after_the_stated_ceiling_of_back_off(server: FakeOpenAIServer, tmp_path: Path) -> None:
     server.add_rule(Reply.rate_limited(retry_after_ms=100))
     state = RunState(tmp_path / "run", max_failures=5)
-    with pytest.raises(InfraError) as info, failure_log() as log:
-        model(server, rate_limit_wait=0.5, breaker=state).complete(USER)
+    ctx = CallContext()
+    log = ctx.failures
+    with pytest.raises(InfraError) as info:
+        model(server, rate_limit_wait=0.5, breaker=state).for_case(ctx).complete(USER)
     message = str(info.value)
     assert info.value.kind == "model_api"
     assert "still rate limited after" in message and "0.5s one call may wait (--sab-rate-limit-wait)" in message
@@ -297,12 +301,10 @@ def test_an_endpoint_that_hangs_mid_run_stops_it_and_resume_does_the_rest(run) -
 
 
 def test_back_off_is_not_charged_to_the_case_budget(server: FakeOpenAIServer) -> None:
-    from sab_pytest.models import case_budget
-
     client = model(server)
     client.complete(USER)  # the SDK client is made and connected outside the budget
     server.reset()
     server.enqueue(*[Reply.rate_limited(retry_after_ms=300)] * 5)
-    with case_budget(1.0):
-        assert client.complete([{"role": "user", "content": "again"}]).answer  # >= 1.5 s of back-off
+    case = client.for_case(CallContext.start(1.0))
+    assert case.complete([{"role": "user", "content": "again"}]).answer  # >= 1.5 s of back-off
     assert len(server.chat_requests) == 6

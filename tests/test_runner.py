@@ -13,7 +13,7 @@ import pytest
 from support.timing import HANG_S
 
 from sab_pytest.errors import Cancelled
-from sab_pytest.models import OpenAIChatModel, check_not_cancelled
+from sab_pytest.models import CallContext, OpenAIChatModel
 from sab_pytest.pytest_layer.xdist import CaseScheduling, WorkerQueue
 from sab_pytest.results.record import from_verdict
 from sab_pytest.run.case_runner import CaseRunner, RunnerStopped
@@ -84,17 +84,19 @@ def test_stop_keeps_finished_results_starts_nothing_and_cancels_at_the_next_call
     calls: list[int] = []
     running = threading.Event()
     release = threading.Event()
+    stop = threading.Event()  # what the cases' model contexts watch (the runtime's ``stop``)
 
     def fn(item: int) -> int:
+        ctx = CallContext(stop=stop)
         if item in (1, 2):
             running.set()
             release.wait(HANG_S)  # "a model call in flight", until the test lets it answer
         if item == 1:
-            check_not_cancelled()  # the next call of case 1
+            ctx.check()  # the next call of case 1
             calls.append(item)
         return item
 
-    runner = _runner(fn, [0, 1, 2, 3], concurrency=2).start()
+    runner = CaseRunner(fn, lambda: [0, 1, 2, 3], concurrency=2, key=lambda x: x, stop=stop).start()
     assert running.wait(5)
     time.sleep(0.05)
     returned = threading.Event()
@@ -119,13 +121,15 @@ def test_cancelled_is_not_an_exception_that_verdicts_swallow() -> None:
 
 def test_a_stopped_run_makes_no_new_api_call(tmp_path: Path) -> None:
     with fake_openai_server(latency=0.3) as srv:
-        model = OpenAIChatModel("agent", base_url=srv.url, api_key="sk-x", timeout=5)
+        client = OpenAIChatModel("agent", base_url=srv.url, api_key="sk-x", timeout=5)
+        stop = threading.Event()  # the runner's stop, watched by the case's context (as ``Runtime.stop`` is)
 
         def chain(item: int) -> str:
+            model = client.for_case(CallContext(stop=stop))
             first = model.complete([{"role": "user", "content": f"plan {item}"}])
             return model.complete([{"role": "user", "content": f"judge {first.answer}"}]).answer
 
-        runner = _runner(chain, [0], concurrency=1).start()
+        runner = CaseRunner(chain, lambda: [0], concurrency=1, key=lambda x: x, stop=stop).start()
         deadline = time.monotonic() + 5
         while not srv.chat_requests and time.monotonic() < deadline:
             time.sleep(0.005)

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from sab_pytest.errors import InfraError
-from sab_pytest.models import OpenAIChatModel, case_budget
+from sab_pytest.models import CallContext, OpenAIChatModel
 from sab_pytest.run.slots import CallSlots
 from sab_pytest.testing import fake_openai_server
 
@@ -138,14 +138,13 @@ def test_time_queued_for_a_slot_is_not_charged_to_the_case_budget() -> None:
         model = OpenAIChatModel("agent", base_url=server.url, api_key="sk-x", timeout=5, max_retries=0, slots=slots)
         holder = _hold(slots, release, holding)
         threading.Timer(0.6, release.set).start()  # another case's call holds the only slot for 0.6 s
-        with case_budget(0.4):
-            call = model.complete([{"role": "user", "content": "plan"}])
+        call = model.for_case(CallContext.start(0.4)).complete([{"role": "user", "content": "plan"}])
         holder.join(5)
         assert call.answer and call.latency_s >= 0.6
         assert slots.max_in_flight == 1
-        with case_budget(0.4):  # the case's own time still counts: a slow answer ends it
-            server.add_rule("late", contains="slow", times=1)
-            server.latency = 1.0
-            with pytest.raises(InfraError) as info:
-                model.complete([{"role": "user", "content": "slow"}])
+        case = model.for_case(CallContext.start(0.4))  # the case's own time still counts: a slow answer ends it
+        server.add_rule("late", contains="slow", times=1)
+        server.latency = 1.0
+        with pytest.raises(InfraError) as info:
+            case.complete([{"role": "user", "content": "slow"}])
         assert info.value.kind == "model_timeout"

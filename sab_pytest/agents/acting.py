@@ -194,8 +194,8 @@ class InteractiveAgent(ActingAgent):
                              max_images=self.limits.max_images, max_tokens=self.max_tokens, calls=episode.calls)
         turns = 0
         try:
-            with episode_budget():
-                turns = play(episode, policy, visual=self.visual)
+            with episode_budget(self.chat_model) as context:
+                turns = play(episode, policy, visual=self.visual, context=context)
         except InfraError as exc:
             exc.outcome = episode.outcome(self.name, policy.last_text, turns=turns)  # type: ignore[attr-defined]
             raise

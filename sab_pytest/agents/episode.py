@@ -18,8 +18,8 @@ carrying the partial outcome so nothing computed is lost.
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ from sab_pytest.thor import view
 if TYPE_CHECKING:
     from sab_pytest.dataset import Case
     from sab_pytest.guard import Guard
+    from sab_pytest.models import CallContext
     from sab_pytest.thor import Engine
 
 Message = dict[str, Any]
@@ -187,29 +188,20 @@ class Episode:
 EPISODE_BUDGET_SHARE = 0.8
 
 
-@contextlib.contextmanager
-def episode_budget(share: float = EPISODE_BUDGET_SHARE) -> Iterator[None]:
-    """Within this block the case budget ends earlier, at ``share`` of what remains of it (if any)."""
-    from sab_pytest.models import case_budget, current_deadline
+def episode_budget(model: Any, share: float = EPISODE_BUDGET_SHARE) -> AbstractContextManager[CallContext | None]:
+    """Within this block the case's context (the one ``model`` is bound to) ends earlier, at
+    ``share`` of what remains of its budget; yields that context (None for a model without one:
+    offline, no budget)."""
+    from sab_pytest.models import context_of
 
-    deadline = current_deadline()
-    if deadline is None:
-        yield
-        return
-    with case_budget(max(0.0, deadline - time.monotonic()) * share):
-        yield
+    context = context_of(model)
+    return contextlib.nullcontext() if context is None else context.share(share)
 
 
-def _deadline_passed() -> bool:
-    from sab_pytest.models import current_deadline
-
-    deadline = current_deadline()
-    return deadline is not None and time.monotonic() >= deadline
-
-
-def play(episode: Episode, policy: Any, *, visual: bool = False) -> int:
+def play(episode: Episode, policy: Any, *, visual: bool = False, context: CallContext | None = None) -> int:
     """Run turns until done or a limit; returns the number of turns. ``policy.next(feedback)`` gives
-    the next :class:`Move`, or None for an answer without one."""
+    the next :class:`Move`, or None for an answer without one. ``context``: the case's model context,
+    whose spent budget ends the episode as incomplete."""
     feedback: Feedback | None = None
     reminded = False
     turns = 0
@@ -218,7 +210,7 @@ def play(episode: Episode, policy: Any, *, visual: bool = False) -> int:
         if turns >= max_turns:
             episode.finish("turn_limit")
             break
-        if _deadline_passed():
+        if context is not None and context.expired():
             episode.finish("time_budget")
             break
         turns += 1

@@ -66,7 +66,7 @@ class MapVlmAgent(ActingAgent):
         plan = ""
         steps: list[str] = []
         try:
-            with episode_budget():
+            with episode_budget(self.chat_model):
                 plan, steps = self._look_and_plan(case, episode)
             for step in steps:
                 episode.act(step)

@@ -5,38 +5,30 @@ messages in, one ``ModelCall`` out. ``OpenAIChatModel`` is the OpenAI-compatible
 cache, usage).
 
 Why the client retries by itself (the SDK runs with ``max_retries=0``): a case has a time budget
-(``case_budget``), and only a loop we own can stop retrying when the budget is spent, classify
+(``CallContext``), and only a loop we own can stop retrying when the budget is spent, classify
 failures the SDK cannot see (an invalid JSON body or an empty answer with status 200) and keep
 credentials out of every message. The SDK is used only for transport and auth; we pass plain float
 timeouts and build no httpx/httpx2 objects, so openai 1.x, 2.x (httpx) and 3.x (httpx2) all work.
 
 The package's modules, one role each: ``protocols`` (what callers need of a model, a breaker,
-call slots), ``spec`` (model names and prices), ``budget`` (the per-case budget, failure count and
-stop signal), ``wire`` (answers parsed, failures classified, secrets scrubbed), ``client`` (the
-client), ``usage`` (token and cost totals). The names below are the package's public API: the rest
-of the code imports them from here.
+call slots), ``spec`` (model names and prices), ``context`` (the per-case context: budget, failure
+log, stop signal, repeat; models bound to it), ``wire`` (answers parsed, secrets scrubbed),
+``transport`` (the SDK client, one attempt, the one classification of its errors), ``retrying``
+(the retry loop: back-off from ``sab_pytest.retry``, rate limits, hung endpoints, the breaker),
+``cached`` (answers through the response cache), ``client`` (the façade), ``preflight`` (the
+endpoint check), ``usage`` (token and cost totals). The names below are the package's public API:
+the rest of the code imports them from here.
 """
 
-from sab_pytest.models.budget import (
-    FailureLog,
-    cancel_scope,
-    case_budget,
-    check_not_cancelled,
-    current_deadline,
-    current_repeat,
-    extend_deadline,
-    failure_log,
-    sample_scope,
-)
 from sab_pytest.models.client import OpenAIChatModel
+from sab_pytest.models.context import CallContext, CaseModel, FailureLog, context_of, for_case
 from sab_pytest.models.protocols import Breaker, ChatModel, Slots
 from sab_pytest.models.spec import Prices, parse_model_spec, parse_prices
 from sab_pytest.models.usage import add_failures, cost, usage_totals
 from sab_pytest.models.wire import PREFLIGHT_TIMEOUT_S, elide_images, parse_retry_after, preload_sdk, scrub
 
 __all__ = [
-    "PREFLIGHT_TIMEOUT_S", "Breaker", "ChatModel", "FailureLog", "OpenAIChatModel", "Prices", "Slots",
-    "add_failures", "cancel_scope", "case_budget", "check_not_cancelled", "cost", "current_deadline", "current_repeat",
-    "elide_images", "extend_deadline", "failure_log", "parse_model_spec", "parse_prices", "parse_retry_after",
-    "preload_sdk", "sample_scope", "scrub", "usage_totals",
+    "PREFLIGHT_TIMEOUT_S", "Breaker", "CallContext", "CaseModel", "ChatModel", "FailureLog", "OpenAIChatModel",
+    "Prices", "Slots", "add_failures", "context_of", "cost", "elide_images", "for_case", "parse_model_spec",
+    "parse_prices", "parse_retry_after", "preload_sdk", "scrub", "usage_totals",
 ]

@@ -3,21 +3,12 @@ turned into one ``UsageError`` that names the URL, what happened and the likely 
 
 from __future__ import annotations
 
-import time
-from typing import Any, Protocol
+from typing import Protocol
 
 from sab_pytest.errors import UsageError
-from sab_pytest.models.wire import (
-    CAUSE_BODY,
-    CAUSE_SILENT,
-    CAUSE_URL,
-    connection_reason,
-    error_text,
-    is_completion,
-    scrub,
-    shorten,
-    status_cause,
-)
+from sab_pytest.models.transport import Transport, classify
+from sab_pytest.models.wire import CAUSE_BODY, CAUSE_SILENT, CAUSE_URL, is_completion, shorten, status_cause
+from sab_pytest.retry import RetryPolicy, wait
 
 
 class Endpoint(Protocol):
@@ -25,13 +16,12 @@ class Endpoint(Protocol):
 
     name: str
     api_key_env: str
+    transport: Transport
 
     @property
     def server(self) -> str: ...
 
     def secret(self) -> str | None: ...
-
-    def _sdk_client(self) -> Any: ...
 
 
 def check_endpoint(model: Endpoint, timeout: float, attempts: int) -> None:
@@ -56,37 +46,34 @@ def check_endpoint(model: Endpoint, timeout: float, attempts: int) -> None:
     where = f"the model API at {model.server}"
     chat = f"a chat completion for model {model.name!r}"
     params = {"model": model.name, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1}
+    again = RetryPolicy(base=min(1.0, timeout / 4), factor=1.0, jitter=1.0)  # a short, even pause
     problem, cause = "", ""
     for attempt in range(max(1, attempts)):
         if attempt:
-            time.sleep(min(1.0, timeout / 4))
+            wait(again.pause(attempt - 1))
         try:
-            raw = model._sdk_client().chat.completions.with_raw_response.create(**params, timeout=float(timeout))
-            body = raw.text
-        except openai.APIStatusError as exc:
-            status = exc.status_code
+            body = model.transport.send(params, float(timeout))
+        except openai.OpenAIError as exc:
+            failure = classify(exc, secret=secret, timeout=float(timeout))
+            status = failure.status
             if status in (401, 403):
                 raise UsageError(f"{where} rejected the key in {model.api_key_env} "
-                                 f"(HTTP {status}): {error_text(exc, secret)}") from None
+                                 f"(HTTP {status}): {failure.detail}") from None
             if status == 404:
-                raise UsageError(f"{where} answered HTTP 404 to {chat} ({error_text(exc, secret)}); check "
+                raise UsageError(f"{where} answered HTTP 404 to {chat} ({failure.detail}); check "
                                  "the model name and that --base-url ends where /chat/completions "
                                  "is served (usually .../v1)") from None
-            if status < 500 and status != 408:
+            if status is not None and status < 500 and status != 408:
                 return  # alive, only picky
-            problem = f"{where} answered HTTP {status} to {chat}: {error_text(exc, secret)}"
-            cause = status_cause(status) or CAUSE_SILENT
-            continue
-        except openai.APITimeoutError:
-            problem, cause = f"{where} gave no answer to {chat} within {timeout:g}s", CAUSE_SILENT
-            continue
-        except openai.APIConnectionError as exc:
-            problem = f"cannot reach the model API at {model.server}: {connection_reason(exc, secret)}"
-            cause = CAUSE_URL
-            continue
-        except openai.OpenAIError as exc:
-            problem = f"{where} failed {chat}: {type(exc).__name__}: {scrub(str(exc), secret)}"
-            cause = CAUSE_URL
+            if status is not None:
+                problem = f"{where} answered HTTP {status} to {chat}: {failure.detail}"
+                cause = status_cause(status) or CAUSE_SILENT
+            elif failure.timed_out:
+                problem, cause = f"{where} gave no answer to {chat} within {timeout:g}s", CAUSE_SILENT
+            elif failure.kind == "connection":
+                problem, cause = f"cannot reach the model API at {model.server}: {failure.detail}", CAUSE_URL
+            else:
+                problem, cause = f"{where} failed {chat}: {failure.message}", CAUSE_URL
             continue
         if is_completion(body):
             return

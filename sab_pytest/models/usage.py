@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sab_pytest.models.budget import FailureLog
+from sab_pytest.models.context import FailureLog
 from sab_pytest.models.spec import Prices
 from sab_pytest.models.wire import as_int
 from sab_pytest.outcome import ModelCall

@@ -1,6 +1,8 @@
 """What crosses the wire to an OpenAI-compatible server, read defensively: an answer body parsed
-into an ``Answer`` or classified as a ``Failure`` (retry or not, how long the server asked to wait),
-the server's error text with every secret scrubbed, and the limits of the retry policy."""
+into an ``Answer`` or refused as a ``Failure`` (retry or not, how long the server asked to wait), the
+headers that say how long to wait, the server's error text with every secret scrubbed, and the limits
+of a model call. The SDK's exceptions are classified in ``transport.classify``, the back-off is
+``sab_pytest.retry``'s."""
 
 from __future__ import annotations
 
@@ -34,15 +36,10 @@ def scrub(text: str, *secrets: str | None) -> str:
     return _KEY_PATTERN.sub("<redacted-key>", text)
 
 
-# Retry policy, answers and failures
+# Limits of model calls, answers and failures (the back-off itself: ``sab_pytest.retry``)
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
-MAX_RETRY_AFTER_S = 120.0  # a server asking for a longer pause is treated as a permanent refusal
 PREFLIGHT_TIMEOUT_S = 15.0  # per preflight attempt (also bounded by --sab-timeout)
-# Longest pause between two attempts. With the default 6 retries, a call rides out an outage of
-# 25-51 s (jittered) before it fails for good; that first failure is also how long a run against
-# an endpoint that died takes to stop (the breaker's other calls then fail fast).
-BACKOFF_MAX_S = 20.0
 # Most seconds one call waits out rate limits (429, 503 with Retry-After) before its case errs.
 RATE_LIMIT_WAIT_S = 600.0
 SAMPLING_KEYS = ("top_p", "seed", "stop", "tools", "tool_choice", "response_format", "n",
@@ -51,10 +48,14 @@ SAMPLING_KEYS = ("top_p", "seed", "stop", "tools", "tool_choice", "response_form
 
 class Failure(Exception):
     """One failed attempt: whether to retry, how long the server asked us to wait, whether it was
-    back-pressure (``rate_limited``: slow down, not a failure) and the likely ``cause``."""
+    back-pressure (``rate_limited``: slow down, not a failure) and the likely ``cause``. ``kind``
+    says what failed (``status``: an HTTP error, with its ``status`` and the server's ``detail``;
+    ``timeout``; ``connection``; ``sdk``: another SDK error; ``answer``: a body that is no answer),
+    so that the endpoint check can word its own message from the same classification."""
 
     def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
-                 timed_out: bool = False, rate_limited: bool = False, cause: str = "") -> None:
+                 timed_out: bool = False, rate_limited: bool = False, cause: str = "", kind: str = "answer",
+                 status: int | None = None, detail: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.retryable = retryable
@@ -62,6 +63,9 @@ class Failure(Exception):
         self.timed_out = timed_out
         self.rate_limited = rate_limited
         self.cause = cause
+        self.kind = kind
+        self.status = status
+        self.detail = detail or message
 
 
 # Likely causes, named in the messages of calls that failed for good and of the preflight. Why
@@ -217,7 +221,7 @@ def parse_tool_calls(raw: Any) -> list[dict[str, Any]] | None:
     JSON text the model wrote: the agent parses it, so a malformed one is the model's mistake)."""
     if not isinstance(raw, list):
         return None
-    calls = []
+    calls: list[dict[str, Any]] = []
     for item in raw:
         function = item.get("function") if isinstance(item, dict) else None
         if isinstance(function, dict) and isinstance(function.get("name"), str):
@@ -263,7 +267,9 @@ def parse_answer(body: str, max_tokens: int | None = None) -> Answer:
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise Failure("answer body has no choices", retryable=True)
     choice = choices[0]
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        message = {}
     text = content_text(message.get("content"))
     finish = choice.get("finish_reason")
     tool_calls = parse_tool_calls(message.get("tool_calls"))

@@ -206,7 +206,7 @@ def start_runner(runtime: Runtime, session: pytest.Session,
 
     runner: CaseRunner[Case, StoredRecord] = CaseRunner(runtime.run_case, upcoming,
                                                    concurrency=runtime.cases_at_once,
-                                                   key=lambda case: case.sample_id)
+                                                   key=lambda case: case.sample_id, stop=runtime.stop)
     if interactor is not None:
         queue = WorkerQueue(interactor, runner.lock,
                             lambda index: index in cases and runner.is_started(cases[index].sample_id))

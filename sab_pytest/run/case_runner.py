@@ -16,9 +16,10 @@ function it runs), and keeps each result in memory until the item of that case a
   process's ``slots.CallSlots``, which every request takes; the runtime runs more cases than
   call slots (``runtime.cases_at_once``), so that no slot idles while a case is between calls.)
 * A case's exception is re-raised by ``result`` of that case's key, on that item, never another.
-* ``stop()`` starts nothing more and cancels running cases at their next model call
-  (``models.cancel_scope``); finished results stay available, and ``result`` of a case that never
-  finished raises ``RunnerStopped``. The threads are daemons, so an interrupted session never waits for them.
+* ``stop()`` starts nothing more and cancels running cases at their next model call: it sets the
+  ``stop`` event, which the cases' contexts (``models.CallContext.stop``) watch; finished results
+  stay available, and ``result`` of a case that never finished raises ``RunnerStopped``. The
+  threads are daemons, so an interrupted session never waits for them.
 * ``lock`` and ``is_started`` let a caller that gives cases away (the xdist queue adapter) do so
   atomically: a case is started exactly once, under the lock.
 
@@ -57,11 +58,13 @@ class CaseRunner(Generic[T, R]):
     """Run ``fn(case)`` for the cases of ``upcoming()`` ahead of time; see the module docstring.
 
     ``key(case)`` identifies a case (``result`` is called with the key); ``upcoming`` returns the
-    cases still to be reported, in order. ``fn`` runs on the runner's threads.
+    cases still to be reported, in order. ``fn`` runs on the runner's threads. ``stop`` is the
+    event ``stop()`` sets: give the one the cases' model contexts watch (``Runtime.stop``), so that
+    running cases stop at their next model call (a new event when not given).
     """
 
     def __init__(self, fn: Callable[[T], R], upcoming: Callable[[], Sequence[T]], *, concurrency: int,
-                 key: Callable[[T], Hashable], name: str = "sab-runner") -> None:
+                 key: Callable[[T], Hashable], name: str = "sab-runner", stop: threading.Event | None = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.fn = fn
@@ -74,7 +77,7 @@ class CaseRunner(Generic[T, R]):
         self._picked = threading.Condition(self.lock)  # an item waiting for its case to be started
         self._slots: dict[Hashable, _Slot] = {}
         self._urgent: list[T] = []  # cases an item waits for and nobody started
-        self._stop = threading.Event()
+        self._stop = stop if stop is not None else threading.Event()
         self._threads: list[threading.Thread] = []
         self._idle = 0  # threads waiting in ``_take``
         self._polling = False  # one of them looks at the queue now and then
@@ -187,16 +190,13 @@ class CaseRunner(Generic[T, R]):
         return None
 
     def _work(self) -> None:
-        from sab_pytest.models import cancel_scope
-
         while True:
             taken = self._take()
             if taken is None:
                 return
             case, slot = taken
             try:
-                with cancel_scope(self._stop):
-                    slot.result = self.fn(case)
+                slot.result = self.fn(case)
             except BaseException as exc:  # re-raised on the case's own item by ``result``
                 slot.error = exc
             finally:

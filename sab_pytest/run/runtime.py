@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from sab_pytest.dataset import Case
     from sab_pytest.guard import Guard
     from sab_pytest.judge import Judge
-    from sab_pytest.models import ChatModel
+    from sab_pytest.models import CallContext, ChatModel
+    from sab_pytest.prompts.upstream import UpstreamPrompts
     from sab_pytest.run.breaker import RunState
     from sab_pytest.run.case_runner import CaseRunner
     from sab_pytest.thor import Engine
@@ -138,6 +139,9 @@ class Runtime:
         self.call_slots = CallSlots(settings.concurrency,
                                     Pace(breaker.directory / "pace.json" if breaker is not None else None))
         self.runner: CaseRunner[Case, StoredRecord] | None = None  # set by ``start_runner``
+        # set when the run stops (the case runner's ``stop``): each case's model context watches it,
+        # so running cases start no new model call or retry
+        self.stop = threading.Event()
 
     @property
     def cases_at_once(self) -> int:
@@ -181,14 +185,18 @@ class Runtime:
 
     @cached_property
     def agent(self) -> Agent:
+        return self._make_agent(self.agent_model, self.guard, self.role_models)
+
+    def _make_agent(self, chat_model: ChatModel | None, guard: Guard | None,
+                    role_models: dict[str, ChatModel]) -> Agent:
         from sab_pytest.agents.episode import EpisodeLimits
         from sab_pytest.agents.registry import make_agent
 
         s = self.settings
         limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.tool_protocol,
                                schematic=s.pictures == "schematic")
-        return make_agent(s.model, strategy=s.strategy, chat_model=self.agent_model, safety_hint=s.safety_hint,
-                          limits=limits, guard=self.guard, role_models=self.role_models, executes=s.execute)
+        return make_agent(s.model, strategy=s.strategy, chat_model=chat_model, safety_hint=s.safety_hint,
+                          limits=limits, guard=guard, role_models=role_models, executes=s.execute)
 
     @cached_property
     def role_models(self) -> dict[str, ChatModel]:
@@ -230,16 +238,39 @@ class Runtime:
 
     @cached_property
     def judge(self) -> Judge:
+        return self._make_judge(self.judge_models)
+
+    def _make_judge(self, judge_models: dict[str, ChatModel]) -> Judge:
         from sab_pytest.judge import LLMJudge, RuleJudge
 
-        if self.judge_model is None:
+        rejection = judge_models.get("rejection")
+        if rejection is None:
             return RuleJudge()
-        prompts = None
-        if self.settings.judge_prompts == "upstream":
-            from sab_pytest.prompts.upstream import UpstreamPrompts, load
+        return LLMJudge(rejection, by_judge=judge_models, upstream=self._upstream_prompts)
 
-            prompts = UpstreamPrompts(load(self.settings.upstream_dir))
-        return LLMJudge(self.judge_model, by_judge=self.judge_models, upstream=prompts)
+    @cached_property
+    def _upstream_prompts(self) -> UpstreamPrompts | None:
+        """The paper's judge prompts (``--sab-judge-prompts upstream``), read once per process."""
+        if self.settings.judge_prompts != "upstream":
+            return None
+        from sab_pytest.prompts.upstream import UpstreamPrompts, load
+
+        return UpstreamPrompts(load(self.settings.upstream_dir))
+
+    def for_case(self, context: CallContext) -> tuple[Agent, Judge]:
+        """The agent and the judge of one case: the process's models, each bound to the case's
+        ``context`` (its budget, failure log, the run's stop, its repeat), in the same agent and
+        judge as ``agent`` and ``judge``. A run without models uses those as they are."""
+        from sab_pytest.guard import make_guard
+        from sab_pytest.models import for_case
+
+        if self.agent_model is None and not self.judge_models and self.guard_model is None:
+            return self.agent, self.judge
+        guard = (make_guard(self.settings.guard, for_case(self.guard_model, context))
+                 if self.guard_model is not None else self.guard)
+        roles = {role: for_case(model, context) for role, model in self.role_models.items()}
+        agent = self._make_agent(for_case(self.agent_model, context), guard, roles)
+        return agent, self._make_judge({j: for_case(m, context) for j, m in self.judge_models.items()})
 
     def _start_engine(self) -> Engine:
         try:
@@ -279,13 +310,13 @@ class Runtime:
 
     # ---------------------------------------------------------------------------------- running
 
-    def _budget(self) -> Any:
-        """The per-case time budget of model calls (agent, guard and judge), none for offline runs."""
-        if not self.settings.uses_api:
-            return contextlib.nullcontext()
-        from sab_pytest.models import case_budget
+    def context(self, case: Case) -> CallContext:
+        """A new context for ``case``'s model calls (agent, guard and judges): its time budget
+        (none for offline runs), its failure log, the run's stop and the case's repeat."""
+        from sab_pytest.models import CallContext
 
-        return case_budget(self.settings.case_budget_s)
+        budget = self.settings.case_budget_s if self.settings.uses_api else None
+        return CallContext.start(budget, stop=self.stop, repeat=case.repeat)
 
     def evaluate(self, case: Case) -> Verdict:
         """Run ``case`` end to end (agent or episode, execution, judges) within its time budget,
@@ -293,8 +324,6 @@ class Runtime:
         execution alone otherwise (a text planner's case holds no engine while it waits for a
         model, so the pool stays as small as the executions at once). Thread-safe; an ``InfraError`` becomes
         ``Verdict.error``, it is never raised. Failed model requests are counted on the verdict."""
-        from sab_pytest.models import failure_log, sample_scope
-
         engine = None
         if self.settings.interactive:  # an episode acts in its engine from the first step to the end
             try:
@@ -302,11 +331,12 @@ class Runtime:
             except InfraError as exc:
                 return failed_verdict(case, exc)
         verdict: Verdict | None = None
+        context = self.context(case)
         try:
-            with self._budget(), self.call_slots.case(), failure_log() as failures, sample_scope(case.repeat):
-                verdict = evaluate(case, self.agent, self.judge, engine, execute=self.settings.execute,
-                                   lease=self.engines.lease)
-            verdict.failures = failures
+            agent, judge = self.for_case(context)
+            with self.call_slots.case():
+                verdict = evaluate(case, agent, judge, engine, execute=self.settings.execute, lease=self.engines.lease)
+            verdict.failures = context.failures
         finally:
             if engine is not None:  # an engine that failed mid-case is stopped, not handed out again
                 self.engines.release(engine, broken=verdict is None or verdict.error_kind == ErrorKind.ENGINE)

@@ -41,10 +41,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sab_pytest.errors import InfraError, UsageError
+from sab_pytest.retry import RetryPolicy, wait
 from sab_pytest.thor import wire
 
 _TRANSPORT_ERRORS = (OSError, http.client.HTTPException)  # ConnectionError, TimeoutError, socket errors
-_BACKOFF = (0.0, 0.2, 0.5, 1.0)  # at once first: most often a keep-alive connection the server closed when idle
+# at once first (most often a keep-alive connection the server closed when idle), then 0.2, 0.5, 1 s
+RETRY = RetryPolicy(first=0.0, base=0.2, factor=2.5, cap=1.0, jitter=1.0)
+TRIES = 5  # the first request and four retries
 
 
 #: how long a lease waits for a free engine before the case errors as ``engine`` (all are leased)
@@ -85,7 +88,8 @@ class _Http:
         self.url = url
         parts = urlsplit(url)
         cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        self._make = lambda: cls(parts.hostname, parts.port, timeout=timeout)
+        host = parts.hostname or ""  # parse_urls made every URL an http(s)://HOST:PORT
+        self._make = lambda: cls(host, parts.port, timeout=timeout)
         self._conn: http.client.HTTPConnection | None = None
         self._headers = {"Content-Type": "application/json"}
         if token:
@@ -106,9 +110,11 @@ class _Http:
             self.close()
             raise
 
-    def call(self, method: str, path: str, body: Any = None, *, tries: int = len(_BACKOFF) + 1) -> tuple[int, bytes]:
+    def call(self, method: str, path: str, body: Any = None, *, tries: int = TRIES) -> tuple[int, bytes]:
         """``once`` retried on transport errors; InfraError("engine") when the server stays unreachable."""
         timeouts = 0
+        last: BaseException | None = None
+        attempt = 0
         for attempt in range(tries):
             try:
                 return self.once(method, path, body)
@@ -118,7 +124,7 @@ class _Http:
                 if timeouts >= 2:
                     break  # a server that hangs twice will not answer a third time; do not wait minutes more
                 if attempt + 1 < tries:
-                    time.sleep(_BACKOFF[min(attempt, len(_BACKOFF) - 1)])
+                    wait(RETRY.pause(attempt))
         raise InfraError("engine", f"THOR server {self.url} unreachable ({type(last).__name__}: {last}) "
                          f"after {attempt + 1} tries")
 

@@ -1,0 +1,151 @@
+"""The per-case context of model calls, passed explicitly: one ``CallContext`` per case (its time
+budget, its failure log, the run's stop signal, its repeat number), made by the runtime and handed
+to the models the case uses through ``for_case``.
+
+Why an object and not thread-local state: a reader of the retry loop sees where the deadline comes
+from, a test builds one without entering scopes, and a case whose work moved to another thread would
+still carry it. The case runner runs several cases at once through the same clients; each case's
+models are ``CaseModel`` views of the shared clients, bound to that case's context, with the same
+``complete`` as any ``ChatModel``, so agents, judges and the guard need not know about it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from sab_pytest.errors import Cancelled
+
+if TYPE_CHECKING:
+    from sab_pytest.outcome import ModelCall
+
+
+@dataclass
+class FailureLog:
+    """Requests of one case that got no usable answer: each failed attempt (retries included)
+    and each call that failed for good. A failed request is still a request the API received
+    (and may bill), so the usage counts it; answers alone cannot, since a failure has none.
+    Rate-limited requests (HTTP 429, 503 with Retry-After) are counted apart, with the seconds
+    waited for them: back-pressure, not failures."""
+
+    failed_attempts: int = 0
+    failed_calls: int = 0
+    rate_limited: int = 0
+    rate_limit_wait_s: float = 0.0
+
+    def failure(self, *, final: bool) -> None:
+        """One failed attempt, or (``final``) one call that failed for good."""
+        if final:
+            self.failed_calls += 1
+        else:
+            self.failed_attempts += 1
+
+    def rate_limit(self, waited: float) -> None:
+        """One rate-limited request, and the ``waited`` seconds of back-off that followed it."""
+        self.rate_limited += 1
+        self.rate_limit_wait_s += waited
+
+
+@dataclass
+class CallContext:
+    """What the model calls of one case share: ``deadline`` (a ``time.monotonic()`` instant, None:
+    no budget), ``failures`` (counted on the case's verdict), ``stop`` (set when the run stops: no
+    new call or retry starts) and ``repeat`` (``--sab-repeat``: the client sends ``seed=repeat``,
+    so each repeat is a sample of its own and is cached apart; 0: no seed)."""
+
+    deadline: float | None = None
+    failures: FailureLog = field(default_factory=FailureLog)
+    stop: threading.Event | None = None
+    repeat: int = 0
+
+    @classmethod
+    def start(cls, budget_s: float | None = None, *, stop: threading.Event | None = None,
+              repeat: int = 0) -> CallContext:
+        """A case's context whose budget of ``budget_s`` seconds (None: unbounded) starts now."""
+        deadline = time.monotonic() + max(0.0, budget_s) if budget_s is not None else None
+        return cls(deadline=deadline, stop=stop, repeat=repeat)
+
+    def check(self) -> None:
+        """Raise ``Cancelled`` once the run was stopped."""
+        if self.stop is not None and self.stop.is_set():
+            raise Cancelled("the run was stopped")
+
+    def left(self) -> float | None:
+        """Seconds until the deadline (never below 0), None without one."""
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def expired(self, margin: float = 0.0) -> bool:
+        """Whether the budget is spent (``margin`` seconds before its end count as spent)."""
+        return self.deadline is not None and time.monotonic() >= self.deadline - margin
+
+    def extend(self, seconds: float) -> None:
+        """Move the deadline ``seconds`` later: time the case spent queued or backing off before a
+        rate limit, which is not the case's work."""
+        if self.deadline is not None:
+            self.deadline += seconds
+
+    @contextlib.contextmanager
+    def share(self, fraction: float) -> Iterator[CallContext]:
+        """Within this block the case's deadline is ``fraction`` of what is left of it (an episode
+        keeps the rest for the judges). Every model bound to this context sees the shorter budget,
+        the guard's included; at the end the case's own deadline is back, moved by any extension
+        made meanwhile (queued time is not the case's work, in or out of the block)."""
+        if self.deadline is None:
+            yield self
+            return
+        end = self.deadline
+        cut = time.monotonic() + max(0.0, end - time.monotonic()) * fraction
+        self.deadline = cut
+        try:
+            yield self
+        finally:
+            extended = (self.deadline or cut) - cut
+            self.deadline = end + extended
+
+
+class _Contextual(Protocol):
+    """A client whose ``complete`` takes the case's context (``client.OpenAIChatModel``)."""
+
+    name: str
+
+    def complete(self, messages: list[dict[str, Any]], *, role: str = "agent", max_tokens: int | None = None,
+                 tools: list[dict[str, Any]] | None = None, context: CallContext | None = None) -> ModelCall: ...
+
+
+class CaseModel:
+    """A shared client seen by one case: ``complete`` is the client's, within ``context``."""
+
+    def __init__(self, model: _Contextual, context: CallContext) -> None:
+        self.model = model
+        self.context = context
+        self.name = model.name
+
+    def __repr__(self) -> str:
+        return f"CaseModel({self.model!r})"
+
+    def complete(self, messages: list[dict[str, Any]], *, role: str = "agent",
+                 max_tokens: int | None = None, tools: list[dict[str, Any]] | None = None) -> ModelCall:
+        return self.model.complete(messages, role=role, max_tokens=max_tokens, tools=tools, context=self.context)
+
+    def for_case(self, context: CallContext) -> CaseModel:
+        return CaseModel(self.model, context)
+
+
+M = TypeVar("M")
+
+
+def for_case(model: M, context: CallContext) -> M:
+    """``model`` bound to ``context`` when it takes one (``for_case``); a model that keeps no
+    budget (offline and test models) as it is."""
+    bind = getattr(model, "for_case", None)
+    return bind(context) if callable(bind) else model
+
+
+def context_of(model: Any) -> CallContext | None:
+    """The context ``model`` was bound to, if any (an episode shares out the case's budget)."""
+    context = getattr(model, "context", None)
+    return context if isinstance(context, CallContext) else None
