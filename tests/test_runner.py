@@ -14,7 +14,7 @@ from support.timing import HANG_S
 
 from sab_pytest.errors import Cancelled
 from sab_pytest.models import CallContext, OpenAIChatModel
-from sab_pytest.pytest_layer.xdist import CaseScheduling, WorkerQueue
+from sab_pytest.pytest_layer.xdist_adapter import CaseScheduling, WorkerQueue
 from sab_pytest.results.record import from_verdict
 from sab_pytest.run.case_runner import CaseRunner, RunnerStopped
 from sab_pytest.run.runtime import Runtime

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from sab_pytest.agents.acting import ActingAgent
+from sab_pytest.agents.acting import InteractiveAgent
 from sab_pytest.agents.basic import BasicVisualAgent
 from sab_pytest.agents.episode import EpisodeLimits
 from sab_pytest.agents.map_vlm import MapVlmAgent
@@ -30,8 +30,9 @@ OFFLINE_AGENTS: dict[str, type[ReferenceAgent] | type[RefuseAgent]] = {
 }
 
 #: Strategies that act in the scene move by move (or execute their own plan): they need an engine
-#: for every case, goal state or not.
-INTERACTIVE: dict[str, type[ActingAgent]] = {
+#: for every case, goal state or not. (Typed by the agents' own classes, not their base ``ActingAgent``,
+#: which has no ``run``: so the checker sees that each is an ``Agent``.)
+INTERACTIVE: dict[str, type[InteractiveAgent] | type[MapVlmAgent]] = {
     cls.name: cls for cls in (ReactAgent, BasicVisualAgent, PcaAgent, MapVlmAgent)
 }
 

@@ -133,13 +133,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "sab_case" not in metafunc.fixturenames:
         return
+    problem: str | None = None
     try:
         activate(metafunc.config, late=True)  # no-op when already on
         cases = select_cases(metafunc.config.stash[SETTINGS])
     except SabError as exc:
         problem = str(exc)
-    else:
-        problem = None
     if problem is not None:  # outside the except block: one clean message, no chained traceback
         pytest.fail(problem, pytrace=False)
     metafunc.parametrize("sab_case", [pytest.param(c, id=c.sample_id, marks=marks(c)) for c in cases])

@@ -23,7 +23,7 @@ from sab_pytest.pytest_layer.state import (
     SETTINGS,
     is_case_item,
 )
-from sab_pytest.pytest_layer.xdist import WorkerQueue, find_interactor
+from sab_pytest.pytest_layer.xdist_adapter import WorkerQueue, find_interactor
 from sab_pytest.results import files, junit
 from sab_pytest.results.record import StoredRecord, stamped
 from sab_pytest.run.breaker import not_run

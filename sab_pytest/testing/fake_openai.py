@@ -304,9 +304,9 @@ class FakeOpenAIServer:
             answer = chosen if isinstance(chosen, Reply) else chosen(request)
             return self._with_request(answer if isinstance(answer, Reply) else Reply(content=answer), request)
         if self.responder is not None:
-            answer = self.responder(request)
-            if answer is not None:
-                return self._with_request(answer if isinstance(answer, Reply) else Reply(content=answer),
+            responded = self.responder(request)
+            if responded is not None:
+                return self._with_request(responded if isinstance(responded, Reply) else Reply(content=responded),
                                           request)
         return self._with_request(self.default, request)
 

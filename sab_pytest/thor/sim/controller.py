@@ -68,7 +68,7 @@ class SimEvent(Event):
 
     _frame_source: Any = None
 
-    @property  # type: ignore[override]
+    @property
     def frame(self) -> Any:
         if self.__dict__.get("_frame") is None and self._frame_source is not None:
             self.__dict__["_frame"] = self._frame_source()
@@ -170,7 +170,7 @@ class Controller:
         """Run one action, exactly with ai2thor's calling conventions; returns the new event."""
         if self.world is None:
             raise RuntimeError("controller is stopped; call reset(scene) first")
-        args = copy.deepcopy(action) if isinstance(action, dict) else {"action": action}
+        args: dict[str, Any] = copy.deepcopy(action) if isinstance(action, dict) else {"action": action}
         raise_for_failure = action_args.pop("raise_for_failure", False)
         args.update(copy.deepcopy(action_args))
         rotation = args.get("rotation")
@@ -178,10 +178,9 @@ class Controller:
             args["rotation"] = {"y": rotation}
         self.last_action = args
         name = args.get("action")
-        spec = SPECS.get(name) if isinstance(name, str) else None
-        if spec is None:
+        if not isinstance(name, str) or name not in SPECS:
             raise ValueError(f"Invalid action: {name!r} is not an action of this controller")
-        handler, params = spec
+        handler, params = SPECS[name]
         call_args = self._validate(name, params, args)
         try:
             result = handler(self.world, self._ctx, call_args)

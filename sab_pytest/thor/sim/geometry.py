@@ -221,7 +221,7 @@ def sample_points(obj: dict[str, Any], eye: tuple[float, float, float]) -> list[
     )
     pts = [(c["x"], c["y"], c["z"]), nearest]
     pts.extend(tuple(p) for p in box["cornerPoints"])
-    return pts  # type: ignore[return-value]
+    return pts
 
 
 def sees(camera: Camera, obj: dict[str, Any], visibility_distance: float) -> bool:

@@ -45,7 +45,8 @@ def _label_bitmap(text: str) -> Image.Image:
     """Dark text on a light tab, drawn once per distinct label."""
     font = ImageFont.load_default(size=LABEL_PX)
     left, top, right, bottom = font.getbbox(text)
-    tab = Image.new("RGB", (right - left + 4, bottom - top + 3), (250, 250, 240))
+    size = (math.ceil(right - left) + 4, math.ceil(bottom - top) + 3)  # whole pixels (the box may be fractional)
+    tab = Image.new("RGB", size, (250, 250, 240))
     ImageDraw.Draw(tab).text((2 - left, 1 - top), text, font=font, fill=(15, 15, 15))
     return tab
 
