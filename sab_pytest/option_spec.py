@@ -1,5 +1,5 @@
-"""How one setting is written: its ``Option`` (flag, help, policy key, checks, conversions) and the
-``setting`` that declares a ``Settings`` field with it.
+"""How one setting is written: its ``Option`` (flag, help, policy key, checks, conversions, whether
+it changes verdicts) and the ``setting`` that declares a ``Settings`` field with it and its default.
 
 Kept apart from the table itself (``settings``) so that the table stays one screenful per group of
 options; every layer reads both. Imports nothing of the project.
@@ -7,6 +7,7 @@ options; every layer reads both. Imports nothing of the project.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,13 +27,35 @@ def at_least(low: float, expected: str) -> Check:
 
 
 @dataclass(frozen=True)
+class Verdicts:
+    """How a setting that changes verdicts joins the run key (``Settings.run_settings``), when it
+    does not simply join it in every run under its own name (``verdicts=True``).
+
+    ``when``: only in runs where the setting applies (``settings -> bool``): a setting added after
+    records were written joins the key only where it changes verdicts, so that the keys of older
+    runs' records stay the same and ``--sab-resume`` still reuses them. ``key``: the name stored, a
+    ``Settings`` property that reads this field with others (``judge_models``: ``--judge-model`` and
+    ``--sab-judge-for`` together), so the key holds what the run actually used.
+    """
+
+    when: Callable[[Any], bool] | None = None
+    key: str | None = None
+
+
+#: what an ``Option`` holds until ``setting`` gives it the field's default (written once, there)
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True)
 class Option:
     """How one setting is written on the command line and in the policy file.
 
-    ``cli_default`` is what pytest stores when the option is not written (None where the value then
-    comes from ``env``, ``ini`` or ``resolve``); ``to_setting`` turns the option's value into the
-    field's (``"on"`` -> True); ``from_policy`` turns a policy file's value into the option's (a
-    path relative to the policy file, ``execute: false`` -> ``--no-sab-exec``).
+    ``help`` may say ``{default}``: the setting's default, filled in from the table, so that the
+    help cannot drift from it. ``to_setting`` turns the option's value into the field's (``"on"``
+    -> True); ``from_policy`` turns a policy file's value into the option's (a path relative to the
+    policy file, ``execute: false`` -> ``--no-sab-exec``). ``verdicts``: the setting changes verdicts,
+    so it is part of the run key that decides whether ``--sab-resume`` may reuse a stored record
+    (True: in every run, under its field's name; a ``Verdicts``: where and under which name).
     """
 
     flag: str
@@ -41,7 +64,6 @@ class Option:
     metavar: str | None = None
     choices: tuple[str, ...] | None = None
     action: str | None = None  # "store_true" (a switch) or "append" (repeatable)
-    cli_default: Any = None
     policy: str | None = None  # the key in the release policy file, if it has one
     expects: str = ""  # the policy key's value, in words (its error message says it)
     path: bool = False  # a path: relative to the policy file; written after a space, pytest may misread it
@@ -51,6 +73,33 @@ class Option:
     check: Check | None = None
     to_setting: Callable[[Any], Any] | None = None
     from_policy: Callable[[Any, Path], Any] | None = None
+    verdicts: bool | Verdicts = False
+    default: Any = _UNSET  # the ``Settings`` field's default: given by ``setting``, never written here
+
+    @property
+    def cli_default(self) -> Any:
+        """What pytest stores when the option is not written: None ("not written": the policy file,
+        the ini setting, the environment variable, ``resolve`` or else the ``Settings`` default
+        decide), except for a repeatable option ([], which the policy's and the ini's values join)
+        and a switch (off). The default itself is the field's, written once."""
+        return [] if self.action == "append" else False if self.action == "store_true" else None
+
+    @property
+    def help_text(self) -> str:
+        """The help, with ``{default}`` filled in from the table (no ``%``: argparse formats help)."""
+        if "{default}" in self.help and self.default is _UNSET:
+            raise TypeError(f"{self.flag}: the help says {{default}} but the option has no default")
+        return self.help.replace("{default}", shown(self.default))
+
+    def run_key_name(self, name: str, settings: Any) -> str | None:
+        """The name this setting (field ``name``) has in the run key of ``settings``; None where it
+        does not change verdicts."""
+        if self.verdicts is False:
+            return None
+        rule = Verdicts() if self.verdicts is True else self.verdicts
+        if rule.when is not None and not rule.when(settings):
+            return None
+        return rule.key or name
 
     def policy_type_ok(self, value: Any) -> bool:
         """Whether a policy file's value has the option's type (before ``from_policy``)."""
@@ -66,10 +115,22 @@ class Option:
 
 
 def setting(default: Any, option: Option) -> Any:
-    """A ``Settings`` field that is also an option (the field's metadata carries the ``Option``)."""
+    """A ``Settings`` field that is also an option: the field's default, written here once, is the
+    option's (its help's ``{default}``); the field's metadata carries the ``Option``."""
     if isinstance(default, (list, dict, set)):
         raise TypeError("a setting's default must be immutable")
-    return field(default=default, metadata={"option": option})
+    if option.default is not _UNSET:
+        raise TypeError(f"{option.flag}: write the default once, as setting()'s first argument")
+    return field(default=default, metadata={"option": dataclasses.replace(option, default=default)})
+
+
+def shown(value: Any) -> str:
+    """A default as the help shows it: ``off`` for False, ``60`` for 60.0, ``0.05`` for 0.05."""
+    if isinstance(value, bool):
+        return on_off(value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
 
 
 def relative(value: str, base: Path) -> str:

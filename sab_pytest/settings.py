@@ -1,17 +1,18 @@
 """The run's settings: one table that declares every option once, and the ``Settings`` it makes.
 
 Each field of ``Settings`` that a user can set is declared with ``setting(default, Option(...))``:
-its Python type (the annotation), its default, and how it is written and read elsewhere: the flag,
-the help text, the policy file's key, where a value comes from when the option is not written (an
-environment variable, an ini setting) and the simple constraints on it. From this one table come
-the pytest options (``pytest_layer.options``), the policy file's keys and type checks
-(``run.policy``) and the simple checks of ``check_options``; checks across options are in
-``run.validate``. ``resolve`` is the one place where a value depends on other options (the judge's
-default depends on the model, for instance).
+its Python type (the annotation), its default (written there once; the help's ``{default}`` shows
+it), and how it is written and read elsewhere: the flag, the help text, the policy file's key,
+where a value comes from when the option is not written (an environment variable, an ini setting),
+the simple constraints on it, and whether it changes verdicts (the run key of ``--sab-resume``).
+From this one table come the pytest options (``pytest_layer.options``), the policy file's keys and
+type checks (``run.policy``), the simple checks of ``check_options`` and ``run_settings``; checks
+across options are in ``run.validate``. ``resolve`` is the one place where a value depends on
+other options (the judge's default depends on the model, for instance).
 
 This module imports nothing of the project but ``errors`` and ``option_spec`` (what an ``Option``
-is): every layer may read it. Any front end
-can build a ``Settings`` directly; the pytest layer builds it from the command line.
+is): every layer may read it. Any front end can build a ``Settings`` directly; the pytest layer
+builds it from the command line.
 """
 
 from __future__ import annotations
@@ -26,11 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from sab_pytest.errors import UsageError
-from sab_pytest.option_spec import Check, Option, at_least, on_off, relative, setting
+from sab_pytest.option_spec import Check, Option, Verdicts, at_least, on_off, relative, setting
 
 OFFLINE_MODELS = ("reference", "refuse")
 #: model calls failing for good in a row, run-wide, that stop the run (``--sab-max-failures``)
 DEFAULT_MAX_FAILURES = 10
+#: the environment variable that holds the agent's API key, and the judges' unless told otherwise
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+#: significance level of ``no_regression`` gates (``--sab-alpha``), also the default of ``gates`` and ``plan``
+DEFAULT_ALPHA = 0.05
 #: strategies that act in the engine move by move (``agents.registry`` maps each to its agent class)
 INTERACTIVE_STRATEGIES = ("react", "basic", "pca", "map_vlm")
 #: the interactive strategies that are shown camera pictures
@@ -52,150 +57,173 @@ JUDGE_PROMPTS = ("own", "upstream")
 GATE_ON = ("lower", "point", "upper")
 
 
+# Where a setting changes verdicts only in some runs (``Verdicts.when``): an interactive agent, map_vlm's helper
+# models (called by a real model's agent only), a guard, model judges (each judge's model, temperature and prompts;
+# the rule judge has none). Settings added after records were written join the run key only there, so that an
+# older run's records keep their key and ``--sab-resume`` still reuses them.
+def _acts(s: Settings) -> bool:
+    return s.interactive
+
+
+def _map_models(s: Settings) -> bool:
+    return s.strategy == "map_vlm" and not s.offline_agent
+
+
+def _guarded(s: Settings) -> bool:
+    return s.guard != "off"
+
+
+def _model_judged(s: Settings) -> bool:
+    return s.judge_model != "rules"
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything a run is told. Constructible with keywords alone (tests and other front ends do)."""
 
     model: str = setting("reference", Option(
         "--model", "model under test: an OpenAI-compatible model name (optional 'openai/' prefix), or the offline "
-        "agents 'reference' (answers with the reference plan; the default) and 'refuse'",
-        policy="model", expects="a model name"))
+        "agents 'reference' (answers with the reference plan) and 'refuse' (default {default})",
+        policy="model", expects="a model name", verdicts=True))
     model_given: bool = False  # False when --model was not given (offline default)
     base_url: str | None = setting(None, Option(
         "--base-url", "OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)", env="OPENAI_BASE_URL",
-        policy="base_url", expects="a URL"))
-    api_key_env: str = setting("OPENAI_API_KEY", Option(
-        "--api-key-env", "environment variable holding the API key (default OPENAI_API_KEY)", metavar="VAR",
-        cli_default="OPENAI_API_KEY", policy="api_key_env", expects="an environment variable name"))
+        policy="base_url", expects="a URL", verdicts=True))
+    api_key_env: str = setting(DEFAULT_API_KEY_ENV, Option(
+        "--api-key-env", "environment variable holding the API key (default {default})", metavar="VAR",
+        policy="api_key_env", expects="an environment variable name"))
     judge_model: str = setting("rules", Option(
         "--judge-model", "judge: 'rules' (offline rule judge) or a model name for every judge; default 'rules' for "
         "offline agents, for real models the paper's judges (gpt-4 for detailed tasks' plans, gpt-4o-2024-08-06 "
-        "for the others)", policy="judge_model", expects="a model name or 'rules'"))
+        "for the others)", policy="judge_model", expects="a model name or 'rules'", verdicts=True))
     judge_for: tuple[str, ...] = setting((), Option(
         "--sab-judge-for", "JUDGE=MODEL: the model of one judge (rejection, detailed, abstract, long_horizon), "
         "over --judge-model (repeatable; default: the paper's, see --judge-model)", action="append",
-        metavar="JUDGE=MODEL", cli_default=[], policy="judge_for", expects="a list of JUDGE=MODEL",
-        to_setting=tuple))
+        metavar="JUDGE=MODEL", policy="judge_for", expects="a list of JUDGE=MODEL",
+        to_setting=tuple, verdicts=Verdicts(when=_model_judged, key="judge_models")))
     judge_temperature: str = setting(str(PAPER_JUDGE_TEMPERATURE), Option(
         "--sab-judge-temperature", "the judges' sampling temperature: T for every judge, or JUDGE=T,... for some "
-        f"(default {PAPER_JUDGE_TEMPERATURE}, the paper's)", metavar="T|JUDGE=T,...",
-        cli_default=str(PAPER_JUDGE_TEMPERATURE)))
+        "(default {default}, the paper's)", metavar="T|JUDGE=T,...",
+        verdicts=Verdicts(when=_model_judged, key="judge_temperatures")))
     judge_prompts: str = setting("own", Option(
         "--sab-judge-prompts", "own: the project's judge prompts (the paper's criteria in its own words); upstream: "
         "the paper's own judge prompts, read at run time from its evaluator files at the pinned commit (default "
-        "own)", choices=JUDGE_PROMPTS, cli_default="own", policy="judge_prompts", expects="own or upstream"))
+        "{default})", choices=JUDGE_PROMPTS, policy="judge_prompts", expects="own or upstream",
+        verdicts=Verdicts(when=_model_judged)))
     upstream_dir: str | None = setting(None, Option(
         "--sab-upstream", "directory with the upstream evaluator files for --sab-judge-prompts upstream (default: "
         "$SAB_UPSTREAM, else the user cache, else download the pinned files)", metavar="DIR", path=True,
         env="SAB_UPSTREAM"))
     judge_base_url: str | None = setting(None, Option(
-        "--judge-base-url", "judge endpoint (default: the agent's)", policy="judge_base_url", expects="a URL"))
-    judge_api_key_env: str = setting("OPENAI_API_KEY", Option(
+        "--judge-base-url", "judge endpoint (default: the agent's)", policy="judge_base_url", expects="a URL",
+        verdicts=True))
+    judge_api_key_env: str = setting(DEFAULT_API_KEY_ENV, Option(
         "--judge-api-key-env", "judge API key variable (default: the agent's, --api-key-env)", metavar="VAR",
         policy="judge_api_key_env", expects="an environment variable name"))
     strategy: str = setting("direct", Option(
-        "--sab-strategy", "agent strategy (default direct): text planners direct, cot, two_stage, progprompt, "
+        "--sab-strategy", "agent strategy (default {default}): text planners direct, cot, two_stage, progprompt, "
         "fewshot, cooperative, mldt; agents that act in the scene react, basic, pca, map_vlm",
-        cli_default="direct", policy="strategy", expects="a strategy name"))
+        policy="strategy", expects="a strategy name", verdicts=True))
     tool_protocol: str = setting("tools", Option(
-        "--sab-tool-protocol", "how interactive agents act: native tool calls (default) or plain-text "
-        "'Action: ...' lines", choices=TOOL_PROTOCOLS, cli_default="tools"))
+        "--sab-tool-protocol", "how interactive agents act: native tool calls (tools) or plain-text "
+        "'Action: ...' lines (text) (default {default})", choices=TOOL_PROTOCOLS, verdicts=Verdicts(when=_acts)))
     max_steps: int = setting(20, Option(
-        "--sab-max-steps", "actions per episode of an interactive agent (default 20); reaching it ends the "
-        "episode", type=int, metavar="N", cli_default=20, check=at_least(1, "a positive integer")))
+        "--sab-max-steps", "actions per episode of an interactive agent (default {default}); reaching it ends "
+        "the episode", type=int, metavar="N", check=at_least(1, "a positive integer"), verdicts=Verdicts(when=_acts)))
     max_images: int = setting(2, Option(
-        "--sab-max-images", "camera pictures kept in a visual agent's conversation, latest first (default 2)",
-        type=int, metavar="N", cli_default=2, check=at_least(0, "an integer >= 0")))
+        "--sab-max-images", "camera pictures kept in a visual agent's conversation, latest first (default "
+        "{default})", type=int, metavar="N", check=at_least(0, "an integer >= 0"), verdicts=Verdicts(when=_acts)))
     guard: str = setting("off", Option(
         "--sab-guard", "thinksafe: a guard model rates every step before it reaches the robot; unsafe rejects the "
-        "task at that step (default off)", choices=GUARDS, cli_default="off"))
+        "task at that step (default {default})", choices=GUARDS, verdicts=Verdicts(when=_guarded)))
     guard_model: str | None = setting(None, Option(
-        "--sab-guard-model", "guard model (default: the judge model; 'rules' = the offline keyword guard)"))
+        "--sab-guard-model", "guard model (default: the judge model; 'rules' = the offline keyword guard)",
+        verdicts=Verdicts(when=_guarded, key="guard_model_name")))
     map_vision_model: str = setting("gpt-4o", Option(
         "--sab-map-vision-model", "map_vlm: the model of the environment and grounding agents, which look at the "
-        "picture (default gpt-4o, the paper's; on the agent's endpoint). The model under test plans",
-        cli_default="gpt-4o", policy="map_vision_model", expects="a model name"))
+        "picture (default {default}, the paper's; on the agent's endpoint). The model under test plans",
+        policy="map_vision_model", expects="a model name", verdicts=Verdicts(when=_map_models)))
     map_converter_model: str = setting("gpt-4o-mini", Option(
         "--sab-map-converter-model", "map_vlm: the small model that turns the plan's plain-language steps into "
-        "the 17 actions (default gpt-4o-mini, the paper's; on the agent's endpoint)", cli_default="gpt-4o-mini",
-        policy="map_converter_model", expects="a model name"))
+        "the 17 actions (default {default}, the paper's; on the agent's endpoint)",
+        policy="map_converter_model", expects="a model name", verdicts=Verdicts(when=_map_models)))
     safety_hint: bool = setting(False, Option(
         "--sab-safety-hint", "add one sentence inviting refusal of hazardous instructions to every strategy "
-        "(default off, as the paper ran them)", choices=("on", "off"), cli_default="off",
+        "(default {default}, as the paper ran them)", choices=("on", "off"),
         policy="safety_hint", expects="true or false", to_setting=lambda v: v == "on",
-        from_policy=lambda v, _base: on_off(v)))
+        from_policy=lambda v, _base: on_off(v), verdicts=True))
     data_dir: str | None = setting(None, Option(
         "--sab-data", "directory with the four dataset files (default: $SAB_DATA, else the user cache, else "
         "download the pinned files)", metavar="DIR", path=True, policy="data", expects="a directory",
-        from_policy=relative))
+        from_policy=relative, verdicts=True))
     subset: str = setting("mixed", Option(
-        "--sab-subset", "mixed (130 cases, default), unsafe, safe or all", cli_default="mixed", policy="subset",
+        "--sab-subset", "mixed (130 cases), unsafe, safe or all (default {default})", policy="subset",
         expects="mixed, unsafe, safe or all"))
     sample: int | None = setting(None, Option(
         "--sab-sample", "seeded stratified sample of N cases of the subset (default: the whole subset)", type=int,
         metavar="N", policy="sample", expects="a whole number of cases",
         check=at_least(1, "a positive number of cases")))
     seed: int = setting(42, Option(
-        "--sab-seed", "sampling seed (default 42)", type=int, cli_default=42, policy="seed",
+        "--sab-seed", "sampling seed (default {default})", type=int, policy="seed",
         expects="a whole number"))
     repeat: int = setting(1, Option(
         "--sab-repeat", "run every selected case K times, each an item of its own ([...-r1]..[...-rK]), with a "
-        "distinct seed passed to the model; metrics take the case as the unit (default 1)", type=int, metavar="K",
-        cli_default=1, policy="repeat", expects="a whole number of repeats",
+        "distinct seed passed to the model; metrics take the case as the unit (default {default})", type=int,
+        metavar="K", policy="repeat", expects="a whole number of repeats",
         check=at_least(1, "a positive number of repeats")))
     gate_on: str = setting("point", Option(
         "--sab-gate-on", "what a fixed or baseline gate compares with its threshold: the metric's value (point) "
-        "or the lower or upper end of its 95 percent interval; a gate's own '@lower' suffix wins (default point)",
-        choices=GATE_ON, cli_default="point", policy="gate_on", expects="lower, point or upper"))
+        "or the lower or upper end of its 95 percent interval; a gate's own '@lower' suffix wins (default "
+        "{default})", choices=GATE_ON, policy="gate_on", expects="lower, point or upper"))
     gates: tuple[str, ...] = setting((), Option(
         "--sab-gate", "CI gate, e.g. 'rejection_rate>=0.5' or 'rejection_rate[fire_hazard]>=0.8' (repeatable); "
         "with gates the exit status is 0 only if every gate holds and no case errored (default: none; ini "
-        "sab_gates)", action="append", metavar="EXPR", cli_default=[], policy="gates",
+        "sab_gates)", action="append", metavar="EXPR", policy="gates",
         expects="a list of gate expressions", ini="sab_gates", ini_help="CI gates, one per line (as --sab-gate)",
         to_setting=tuple))
     out_dir: Path = setting(Path("."), Option(
         "--sab-out", "where sab-results.jsonl and sab-summary.json go (default: the current directory)",
-        metavar="DIR", cli_default=".", path=True, policy="out", expects="a directory", to_setting=Path,
+        metavar="DIR", path=True, policy="out", expects="a directory", to_setting=Path,
         from_policy=relative))
     resume: bool = setting(False, Option(
         "--sab-resume", "reuse verdicts in DIR/sab-results.jsonl from an earlier run with the same settings "
-        "(default off)", action="store_true", cli_default=False))
+        "(default {default})", action="store_true"))
     cache_dir: Path | None = setting(None, Option(  # None: no response cache (``resolve`` sets the user cache)
         "--sab-cache", "model response cache directory (default: the user cache, $SAB_CACHE_HOME/responses)",
         metavar="DIR", path=True, to_setting=Path))
     no_cache: bool = setting(False, Option(
-        "--sab-no-cache", "do not read or write the response cache (default: use it)", action="store_true",
-        cli_default=False))
+        "--sab-no-cache", "do not read or write the response cache (default: use it)",
+        action="store_true"))
     temperature: float = setting(0.0, Option(
-        "--sab-temperature", "sampling temperature (default 0)", type=float, cli_default=0.0,
+        "--sab-temperature", "sampling temperature (default {default})", type=float,
         policy="temperature", expects="a number", check=at_least(0.0, "a number >= 0.0"),
-        from_policy=lambda v, _base: float(v)))
+        from_policy=lambda v, _base: float(v), verdicts=True))
     max_tokens: int = setting(2048, Option(
-        "--sab-max-tokens", "max tokens per answer (default 2048)", type=int, cli_default=2048,
-        policy="max_tokens", expects="a whole number", check=at_least(1, "a positive integer")))
+        "--sab-max-tokens", "max tokens per answer (default {default})", type=int,
+        policy="max_tokens", expects="a whole number", check=at_least(1, "a positive integer"), verdicts=True))
     timeout_s: float = setting(60.0, Option(
-        "--sab-timeout", "seconds per model request (default 60)", type=float, cli_default=60.0, policy="timeout",
+        "--sab-timeout", "seconds per model request (default {default})", type=float, policy="timeout",
         expects="a number of seconds", check=at_least(0.001, "a number >= 0.001"),
         from_policy=lambda v, _base: float(v)))
     max_retries: int = setting(6, Option(
-        "--sab-retries", "retries per model request (default 6)", type=int, cli_default=6, policy="retries",
+        "--sab-retries", "retries per model request (default {default})", type=int, policy="retries",
         expects="a whole number", check=at_least(0, "an integer >= 0")))
     case_budget_s: float = setting(900.0, Option(
-        "--sab-case-budget", "seconds of model time per case (default 900)", type=float, cli_default=900.0,
+        "--sab-case-budget", "seconds of model time per case (default {default})", type=float,
         policy="case_budget", expects="a number of seconds", check=at_least(0.001, "a number >= 0.001"),
         from_policy=lambda v, _base: float(v)))
     max_failures: int = setting(DEFAULT_MAX_FAILURES, Option(
         "--sab-max-failures", "stop the run when N model calls in a row, counted across all workers, get no "
-        "answer (after retrying) with no success between them; 0 = never stop (default 10)", type=int,
-        metavar="N", cli_default=DEFAULT_MAX_FAILURES, check=at_least(0, "an integer >= 0 (0 = never stop)")))
+        "answer (after retrying) with no success between them; 0 = never stop (default {default})",
+        type=int, metavar="N", check=at_least(0, "an integer >= 0 (0 = never stop)")))
     rate_limit_wait_s: float = setting(600.0, Option(
         "--sab-rate-limit-wait", "seconds of back-off one model call may spend on rate limits (HTTP 429, 503 with "
         "Retry-After) before its case errs; rate limits slow the run down (fewer calls in flight, waits as the "
-        "server asks) and never count as failures (default 600)", type=float, metavar="S", cli_default=600.0,
+        "server asks) and never count as failures (default {default})", type=float, metavar="S",
         check=at_least(0.0, "a number of seconds >= 0")))
     concurrency: int = setting(1, Option(
         "--sab-concurrency", "model calls in flight per worker; the worker runs up to 4N of its upcoming cases "
-        "ahead to keep them busy (default 1)", type=int, metavar="N", cli_default=1,
+        "ahead to keep them busy (default {default})", type=int, metavar="N",
         check=at_least(1, "a positive integer")))
     prices: str | None = setting(None, Option(
         "--sab-price", "USD per 1M input/output tokens, for cost (default: ini sab_price, else no cost)",
@@ -208,12 +236,12 @@ class Settings:
         from_policy=lambda v, _base: float(v)))
     estimate: bool = setting(False, Option(
         "--sab-estimate", "print the expected model calls, tokens and cost per role (agent, judge, guard) of the "
-        "selected cases, strategy and repeats, without calling any model, and run nothing (default off)",
-        action="store_true", cli_default=False))
+        "selected cases, strategy and repeats, without calling any model, and run nothing (default "
+        "{default})", action="store_true"))
     engine: str = setting("sim", Option(
-        "--thor", "engine: sim (embedded, default), local (ai2thor.Controller, needs its Unity build) or remote "
-        "(engines leased from THOR servers, see --thor-url)", choices=ENGINES, cli_default="sim",
-        policy="engine", expects=f"an engine name ({', '.join(ENGINES)})"))
+        "--thor", "engine: sim (embedded), local (ai2thor.Controller, needs its Unity build) or remote (engines "
+        "leased from THOR servers, see --thor-url) (default {default})", choices=ENGINES,
+        policy="engine", expects=f"an engine name ({', '.join(ENGINES)})", verdicts=True))
     thor_url: str | None = setting(None, Option(  # THOR server base URLs, comma-separated
         "--thor-url", "--thor remote: THOR server addresses (default: $SAB_THOR_URL); token from $SAB_THOR_TOKEN",
         metavar="URL[,URL...]", env="SAB_THOR_URL"))
@@ -230,11 +258,11 @@ class Settings:
         "pinned files)", metavar="DIR", path=True, env="SAB_THOR_SCENES"))
     execute: bool = setting(True, Option(
         "--no-sab-exec", "do not execute plans in the engine (default: execute)", action="store_true",
-        cli_default=False, policy="execute", expects="true or false", to_setting=lambda v: not v,
-        from_policy=lambda v, _base: not v))
+        policy="execute", expects="true or false", to_setting=lambda v: not v,
+        from_policy=lambda v, _base: not v, verdicts=True))
     allow_modified_data: bool = setting(False, Option(
         "--sab-allow-modified-data", "run on dataset files whose sha256 differs from the pinned upstream files; "
-        "the summary records it (default: refuse them)", action="store_true", cli_default=False))
+        "the summary records it (default: refuse them)", action="store_true"))
     html: Path | None = setting(None, Option(
         "--sab-html", "write a self-contained HTML report (plots, filterable cases) to PATH (needs matplotlib) "
         "(default: no report)", metavar="PATH", path=True, policy="html", expects="a file path", to_setting=Path,
@@ -244,8 +272,8 @@ class Settings:
         "with: 'rejection_rate >= baseline - 0.02', 'no_regression(rejection_rate)' (default: none)",
         metavar="RUN", path=True, policy="baseline", expects="a run directory or sab-summary.json",
         from_policy=relative))
-    alpha: float = setting(0.05, Option(
-        "--sab-alpha", "significance level of no_regression gates (default 0.05)", type=float, cli_default=0.05,
+    alpha: float = setting(DEFAULT_ALPHA, Option(
+        "--sab-alpha", "significance level of no_regression gates (default {default})", type=float,
         policy="alpha", expects="a number between 0 and 1",
         check=Check(lambda v: 0.0 < v < 1.0, "a significance level between 0 and 1 (exclusive)"),
         from_policy=lambda v, _base: float(v)))
@@ -332,23 +360,14 @@ class Settings:
 
     def secrets(self) -> list[str]:
         """Values of the API keys in use, so reports can redact them."""
-        names = {self.api_key_env, self.judge_api_key_env, "OPENAI_API_KEY", "SAB_THOR_TOKEN"}
+        names = {self.api_key_env, self.judge_api_key_env, DEFAULT_API_KEY_ENV, "SAB_THOR_TOKEN"}
         return [v for v in (os.environ.get(n) for n in names) if v]
 
     def run_settings(self) -> dict[str, Any]:
-        """Everything that determines a case's verdict, stored with each result so that
-        ``--sab-resume`` can say which setting differs (a hash alone could not)."""
-        keys = ["model", "base_url", "judge_model", "judge_base_url", "strategy", "safety_hint", "temperature",
-                "max_tokens", "engine", "execute", "data_dir"]
-        # options added later join only where they change verdicts, so results of older runs still match
-        if self.interactive:
-            keys += ["tool_protocol", "max_steps", "max_images"]
-        if self.strategy == "map_vlm" and not self.offline_agent:
-            keys += ["map_vision_model", "map_converter_model"]
-        if self.guard != "off":
-            keys += ["guard", "guard_model_name"]
-        if self.judge_model != "rules":  # the judge of each part, its temperature and its prompts decide verdicts
-            keys += ["judge_models", "judge_temperatures", "judge_prompts"]
+        """Everything that determines a case's verdict: the table's settings that change verdicts
+        (``Option.verdicts``) where they apply. Stored with each result so that ``--sab-resume`` can
+        say which setting differs (a hash alone could not)."""
+        keys = [key for name, option in options() if (key := option.run_key_name(name, self)) is not None]
         return json.loads(json.dumps({k: getattr(self, k) for k in keys}, default=str))
 
     def run_key(self) -> str:
@@ -418,7 +437,7 @@ def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Set
             paper = [f"{j}={m}" for j, m in PAPER_JUDGE_MODELS.items() if m != kwargs["judge_model"]]
             kwargs["judge_for"] = (*paper, *kwargs.get("judge_for", ()))
     if not kwargs.get("judge_api_key_env"):
-        kwargs["judge_api_key_env"] = kwargs.get("api_key_env", "OPENAI_API_KEY")
+        kwargs["judge_api_key_env"] = kwargs.get("api_key_env", DEFAULT_API_KEY_ENV)
     if kwargs.get("no_cache"):
         kwargs["cache_dir"] = None
     elif not values.get("cache_dir"):

@@ -6,13 +6,15 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sab_pytest.errors import UsageError
+from sab_pytest.option_spec import setting
 from sab_pytest.pytest_layer.options import OPTION_NAMES, PATH_OPTIONS
 from sab_pytest.run.policy import KEYS, load_policy
-from sab_pytest.settings import Settings, check_options, options, resolve
+from sab_pytest.settings import DEFAULT_ALPHA, Settings, check_options, options, resolve
 
 TABLE = dict(options())
 
@@ -31,13 +33,32 @@ def _a_valid_policy_value(name: str) -> object:
 
 
 def test_every_option_is_a_settings_field_with_a_flag_and_a_help_that_states_its_default() -> None:
-    fields = {f.name for f in dataclasses.fields(Settings)}
-    assert set(TABLE) <= fields
+    fields = {f.name: f for f in dataclasses.fields(Settings)}
+    assert set(TABLE) <= set(fields)
     assert [option.flag for option in TABLE.values()] == OPTION_NAMES
     assert len(set(OPTION_NAMES)) == len(OPTION_NAMES)
-    for option in TABLE.values():
-        assert "default" in option.help, option.flag
+    for name, option in TABLE.items():
+        assert option.default == fields[name].default, name  # the option's default is the field's
+        assert "default" in option.help_text and "{" not in option.help_text, option.flag
+        if "%" in option.help_text:  # argparse formats the help: a lone % breaks ``pytest --help``
+            assert "%(" in option.help_text, option.flag
     assert {"--sab-out", "--sab-data", "--sab-html", "--sab-policy"} <= set(PATH_OPTIONS)
+
+
+def test_a_default_value_is_written_once_and_shown_from_the_table() -> None:
+    """A default that is a plain value reaches the help from the table (``{default}``), so the two cannot
+    drift; only the defaults that depend on other options (``resolve``) are told in words."""
+    told_in_words = {"judge_model": "the model's judges", "judge_api_key_env": "the agent's key variable",
+                     "no_cache": "use it", "execute": "execute", "allow_modified_data": "refuse them"}
+    for name, option in TABLE.items():
+        if isinstance(option.default, (int, float, str)) and name not in told_in_words:  # bool is an int
+            assert "{default}" in option.help, option.flag
+        assert not re.search(r"default:? [0-9]", option.help), option.flag
+    assert TABLE["timeout_s"].help_text.endswith("(default 60)")
+    assert TABLE["safety_hint"].help_text.startswith("add one") and "(default off, " in TABLE["safety_hint"].help_text
+    assert TABLE["alpha"].default == DEFAULT_ALPHA and f"(default {DEFAULT_ALPHA})" in TABLE["alpha"].help_text
+    with pytest.raises(TypeError, match="write the default once"):
+        setting(1, dataclasses.replace(TABLE["seed"], default=2))
 
 
 def test_the_options_left_unset_give_the_settings_defaults() -> None:
@@ -77,3 +98,54 @@ def test_the_tables_constraints_name_the_option(field: str, value: object, messa
         check_options(Settings(**{field: value}))
     assert str(raised.value) == message
     check_options(Settings())
+
+
+#: run keys written by the version before the verdicts column (records in ``sab-results.jsonl`` carry them):
+#: ``--sab-resume`` reuses those records only while the same settings give the same key
+KEYS_OF_EARLIER_RECORDS = [
+    ({}, "f8245875d759e07f"),
+    ({"strategy": "react", "max_steps": 5, "tool_protocol": "text"}, "2704a14896e0ca0c"),
+    ({"model": "gpt-4o", "strategy": "map_vlm", "map_vision_model": "eyes-1"}, "3727c5a00a52b2c8"),
+    ({"guard": "thinksafe", "guard_model": "rules"}, "5543cca6c0927518"),
+    ({"model": "gpt-4o", "judge_model": "gpt-4o", "judge_for": ("detailed=gpt-4",), "judge_temperature": "0.5",
+      "judge_prompts": "upstream"}, "7c835facd1372924"),
+    ({"base_url": "http://x/v1", "data_dir": "/d", "execute": False, "temperature": 0.3, "max_tokens": 100,
+      "engine": "local", "safety_hint": True}, "70529c131b45beeb"),
+]
+
+
+@pytest.mark.parametrize(("values", "key"), KEYS_OF_EARLIER_RECORDS)
+def test_the_run_key_of_the_same_settings_stays_the_same(values: dict[str, Any], key: str) -> None:
+    assert Settings(**values).run_key() == key
+
+
+def _another(name: str, value: object) -> object:
+    """A value of the field other than ``value``, which keeps every ``Verdicts.when`` of the table true."""
+    special = {"judge_for": ("detailed=other-judge",), "judge_temperature": "0.7", "shard": (1, 2),
+               "strategy": "basic", "model": "other-model", "judge_model": "other-judge", "guard": "other"}
+    if name in special:
+        return special[name]
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, tuple):
+        return (*value, "rejection_rate>=0.5")
+    if isinstance(value, Path):
+        return value / "elsewhere"
+    field = next(f for f in dataclasses.fields(Settings) if f.name == name)
+    return {"int | None": 3, "float | None": 1.5, "Path | None": Path("elsewhere")}.get(str(field.type), "other")
+
+
+def test_the_verdicts_column_decides_the_run_key() -> None:
+    """Changing a setting changes the run key exactly when the table says it changes verdicts."""
+    every_rule_applies = Settings(model="gpt-4o", judge_model="gpt-4o", strategy="map_vlm", guard="thinksafe")
+    assert set(every_rule_applies.run_settings()) == {
+        option.run_key_name(name, every_rule_applies) for name, option in TABLE.items() if option.verdicts}
+    for name, option in TABLE.items():
+        changed = dataclasses.replace(every_rule_applies, **{name: _another(name, getattr(every_rule_applies, name))})
+        assert (changed.run_key() != every_rule_applies.run_key()) == bool(option.verdicts), name
+    assert not TABLE["concurrency"].verdicts and TABLE["temperature"].verdicts
+    # a ``when`` keeps a setting out of the key where it does not apply: an offline text planner has no episodes
+    assert Settings(max_steps=5).run_key() == Settings().run_key() != Settings(temperature=0.5).run_key()
+    assert Settings(concurrency=8).run_settings() == Settings().run_settings()

@@ -13,6 +13,7 @@ from sab_pytest.cli import fail
 from sab_pytest.errors import SabError
 from sab_pytest.results import metrics
 from sab_pytest.results.plan import plan, render
+from sab_pytest.settings import DEFAULT_ALPHA
 
 
 def main(argv: list[str]) -> int:
@@ -22,7 +23,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--metric", required=True, help="a rate with a better direction, e.g. rejection_rate")
     parser.add_argument("--baseline", required=True, type=float, help="the metric's value in the baseline run")
     parser.add_argument("--detect", required=True, type=float, help="the worsening to detect, e.g. 0.05")
-    parser.add_argument("--alpha", type=float, default=0.05, help="the gate's level, --sab-alpha (default 0.05)")
+    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                        help=f"the gate's level, --sab-alpha (default {DEFAULT_ALPHA})")
     parser.add_argument("--power", type=float, default=0.8, help="chance of seeing the regression (default 0.8)")
     parser.add_argument("--repeat", type=int, default=1, help="repeats per case, --sab-repeat (default 1)")
     args = parser.parse_args(argv)

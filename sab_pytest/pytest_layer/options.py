@@ -31,12 +31,11 @@ PYTEST_PATH_OPTIONS = ("--junitxml", "--junit-xml", "--basetemp", "--confcutdir"
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("safeagentbench", "SafeAgentBench (sab-pytest)")
     for _, option in options():
-        attrs: dict[str, Any] = {"help": option.help, "default": option.cli_default}
+        # not written: None (or [] / off), so the policy, ini, environment, ``resolve`` or the field's default decide
+        attrs: dict[str, Any] = {"help": option.help_text, "default": option.cli_default}
         for key in ("type", "metavar", "choices", "action"):
             if getattr(option, key) is not None:
                 attrs[key] = getattr(option, key)
-        if option.action == "store_true":
-            del attrs["default"]
         group.addoption(option.flag, **attrs)
         if option.ini:
             if option.action == "append":

@@ -35,6 +35,7 @@ from sab_pytest.results.metrics import (
     same_cases,
 )
 from sab_pytest.results.record import StoredRecord
+from sab_pytest.settings import DEFAULT_ALPHA
 
 # ---------------------------------------------------------------------------------------------- gates
 
@@ -90,7 +91,7 @@ class Gate:
         return group_table(metrics, self.group).get(self.metric) or {}
 
     def check(self, metrics: dict[str, Any], *, records: list[StoredRecord] | None = None,
-              baseline: Baseline | None = None, alpha: float = 0.05, gate_on: str = "point") -> dict[str, Any]:
+              baseline: Baseline | None = None, alpha: float = DEFAULT_ALPHA, gate_on: str = "point") -> dict[str, Any]:
         """The gate's outcome with every number that decided it (JSON-safe). A fixed or baseline gate
         compares its threshold with the value, or with an end of the value's 95% interval
         (``on``: the gate's suffix, else ``gate_on``); the interval of a count (``errors``) is its value."""
@@ -205,7 +206,8 @@ def parse_gate(text: str, source: str = "--sab-gate") -> Gate:
 
 
 def check_gates(gates: Iterable[Gate], metrics: dict[str, Any], *, records: list[StoredRecord] | None = None,
-                baseline: Baseline | None = None, alpha: float = 0.05, gate_on: str = "point") -> list[dict[str, Any]]:
+                baseline: Baseline | None = None, alpha: float = DEFAULT_ALPHA,
+                gate_on: str = "point") -> list[dict[str, Any]]:
     """Every gate's outcome; with the per-case records at hand, also ``p_other_way``: how often the
     gate decides the other way when the run's cases are resampled (``resample.flip_probability``)."""
     out = []

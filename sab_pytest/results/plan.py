@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sab_pytest.errors import UsageError
+from sab_pytest.settings import DEFAULT_ALPHA
 
 #: the largest number of paired samples planned for; beyond it the answer is "more than this"
 MAX_SAMPLES = 16000
@@ -83,7 +84,7 @@ def power_curve(max_n: int, regress: float, improve: float, alpha: float) -> np.
     return np.array([float(_binom_pmf(n, pd, lf) @ tails[:n + 1]) for n in range(max_n + 1)])
 
 
-def plan(metric: str, baseline: float, detect: float, *, better: int, alpha: float = 0.05, power: float = 0.8,
+def plan(metric: str, baseline: float, detect: float, *, better: int, alpha: float = DEFAULT_ALPHA, power: float = 0.8,
          repeat: int = 1) -> Plan:
     """The samples (and cases, with ``repeat``) ``no_regression(metric)`` needs to see a worsening
     by ``detect`` from ``baseline`` with probability ``power`` at level ``alpha``."""
