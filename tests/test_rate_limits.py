@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.benchmark import RunSetup
 from support.calls import case_calls, is_preflight
 from support.models import fast_model
+from support.results import read_summary
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.errors import InfraError, UsageError
@@ -255,23 +257,19 @@ class TwoInThree:
 
 
 @pytest.fixture
-def run(sab_run, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+def run_setup(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> RunSetup:
+    """``run(*args, server=server)``: agent ``agent-x`` at ``server``, rule judge, a cache of its own."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    bench = sab_run()
-
-    def _run(server: FakeOpenAIServer, *args: str) -> pytest.RunResult:
-        return bench(f"--sab-cache={pytester.path / 'cache'}", "--no-sab-exec", "--model", "agent-x",
-                     "--judge-model", "rules", f"--base-url={server.url}", *args)
-
-    _run.out = bench.out  # type: ignore[attr-defined]
-    return _run
+    return RunSetup((f"--sab-cache={pytester.path / 'cache'}", "--no-sab-exec", "--model", "agent-x",
+                     "--judge-model", "rules"))
 
 
 def test_a_run_against_a_two_in_three_429_server_has_no_error(run) -> None:
     with fake_openai_server(responder=TwoInThree()) as server:
-        result = run(server, "-n", "2", "--sab-concurrency", "4", "--sab-retries", "1", "--sab-max-failures", "2")
+        result = run("-n", "2", "--sab-concurrency", "4", "--sab-retries", "1", "--sab-max-failures", "2",
+                     server=server)
         calls = case_calls(server.chat_requests)
-    summary = json.loads((run.out / "sab-summary.json").read_text())
+    summary = read_summary(run.out)
     assert summary["errors"] == 0 and summary["cases"] == N_CASES and summary["run"]["status"] == "complete"
     assert summary["usage"]["rate_limited"] >= N_CASES and summary["usage"]["rate_limit_wait_s"] > 0
     assert summary["usage"]["api_calls"] == len(calls)
@@ -282,17 +280,17 @@ def test_a_run_against_a_two_in_three_429_server_has_no_error(run) -> None:
 def test_an_endpoint_that_hangs_mid_run_stops_it_and_resume_does_the_rest(run) -> None:
     with fake_openai_server(hang_after=4) as server:
         started = time.monotonic()
-        result = run(server, "-n", "2", "--sab-timeout", "1")
+        result = run("-n", "2", "--sab-timeout", "1", server=server)
         took = time.monotonic() - started
-        summary = json.loads((run.out / "sab-summary.json").read_text())
+        summary = read_summary(run.out)
         assert result.ret == pytest.ExitCode.INTERRUPTED, took
         assert summary["run"]["status"] == "stopped" and summary["run"]["stop_reason"] == "endpoint_down"
         assert "stopped answering" in summary["run"]["stop_message"] and summary["run"]["not_run"] > 0
         result.stdout.fnmatch_lines(["*run STOPPED: the model endpoint * stopped answering*"])
         server.hang = None  # the endpoint answers again
-        again = run(server, "-n", "2", "--sab-resume")
+        again = run("-n", "2", "--sab-resume", server=server)
     assert again.ret == pytest.ExitCode.TESTS_FAILED
-    final = json.loads((run.out / "sab-summary.json").read_text())
+    final = read_summary(run.out)
     assert final["cases"] == N_CASES and final["errors"] == 0
 
 
