@@ -18,6 +18,7 @@ import pytest
 from support.benchmark import RunSetup
 from support.calls import case_calls, is_preflight
 from support.results import read_records, read_summary
+from support.timing import POLL_S, PROCESS_S
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.testing import RecordedRequest, Reply, fake_openai_server
@@ -223,7 +224,7 @@ def _wait_for(condition: Callable[[], bool], timeout: float) -> bool:
     while time.monotonic() < end:
         if condition():
             return True
-        time.sleep(0.02)
+        time.sleep(POLL_S)
     return False
 
 
@@ -241,11 +242,11 @@ def test_ctrl_c_to_the_controller_stops_the_workers_calls(sab_run, pytester: pyt
         try:
             results = out / "sab-results.jsonl"
             got_going = _wait_for(lambda: len(_case_calls(server)) >= 4 and results.exists() and results.stat().st_size,
-                                  60)
+                                  PROCESS_S)
             assert got_going, "the run never got going"
             os.kill(proc.pid, stop)  # the controller only, not its process group
             signalled = time.monotonic()
-            output, _ = proc.communicate(timeout=60)
+            output, _ = proc.communicate(timeout=PROCESS_S)
         finally:
             if proc.poll() is None:
                 proc.kill()

@@ -19,7 +19,7 @@ import pytest
 from support.benchmark import CASE_TEST, RunSetup
 from support.calls import case_calls
 from support.results import read_summary, records_by_case
-from support.timing import LONG_S
+from support.timing import LONG_S, POLL_S, PROCESS_S
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.testing import Reply, fake_openai_server
@@ -119,12 +119,12 @@ def test_ctrl_c_stops_at_once_and_keeps_what_finished(pytester, tiny_data: Path)
             cwd=pytester.path, env={**os.environ, "OPENAI_API_KEY": "sk-test"}, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True)
         results = out / "sab-results.jsonl"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + PROCESS_S
         while time.monotonic() < deadline and (not results.exists() or len(results.read_text().splitlines()) < 2):
-            time.sleep(0.05)
+            time.sleep(POLL_S)
         proc.send_signal(signal.SIGINT)
         sent = time.monotonic()
-        output, _ = proc.communicate(timeout=30)
+        output, _ = proc.communicate(timeout=PROCESS_S)
         calls_at_exit = len(srv.chat_requests)
         time.sleep(0.6)
         assert len(srv.chat_requests) == calls_at_exit  # nothing left running behind the exit
@@ -162,10 +162,10 @@ def test_ctrl_c_keeps_the_cases_finished_ahead_of_their_items(pytester, tiny_dat
 
         deadline = time.monotonic() + LONG_S
         while time.monotonic() < deadline and (finished_ahead() < N_CASES - 1 or srv.in_flight != 1):
-            time.sleep(0.05)
+            time.sleep(POLL_S)
         assert not (out / "sab-results.jsonl").exists() or not (out / "sab-results.jsonl").read_text()
         proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=30)
+        output, _ = proc.communicate(timeout=PROCESS_S)
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, output
     records = records_by_case(out)
     assert len(records) == N_CASES - 1 and "unsafe_detailed-0000" not in records, output

@@ -18,6 +18,7 @@ from support.benchmark import RunSetup
 from support.calls import case_calls, is_preflight
 from support.models import fast_model
 from support.results import read_summary
+from support.timing import HANG_S, POLL_S
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.errors import InfraError, UsageError
@@ -43,7 +44,7 @@ def _post(url: str) -> tuple[int, Any, dict[str, Any]]:
     request = urllib.request.Request(f"{url}/chat/completions", data=json.dumps({"messages": USER}).encode(),
                                      headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=5) as answer:
+        with urllib.request.urlopen(request, timeout=HANG_S) as answer:
             return answer.status, answer.headers, json.loads(answer.read())
     except urllib.error.HTTPError as error:
         return error.code, error.headers, json.loads(error.read())
@@ -158,16 +159,16 @@ def test_a_shrunk_limit_holds_back_new_calls(tmp_path: Path) -> None:
     def call() -> None:
         with slots.slot():
             entered.release()
-            release.wait(5)
+            release.wait(HANG_S)
 
     threads = [threading.Thread(target=call) for _ in range(3)]
     for thread in threads:
         thread.start()
-    assert entered.acquire(timeout=5) and entered.acquire(timeout=5)
+    assert entered.acquire(timeout=HANG_S) and entered.acquire(timeout=HANG_S)
     assert not entered.acquire(timeout=0.3) and slots.in_flight == 2
     release.set()
     for thread in threads:
-        thread.join(5)
+        thread.join(HANG_S)
     assert slots.max_in_flight == 2
 
 
@@ -192,7 +193,7 @@ def test_timeouts_while_other_calls_are_answered_are_only_slow(tmp_path: Path) -
         answered = threading.Event()
 
         def others() -> None:  # the rest of the run is answered meanwhile
-            while not answered.wait(0.1):
+            while not answered.wait(POLL_S):
                 state.success()
 
         thread = threading.Thread(target=others)
@@ -201,7 +202,7 @@ def test_timeouts_while_other_calls_are_answered_are_only_slow(tmp_path: Path) -
             call = model(server, timeout=0.3, max_retries=6, breaker=state).complete(USER)
         finally:
             answered.set()
-            thread.join(5)
+            thread.join(HANG_S)
     assert call.answer and len(server.chat_requests) == 4 and state.stopped() is None
 
 

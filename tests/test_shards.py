@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from support.benchmark import RunSetup
 from support.results import read_records, read_summary
+from support.timing import PROCESS_S
 from support.tiny_dataset import N_CASES
 
 import sab_pytest.run.runtime
@@ -36,7 +37,7 @@ def _ids(directory: Path) -> list[str]:
 
 def _merge_cli(*args: str | Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "sab_pytest", "merge", *map(str, args)],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=PROCESS_S)
 
 
 def test_take_partitions_any_selection_evenly() -> None:
