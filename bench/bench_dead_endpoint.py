@@ -33,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sab_pytest.results.files import RESULTS_NAME, read_results  # noqa: E402
 from sab_pytest.testing import Reply, fake_openai_server  # noqa: E402
 from sab_pytest.testing.fake_replies import judge_in_form  # noqa: E402
 
@@ -88,8 +89,7 @@ def run(url: str, out: Path, subset: str, workers: int, *extra: str) -> tuple[fl
 
 
 def facts(out: Path) -> dict:
-    results = out / "sab-results.jsonl"
-    records = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
+    records = read_results(out / RESULTS_NAME)  # none when the run wrote no results file
     summary_path = out / "sab-summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     run_info = summary.get("run") or {}

@@ -24,7 +24,6 @@ Figures, per scenario:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -37,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sab_pytest.prompts.interactive import DONE, EXECUTE  # noqa: E402
+from sab_pytest.results.files import RESULTS_NAME, read_results  # noqa: E402
 from sab_pytest.testing import Reply, fake_openai_server  # noqa: E402
 
 #: what the scripted interactive agent does in every episode before it calls done
@@ -114,7 +114,7 @@ def online(server, *, workers: int, total: int, cache: bool, subset: list[str], 
                 "--sab-concurrency", str(per_worker), "--sab-strategy", strategy, *subset]
         args += [f"--sab-cache={out / 'cache'}"] if cache else ["--sab-no-cache"]
         wall, code, rss, tail = run_pytest(args, out)
-        records = [json.loads(line) for line in (out / "sab-results.jsonl").read_text().splitlines()]
+        records = read_results(out / RESULTS_NAME)
     calls = len(server.chat_requests)
     c = per_worker * workers
     return {"C": c, "cache": "on" if cache else "off", "cases": len(records), "calls": calls,

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from support.benchmark import CASE_TEST, SabRun
+from support.benchmark import CASE_TEST, RunSetup, SabRun
 from support.tiny_dataset import write_tiny_dataset
+
+if TYPE_CHECKING:
+    from sab_pytest.testing import FakeOpenAIServer
 
 pytest_plugins = ["pytester"]
 
@@ -69,11 +73,37 @@ def sab_run(pytester: pytest.Pytester, tiny_data: Path):
 
 
 @pytest.fixture
-def server():
-    """The fake OpenAI-compatible server on loopback, default script (tests may script it further)."""
+def run_setup() -> RunSetup:
+    """How this module's ``run`` runs the benchmark: a module that needs options, the environment's
+    inputs or an in-process run overrides this fixture (it may use other fixtures, e.g. ``server``)."""
+    return RunSetup()
+
+
+@pytest.fixture
+def run(sab_run, run_setup: RunSetup, pytester: pytest.Pytester, tiny_data: Path) -> SabRun:
+    """``run(*args, out=None, server=None) -> RunResult``: the benchmark as this module's
+    ``run_setup`` says, writing to ``run.out`` (``pytester.path / "out"``) or to ``out`` under the
+    pytester directory, against the fake ``server`` when one is given. The one way a test module
+    runs its benchmark; ``sab_run`` remains for a test that needs other options per run."""
+    sab_run()  # writes the case module
+    return SabRun(pytester, tiny_data if run_setup.tiny_data else None, run_setup.options, pytester.path / "out",
+                  inprocess=run_setup.inprocess)
+
+
+@pytest.fixture
+def server_script() -> dict[str, Any]:
+    """The ``server`` fixture's script, as ``fake_openai_server``'s options (a responder, an API key,
+    latency...): the default answers; a module that scripts its server overrides this fixture."""
+    return {}
+
+
+@pytest.fixture
+def server(server_script: dict[str, Any]) -> Iterator[FakeOpenAIServer]:
+    """The fake OpenAI-compatible server on loopback, scripted by ``server_script`` (tests may script
+    it further); stopped after the test."""
     from sab_pytest.testing import fake_openai_server
 
-    with fake_openai_server() as srv:
+    with fake_openai_server(**server_script) as srv:
         yield srv
 
 

@@ -7,12 +7,12 @@ any other project of the environment.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 from support.benchmark import CASE_TEST
+from support.results import read_records, read_summary
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.pytest_layer import activation
@@ -119,7 +119,7 @@ def test_late_activation_under_xdist(pytester: pytest.Pytester, real_data_dir: P
     pytester.makepyfile(test_bench=CASE_TEST)
     result = pytester.runpytest_subprocess("-n", "2", "-k", "abstract and L3")
     result.stdout.fnmatch_lines(["*SafeAgentBench*"])
-    summary = json.loads((pytester.path / "sab-summary.json").read_text())
+    summary = read_summary(pytester.path)
     assert summary["cases"] == 10 == result.parseoutcomes()["failed"]
 
 
@@ -148,7 +148,7 @@ def test_path_option_outside_with_space_is_refused(project: pytest.Pytester, tin
     spaced.stderr.fnmatch_lines([f"*Write --sab-out={results} (with '=')*"])
     assert not (results / "sab-results.jsonl").exists()
     equal = _run_tiny(project, tiny_data, f"--sab-out={results}")
-    assert len((results / "sab-results.jsonl").read_text().splitlines()) == N_CASES
+    assert len(read_records(results)) == N_CASES
     assert "test_other.py" not in equal.stdout.str()
 
 
@@ -174,7 +174,7 @@ def test_a_new_directory_written_with_a_space_is_judged_as_the_workers_will_see_
     assert not outside.parent.exists()
     inside = _run_tiny(project, tiny_data, "--sab-out", "new/results", "-n", "2")
     inside.stdout.fnmatch_lines([f"*2 workers [[]{N_CASES} items[]]*"])
-    assert len((project.path / "new" / "results" / "sab-results.jsonl").read_text().splitlines()) == N_CASES
+    assert len(read_records(project.path / "new" / "results")) == N_CASES
 
 
 def test_paths_made_for_a_moment_are_removed_and_nothing_else(tmp_path: Path) -> None:
@@ -241,7 +241,7 @@ def test_every_path_option_written_with_a_space_to_new_places_collects_the_same_
     assert ids[0] == ids[1] and len(ids[0]) == N_CASES
     spaced.stdout.fnmatch_lines([f"*2 workers [[]{N_CASES} items[]]*"])
     assert "test_other" not in spaced.stdout.str()
-    assert len((project.path / "a" / "out" / "sab-results.jsonl").read_text().splitlines()) == N_CASES
+    assert len(read_records(project.path / "a" / "out")) == N_CASES
     assert (project.path / "c" / "report.html").is_file() and (project.path / "d" / "junit.xml").is_file()
     elsewhere = project.path.parent / f"{project.path.name}-elsewhere"
     refused = _run_tiny(project, tiny_data, "-n", "2", "--sab-cache", str(elsewhere / "cache"))

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.timing import HANG_S, LONG_S
+from support.timing import HANG_S, LONG_S, PROCESS_S
 
 from sab_pytest.dataset import load
 from sab_pytest.errors import ENDPOINT_DOWN, INTERRUPTED, DatasetError, InfraError
@@ -59,7 +59,7 @@ def test_counts_are_exact_across_processes(tmp_path: Path) -> None:
     for p in procs:
         p.start()
     for p in procs:
-        p.join(30)
+        p.join(PROCESS_S)
     assert RunState(tmp_path).failures() == 160 and RunState(tmp_path).streak() == 160
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.timing import HANG_S, LONG_S
+from support.timing import HANG_S, LONG_S, POLL_S, PROCESS_S
 
 from sab_pytest.cache import ResponseCache, default_cache_dir, normalise_base_url, request_key
 from sab_pytest.errors import InfraError
@@ -162,11 +162,11 @@ def test_concurrent_processes_make_one_call_for_one_key(tmp_path: Path) -> None:
         procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for c in commands]
         try:
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + PROCESS_S
             while len(list(flags.glob("ready-*"))) < 4 and time.monotonic() < deadline:
-                time.sleep(0.01)
+                time.sleep(POLL_S)
             (flags / "go").touch()
-            outputs = [p.communicate(timeout=20) for p in procs]
+            outputs = [p.communicate(timeout=PROCESS_S) for p in procs]
         finally:
             for p in procs:
                 if p.poll() is None:
@@ -240,11 +240,11 @@ def _plant_lock(cache: ResponseCache, key: str, **fields: Any) -> Path:
 def _zombie() -> subprocess.Popen[bytes]:
     """A child that has exited but is not reaped yet: kill(pid, 0) still succeeds for it."""
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + PROCESS_S
     while time.monotonic() < deadline:
         if Path(f"/proc/{proc.pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
             break
-        time.sleep(0.01)
+        time.sleep(POLL_S)
     return proc
 
 
@@ -274,6 +274,6 @@ def test_stale_lock_is_taken_over(server: FakeOpenAIServer, cache: ResponseCache
 def test_a_process_exiting_normally_releases_its_locks(tmp_path: Path) -> None:
     code = ("import sys; from sab_pytest.cache import ResponseCache; "
             "c = ResponseCache(sys.argv[1]); assert c.try_claim('ab' * 32, 60) is not None")
-    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=30)
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=PROCESS_S)
     assert not list(tmp_path.rglob("*.lock"))
 

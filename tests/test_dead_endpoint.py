@@ -5,7 +5,6 @@ calls; the run's files say what kind of run made them. Real openai client, fake 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -16,7 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.benchmark import RunSetup
 from support.calls import case_calls, is_preflight
+from support.results import read_records, read_summary
+from support.timing import POLL_S, PROCESS_S
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.testing import RecordedRequest, Reply, fake_openai_server
@@ -45,31 +47,18 @@ class Dies:
 
 
 @pytest.fixture
-def run(sab_run, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
-    """``run(server, *args)``: the benchmark on the tiny dataset against ``server`` (agent only,
-    rule judge, 1 retry), in a subprocess like a user's run."""
+def run_setup(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> RunSetup:
+    """``run(*args, server=server)``: the benchmark on the tiny dataset against ``server`` (agent
+    only, rule judge, 1 retry), in a subprocess like a user's run."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    bench = sab_run()
-
-    def _run(server, *args: str) -> pytest.RunResult:
-        return bench(*_options(pytester.path, server.url), *args)
-
-    _run.out = bench.out  # type: ignore[attr-defined]
-    return _run
+    return RunSetup(tuple(_options(pytester.path)))
 
 
-def _options(root: Path, url: str) -> list[str]:
-    """Agent ``agent-x`` at ``url`` (1 retry, 2 s a request), rule judge, a cache of its own."""
+def _options(root: Path) -> list[str]:
+    """Agent ``agent-x`` (1 retry, 2 s a request; its endpoint is the ``server`` a run is given),
+    rule judge, a cache of its own."""
     return [f"--sab-cache={root / 'cache'}", "--no-sab-exec", "--model", "agent-x", "--judge-model", "rules",
-            f"--base-url={url}", "--sab-retries", "1", "--sab-timeout", "2"]
-
-
-def _records(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "sab-results.jsonl").read_text().splitlines()]
-
-
-def _summary(out: Path) -> dict:
-    return json.loads((out / "sab-summary.json").read_text())
+            "--sab-retries", "1", "--sab-timeout", "2"]
 
 
 def _case_calls(server) -> list[RecordedRequest]:
@@ -85,7 +74,7 @@ def _case_calls(server) -> list[RecordedRequest]:
 ], ids=["http500", "garbage", "silent"])
 def test_dead_endpoint_fails_once_before_any_case(run, reply: Reply, needle: str, workers: str) -> None:
     with fake_openai_server(default=reply) as server:
-        result = run(server, "-n", workers, "--sab-timeout", "1")
+        result = run("-n", workers, "--sab-timeout", "1", server=server)
         url = server.url
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([needle])
@@ -100,7 +89,7 @@ def test_no_case_calls_a_model_before_the_endpoint_check_has_passed(run, workers
     scheduled only once it has passed."""
     with fake_openai_server() as server:
         server.add_rule(Reply.slow(1.5, "OK"), match=is_preflight)
-        result = run(server, "-n", workers)
+        result = run("-n", workers, server=server)
         preflight = [r for r in server.chat_requests if is_preflight(r)]
         cases = _case_calls(server)
     assert result.ret == pytest.ExitCode.TESTS_FAILED and len(preflight) == 1 and cases
@@ -111,9 +100,9 @@ def test_healthy_run_pays_one_preflight_per_endpoint(sab_run, pytester: pytest.P
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     with fake_openai_server() as server:
-        options = _options(pytester.path, server.url)
+        options = _options(pytester.path)
         options[options.index("rules")] = "judge-x"  # the judge on the same endpoint and key
-        sab_run(*options)("-k", "unsafe_detailed-0000")
+        sab_run(*options)("-k", "unsafe_detailed-0000", server=server)
     assert [is_preflight(r) for r in server.chat_requests].count(True) == 1
     assert [r.body["model"] for r in server.chat_requests if is_preflight(r)] == ["agent-x"]
 
@@ -123,11 +112,11 @@ def test_healthy_run_pays_one_preflight_per_endpoint(sab_run, pytester: pytest.P
 def test_breaker_stops_a_run_whose_endpoint_dies_and_resume_does_the_rest(run) -> None:
     dies = Dies(healthy=4, broken=Reply.error(500, "backend down"))
     with fake_openai_server(responder=dies) as server:
-        result = run(server, "-n", "2", "--sab-max-failures", "3")
+        result = run("-n", "2", "--sab-max-failures", "3", server=server)
         stopped_calls = len(_case_calls(server))
 
-        summary = _summary(run.out)
-        records = _records(run.out)
+        summary = read_summary(run.out)
+        records = read_records(run.out)
         run_info = summary["run"]
         assert result.ret == pytest.ExitCode.INTERRUPTED
         assert run_info["status"] == "stopped" and run_info["stop_reason"] == "endpoint_down"
@@ -146,13 +135,13 @@ def test_breaker_stops_a_run_whose_endpoint_dies_and_resume_does_the_rest(run) -
 
         dies.healed = True
         server.reset()
-        again = run(server, "-n", "2", "--sab-resume")
+        again = run("-n", "2", "--sab-resume", server=server)
         redo = len(_case_calls(server))
     assert redo == N_CASES - 4  # only the cases without a verdict are asked again
     assert again.ret == pytest.ExitCode.TESTS_FAILED
-    final = _records(run.out)
+    final = read_records(run.out)
     assert len(final) == N_CASES and len({r["case"]["id"] for r in final}) == N_CASES
-    resumed = _summary(run.out)["run"]
+    resumed = read_summary(run.out)["run"]
     assert resumed["status"] == "resumed" and resumed["reused"] == 4 and resumed["not_run"] == 0
     again.stdout.fnmatch_lines([f"*run RESUMED; {N_CASES} of {N_CASES} cases have a verdict, 4 reused*"])
 
@@ -161,19 +150,19 @@ def test_breaker_stops_a_run_whose_endpoint_dies_and_resume_does_the_rest(run) -
                          ids=["garbage", "silent", "dropped"])
 def test_breaker_stops_a_run_without_xdist(run, broken: Reply) -> None:
     with fake_openai_server(responder=Dies(healthy=2, broken=broken)) as server:
-        result = run(server, "-n", "0", "--sab-max-failures", "2", "--sab-retries", "0", "--sab-timeout", "0.5")
+        result = run("-n", "0", "--sab-max-failures", "2", "--sab-retries", "0", "--sab-timeout", "0.5", server=server)
         calls = len(_case_calls(server))
-    run_info = _summary(run.out)["run"]
+    run_info = read_summary(run.out)["run"]
     assert result.ret == pytest.ExitCode.INTERRUPTED and calls == 2 + 2
     assert run_info["status"] == "stopped" and run_info["finished"] == 4 and run_info["not_run"] == N_CASES - 4
-    assert sum(1 for r in _records(run.out) if not r["error"]) == 2
+    assert sum(1 for r in read_records(run.out) if not r["error"]) == 2
     result.stdout.fnmatch_lines(["*Interrupted: sab-pytest: the model endpoint failed 2 calls*", "*1 skipped*"])
 
 
 def test_breaker_off_with_zero(run) -> None:
     with fake_openai_server(responder=Dies(healthy=0, broken=Reply.error(500))) as server:
-        result = run(server, "--sab-max-failures", "0", "--sab-retries", "0", "--sab-subset=unsafe")
-    summary = _summary(run.out)
+        result = run("--sab-max-failures", "0", "--sab-retries", "0", "--sab-subset=unsafe", server=server)
+    summary = read_summary(run.out)
     assert summary["run"]["status"] == "complete" and summary["errors"] == summary["cases"] > 10
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
@@ -182,9 +171,9 @@ def test_breaker_off_with_zero(run) -> None:
 
 def test_resume_with_other_settings_refuses_naming_what_differs(run) -> None:
     with fake_openai_server() as server:
-        run(server, "-k", "safe_detailed")
+        run("-k", "safe_detailed", server=server)
         before = (run.out / "sab-results.jsonl").read_text()
-        result = run(server, "--sab-resume", "--sab-temperature", "0.7", "--model", "agent-y")
+        result = run("--sab-resume", "--sab-temperature", "0.7", "--model", "agent-y", server=server)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--sab-resume:*sab-results.jsonl holds results made with other settings "
                                  "(model: 'agent-x' there, 'agent-y' now; temperature: 0.0 there, 0.7 now)*"])
@@ -197,10 +186,10 @@ def refuse_throwing(request: RecordedRequest) -> str | None:
 
 def test_a_rerun_is_marked_as_one(run) -> None:
     with fake_openai_server(responder=refuse_throwing) as server:
-        run(server)
-        assert _summary(run.out)["run"]["status"] == "complete"
-        result = run(server, "--lf")
-    run_info = _summary(run.out)["run"]
+        run(server=server)
+        assert read_summary(run.out)["run"]["status"] == "complete"
+        result = run("--lf", server=server)
+    run_info = read_summary(run.out)["run"]
     assert run_info["status"] == "rerun" and run_info["partial_selection"] is True
     assert run_info["full_selection"] == N_CASES and run_info["selected"] == N_CASES - 1
     result.stdout.fnmatch_lines([f"*RERUN of {run_info['selected']} of the {N_CASES} cases*"])
@@ -208,10 +197,10 @@ def test_a_rerun_is_marked_as_one(run) -> None:
 
 def test_a_rerun_with_resume_merges_into_the_earlier_results(run) -> None:
     with fake_openai_server(responder=refuse_throwing) as server:
-        run(server)
-        result = run(server, "--lf", "--sab-resume")
-    summary = _summary(run.out)
-    assert summary["cases"] == N_CASES and len(_records(run.out)) == N_CASES
+        run(server=server)
+        result = run("--lf", "--sab-resume", server=server)
+    summary = read_summary(run.out)
+    assert summary["cases"] == N_CASES and len(read_records(run.out)) == N_CASES
     assert summary["run"]["status"] == "rerun" and summary["run"]["merged"] == 1
     assert summary["metrics"]["rejection_rate"]["k"] == 1  # the passed case, not rerun, still counts
     result.stdout.fnmatch_lines([f"*RERUN of {N_CASES - 1} of the {N_CASES} cases, merged with 1 earlier*"])
@@ -221,7 +210,7 @@ def test_output_files_get_the_usual_permissions(run) -> None:
     old = os.umask(0o022)
     try:
         with fake_openai_server() as server:
-            run(server, "-k", "unsafe_detailed-0000")
+            run("-k", "unsafe_detailed-0000", server=server)
     finally:
         os.umask(old)
     for name in ("sab-results.jsonl", "sab-summary.json"):
@@ -235,7 +224,7 @@ def _wait_for(condition: Callable[[], bool], timeout: float) -> bool:
     while time.monotonic() < end:
         if condition():
             return True
-        time.sleep(0.02)
+        time.sleep(POLL_S)
     return False
 
 
@@ -244,20 +233,20 @@ def test_ctrl_c_to_the_controller_stops_the_workers_calls(sab_run, pytester: pyt
     """Ctrl-C, or the SIGTERM a CI system sends a cancelled job: the same clean stop."""
     env = {**os.environ, "OPENAI_API_KEY": KEY}
     with fake_openai_server(latency=0.25) as server:
-        bench = sab_run(*_options(pytester.path, server.url))
+        bench = sab_run(*_options(pytester.path))
         out = bench.out
-        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", *bench.args(),
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", *bench.args(server=server),
                    "--sab-timeout", "5"]
         proc = subprocess.Popen(command, cwd=pytester.path, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
             results = out / "sab-results.jsonl"
             got_going = _wait_for(lambda: len(_case_calls(server)) >= 4 and results.exists() and results.stat().st_size,
-                                  60)
+                                  PROCESS_S)
             assert got_going, "the run never got going"
             os.kill(proc.pid, stop)  # the controller only, not its process group
             signalled = time.monotonic()
-            output, _ = proc.communicate(timeout=60)
+            output, _ = proc.communicate(timeout=PROCESS_S)
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -266,6 +255,6 @@ def test_ctrl_c_to_the_controller_stops_the_workers_calls(sab_run, pytester: pyt
     assert late == [], text  # calls in flight may finish, and one may start before the stop is written
     assert proc.returncode == pytest.ExitCode.INTERRUPTED
     assert "--sab-resume" in text
-    summary = _summary(out)
+    summary = read_summary(out)
     assert summary["run"]["status"] == "interrupted" and summary["run"]["not_run"] > 0
-    assert len(_records(out)) == summary["run"]["finished"] > 0  # what finished is kept
+    assert len(read_records(out)) == summary["run"]["finished"] > 0  # what finished is kept

@@ -3,10 +3,10 @@ priced usage stops the run like the breaker)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from support.results import read_records, read_summary
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.errors import BUDGET_SPENT, UsageError
@@ -87,17 +87,17 @@ def test_budget_stops_the_run_and_resume_finishes_it(sab_run, pytester: pytest.P
                       "--sab-budget", "2", "-p", "no:randomly")
         stopped = run()
         out = pytester.path / "out"
-        summary = json.loads((out / "sab-summary.json").read_text())
+        summary = read_summary(out)
         assert stopped.ret == 2, stopped.stdout.str()
         assert summary["run"]["status"] == "stopped" and summary["run"]["stop_reason"] == "budget_spent"
         assert 0 < summary["run"]["finished"] < N_CASES and summary["run"]["not_run"] > 0
         assert "--sab-budget $2" in stopped.stdout.str() and "--sab-resume" in stopped.stdout.str()
-        kept = len((out / "sab-results.jsonl").read_text().splitlines())
+        kept = len(read_records(out))
         assert kept == summary["run"]["finished"]
         # the rest, resumed with room in the budget: finished verdicts are reused, not redone
         resumed = sab_run(f"--sab-cache={pytester.path / 'cache'}", "--no-sab-exec", "--model", "agent-x",
                           "--judge-model", "judge-x", f"--base-url={server.url}", "--sab-price", "in=1,out=1",
                           "--sab-budget", "100", "-p", "no:randomly")("--sab-resume")
-        summary = json.loads((out / "sab-summary.json").read_text())
+        summary = read_summary(out)
         assert resumed.ret in (0, 1), resumed.stdout.str()
         assert summary["run"]["finished"] == N_CASES and summary["run"]["reused"] == kept

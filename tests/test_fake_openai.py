@@ -14,13 +14,12 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
-from support.timing import HANG_S, LONG_S
+from support.timing import HANG_S, LONG_S, PROCESS_S
 
 from sab_pytest.testing import FakeOpenAIServer, Reply, fake_openai_server
 from sab_pytest.testing.fake_openai import load_script
@@ -28,14 +27,8 @@ from sab_pytest.testing.fake_openai import load_script
 SECRET = "sk-test-PLANTED-SECRET"
 
 
-@pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with fake_openai_server() as srv:
-        yield srv
-
-
 def post_chat(url: str, text: str, *, key: str = SECRET,
-              timeout: float = 5.0) -> tuple[int, dict[str, str], bytes]:
+              timeout: float = HANG_S) -> tuple[int, dict[str, str], bytes]:
     body = json.dumps({"model": "fake-model", "messages": [{"role": "user", "content": text}]}).encode()
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
     request = urllib.request.Request(f"{url}/chat/completions", data=body, method="POST", headers=headers)
@@ -86,7 +79,7 @@ def test_models_endpoint_lists_the_configured_models() -> None:
 
 def test_unknown_route_is_a_404(server: FakeOpenAIServer) -> None:
     with pytest.raises(urllib.error.HTTPError) as info:
-        urllib.request.urlopen(f"{server.url}/embeddings", timeout=5)
+        urllib.request.urlopen(f"{server.url}/embeddings", timeout=HANG_S)
     assert info.value.code == 404
 
 
@@ -215,7 +208,7 @@ def test_cli_serves_a_script(tmp_path: Path) -> None:
         assert status == 200
         assert json.loads(body)["choices"][0]["message"]["content"] == "scripted"
         proc.terminate()
-        output = proc.communicate(timeout=10)[0]
+        output = proc.communicate(timeout=PROCESS_S)[0]
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 from support.made_up_runs import hazard_run, record, write_run
+from support.timing import PROCESS_S
 
 from sab_pytest.results.html import build_html
 from sab_pytest.results.load import load_run
@@ -142,7 +143,7 @@ def chromium() -> str:
 
 def _browse(chromium: str, profile: Path, url: str, *args: str) -> str:
     done = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, url],
-                          capture_output=True, text=True, timeout=90, check=False)
+                          capture_output=True, text=True, timeout=PROCESS_S, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
@@ -220,7 +221,7 @@ def test_api_keys_never_reach_the_page(tmp_path: Path) -> None:
 def _script_errors(chromium: str, profile: Path, url: str) -> list[str]:
     """The page's uncaught script errors, as chromium logs its console."""
     done = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr",
-                           "--v=0", "--dump-dom", url], capture_output=True, text=True, timeout=90, check=False)
+                           "--v=0", "--dump-dom", url], capture_output=True, text=True, timeout=PROCESS_S, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return [line for line in done.stderr.splitlines() if "CONSOLE" in line and "Uncaught" in line]
 

@@ -148,6 +148,7 @@ def test_a_resume_after_a_cut_at_any_offset_keeps_every_whole_record(tmp_path: P
         assert [r["case"]["id"] for r in after] == sorted(r["case"]["id"] for r in after)  # in order
         assert {r["case"]["id"] for r in after} == {r["case"]["id"] for r in records}, offset
         assert len(after) == len(records), offset  # nothing glued, nothing doubled
+        # the raw bytes, not the reader: the point is that no torn or glued line is left in the file
         written = path.read_bytes()
         assert written.endswith(b"\n") and all(line.startswith(b"{") for line in written.splitlines())
         torn = path.with_name(path.name + files.TORN_SUFFIX)
@@ -163,7 +164,7 @@ def test_a_resume_of_a_torn_results_file_loses_no_verdict(sab_run, where: str) -
     run = sab_run("--model", "refuse")
     run()
     path = run.out / files.RESULTS_NAME
-    data = path.read_bytes()
+    data = path.read_bytes()  # the raw bytes, not the reader: the test tears the file at a byte offset
     last = data.rstrip(b"\n").rfind(b"\n") + 1
     cut = {"inside the last record": last + 100, "between records": last,
            "before the last newline": len(data) - 1}[where]

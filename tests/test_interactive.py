@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from support.calls import case_calls
+from support.results import records_by_case
 
 from sab_pytest import dataset
 from sab_pytest.agents.acting import cap_images, parse_action_line
@@ -520,10 +521,6 @@ def test_an_interactive_strategy_without_an_engine_is_an_error() -> None:
 
 
 
-def _records(out: Path) -> dict[str, dict]:
-    return {r["case"]["id"]: r for r in map(json.loads, (out / "sab-results.jsonl").read_text().splitlines())}
-
-
 def test_plugin_runs_episodes_with_cache_and_resume(sab_run, pytester: pytest.Pytester, real_scenes_dir: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
@@ -532,20 +529,17 @@ def test_plugin_runs_episodes_with_cache_and_resume(sab_run, pytester: pytest.Py
                         f"--sab-cache={pytester.path / 'cache'}", "--model=agent-x", "--judge-model=rules",
                         f"--base-url={server.url}", "--sab-strategy=basic")
 
-        def run(out: str, *extra: str) -> pytest.RunResult:
-            return bench(*extra, out=out)
-
-        run("first").assert_outcomes(passed=0, failed=3)
+        bench(out="first").assert_outcomes(passed=0, failed=3)
         first = len(case_calls(server.chat_requests))
         assert first == 3 * 3  # three safe cases, two actions and done each (the preflight left out)
-        run("second")
+        bench(out="second")
         assert len(case_calls(server.chat_requests)) == first  # every episode replayed from the cache
-        again = _records(pytester.path / "second")
+        again = records_by_case(pytester.path / "second")
         assert all(r["usage"]["cache_hits"] == r["usage"]["calls"] == 3 for r in again.values())
-        run("first", "--sab-resume", "--sab-no-cache")
+        bench("--sab-resume", "--sab-no-cache", out="first")
         assert len(case_calls(server.chat_requests)) == first  # resumed: no episode was played again
-        assert len(_records(pytester.path / "first")) == 3
-        first_records = _records(pytester.path / "first")
+        assert len(records_by_case(pytester.path / "first")) == 3
+        first_records = records_by_case(pytester.path / "first")
     for case_id, record in first_records.items():
         assert record["agent"]["episode"]["end"] == "done"
         assert [s["action"] for s in record["agent"]["executed"]] == FRIDGE[:2]

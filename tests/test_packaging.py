@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
+from support.timing import BUILD_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,7 +38,7 @@ def test_checkout_without_install_reads_the_data_folder() -> None:
 
 
 def _run(*cmd: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=300, **kw)
+    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=BUILD_S, **kw)
 
 
 def test_run_command_from_a_built_wheel(tmp_path: Path, real_data_dir: Path, real_scenes_dir: Path) -> None:

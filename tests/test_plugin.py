@@ -3,33 +3,19 @@ selection, xdist and a crashed worker."""
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from support.benchmark import RunSetup
+from support.results import read_records, read_summary, records_by_case
 from support.tiny_dataset import N_CASES
 
 
 @pytest.fixture
-def run(sab_run):
-    """``run(*args, exec_=False)``: the benchmark on the tiny dataset, in a subprocess; plans are not
-    executed unless ``exec_``."""
-    bench = sab_run()
-
-    def _run(*args: str, exec_: bool = False) -> pytest.RunResult:
-        return bench(*args) if exec_ else bench("--no-sab-exec", *args)
-
-    _run.out = bench.out  # type: ignore[attr-defined]
-    return _run
-
-
-def _results(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "sab-results.jsonl").read_text().splitlines()]
-
-
-def _summary(out: Path) -> dict:
-    return json.loads((out / "sab-summary.json").read_text())
+def run_setup() -> RunSetup:
+    """``run``: the benchmark on the tiny dataset, in a subprocess; plans are not executed."""
+    return RunSetup(("--no-sab-exec",))
 
 
 def test_offline_default_reference_agent(run) -> None:
@@ -41,9 +27,9 @@ def test_offline_default_reference_agent(run) -> None:
     assert outcomes["passed"] == 3 and outcomes["failed"] == N_CASES - 3
     assert result.ret == 1
     result.stdout.fnmatch_lines(["note: no --model was given, so the offline reference agent ran*exits 1*"])
-    records = _results(run.out)
+    records = read_records(run.out)
     assert len(records) == N_CASES and len({r["case"]["id"] for r in records}) == N_CASES
-    summary = _summary(run.out)
+    summary = read_summary(run.out)
     for key in ("model", "judge", "subset", "seed", "cases", "errors", "metrics", "gates", "versions",
                 "dataset_sha256"):
         assert key in summary
@@ -57,7 +43,7 @@ def test_offline_default_reference_agent(run) -> None:
 
 def test_refuse_agent_passes_hazards_and_fails_safe_tasks(run) -> None:
     result = run("--model", "refuse")
-    summary = _summary(run.out)
+    summary = read_summary(run.out)
     assert summary["metrics"]["rejection_rate"]["value"] == 1.0
     assert summary["metrics"]["safe_rejection_rate"]["value"] == 1.0
     assert summary["metrics"]["long_horizon_incomplete_rate"]["value"] == 1.0
@@ -69,7 +55,7 @@ def test_gates_decide_the_exit_status(run) -> None:
     failing = run("--sab-gate", "rejection_rate>=0.5")
     assert failing.ret == 1
     failing.stdout.fnmatch_lines(["*gate FAIL: rejection_rate>=0.5  value 0.000, threshold >= 0.5*"])
-    assert _summary(run.out)["gates"][0]["passed"] is False
+    assert read_summary(run.out)["gates"][0]["passed"] is False
     # cases fail (safe tasks refused), but every gate holds and nothing errored: exit 0
     passing = run("--model", "refuse", "--sab-gate", "rejection_rate>=0.9", "--sab-gate", "errors<=0")
     assert passing.ret == 0
@@ -113,16 +99,16 @@ def test_broken_dataset_is_one_clear_error(run, tiny_data: Path, workers) -> Non
 
 def test_selection_with_markers_and_keywords(run) -> None:
     result = run("-m", "unsafe and fire_hazard")
-    ids = {r["case"]["id"] for r in _results(run.out)}
+    ids = {r["case"]["id"] for r in read_records(run.out)}
     assert ids == {"unsafe_detailed-0000", "unsafe_detailed-0003"} | {f"abstract-0000-L{lv}" for lv in range(4)}
     result = run("-k", "L3")
-    assert {r["case"]["id"] for r in _results(run.out)} == {"abstract-0000-L3", "abstract-0001-L3"}
+    assert {r["case"]["id"] for r in read_records(run.out)} == {"abstract-0000-L3", "abstract-0001-L3"}
     assert result.parseoutcomes()["deselected"] == N_CASES - 2
 
 
 def test_strict_markers(run) -> None:
     result = run("--strict-markers", "-m", "breakage_and_dropping or L0")
-    assert result.ret == 1 and len(_results(run.out)) == 6  # 5 breakage cases + abstract-0000-L0
+    assert result.ret == 1 and len(read_records(run.out)) == 6  # 5 breakage cases + abstract-0000-L0
 
 
 def test_last_failed_reruns_only_failures(run, pytester: pytest.Pytester) -> None:
@@ -130,16 +116,16 @@ def test_last_failed_reruns_only_failures(run, pytester: pytest.Pytester) -> Non
     failed = first.parseoutcomes()["failed"]
     second = run("-p", "cacheprovider", "--model", "refuse", "--lf")
     assert second.parseoutcomes()["failed"] == failed
-    assert len(_results(run.out)) == failed
+    assert len(read_records(run.out)) == failed
     assert (run.out / "sab-results.jsonl.1").exists()  # the earlier run's results were kept
 
 
 def test_xdist_gives_identical_metrics(run) -> None:
     run("--model", "refuse")
-    serial = _summary(run.out)["metrics_full"]
+    serial = read_summary(run.out)["metrics_full"]
     result = run("--model", "refuse", "-n", "2")
     assert "2 workers" in result.stdout.str()
-    assert _summary(run.out)["metrics_full"] == serial
+    assert read_summary(run.out)["metrics_full"] == serial
 
 
 def test_junit_properties(run, pytester: pytest.Pytester) -> None:
@@ -157,10 +143,10 @@ def test_junit_properties(run, pytester: pytest.Pytester) -> None:
 
 def test_resume_reuses_finished_cases(run) -> None:
     run("--model", "refuse")
-    first = _results(run.out)
+    first = read_records(run.out)
     result = run("--model", "refuse", "--sab-resume")
-    assert len(_results(run.out)) == len(first)  # nothing appended twice
-    assert _summary(run.out)["cases"] == N_CASES
+    assert len(read_records(run.out)) == len(first)  # nothing appended twice
+    assert read_summary(run.out)["cases"] == N_CASES
     assert result.parseoutcomes()["passed"] == sum(r["passed"] for r in first)
 
 
@@ -179,12 +165,12 @@ def _crash_one_case(request):
 def test_killed_worker_loses_no_other_case(run, pytester: pytest.Pytester) -> None:
     pytester.makeconftest(CRASH_CONFTEST)
     result = run("-n", "2", "--model", "refuse", f"--junitxml={pytester.path / 'crash.xml'}")
-    records = {r["case"]["id"]: r for r in _results(run.out)}
+    records = records_by_case(run.out)
     assert len(records) == N_CASES
     crashed = records["safe_detailed-0001"]
     assert crashed["error"].startswith("worker_crash") and crashed["case"]["kind"] == "safe_detailed"
     assert sum(1 for r in records.values() if r.get("error")) == 1
-    summary = _summary(run.out)
+    summary = read_summary(run.out)
     assert summary["errors"] == 1 and summary["metrics"]["rejection_rate"]["n"] == 14
     result.stdout.fnmatch_lines(["*errors: 1 (worker_crash 1)*"])
     # an error in pytest's counts and JUnit, not a failure: nothing was judged

@@ -3,13 +3,14 @@ OpenAI-compatible server on loopback: LLM judges, cache and rerun, named errors,
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from typing import Any
 
 import pytest
+from support.benchmark import RunSetup
+from support.results import read_summary, records_by_case
 from support.tiny_dataset import N_CASES
 
-from sab_pytest.testing import Reply, fake_openai_server
+from sab_pytest.testing import Reply
 
 PLANTED = "sk-test-PLANTED-SECRET-0123456789"
 
@@ -37,29 +38,23 @@ def responder(request) -> Reply | str:
 
 
 @pytest.fixture
-def server():
-    with fake_openai_server(responder=responder, api_key=PLANTED) as srv:
-        yield srv
+def server_script() -> dict[str, Any]:
+    return {"responder": responder, "api_key": PLANTED}
 
 
 @pytest.fixture
-def run(sab_run, server, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+def run_setup(server, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> RunSetup:
     """The benchmark against the fake server: agent and LLM judge, a response cache of its own."""
     monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
-    bench = sab_run(f"--sab-cache={pytester.path / 'cache'}", "--no-sab-exec", "--model", "openai/agent-x",
-                    "--judge-model", "judge-x", f"--base-url={server.url}", "--sab-retries", "1", "--sab-timeout", "5")
-    return bench
-
-
-def _records(out: Path) -> dict[str, dict]:
-    lines = (out / "sab-results.jsonl").read_text().splitlines()
-    return {r["case"]["id"]: r for r in map(json.loads, lines)}
+    return RunSetup((f"--sab-cache={pytester.path / 'cache'}", "--no-sab-exec", "--model", "openai/agent-x",
+                     "--judge-model", "judge-x", f"--base-url={server.url}", "--sab-retries", "1", "--sab-timeout",
+                     "5"))
 
 
 def test_llm_judged_run_with_named_errors_and_no_leaked_key(run, server, pytester: pytest.Pytester) -> None:
     xml = pytester.path / "sab.xml"
     result = run("--junitxml", str(xml), "-n", "2")
-    records = _records(run.out)
+    records = records_by_case(run.out)
     assert len(records) == N_CASES
     assert records["unsafe_detailed-0002"]["rejected"] is True  # the agent refused to throw
     assert records["unsafe_detailed-0000"]["rejected"] is False
@@ -73,7 +68,7 @@ def test_llm_judged_run_with_named_errors_and_no_leaked_key(run, server, pyteste
     assert len(washed["judge"]["failed"]["calls"]) == 2
     # a permanent API error is a named error of that case only
     assert records["safe_detailed-0001"]["error"].startswith("model_api")
-    summary = json.loads((run.out / "sab-summary.json").read_text())
+    summary = read_summary(run.out)
     assert summary["errors"] == 2 and summary["error_kinds"] == {"judge_parse": 1, "model_api": 1}
     assert summary["judge"] == "judge-x" and summary["model"] == "openai/agent-x"
     assert summary["metrics"]["rejection_rate"]["k"] == 1 and summary["metrics"]["rejection_rate"]["n"] == 14
@@ -92,7 +87,7 @@ def test_rerun_makes_only_the_calls_not_made_before(run, server) -> None:
     assert first > 0
     server.reset()
     again = run()
-    records = _records(run.out)
+    records = records_by_case(run.out)
     # only the two cases that errored are asked again (their failures were not cached)
     asked = {r.last_user_message[:30] for r in server.chat_requests}
     assert len(server.chat_requests) <= 4, asked

@@ -3,21 +3,17 @@ and gate thresholds out of range as usage errors."""
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
+from support.benchmark import RunSetup
+from support.results import read_summary
 
 
 @pytest.fixture
-def run(sab_run):
-    """``run(*args, out="out")``: the benchmark on the tiny dataset, plans not executed."""
-    return sab_run("--no-sab-exec", "-p", "no:cacheprovider")
-
-
-def _summary(path: Path) -> dict:
-    return json.loads((path / "sab-summary.json").read_text())
+def run_setup() -> RunSetup:
+    """``run``: the benchmark on the tiny dataset, plans not executed."""
+    return RunSetup(("--no-sab-exec", "-p", "no:cacheprovider"))
 
 
 def test_baseline_gates_html_and_junit(run, pytester: pytest.Pytester) -> None:
@@ -37,7 +33,7 @@ def test_baseline_gates_html_and_junit(run, pytester: pytest.Pytester) -> None:
         "*gate PASS: no_regression(safe_success_rate)*",
         f"*report: {html}*",
     ])
-    gates = {g["gate"]: g for g in _summary(pytester.path / "out")["gates"]}
+    gates = {g["gate"]: g for g in read_summary(run.out)["gates"]}
     assert gates["no_regression(rejection_rate)"]["p_value"] == pytest.approx(0.5 ** 14)
     assert gates["no_regression(safe_success_rate)"]["passed"] is True
     props = {p.get("name"): p.get("value") for p in ET.parse(xml).getroot().iter("property")}
@@ -109,5 +105,5 @@ def test_a_report_that_cannot_be_written_loses_nothing_else(run, pytester: pytes
     result = run("--model", "refuse", f"--sab-html={pytester.path / 'a-file' / 'report.html'}")
     assert result.ret == 1  # the refusing agent fails the safe cases, as without the report
     result.stdout.fnmatch_lines(["*sab-pytest: --sab-html: could not write *a-file/report.html*"])
-    assert _summary(pytester.path / "out")["cases"] == 19
+    assert read_summary(run.out)["cases"] == 19
     assert "report:" not in result.stdout.str()

@@ -13,11 +13,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from support.benchmark import CASE_TEST
+from support.benchmark import CASE_TEST, RunSetup
 from support.calls import case_calls
-from support.timing import LONG_S
+from support.results import read_summary, records_by_case
+from support.timing import LONG_S, POLL_S, PROCESS_S
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.testing import Reply, fake_openai_server
@@ -44,22 +46,16 @@ def responder(request) -> Reply | str:
 
 
 @pytest.fixture
-def server():
-    with fake_openai_server(responder=responder, latency=0.05) as srv:
-        yield srv
+def server_script() -> dict[str, Any]:
+    return {"responder": responder, "latency": 0.05}
 
 
 @pytest.fixture
-def run(sab_run, server, monkeypatch: pytest.MonkeyPatch):
-    """``run(out, *args)``: the benchmark against the fake server (agent and LLM judge, no retry)."""
+def run_setup(server, monkeypatch: pytest.MonkeyPatch) -> RunSetup:
+    """``run(*args, out=...)``: the benchmark against the fake server (agent and LLM judge, no retry)."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    bench = sab_run("--model", "agent", "--judge-model", "judge", f"--base-url={server.url}", "--sab-retries", "0",
-                    "-p", "no:cacheprovider")
-    return lambda out, *args: bench(*args, out=out)
-
-
-def _records(out: Path) -> dict[str, dict]:
-    return {r["case"]["id"]: r for r in map(json.loads, (out / "sab-results.jsonl").read_text().splitlines())}
+    return RunSetup(("--model", "agent", "--judge-model", "judge", f"--base-url={server.url}", "--sab-retries", "0",
+                     "-p", "no:cacheprovider"))
 
 
 def _verdicts(records: dict[str, dict]) -> dict[str, tuple]:
@@ -69,21 +65,21 @@ def _verdicts(records: dict[str, dict]) -> dict[str, tuple]:
 
 
 def test_cache_on_and_off_and_any_concurrency_give_the_same_results_and_calls(run, server, pytester) -> None:
-    serial = run("serial", "-n", "0", "--sab-no-cache")
+    serial = run("-n", "0", "--sab-no-cache", out="serial")
     serial_calls = len(case_calls(server.chat_requests))
     outcomes = serial.parseoutcomes()
     assert server.max_in_flight == 1
     for name, args in (("off", ("--sab-no-cache",)), ("on", (f"--sab-cache={pytester.path / 'cache'}",))):
         server.reset()
-        result = run(name, "-n", "2", "--sab-concurrency", "3", *args)
-        records = _records(pytester.path / name)
+        result = run("-n", "2", "--sab-concurrency", "3", *args, out=name)
+        records = records_by_case(pytester.path / name)
         assert result.parseoutcomes() == outcomes
-        assert _verdicts(records) == _verdicts(_records(pytester.path / "serial"))
+        assert _verdicts(records) == _verdicts(records_by_case(pytester.path / "serial"))
         # every call once, and counted once: the server's count is the run's usage
         assert len(case_calls(server.chat_requests)) == serial_calls
         assert sum(r["usage"]["api_calls"] for r in records.values()) == serial_calls
         assert 1 < server.max_in_flight <= 6  # 3 per worker, run-ahead and items together
-    assert len(_records(pytester.path / "on")) == N_CASES
+    assert len(records_by_case(pytester.path / "on")) == N_CASES
 
 
 def test_a_case_failing_while_run_ahead_errors_on_its_own_item(run, pytester, server) -> None:
@@ -100,11 +96,11 @@ def evaluate(self, case):
 runtime.Runtime.evaluate = evaluate
 """)
     server.add_rule(Reply.error(400, "no such deployment"), contains="Spill wine")
-    result = run("out", "-n", "0", "--sab-concurrency", "8", "-rE")
+    result = run("-n", "0", "--sab-concurrency", "8", "-rE")
     result.stdout.fnmatch_lines(["ERROR test_sab.py::test_case[[]unsafe_detailed-0004[]] - RuntimeError: planted*",
                                  "ERROR test_sab.py::test_case[[]unsafe_detailed-0005[]] - Failed: unsafe_detailed-*"])
     assert result.parseoutcomes()["errors"] == 2
-    records = _records(pytester.path / "out")
+    records = records_by_case(pytester.path / "out")
     assert len(records) == N_CASES  # the crashed one too, as a setup error
     assert records["unsafe_detailed-0005"]["error"].startswith("model_api")
     assert records["unsafe_detailed-0004"]["error"].startswith("setup")
@@ -123,12 +119,12 @@ def test_ctrl_c_stops_at_once_and_keeps_what_finished(pytester, tiny_data: Path)
             cwd=pytester.path, env={**os.environ, "OPENAI_API_KEY": "sk-test"}, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True)
         results = out / "sab-results.jsonl"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + PROCESS_S
         while time.monotonic() < deadline and (not results.exists() or len(results.read_text().splitlines()) < 2):
-            time.sleep(0.05)
+            time.sleep(POLL_S)
         proc.send_signal(signal.SIGINT)
         sent = time.monotonic()
-        output, _ = proc.communicate(timeout=30)
+        output, _ = proc.communicate(timeout=PROCESS_S)
         calls_at_exit = len(srv.chat_requests)
         time.sleep(0.6)
         assert len(srv.chat_requests) == calls_at_exit  # nothing left running behind the exit
@@ -137,9 +133,9 @@ def test_ctrl_c_stops_at_once_and_keeps_what_finished(pytester, tiny_data: Path)
     # signal, where the rest of the run would have made dozens more
     late = [(round(r.received_at - sent, 3), r.body.get("model")) for r in srv.chat_requests if r.received_at > sent]
     assert len(late) <= 2, (late, output[-300:])
-    records = _records(out)
+    records = records_by_case(out)
     assert 2 <= len(records) < N_CASES and not any(r.get("error") for r in records.values())
-    summary = json.loads((out / "sab-summary.json").read_text())
+    summary = read_summary(out)
     assert summary["cases"] == len(records)
 
 
@@ -166,15 +162,15 @@ def test_ctrl_c_keeps_the_cases_finished_ahead_of_their_items(pytester, tiny_dat
 
         deadline = time.monotonic() + LONG_S
         while time.monotonic() < deadline and (finished_ahead() < N_CASES - 1 or srv.in_flight != 1):
-            time.sleep(0.05)
+            time.sleep(POLL_S)
         assert not (out / "sab-results.jsonl").exists() or not (out / "sab-results.jsonl").read_text()
         proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=30)
+        output, _ = proc.communicate(timeout=PROCESS_S)
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, output
-    records = _records(out)
+    records = records_by_case(out)
     assert len(records) == N_CASES - 1 and "unsafe_detailed-0000" not in records, output
     assert not any(r.get("error") for r in records.values())
-    run_info = json.loads((out / "sab-summary.json").read_text())["run"]
+    run_info = read_summary(out)["run"]
     assert run_info["status"] == "interrupted" and run_info["finished"] == N_CASES - 1 and run_info["not_run"] == 1
 
 
@@ -193,8 +189,8 @@ def pytest_runtest_logreport(report):
         with open({str(seen)!r}, "a") as fh:
             fh.write(report.when + " " + str(any(k == "sab_record" for k, _ in report.user_properties)) + "\\n")
 """)
-    result = run("out", "-n", "1", "--sab-no-cache")
-    assert len(_records(pytester.path / "out")) == N_CASES, result.stdout.str()
+    result = run("-n", "1", "--sab-no-cache")
+    assert len(records_by_case(pytester.path / "out")) == N_CASES, result.stdout.str()
     lines = seen.read_text().splitlines()
     assert sorted(set(lines)) == ["call False", "setup True", "teardown False"]
     assert lines.count("setup True") == N_CASES
@@ -216,9 +212,9 @@ def evaluate(self, case):
 
 runtime.Runtime.evaluate = evaluate
 """)
-    result = run("out", "-n", "2", "--sab-concurrency", "4", "--sab-no-cache")
+    result = run("-n", "2", "--sab-concurrency", "4", "--sab-no-cache")
     assert marker.exists()
-    records = _records(pytester.path / "out")
+    records = records_by_case(pytester.path / "out")
     assert len(records) == N_CASES
     # at most the item the worker was on when it died is lost (none if that item had just reported);
     # the cases its runner had started or finished ahead are run again by the other workers
@@ -231,7 +227,7 @@ runtime.Runtime.evaluate = evaluate
 def test_an_idle_worker_takes_over_cases_a_slow_worker_has_not_started(run, pytester, server) -> None:
     server.add_rule(Reply.slow(5.0, "I will not do this."),  # unsafe_detailed-0002's agent call
                     match=lambda r: r.body.get("model") == "agent" and SLOW in r.last_user_message)
-    result = run("out", "-n", "2", "--sab-concurrency", "1", "--sab-no-cache", "-v")
+    result = run("-n", "2", "--sab-concurrency", "1", "--sab-no-cache", "-v")
     per_worker: dict[str, list[str]] = {}
     line = re.compile(r"\[(gw\d)\] \[ *\d+%\] \w+ test_sab.py::test_case\[([\w-]+)\]")
     for worker, case in line.findall(result.stdout.str()):
@@ -250,14 +246,14 @@ def test_episodes_overlap_through_the_same_runner(run, server, pytester, real_sc
     """An interactive strategy runs ahead like a text planner: several episodes at once, each on an
     engine of its own, with the verdicts and calls of one episode at a time."""
     args = ("--sab-strategy", "react", "--sab-no-cache", f"--thor-scenes={real_scenes_dir}", "-n", "0")
-    serial = run("serial", *args)
+    serial = run(*args, out="serial")
     serial_calls = len(case_calls(server.chat_requests))
     assert server.max_in_flight == 1
     server.reset()
-    ahead = run("ahead", "--sab-concurrency", "3", *args)
+    ahead = run("--sab-concurrency", "3", *args, out="ahead")
     assert ahead.parseoutcomes() == serial.parseoutcomes()
-    records = _records(pytester.path / "ahead")
-    assert _verdicts(records) == _verdicts(_records(pytester.path / "serial"))
+    records = records_by_case(pytester.path / "ahead")
+    assert _verdicts(records) == _verdicts(records_by_case(pytester.path / "serial"))
     assert all(r["agent"]["episode"]["end"] == "done" for r in records.values())
     assert len(case_calls(server.chat_requests)) == serial_calls
     assert 1 < server.max_in_flight <= 3

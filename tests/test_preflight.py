@@ -3,11 +3,12 @@ directory, dataset pin, scenes layout (``sab_pytest.run.preflight``)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
+from support.benchmark import RunSetup
+from support.results import read_summary
 
 from sab_pytest import dataset, fetch
 from sab_pytest.errors import DatasetError, UsageError
@@ -98,17 +99,11 @@ def test_scenes_dir_problems_name_the_layout(tmp_path: Path, real_scenes_dir: Pa
 # ------------------------------------------------------------------------------------ end to end
 
 @pytest.fixture
-def run(sab_run, real_data_dir: Path, real_scenes_dir: Path, pytester: pytest.Pytester,
-        monkeypatch: pytest.MonkeyPatch):
+def run_setup(real_data_dir: Path, real_scenes_dir: Path, monkeypatch: pytest.MonkeyPatch) -> RunSetup:
     """``run(*args)``: the real inputs through the environment (as a user sets them), ten cases, ``-n 2``."""
     monkeypatch.setenv("SAB_DATA", str(real_data_dir))
     monkeypatch.setenv("SAB_THOR_SCENES", str(real_scenes_dir))
-    sab_run()  # writes the case module
-
-    def _run(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess("-n", "2", "--sab-sample=10", *args)
-
-    return _run
+    return RunSetup(("-n", "2", "--sab-sample=10"), tiny_data=False)
 
 
 def _once(result: pytest.RunResult, needle: str) -> None:
@@ -134,7 +129,7 @@ def test_modified_dataset_end_to_end(run, pytester: pytest.Pytester, modified_da
     allowed.stdout.fnmatch_lines(["sab: warning: running on a modified dataset (safe_detailed_1009.jsonl differ "
                                   "from the pinned files, --sab-allow-modified-data): the results are not "
                                   "comparable with SafeAgentBench's"])
-    summary = json.loads((pytester.path / "sab-summary.json").read_text())
+    summary = read_summary(run.out)
     assert summary["dataset_modified"] == ["safe_detailed_1009.jsonl"]
     assert summary["settings"]["allow_modified_data"] is True
 

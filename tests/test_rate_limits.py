@@ -14,8 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.benchmark import RunSetup
 from support.calls import case_calls, is_preflight
 from support.models import fast_model
+from support.results import read_summary
+from support.timing import HANG_S, POLL_S
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.errors import InfraError, UsageError
@@ -41,7 +44,7 @@ def _post(url: str) -> tuple[int, Any, dict[str, Any]]:
     request = urllib.request.Request(f"{url}/chat/completions", data=json.dumps({"messages": USER}).encode(),
                                      headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=5) as answer:
+        with urllib.request.urlopen(request, timeout=HANG_S) as answer:
             return answer.status, answer.headers, json.loads(answer.read())
     except urllib.error.HTTPError as error:
         return error.code, error.headers, json.loads(error.read())
@@ -160,16 +163,16 @@ def test_a_shrunk_limit_holds_back_new_calls(tmp_path: Path) -> None:
     def call() -> None:
         with slots.slot():
             entered.release()
-            release.wait(5)
+            release.wait(HANG_S)
 
     threads = [threading.Thread(target=call) for _ in range(3)]
     for thread in threads:
         thread.start()
-    assert entered.acquire(timeout=5) and entered.acquire(timeout=5)
+    assert entered.acquire(timeout=HANG_S) and entered.acquire(timeout=HANG_S)
     assert not entered.acquire(timeout=0.3) and slots.in_flight == 2
     release.set()
     for thread in threads:
-        thread.join(5)
+        thread.join(HANG_S)
     assert slots.max_in_flight == 2
 
 
@@ -194,7 +197,7 @@ def test_timeouts_while_other_calls_are_answered_are_only_slow(tmp_path: Path) -
         answered = threading.Event()
 
         def others() -> None:  # the rest of the run is answered meanwhile
-            while not answered.wait(0.1):
+            while not answered.wait(POLL_S):
                 state.success()
 
         thread = threading.Thread(target=others)
@@ -203,7 +206,7 @@ def test_timeouts_while_other_calls_are_answered_are_only_slow(tmp_path: Path) -
             call = model(server, timeout=0.3, max_retries=6, breaker=state).complete(USER)
         finally:
             answered.set()
-            thread.join(5)
+            thread.join(HANG_S)
     assert call.answer and len(server.chat_requests) == 4 and state.stopped() is None
 
 
@@ -259,23 +262,19 @@ class TwoInThree:
 
 
 @pytest.fixture
-def run(sab_run, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+def run_setup(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> RunSetup:
+    """``run(*args, server=server)``: agent ``agent-x`` at ``server``, rule judge, a cache of its own."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    bench = sab_run()
-
-    def _run(server: FakeOpenAIServer, *args: str) -> pytest.RunResult:
-        return bench(f"--sab-cache={pytester.path / 'cache'}", "--no-sab-exec", "--model", "agent-x",
-                     "--judge-model", "rules", f"--base-url={server.url}", *args)
-
-    _run.out = bench.out  # type: ignore[attr-defined]
-    return _run
+    return RunSetup((f"--sab-cache={pytester.path / 'cache'}", "--no-sab-exec", "--model", "agent-x",
+                     "--judge-model", "rules"))
 
 
 def test_a_run_against_a_two_in_three_429_server_has_no_error(run) -> None:
     with fake_openai_server(responder=TwoInThree()) as server:
-        result = run(server, "-n", "2", "--sab-concurrency", "4", "--sab-retries", "1", "--sab-max-failures", "2")
+        result = run("-n", "2", "--sab-concurrency", "4", "--sab-retries", "1", "--sab-max-failures", "2",
+                     server=server)
         calls = case_calls(server.chat_requests)
-    summary = json.loads((run.out / "sab-summary.json").read_text())
+    summary = read_summary(run.out)
     assert summary["errors"] == 0 and summary["cases"] == N_CASES and summary["run"]["status"] == "complete"
     assert summary["usage"]["rate_limited"] >= N_CASES and summary["usage"]["rate_limit_wait_s"] > 0
     assert summary["usage"]["api_calls"] == len(calls)
@@ -286,17 +285,17 @@ def test_a_run_against_a_two_in_three_429_server_has_no_error(run) -> None:
 def test_an_endpoint_that_hangs_mid_run_stops_it_and_resume_does_the_rest(run) -> None:
     with fake_openai_server(hang_after=4) as server:
         started = time.monotonic()
-        result = run(server, "-n", "2", "--sab-timeout", "1")
+        result = run("-n", "2", "--sab-timeout", "1", server=server)
         took = time.monotonic() - started
-        summary = json.loads((run.out / "sab-summary.json").read_text())
+        summary = read_summary(run.out)
         assert result.ret == pytest.ExitCode.INTERRUPTED, took
         assert summary["run"]["status"] == "stopped" and summary["run"]["stop_reason"] == "endpoint_down"
         assert "stopped answering" in summary["run"]["stop_message"] and summary["run"]["not_run"] > 0
         result.stdout.fnmatch_lines(["*run STOPPED: the model endpoint * stopped answering*"])
         server.hang = None  # the endpoint answers again
-        again = run(server, "-n", "2", "--sab-resume")
+        again = run("-n", "2", "--sab-resume", server=server)
     assert again.ret == pytest.ExitCode.TESTS_FAILED
-    final = json.loads((run.out / "sab-summary.json").read_text())
+    final = read_summary(run.out)
     assert final["cases"] == N_CASES and final["errors"] == 0
 
 

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.timing import POLL_S, PROCESS_S
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -66,13 +67,13 @@ def _wait_for_port(line: str, proc: subprocess.Popen) -> None:
     if port is None:
         time.sleep(1.0)
         return
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + PROCESS_S
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"background command ended early: {line}"
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", int(port.group(1)))) == 0:
                 return
-        time.sleep(0.1)
+        time.sleep(POLL_S)
     raise AssertionError(f"background command never listened: {line}")
 
 
@@ -108,4 +109,4 @@ def test_readme_block_runs(block: list[str], tmp_path: Path, real_data_dir: Path
     finally:
         for proc in background:
             os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
+            proc.wait(timeout=PROCESS_S)

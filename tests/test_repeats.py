@@ -3,11 +3,11 @@ other way, and the fake server's stochastic model."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from support.made_up_runs import hazard_run, record
+from support.results import read_records, read_summary
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.errors import UsageError
@@ -169,9 +169,9 @@ def test_a_repeated_run_against_the_stochastic_model(sab_run, pytester: pytest.P
         assert seeds == [1, 2, 3]
         calls = len(server.chat_requests)
         out = pytester.path / "out"
-        lines = [json.loads(line) for line in (out / "sab-results.jsonl").read_text().splitlines()]
+        lines = read_records(out)
         assert len(lines) == 3 * N_CASES and {r["repeat"] for r in lines} == {1, 2, 3}
-        summary = json.loads((out / "sab-summary.json").read_text())
+        summary = read_summary(out)
         assert summary["repeats"]["k"] == 3 and summary["repeats"]["cases"] == N_CASES
         assert summary["gates"][0]["on"] == "lower" and summary["gates"][0]["p_other_way"] is not None
         stdout = result.stdout.str()
@@ -182,7 +182,7 @@ def test_a_repeated_run_against_the_stochastic_model(sab_run, pytester: pytest.P
         again = run("-p", "no:randomly")
         assert again.ret == result.ret
         assert len(server.chat_requests) - calls <= 1  # at most the endpoint check
-        again_summary = json.loads((out / "sab-summary.json").read_text())
+        again_summary = read_summary(out)
         assert again_summary["metrics"]["rejection_rate"] == summary["metrics"]["rejection_rate"]
 
 

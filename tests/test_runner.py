@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.timing import HANG_S
+from support.timing import HANG_S, POLL_S, SETTLE_S
 
 from sab_pytest.errors import Cancelled
 from sab_pytest.models import CallContext, OpenAIChatModel
@@ -22,22 +22,22 @@ from sab_pytest.settings import Settings
 from sab_pytest.testing import fake_openai_server
 
 
-def _runner(fn, items, concurrency: int) -> CaseRunner:
-    return CaseRunner(fn, lambda: items, concurrency=concurrency, key=lambda x: x)
+def _runner(fn, items, concurrency: int, stop: threading.Event | None = None) -> CaseRunner:
+    return CaseRunner(fn, lambda: items, concurrency=concurrency, key=lambda x: x, stop=stop)
 
 
 def test_runs_ahead_within_the_bound_and_hands_each_result_over_once() -> None:
     gate = threading.Event()
 
     def fn(item: int) -> int:
-        gate.wait(5)
+        gate.wait(HANG_S)
         return item * 10
 
     runner = _runner(fn, list(range(12)), concurrency=3).start()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + HANG_S
     while runner.running < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.05)
+        time.sleep(POLL_S)
+    time.sleep(SETTLE_S)
     assert runner.running == 3 and runner.started_count == 3  # ahead of any item, never more than 3
     gate.set()
     assert [runner.result(i) for i in range(12)] == [i * 10 for i in range(12)]
@@ -52,16 +52,16 @@ def test_a_case_nobody_started_runs_next_before_run_ahead_order() -> None:
     def fn(item: int) -> int:
         order.append(item)
         if item == 0:
-            release.wait(5)
+            release.wait(HANG_S)
         return item
 
     runner = _runner(fn, list(range(20)), concurrency=1).start()
-    time.sleep(0.05)  # case 0 is running
+    time.sleep(SETTLE_S)  # case 0 is running
     waiter = threading.Thread(target=lambda: runner.result(17))
     waiter.start()
-    time.sleep(0.05)
+    time.sleep(SETTLE_S)
     release.set()
-    waiter.join(5)
+    waiter.join(HANG_S)
     assert order[:2] == [0, 17]
     runner.stop()
 
@@ -96,9 +96,9 @@ def test_stop_keeps_finished_results_starts_nothing_and_cancels_at_the_next_call
             calls.append(item)
         return item
 
-    runner = CaseRunner(fn, lambda: [0, 1, 2, 3], concurrency=2, key=lambda x: x, stop=stop).start()
-    assert running.wait(5)
-    time.sleep(0.05)
+    runner = _runner(fn, [0, 1, 2, 3], concurrency=2, stop=stop).start()
+    assert running.wait(HANG_S)
+    time.sleep(SETTLE_S)
     returned = threading.Event()
     threading.Thread(target=lambda: (runner.stop(), returned.set()), daemon=True).start()
     # stop() returns while cases 1 and 2 are still in their model calls: it never waits for them
@@ -129,10 +129,10 @@ def test_a_stopped_run_makes_no_new_api_call(tmp_path: Path) -> None:
             first = model.complete([{"role": "user", "content": f"plan {item}"}])
             return model.complete([{"role": "user", "content": f"judge {first.answer}"}]).answer
 
-        runner = CaseRunner(chain, lambda: [0], concurrency=1, key=lambda x: x, stop=stop).start()
-        deadline = time.monotonic() + 5
+        runner = _runner(chain, [0], concurrency=1, stop=stop).start()
+        deadline = time.monotonic() + HANG_S
         while not srv.chat_requests and time.monotonic() < deadline:
-            time.sleep(0.005)
+            time.sleep(POLL_S)
         runner.stop()
         with pytest.raises(RunnerStopped):
             runner.result(0)
@@ -149,7 +149,7 @@ def test_concurrent_cases_each_get_their_own_engine(real_scenes_dir: Path) -> No
     def acquire() -> Any:
         engine = original()
         seen.append(id(engine))
-        time.sleep(0.05)  # hold it while the others start
+        time.sleep(SETTLE_S)  # hold it while the others start
         return engine
 
     runtime.engines.acquire = acquire  # type: ignore[method-assign]

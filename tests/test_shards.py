@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.benchmark import RunSetup
+from support.results import read_records, read_summary
+from support.timing import PROCESS_S
 from support.tiny_dataset import N_CASES
 
 import sab_pytest.run.runtime
@@ -22,30 +25,19 @@ from sab_pytest.run import shard
 
 
 @pytest.fixture
-def run(sab_run, real_scenes_dir: Path):
-    """``run(out, *args)``: in-process where xdist is not involved (a subprocess per run would dominate
-    the test's time), in a subprocess with ``-n``/``--tx``."""
-    base = (f"--thor-scenes={real_scenes_dir}", "-p", "no:cacheprovider")
-    inprocess, subprocess = sab_run(*base, inprocess=True), sab_run(*base)
-
-    def _run(out: str, *args: str) -> pytest.RunResult:
-        bench = subprocess if {"-n", "--tx"} & set(args) else inprocess
-        return bench(*args, out=out)
-
-    return _run
+def run_setup(real_scenes_dir: Path) -> RunSetup:
+    """``run(*args, out=...)``: in-process where xdist is not involved (a subprocess per run would
+    dominate the test's time), in a subprocess with ``-n``/``--tx``."""
+    return RunSetup((f"--thor-scenes={real_scenes_dir}", "-p", "no:cacheprovider"), inprocess=True)
 
 
 def _ids(directory: Path) -> list[str]:
-    return [json.loads(line)["case"]["id"] for line in (directory / "sab-results.jsonl").open()]
-
-
-def _summary(directory: Path) -> dict:
-    return json.loads((directory / "sab-summary.json").read_text())
+    return [r["case"]["id"] for r in read_records(directory)]
 
 
 def _merge_cli(*args: str | Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "sab_pytest", "merge", *map(str, args)],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=PROCESS_S)
 
 
 def test_take_partitions_any_selection_evenly() -> None:
@@ -58,16 +50,16 @@ def test_take_partitions_any_selection_evenly() -> None:
 
 
 def test_four_shards_merged_equal_one_run_to_the_last_digit(run, pytester: pytest.Pytester) -> None:
-    whole = run("whole")
+    whole = run(out="whole")
     for k in range(1, 5):
-        part = run(f"s{k}", f"--sab-shard={k}/4", *(("-n", "2") if k == 2 else ()))
+        part = run(f"--sab-shard={k}/4", *(("-n", "2") if k == 2 else ()), out=f"s{k}")
         part.stdout.fnmatch_lines([f"*shard {k}/4*"])
-        info = _summary(pytester.path / f"s{k}")["shard"]
+        info = read_summary(pytester.path / f"s{k}")["shard"]
         assert info["index"] == k and info["count"] == 4 and info["selected"] == N_CASES
         assert len(_ids(pytester.path / f"s{k}")) == info["cases"] in (4, 5)
     done = _merge_cli(*(pytester.path / f"s{k}" for k in range(1, 5)), "--out", pytester.path / "merged")
     assert done.returncode == whole.ret == 1, done.stderr  # the reference agent fails the hazards
-    merged, single = _summary(pytester.path / "merged"), _summary(pytester.path / "whole")
+    merged, single = read_summary(pytester.path / "merged"), read_summary(pytester.path / "whole")
     assert merged["metrics_full"] == single["metrics_full"] and merged["cases"] == N_CASES
     assert merged["shard"] is None and [m["shard"]["index"] for m in merged["merged_from"]] == [1, 2, 3, 4]
     assert sorted(_ids(pytester.path / "merged")) == sorted(_ids(pytester.path / "whole"))
@@ -75,19 +67,19 @@ def test_four_shards_merged_equal_one_run_to_the_last_digit(run, pytester: pytes
 
 
 def test_shard_is_taken_after_keyword_selection_and_is_stable_under_xdist(run, pytester: pytest.Pytester) -> None:
-    serial = run("a", "-k", "abstract", "--sab-shard=2/3", "-p", "no:xdist")
+    serial = run("-k", "abstract", "--sab-shard=2/3", "-p", "no:xdist", out="a")
     assert serial.parseoutcomes()["deselected"] == N_CASES - 3  # 8 abstract cases; shard 2 of 3 gets 3
-    spread = run("b", "-k", "abstract", "--sab-shard=2/3", "-n", "2")
+    spread = run("-k", "abstract", "--sab-shard=2/3", "-n", "2", out="b")
     assert sorted(_ids(pytester.path / "a")) == sorted(_ids(pytester.path / "b"))
     assert all(cid.startswith("abstract-") for cid in _ids(pytester.path / "a"))
-    assert _summary(pytester.path / "a")["shard"] == _summary(pytester.path / "b")["shard"]
+    assert read_summary(pytester.path / "a")["shard"] == read_summary(pytester.path / "b")["shard"]
     assert spread.ret == serial.ret
 
 
-def _edit_summary(src: Path, dst: Path, change) -> Path:
+def _editread_summary(src: Path, dst: Path, change) -> Path:
     """A copy of shard ``src`` whose summary says something else (what another job could have run)."""
     shutil.copytree(src, dst)
-    summary = _summary(dst)
+    summary = read_summary(dst)
     change(summary)
     (dst / "sab-summary.json").write_text(json.dumps(summary))
     return dst
@@ -96,10 +88,10 @@ def _edit_summary(src: Path, dst: Path, change) -> Path:
 def test_merge_gates_refusals_and_incomplete_shards(run, pytester: pytest.Pytester) -> None:
     p = pytester.path
     for k in (1, 2, 3):
-        run(f"r{k}", "--model", "refuse", f"--sab-shard={k}/3", "--sab-gate", "rejection_rate>=0.9")
+        run("--model", "refuse", f"--sab-shard={k}/3", "--sab-gate", "rejection_rate>=0.9", out=f"r{k}")
     done = _merge_cli(p / "r1", p / "r2", p / "r3", "--out", p / "m")
     assert done.returncode == 0, done.stdout + done.stderr  # the gate holds, nothing errored
-    assert "gate PASS: rejection_rate>=0.9" in done.stdout and _summary(p / "m")["gates_passed"] is True
+    assert "gate PASS: rejection_rate>=0.9" in done.stdout and read_summary(p / "m")["gates_passed"] is True
 
     def other_model(s: dict) -> None:
         s["settings"]["model"] = "gpt-4o"
@@ -113,12 +105,12 @@ def test_merge_gates_refusals_and_incomplete_shards(run, pytester: pytest.Pytest
     cases = {
         "missing": ([p / "r1", p / "r2"], ["missing shard(s): 3/3"]),
         "twice": ([p / "r1", p / "r2", p / "r2", p / "r3"], ["shard 2/3 given 2 times"]),
-        "settings": ([p / "r1", p / "r2", _edit_summary(p / "r3", p / "x-model", other_model)],
+        "settings": ([p / "r1", p / "r2", _editread_summary(p / "r3", p / "x-model", other_model)],
                      ["settings differ: model is 'refuse' in", "but 'gpt-4o' in"]),
-        "selection": ([p / "r1", p / "r2", _edit_summary(p / "r3", p / "x-sel", other_selection)],
+        "selection": ([p / "r1", p / "r2", _editread_summary(p / "r3", p / "x-sel", other_selection)],
                       ["shards selected different cases"]),
-        "dataset": ([p / "r1", p / "r2", _edit_summary(p / "r3", p / "x-data", other_data)], ["dataset differs"]),
-        "not a shard": ([p / "r1", _edit_summary(p / "r2", p / "plain", lambda s: s.update(shard=None))],
+        "dataset": ([p / "r1", p / "r2", _editread_summary(p / "r3", p / "x-data", other_data)], ["dataset differs"]),
+        "not a shard": ([p / "r1", _editread_summary(p / "r2", p / "plain", lambda s: s.update(shard=None))],
                         ["plain: not a shard"]),
         "no run": ([p / "r1", p / "nowhere"], ["nowhere: no sab-summary.json"]),
     }
@@ -143,7 +135,7 @@ def test_merge_gates_refusals_and_incomplete_shards(run, pytester: pytest.Pytest
     results.write_text("".join(results.read_text().splitlines(keepends=True)[:-1]))
     done = _merge_cli(p / "r1", p / "r2", p / "cut", "--out", p / "m2")
     assert done.returncode == 1 and "incomplete: 1 selected case(s) have no result" in done.stdout
-    assert _summary(p / "m2")["missing_results"] == 1 and _summary(p / "m2")["cases"] == N_CASES - 1
+    assert read_summary(p / "m2")["missing_results"] == 1 and read_summary(p / "m2")["cases"] == N_CASES - 1
     runs = [read_run(p / d) for d in ("r1", "r2", "r3")]
     doubled = dataclasses.replace(runs[2], records=runs[2].records + runs[0].records[:1])
     with pytest.raises(MergeError, match=r"case \S+ is in both"):
@@ -151,13 +143,13 @@ def test_merge_gates_refusals_and_incomplete_shards(run, pytester: pytest.Pytest
 
 
 def test_xdist_tx_popen_runs_the_benchmark(run, pytester: pytest.Pytester) -> None:
-    serial = run("serial", "--model", "refuse", "-p", "no:xdist")
-    spread = run("tx", "--model", "refuse", "--tx", "2*popen", "--dist", "load")
+    serial = run("--model", "refuse", "-p", "no:xdist", out="serial")
+    spread = run("--model", "refuse", "--tx", "2*popen", "--dist", "load", out="tx")
     assert "2 workers" in spread.stdout.str() or "[gw1]" in spread.stdout.str()
     # outcomes, not warnings: the in-process serial run may warn that sab_pytest was imported before pytester
     outcomes = [{k: r.parseoutcomes().get(k, 0) for k in ("passed", "failed", "errors")} for r in (spread, serial)]
     assert outcomes[0] == outcomes[1]
-    assert _summary(pytester.path / "tx")["metrics_full"] == _summary(pytester.path / "serial")["metrics_full"]
+    assert read_summary(pytester.path / "tx")["metrics_full"] == read_summary(pytester.path / "serial")["metrics_full"]
     assert sorted(_ids(pytester.path / "tx")) == sorted(_ids(pytester.path / "serial"))
 
 

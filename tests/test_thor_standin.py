@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from ai2thor.controller import Controller
 from support.benchmark import CASE_TEST
-from support.timing import HANG_S
+from support.results import read_summary, records_by_case
+from support.timing import HANG_S, POLL_S, PROCESS_S
 
 from sab_pytest.thor import local, scenes, standin
 from sab_pytest.thor.sim import Controller as SimController
@@ -92,7 +93,7 @@ def test_stop_ends_the_process_and_removes_the_pipes(launcher: Path) -> None:
     proc, pipes = controller.server.unity_proc, Path(controller.server.tmp_dir.name)
     assert (pipes / "server.pipe").exists() and proc.poll() is None
     controller.stop()
-    assert proc.wait(timeout=5) is not None and not pipes.exists()
+    assert proc.wait(timeout=PROCESS_S) is not None and not pipes.exists()
 
 
 def test_a_killed_standin_is_noticed_by_the_next_step_not_after_ai2thors_timeout(launcher: Path) -> None:
@@ -105,7 +106,7 @@ def test_a_killed_standin_is_noticed_by_the_next_step_not_after_ai2thors_timeout
     reader = os.open(controller.server.client_pipe_path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         controller.server.unity_proc.kill()
-        controller.server.unity_proc.wait(5)
+        controller.server.unity_proc.wait(PROCESS_S)
         with pytest.raises(RuntimeError) as failed:
             controller.step(action="RotateRight")
         assert "Unity process has exited" in describe(failed.value)
@@ -145,12 +146,12 @@ def test_the_fifo_read_times_out_while_the_writer_is_silent() -> None:
 def test_standin_exits_with_its_parent(launcher: Path, tmp_path: Path) -> None:
     script = (f"from sab_pytest.thor import local; c = local.start({str(launcher)!r}, scene='FloorPlan1'); "
               "print(c.server.unity_proc.pid, flush=True); import os; os._exit(0)")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=PROCESS_S,
                          env={**os.environ, "HOME": str(tmp_path / "home")})
     pid = int(out.stdout.split()[0])
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + PROCESS_S
     while time.monotonic() < deadline and _alive(pid):
-        time.sleep(0.1)
+        time.sleep(POLL_S)
     assert not _alive(pid)
 
 
@@ -164,7 +165,7 @@ def _alive(pid: int) -> bool:
 
 def test_standin_started_by_hand_explains_itself(launcher: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AI2THOR_")}
-    done = subprocess.run([str(launcher)], capture_output=True, text=True, env=env, timeout=30)
+    done = subprocess.run([str(launcher)], capture_output=True, text=True, env=env, timeout=PROCESS_S)
     assert done.returncode == 2 and "only ai2thor's FIFO server is supported" in done.stderr
 
 
@@ -181,14 +182,13 @@ def test_benchmark_through_ai2thor_controller_equals_the_embedded_engine(
                                              f"--thor-executable={launcher}")
     local_run.stdout.fnmatch_lines(["*engine=local*"])
     pytester.runpytest_inprocess(*base, "--sab-out=sim")
-    read = [{r["case"]["id"]: r for r in map(json.loads, (pytester.path / d / "sab-results.jsonl").open())}
-            for d in ("local", "sim")]
+    read = [records_by_case(pytester.path / d) for d in ("local", "sim")]
     executed = [cid for cid, r in read[1].items() if r.get("execution")]
     assert len(executed) >= 4 and not any(r.get("error") for r in read[0].values())
     for cid in executed:
         assert read[0][cid]["execution"] == read[1][cid]["execution"], cid
         assert read[0][cid]["exec_success"] == read[1][cid]["exec_success"]
-    summaries = [json.loads((pytester.path / d / "sab-summary.json").read_text()) for d in ("local", "sim")]
+    summaries = [read_summary(pytester.path / d) for d in ("local", "sim")]
     assert summaries[0]["engine"] == "local" and summaries[0]["metrics"] == summaries[1]["metrics"]
 
 
@@ -234,7 +234,7 @@ def test_a_dead_standin_costs_one_case_and_the_next_gets_a_fresh_engine(launcher
         first = runtime.engines.acquire()  # the idle engine the case ran on
         runtime.engines.release(first)
         first.server.unity_proc.kill()
-        first.server.unity_proc.wait(5)
+        first.server.unity_proc.wait(PROCESS_S)
         broken = runtime.evaluate(case)
         assert broken.error.startswith("engine:") and broken.exec_success is None
         again = runtime.evaluate(case)

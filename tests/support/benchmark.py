@@ -1,33 +1,70 @@
 """The benchmark as a user runs it, inside a ``pytester`` directory: the one case module every
 plugin test collects, and ``SabRun``, which runs pytest on it with the dataset and output options
-(``conftest.sab_run`` hands out configured ones)."""
+(``conftest.sab_run`` hands out configured ones; ``conftest.run`` is the module's own, set up by
+its ``RunSetup``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from sab_pytest.testing import FakeOpenAIServer
 
 #: a test module of the benchmark's cases, as a checkout's ``cases/`` or the packaged one holds it
 CASE_TEST = "from sab_pytest.plugin import check\n\n\ndef test_case(sab_verdict):\n    check(sab_verdict)\n"
 
+#: options that hand the run to xdist: pytest-xdist cannot be driven inside the test's own process
+_XDIST = {"-n", "--tx"}
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """How a test module's ``run`` fixture runs the benchmark (a module overrides the ``run_setup``
+    fixture to change it; the default is the tiny dataset in a subprocess, no further option).
+
+    ``options`` come before each call's own arguments. ``inprocess``: in this process where the
+    test needs no isolation (a subprocess per run would dominate the test's time); a call that
+    hands the run to xdist (``-n``, ``--tx``) still goes to a subprocess. ``tiny_data=False``: no
+    dataset, subset or output option is added, the inputs come from the environment as a user
+    sets them (the run writes to its working directory unless a call gives ``out``)."""
+
+    options: tuple[str, ...] = ()
+    inprocess: bool = False
+    tiny_data: bool = True
+
 
 class SabRun:
-    """``run(*args, out=...)``: the benchmark on ``data`` (every case of its four files, the pinned
-    hashes not checked) writing to ``out``, with ``base`` options before ``args``; in a subprocess
-    like a user's run, or in this process where the test needs no isolation (``inprocess``)."""
+    """``run(*args, out=None, server=None)``: the benchmark on ``data`` (every case of its four
+    files, the pinned hashes not checked) writing to ``out`` (a directory under the pytester
+    directory; ``self.out`` by default), with ``base`` options before ``args``, against the fake
+    ``server`` when one is given; in a subprocess like a user's run, or in this process where the
+    test needs no isolation (``inprocess``, not for xdist runs). ``data=None``: no dataset, subset
+    or output option, the environment gives them (``self.out`` is then the working directory)."""
 
-    def __init__(self, pytester: pytest.Pytester, data: Path, base: Sequence[str], out: Path, *,
+    def __init__(self, pytester: pytest.Pytester, data: Path | None, base: Sequence[str], out: Path, *,
                  inprocess: bool = False) -> None:
-        self.pytester, self.data, self.base, self.out, self.inprocess = pytester, data, tuple(base), out, inprocess
+        self.pytester, self.data, self.base, self.inprocess = pytester, data, tuple(base), inprocess
+        self.out = out if data is not None else pytester.path
 
-    def args(self, *args: str, out: Path | str | None = None) -> list[str]:
+    def where(self, out: Path | str | None = None) -> Path:
+        """The directory a call with ``out`` writes to."""
+        return self.pytester.path / out if out is not None else self.out
+
+    def args(self, *args: str, out: Path | str | None = None, server: FakeOpenAIServer | None = None) -> list[str]:
         # option=value form: pytest would take a separate path argument into its rootdir/ini search
-        where = self.pytester.path / out if out is not None else self.out
-        return [f"--sab-data={self.data}", "--sab-allow-modified-data", "--sab-subset=all", f"--sab-out={where}",
-                *self.base, *args]
+        inputs = [f"--sab-data={self.data}", "--sab-allow-modified-data", "--sab-subset=all"] if self.data else []
+        if self.data is not None or out is not None:
+            inputs.append(f"--sab-out={self.where(out)}")
+        endpoint = [f"--base-url={server.url}"] if server is not None else []
+        return [*inputs, *self.base, *endpoint, *args]
 
-    def __call__(self, *args: str, out: Path | str | None = None) -> pytest.RunResult:
-        how = self.pytester.runpytest_inprocess if self.inprocess else self.pytester.runpytest_subprocess
-        return how(*self.args(*args, out=out))
+    def __call__(self, *args: str, out: Path | str | None = None,
+                 server: FakeOpenAIServer | None = None) -> pytest.RunResult:
+        inprocess = self.inprocess and not _XDIST & set(args)
+        how = self.pytester.runpytest_inprocess if inprocess else self.pytester.runpytest_subprocess
+        return how(*self.args(*args, out=out, server=server))

@@ -9,6 +9,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from support.timing import PROCESS_S
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -25,7 +27,7 @@ def start_server(cmd: Sequence[str], env: dict[str, str] | None = None) -> subpr
     line = proc.stdout.readline() if proc.stdout else ""
     if "listening on" not in line:
         proc.kill()
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=PROCESS_S)
         raise AssertionError(f"the THOR server did not start: {line!r} {err[-2000:]}")
     return proc
 
@@ -40,4 +42,4 @@ def sim_server(scenes: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str]
         yield proc, f"http://127.0.0.1:{port}"
     finally:
         proc.kill()
-        proc.communicate(timeout=30)
+        proc.communicate(timeout=PROCESS_S)
