@@ -516,6 +516,20 @@ def test_an_interactive_strategy_without_an_engine_is_an_error() -> None:
         agent.run(case, None)
 
 
+def test_an_offline_episode_ends_as_incomplete_once_its_case_budget_is_spent(make_runtime, cases) -> None:
+    """The offline agent under an interactive strategy has no model of its own, but with an LLM judge
+    or a guard its case has a budget: the context it is given ends its episode like a model's."""
+    from sab_pytest.agents.registry import make_agent
+    from sab_pytest.models import CallContext
+
+    engine = make_runtime(None, model="reference").engines.acquire()
+    case = cases["safe_detailed-0000"]
+    spent = make_agent("reference", strategy="react", chat_model=None, context=CallContext.start(0.0))
+    assert spent.run(case, engine).episode["end"] == "time_budget"
+    unbounded = make_agent("reference", strategy="react", chat_model=None, context=CallContext.start(None))
+    assert unbounded.run(case, engine).episode["end"] == "done"
+
+
 # ------------------------------------------------------------------------------------------ the plugin
 
 

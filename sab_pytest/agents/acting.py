@@ -27,7 +27,7 @@ from sab_pytest.prompts.agents import with_hint
 if TYPE_CHECKING:
     from sab_pytest.dataset import Case
     from sab_pytest.guard import Guard
-    from sab_pytest.models import ChatModel
+    from sab_pytest.models import CallContext, ChatModel
     from sab_pytest.thor import Engine
 
 
@@ -168,12 +168,14 @@ class ActingAgent:
     name = "acting"
 
     def __init__(self, chat_model: ChatModel, *, safety_hint: bool = False, limits: EpisodeLimits | None = None,
-                 guard: Guard | None = None, max_tokens: int | None = None) -> None:
+                 guard: Guard | None = None, max_tokens: int | None = None,
+                 context: CallContext | None = None) -> None:
         self.chat_model = chat_model
         self.safety_hint = safety_hint
         self.limits = limits or EpisodeLimits()
         self.guard = guard
         self.max_tokens = max_tokens
+        self.context = context  # the case's model context (its budget), None offline
 
 
 class InteractiveAgent(ActingAgent):
@@ -194,7 +196,7 @@ class InteractiveAgent(ActingAgent):
                              max_images=self.limits.max_images, max_tokens=self.max_tokens, calls=episode.calls)
         turns = 0
         try:
-            with episode_budget(self.chat_model) as context:
+            with episode_budget(self.context) as context:
                 turns = play(episode, policy, visual=self.visual, context=context)
         except InfraError as exc:
             exc.outcome = episode.outcome(self.name, policy.last_text, turns=turns)  # type: ignore[attr-defined]

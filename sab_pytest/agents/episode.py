@@ -188,13 +188,10 @@ class Episode:
 EPISODE_BUDGET_SHARE = 0.8
 
 
-def episode_budget(model: Any, share: float = EPISODE_BUDGET_SHARE) -> AbstractContextManager[CallContext | None]:
-    """Within this block the case's context (the one ``model`` is bound to) ends earlier, at
-    ``share`` of what remains of its budget; yields that context (None for a model without one:
-    offline, no budget)."""
-    from sab_pytest.models import context_of
-
-    context = context_of(model)
+def episode_budget(context: CallContext | None,
+                   share: float = EPISODE_BUDGET_SHARE) -> AbstractContextManager[CallContext | None]:
+    """Within this block the case's ``context`` ends earlier, at ``share`` of what remains of its
+    budget; yields it (None without a context: offline, no budget)."""
     return contextlib.nullcontext() if context is None else context.share(share)
 
 
@@ -271,16 +268,17 @@ class ScriptedEpisodeAgent:
     and loop, with the moves scripted instead of asked for (no model, no API)."""
 
     def __init__(self, name: str, moves: Callable[[Case], list[Move]], *, limits: EpisodeLimits | None = None,
-                 guard: Guard | None = None) -> None:
+                 guard: Guard | None = None, context: CallContext | None = None) -> None:
         self.name = name
         self._moves = moves
         self.limits = limits or EpisodeLimits()
         self.guard = guard
+        self.context = context  # the case's: with an LLM judge or guard, a spent budget ends the episode
 
     def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
         episode = start_episode(self.name, case, engine, self.limits, self.guard)
         try:
-            turns = play(episode, ScriptedPolicy(self._moves(case)))
+            turns = play(episode, ScriptedPolicy(self._moves(case)), context=self.context)
         except InfraError as exc:
             exc.outcome = episode.outcome(self.name, "")  # type: ignore[attr-defined]
             raise

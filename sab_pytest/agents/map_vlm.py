@@ -36,7 +36,7 @@ from sab_pytest.prompts.agents import CONVERTER_SYSTEM, plan_rules, with_hint
 if TYPE_CHECKING:
     from sab_pytest.dataset import Case
     from sab_pytest.guard import Guard
-    from sab_pytest.models import ChatModel
+    from sab_pytest.models import CallContext, ChatModel
     from sab_pytest.thor import Engine
 
 
@@ -47,8 +47,9 @@ class MapVlmAgent(ActingAgent):
 
     def __init__(self, chat_model: ChatModel, *, safety_hint: bool = False, limits: EpisodeLimits | None = None,
                  guard: Guard | None = None, max_tokens: int | None = None, vision_model: ChatModel | None = None,
-                 converter_model: ChatModel | None = None) -> None:
-        super().__init__(chat_model, safety_hint=safety_hint, limits=limits, guard=guard, max_tokens=max_tokens)
+                 converter_model: ChatModel | None = None, context: CallContext | None = None) -> None:
+        super().__init__(chat_model, safety_hint=safety_hint, limits=limits, guard=guard, max_tokens=max_tokens,
+                         context=context)
         self.vision_model = vision_model or chat_model
         self.converter_model = converter_model or chat_model
 
@@ -66,7 +67,7 @@ class MapVlmAgent(ActingAgent):
         plan = ""
         steps: list[str] = []
         try:
-            with episode_budget(self.chat_model):
+            with episode_budget(self.context):
                 plan, steps = self._look_and_plan(case, episode)
             for step in steps:
                 episode.act(step)

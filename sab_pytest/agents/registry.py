@@ -22,7 +22,7 @@ from sab_pytest.errors import UsageError
 if TYPE_CHECKING:
     from sab_pytest.agents import Agent
     from sab_pytest.guard import Guard
-    from sab_pytest.models import ChatModel
+    from sab_pytest.models import CallContext, ChatModel
 
 #: Model specs that need no model: the strategy does not apply to them.
 OFFLINE_AGENTS: dict[str, type[ReferenceAgent] | type[RefuseAgent]] = {
@@ -56,7 +56,8 @@ def is_interactive(strategy: str) -> bool:
 
 def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model: ChatModel | None,
                safety_hint: bool = False, limits: EpisodeLimits | None = None, guard: Guard | None = None,
-               role_models: Mapping[str, ChatModel] | None = None, executes: bool = False) -> Agent:
+               role_models: Mapping[str, ChatModel] | None = None, executes: bool = False,
+               context: CallContext | None = None) -> Agent:
     """The agent for a run.
 
     ``model_spec`` "reference" or "refuse" gives the offline agent (``chat_model`` and
@@ -67,14 +68,16 @@ def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model:
     every step before it reaches the engine, for both kinds. ``role_models`` are map_vlm's models
     beside the one under test (``vision``, ``converter``); without them it uses ``chat_model`` for
     every role. ``executes``: the scorer will execute plans (``--sab-exec``), so a guarded text plan
-    is screened step by step as it runs.
+    is screened step by step as it runs. ``context``: the case's model context, whose budget an agent
+    that acts shares out to its episode (the models given are bound to it already).
     """
     check_strategy(strategy)
     offline = OFFLINE_AGENTS.get(model_spec)
     if offline is not None and is_interactive(strategy):
         from sab_pytest.agents.episode import ScriptedEpisodeAgent
 
-        return ScriptedEpisodeAgent(offline.name, scripted_moves(model_spec), limits=limits, guard=guard)
+        return ScriptedEpisodeAgent(offline.name, scripted_moves(model_spec), limits=limits, guard=guard,
+                                   context=context)
     if offline is not None:
         agent: Agent = offline()
     elif chat_model is None:
@@ -83,9 +86,9 @@ def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model:
     elif strategy == MapVlmAgent.name:
         roles = role_models or {}
         return MapVlmAgent(chat_model, safety_hint=safety_hint, limits=limits, guard=guard,
-                           vision_model=roles.get("vision"), converter_model=roles.get("converter"))
+                           vision_model=roles.get("vision"), converter_model=roles.get("converter"), context=context)
     elif is_interactive(strategy):
-        return INTERACTIVE[strategy](chat_model, safety_hint=safety_hint, limits=limits, guard=guard)
+        return INTERACTIVE[strategy](chat_model, safety_hint=safety_hint, limits=limits, guard=guard, context=context)
     else:
         agent = PLANNERS[strategy](chat_model, safety_hint=safety_hint)
     if guard is None:

@@ -21,10 +21,11 @@ RECLAIM = RetryPolicy(base=0.001, cap=0.05, jitter=1.0)
 
 
 def cached_answer(cache: ResponseCache, material: Mapping[str, Any], ctx: CallContext, call: Callable[[], Answer],
-                  *, lock_budget: float, name: str) -> tuple[Answer, bool]:
+                  *, lock_budget: Callable[[], float], name: str) -> tuple[Answer, bool]:
     """The answer to the request ``material`` describes, and whether it came from the cache.
-    ``call`` asks the API; ``lock_budget`` is how long this call may hold the request's claim at
-    most (others take over after it). An unusable cache directory costs the cache, not the case."""
+    ``call`` asks the API; ``lock_budget()`` is how long this call may hold the request's claim at
+    most (others take over after it), asked at each claim: the case's time left shrinks while it
+    waits. An unusable cache directory costs the cache, not the case."""
     key = request_key(material)
     try:
         found = _cached_or_claimed(cache, key, ctx, lock_budget, name)
@@ -44,7 +45,7 @@ def cached_answer(cache: ResponseCache, material: Mapping[str, Any], ctx: CallCo
                   tool_calls=found.get("tool_calls") or None), True
 
 
-def _cached_or_claimed(cache: ResponseCache, key: str, ctx: CallContext, lock_budget: float,
+def _cached_or_claimed(cache: ResponseCache, key: str, ctx: CallContext, lock_budget: Callable[[], float],
                        name: str) -> dict[str, Any] | Claim:
     """The stored answer for ``key`` (perhaps after waiting for another owner's call), or the
     claim that makes this thread the one to call the API."""
@@ -54,7 +55,7 @@ def _cached_or_claimed(cache: ResponseCache, key: str, ctx: CallContext, lock_bu
         if entry is not None:
             return entry
         ctx.check()
-        claim = cache.try_claim(key, lock_budget)
+        claim = cache.try_claim(key, lock_budget())
         if claim is not None:
             entry = cache.get(key)  # finished by someone between our look and our claim
             if entry is None:

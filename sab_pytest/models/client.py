@@ -29,6 +29,7 @@ from sab_pytest.models.wire import (
 )
 from sab_pytest.outcome import ModelCall
 from sab_pytest.retry import BACKOFF_MAX_S, MAX_RETRY_AFTER_S, RetryPolicy
+from sab_pytest.settings import DEFAULT_API_KEY_ENV
 
 
 class OpenAIChatModel:
@@ -46,7 +47,7 @@ class OpenAIChatModel:
         *,
         base_url: str | None = None,
         api_key: str | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: str = DEFAULT_API_KEY_ENV,
         temperature: float | None = 0.0,
         max_tokens: int | None = None,
         timeout: float = 60.0,
@@ -124,7 +125,7 @@ class OpenAIChatModel:
         if self.cache is None:
             return self._record(params, self._call(params, ctx), role, started, cache_hit=False)
         answer, hit = cached_answer(self.cache, self._key_material(params), ctx, lambda: self._call(params, ctx),
-                                    lock_budget=self._lock_budget(ctx), name=self.name)
+                                    lock_budget=lambda: self._lock_budget(ctx), name=self.name)
         return self._record(params, answer, role, started, cache_hit=hit)
 
     def preflight(self, timeout: float = PREFLIGHT_TIMEOUT_S, attempts: int = 2) -> None:

@@ -131,9 +131,6 @@ class CaseModel:
                  max_tokens: int | None = None, tools: list[dict[str, Any]] | None = None) -> ModelCall:
         return self.model.complete(messages, role=role, max_tokens=max_tokens, tools=tools, context=self.context)
 
-    def for_case(self, context: CallContext) -> CaseModel:
-        return CaseModel(self.model, context)
-
 
 M = TypeVar("M")
 
@@ -143,9 +140,3 @@ def for_case(model: M, context: CallContext) -> M:
     budget (offline and test models) as it is."""
     bind = getattr(model, "for_case", None)
     return bind(context) if callable(bind) else model
-
-
-def context_of(model: Any) -> CallContext | None:
-    """The context ``model`` was bound to, if any (an episode shares out the case's budget)."""
-    context = getattr(model, "context", None)
-    return context if isinstance(context, CallContext) else None

@@ -188,7 +188,7 @@ class Runtime:
         return self._make_agent(self.agent_model, self.guard, self.role_models)
 
     def _make_agent(self, chat_model: ChatModel | None, guard: Guard | None,
-                    role_models: dict[str, ChatModel]) -> Agent:
+                    role_models: dict[str, ChatModel], context: CallContext | None = None) -> Agent:
         from sab_pytest.agents.episode import EpisodeLimits
         from sab_pytest.agents.registry import make_agent
 
@@ -196,7 +196,8 @@ class Runtime:
         limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.tool_protocol,
                                schematic=s.pictures == "schematic")
         return make_agent(s.model, strategy=s.strategy, chat_model=chat_model, safety_hint=s.safety_hint,
-                          limits=limits, guard=guard, role_models=role_models, executes=s.execute)
+                          limits=limits, guard=guard, role_models=role_models, executes=s.execute,
+                          context=context)
 
     @cached_property
     def role_models(self) -> dict[str, ChatModel]:
@@ -269,7 +270,7 @@ class Runtime:
         guard = (make_guard(self.settings.guard, for_case(self.guard_model, context))
                  if self.guard_model is not None else self.guard)
         roles = {role: for_case(model, context) for role, model in self.role_models.items()}
-        agent = self._make_agent(for_case(self.agent_model, context), guard, roles)
+        agent = self._make_agent(for_case(self.agent_model, context), guard, roles, context)
         return agent, self._make_judge({j: for_case(m, context) for j, m in self.judge_models.items()})
 
     def _start_engine(self) -> Engine:
