@@ -4,9 +4,10 @@ Why one module: model calls (failures and rate limits), the THOR client, the end
 response cache's waits all back off; written apart they drifted (three spreads, two ceilings, two
 "sleep or wait on the breaker" branches). Each caller now holds a ``RetryPolicy`` whose numbers say
 what differs (a THOR keep-alive connection is retried at once; a cache poll starts at milliseconds)
-and asks it for the next pause; ``wait`` is the one way to spend it, so a run's stop wakes every
-waiter the same way. It sits low in the layers (beside ``fetch``): the cache below the models uses
-it too. Standard library only.
+and asks it for the next pause; ``wait`` is the one way to spend it: on the run's breaker where the
+caller has one, so that the run's stop wakes it (a caller without a breaker sleeps the pause out).
+It sits low in the layers (beside ``fetch``): the cache below the models uses it too. Standard
+library only.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from typing import get_type_hints
 
 import pytest
 from support.made_up_runs import hazard_run, write_run
+from support.timing import SETTLE_S
 
 from sab_pytest.dataset import Case
 from sab_pytest.errors import ErrorKind, InfraError, UsageError
@@ -115,7 +116,7 @@ def test_a_stop_signal_waits_until_the_record_and_its_line_are_kept() -> None:
         with pytest.raises(KeyboardInterrupt):
             with files.stop_signals_held():
                 os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(0.05)  # room for the signal to be handled, were it not held back
+                time.sleep(SETTLE_S)  # room for the signal to be handled, were it not held back
                 reached.append("the line is written")
             reached.append("after the block")
     finally:

@@ -76,7 +76,7 @@ def test_shard_is_taken_after_keyword_selection_and_is_stable_under_xdist(run, p
     assert spread.ret == serial.ret
 
 
-def _editread_summary(src: Path, dst: Path, change) -> Path:
+def _edit_summary(src: Path, dst: Path, change) -> Path:
     """A copy of shard ``src`` whose summary says something else (what another job could have run)."""
     shutil.copytree(src, dst)
     summary = read_summary(dst)
@@ -105,12 +105,12 @@ def test_merge_gates_refusals_and_incomplete_shards(run, pytester: pytest.Pytest
     cases = {
         "missing": ([p / "r1", p / "r2"], ["missing shard(s): 3/3"]),
         "twice": ([p / "r1", p / "r2", p / "r2", p / "r3"], ["shard 2/3 given 2 times"]),
-        "settings": ([p / "r1", p / "r2", _editread_summary(p / "r3", p / "x-model", other_model)],
+        "settings": ([p / "r1", p / "r2", _edit_summary(p / "r3", p / "x-model", other_model)],
                      ["settings differ: model is 'refuse' in", "but 'gpt-4o' in"]),
-        "selection": ([p / "r1", p / "r2", _editread_summary(p / "r3", p / "x-sel", other_selection)],
+        "selection": ([p / "r1", p / "r2", _edit_summary(p / "r3", p / "x-sel", other_selection)],
                       ["shards selected different cases"]),
-        "dataset": ([p / "r1", p / "r2", _editread_summary(p / "r3", p / "x-data", other_data)], ["dataset differs"]),
-        "not a shard": ([p / "r1", _editread_summary(p / "r2", p / "plain", lambda s: s.update(shard=None))],
+        "dataset": ([p / "r1", p / "r2", _edit_summary(p / "r3", p / "x-data", other_data)], ["dataset differs"]),
+        "not a shard": ([p / "r1", _edit_summary(p / "r2", p / "plain", lambda s: s.update(shard=None))],
                         ["plain: not a shard"]),
         "no run": ([p / "r1", p / "nowhere"], ["nowhere: no sab-summary.json"]),
     }

@@ -8,7 +8,7 @@ from typing import Protocol
 from sab_pytest.errors import UsageError
 from sab_pytest.models.transport import Transport, classify
 from sab_pytest.models.wire import CAUSE_BODY, CAUSE_SILENT, CAUSE_URL, is_completion, shorten, status_cause
-from sab_pytest.retry import RetryPolicy, wait
+from sab_pytest.retry import wait
 
 
 class Endpoint(Protocol):
@@ -46,11 +46,10 @@ def check_endpoint(model: Endpoint, timeout: float, attempts: int) -> None:
     where = f"the model API at {model.server}"
     chat = f"a chat completion for model {model.name!r}"
     params = {"model": model.name, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1}
-    again = RetryPolicy(base=min(1.0, timeout / 4), factor=1.0, jitter=1.0)  # a short, even pause
     problem, cause = "", ""
     for attempt in range(max(1, attempts)):
         if attempt:
-            wait(again.pause(attempt - 1))
+            wait(min(1.0, timeout / 4))  # one short pause: a check, not a call to ride out an outage
         try:
             body = model.transport.send(params, float(timeout))
         except openai.OpenAIError as exc:

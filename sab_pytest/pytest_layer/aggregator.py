@@ -3,7 +3,6 @@ case; at the end the summary, reports, JUnit properties, gates and exit status."
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -179,13 +178,7 @@ class Aggregator:
         self._say(f"sab: note: {text}")
 
     def _say(self, line: str, **markup: bool) -> None:
-        """One line on the terminal, on a line of its own (stderr when there is no terminal reporter)."""
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None:
-            sys.stderr.write(line + "\n")
-            return
-        _end_progress_line(reporter)
-        reporter.write_line(line, **markup)
+        terminal.say(self.config, line, **markup)
 
     def _meta(self, case_id: str) -> CaseMeta:
         if self._case_meta is None:
@@ -346,17 +339,6 @@ class Aggregator:
         if self.summary is not None:
             terminal.write_table(terminalreporter, self.summary, self.settings, html_written=self.html_written)
 
-
-
-def _end_progress_line(reporter: Any) -> None:
-    """Start a line of our own after pytest's progress characters (``..F``). ``ensure_newline`` does
-    not see them under xdist, whose progress is written without a current file."""
-    writer = getattr(reporter, "_tw", None)
-    written: int = getattr(writer, "width_of_current_line", 0) if writer is not None else 0
-    if written:
-        reporter.write("\n")
-    else:
-        reporter.ensure_newline()
 
 
 def _junit_suite_properties(config: pytest.Config, props: list[tuple[str, str]], redact: files.Redactor) -> None:

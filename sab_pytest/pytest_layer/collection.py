@@ -8,7 +8,7 @@ import pytest
 
 from sab_pytest import categories
 from sab_pytest.dataset import Case
-from sab_pytest.pytest_layer.state import is_case_item
+from sab_pytest.pytest_layer.state import case_of
 from sab_pytest.run import shard
 
 
@@ -35,14 +35,6 @@ def marks(case: Case) -> list[pytest.MarkDecorator]:
     return marks
 
 
-def _case_of(item: pytest.Item) -> Case | None:
-    """The case a benchmark item runs (its ``sab_case`` parameter); None for any other test."""
-    if not isinstance(item, pytest.Function) or not is_case_item(item):  # parametrized items are Functions
-        return None
-    case = item.callspec.params["sab_case"]
-    return case if isinstance(case, Case) else None
-
-
 class ShardFilter:
     """``--sab-shard K/N``: deselect the cases of the other shards, after ``-k``/``-m`` did theirs.
 
@@ -57,7 +49,7 @@ class ShardFilter:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        ids = {item.nodeid: case.id for item in items if (case := _case_of(item)) is not None}
+        ids = {item.nodeid: case.id for item in items if (case := case_of(item)) is not None}
         keep = shard.take(ids.values(), self.k, self.n)
         dropped = [item for item in items if item.nodeid in ids and ids[item.nodeid] not in keep]
         if dropped:

@@ -8,7 +8,7 @@ import atexit
 import gc
 from collections.abc import Collection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -21,6 +21,7 @@ from sab_pytest.pytest_layer.state import (
     RUN_STORE_KEY,
     RUNTIME,
     SETTINGS,
+    case_of,
     is_case_item,
 )
 from sab_pytest.pytest_layer.xdist_adapter import WorkerQueue, find_interactor
@@ -175,19 +176,14 @@ def check(record: StoredRecord) -> None:
         pytest.fail(f"{record['case']['id']}: {record['message']}", pytrace=False)
 
 
-def _case_of(item: pytest.Item) -> Case:
-    """The case of a case item (``is_case_item``: a test function parametrized over ``sab_case``)."""
-    return cast(Case, cast(pytest.Function, item).callspec.params["sab_case"])
-
-
 def start_runner(runtime: Runtime, session: pytest.Session,
                  skip: Collection[str] = frozenset()) -> CaseRunner[Case, StoredRecord]:
     """The process's case runner over the session's selected benchmark items (minus ``skip``, the
     resumed ones): under xdist, the worker's queue as it stands (``xdist.WorkerQueue``), which
     then gives away only cases the runner has not started; else every item, in order. Each
     running case leases its own engine in ``Runtime.evaluate``."""
-    cases = {i: _case_of(item) for i, item in enumerate(session.items) if is_case_item(item)}
-    cases = {i: case for i, case in cases.items() if case.sample_id not in skip}
+    cases = {i: case for i, item in enumerate(session.items)
+             if (case := case_of(item)) is not None and case.sample_id not in skip}
     queue: WorkerQueue | None = None
     interactor = None
     if hasattr(session.config, "workerinput"):

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from sab_pytest.dataset import Case
 from sab_pytest.results.record import StoredRecord
 from sab_pytest.settings import Settings
 
@@ -36,3 +37,11 @@ def is_case_item(item: pytest.Item) -> bool:
     """Whether ``item`` is a benchmark case (parametrized over ``sab_case``)."""
     callspec = getattr(item, "callspec", None)
     return callspec is not None and "sab_case" in callspec.params
+
+
+def case_of(item: pytest.Item) -> Case | None:
+    """The case a benchmark item runs (its ``sab_case`` parameter); None for any other test."""
+    if not isinstance(item, pytest.Function) or not is_case_item(item):  # parametrized items are Functions
+        return None
+    case = item.callspec.params["sab_case"]
+    return case if isinstance(case, Case) else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.results import files
@@ -9,7 +10,30 @@ from sab_pytest.results.table import OFFLINE_DEFAULT_NOTE, render_table
 from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
+    import pytest
+
     from sab_pytest.results.summary import Summary
+
+
+def say(config: pytest.Config, line: str, **markup: bool) -> None:
+    """One line on the terminal, on a line of its own (stderr when there is no terminal reporter)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        sys.stderr.write(line + "\n")
+        return
+    _end_progress_line(reporter)
+    reporter.write_line(line, **markup)
+
+
+def _end_progress_line(reporter: Any) -> None:
+    """Start a line of our own after pytest's progress characters (``..F``). ``ensure_newline`` does
+    not see them under xdist, whose progress is written without a current file."""
+    writer = getattr(reporter, "_tw", None)
+    written: int = getattr(writer, "width_of_current_line", 0) if writer is not None else 0
+    if written:
+        reporter.write("\n")
+    else:
+        reporter.ensure_newline()
 
 
 def judges_described(s: Settings) -> str:

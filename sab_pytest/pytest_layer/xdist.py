@@ -7,13 +7,12 @@ warning line) xdist's own.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sab_pytest.pytest_layer import xdist_adapter
+from sab_pytest.pytest_layer import terminal, xdist_adapter
 from sab_pytest.pytest_layer.state import CASE_ID, RUN_STORE_KEY
 from sab_pytest.settings import Settings
 
@@ -25,9 +24,9 @@ class CaseDistribution:
       its share of cases up front and lets an idle worker take over cases another has not started
       (``xdist_adapter.BenchmarkScheduling``); for a collection without benchmark cases it is
       xdist's own ``load`` scheduling. Any other ``--dist`` is left alone.
-    * When the installed xdist lacks what that relies on (``xdist_adapter.missing``, checked once
-      per run), xdist schedules on its own, the workers run no case ahead, and one warning line
-      says so, naming the version and the missing piece.
+    * When the installed xdist lacks what that relies on (``xdist_adapter.missing``, checked by
+      the controller and by each worker), xdist schedules on its own, the workers run no case
+      ahead, and one warning line says so, naming the version and the missing piece.
     * With the response cache off (``--sab-no-cache``), the run still makes each distinct model
       call once (the dataset repeats some instructions): its processes share a run store, a
       response cache in a temporary directory that lives as long as the run.
@@ -60,23 +59,15 @@ class CaseDistribution:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """Called once per run, before any worker is up: the check, then the scheduler."""
+        """Called once per run on the controller, as xdist builds its scheduler: the check of the
+        controller's xdist, then the scheduler (each worker checks its own, ``find_interactor``)."""
         problems = xdist_adapter.missing()
         if problems:
-            _warn(config, xdist_adapter.fallback_line(problems))
+            terminal.say(config, xdist_adapter.fallback_line(problems), yellow=True)
             return None
         if config.getvalue("dist") != "load":
             return None
         return xdist_adapter.BenchmarkScheduling(config, log, lambda nodeid: CASE_ID.search(nodeid) is not None)
-
-
-def _warn(config: pytest.Config, line: str) -> None:
-    """One line on the terminal (stderr without a terminal reporter), before any progress is written."""
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None:
-        sys.stderr.write(line + "\n")
-    else:
-        reporter.write_line(line, yellow=True)
 
 
 def stop_scheduling(config: pytest.Config, session: pytest.Session | None, message: str) -> None:

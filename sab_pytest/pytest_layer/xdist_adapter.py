@@ -15,8 +15,9 @@ queue without knowing that the runner may have started those cases: they would r
   requested cases the runner has not started, atomically under the runner's lock;
 * ``stop_controller_loop``: sets the controller loop's ``DSession.shouldstop`` (best effort).
 
-None of this is xdist's public API, so ``missing()`` checks, once per run and before any of it is
-used, that the installed xdist has exactly what the code here relies on: each name, each attribute
+None of this is xdist's public API, so ``missing()`` checks, before any of it is used (on the
+controller as xdist builds its scheduler, in each worker as its runner starts), that the installed
+xdist has exactly what the code here relies on: each name, each attribute
 its methods assign, each method's parameters (those we call and those we override). When anything
 is missing, the caller falls back to xdist's own scheduling and the workers run no case ahead
 (``find_interactor`` returns None): slower, never wrong, since a case is then started only by its own
