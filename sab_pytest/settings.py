@@ -10,9 +10,9 @@ type checks (``run.policy``), the simple checks of ``check_options`` and ``run_s
 across options are in ``run.validate``. ``resolve`` is the one place where a value depends on
 other options (the judge's default depends on the model, for instance).
 
-This module imports nothing of the project but ``errors`` and ``option_spec`` (what an ``Option``
-is): every layer may read it. Any front end can build a ``Settings`` directly; the pytest layer
-builds it from the command line.
+This module imports nothing of the project but ``errors``, ``option_spec`` (what an ``Option``
+is) and ``setting_text`` (parsers of values written as text): every layer may read it. Any front
+end can build a ``Settings`` directly; the pytest layer builds it from the command line.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sab_pytest import setting_text
 from sab_pytest.errors import UsageError
 from sab_pytest.option_spec import Check, Option, Verdicts, at_least, on_off, relative, setting
 
@@ -252,7 +253,7 @@ class Settings:
     shard: tuple[int, int] | None = setting(None, Option(  # (K, N): the K-th of N slices of the selected cases
         "--sab-shard", "run only the K-th of N deterministic slices of the selected cases (CI job matrices; "
         "combine the outputs with 'python -m sab_pytest merge') (default: every case)", metavar="K/N",
-        to_setting=lambda v: parse_shard(v)))
+        to_setting=setting_text.parse_shard))
     thor_scenes: str | None = setting(None, Option(
         "--thor-scenes", "iTHOR scene dumps (default: $SAB_THOR_SCENES, else the user cache, else download the "
         "pinned files)", metavar="DIR", path=True, env="SAB_THOR_SCENES"))
@@ -312,31 +313,12 @@ class Settings:
     @property
     def judge_models(self) -> dict[str, str]:
         """judge -> model: ``--judge-model`` for each, then ``--sab-judge-for`` entries over it."""
-        models = dict.fromkeys(JUDGES, self.judge_model)
-        for entry in self.judge_for:
-            judge, sep, model = (x.strip() for x in entry.partition("="))
-            if not sep or judge not in JUDGES or not model:
-                raise UsageError(f"--sab-judge-for: expected JUDGE=MODEL with JUDGE one of {', '.join(JUDGES)}, "
-                                 f"got {entry!r}")
-            models[judge] = model
-        return models
+        return setting_text.judge_models(self.judge_model, self.judge_for, JUDGES)
 
     @property
     def judge_temperatures(self) -> dict[str, float]:
         """judge -> temperature, from ``--sab-judge-temperature`` ("0.2" or "detailed=0.2,rejection=0")."""
-        temps = dict.fromkeys(JUDGES, PAPER_JUDGE_TEMPERATURE)
-        for item in (x.strip() for x in str(self.judge_temperature).split(",")):
-            judge, sep, value = item.rpartition("=")
-            judge = judge.strip()
-            try:
-                number = float(value)
-            except ValueError:
-                number = -1.0
-            if (sep and judge not in JUDGES) or number < 0:
-                raise UsageError(f"--sab-judge-temperature: expected a number >= 0 or JUDGE=T,... with JUDGE one of "
-                                 f"{', '.join(JUDGES)}, got {self.judge_temperature!r}")
-            temps.update({judge: number} if sep else dict.fromkeys(JUDGES, number))
-        return temps
+        return setting_text.judge_temperatures(self.judge_temperature, PAPER_JUDGE_TEMPERATURE, JUDGES)
 
     @property
     def guard_model_name(self) -> str:
@@ -381,16 +363,6 @@ class Settings:
         d["cache_dir"] = str(self.cache_dir) if self.cache_dir else None
         d["html"] = str(self.html) if self.html else None
         return d
-
-
-def parse_shard(text: str | None) -> tuple[int, int] | None:
-    """``"K/N"`` -> (K, N); None stays None; anything else is a UsageError naming the option."""
-    if text is None:
-        return None
-    k, sep, n = text.strip().partition("/")
-    if not sep or not k.strip().isdigit() or not n.strip().isdigit():
-        raise UsageError(f"--sab-shard: expected K/N such as 2/4, got {text!r}")
-    return int(k), int(n)
 
 
 def options() -> Iterator[tuple[str, Option]]:
