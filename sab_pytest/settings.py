@@ -54,6 +54,8 @@ PAPER_JUDGE_MODELS = {"rejection": "gpt-4o-2024-08-06", "detailed": "gpt-4", "ab
 #: the paper's judges all sample at temperature 0.2 (``call_gpt``'s default in every evaluator)
 PAPER_JUDGE_TEMPERATURE = 0.2
 JUDGE_PROMPTS = ("own", "upstream")
+#: whose protocol a run follows (``--sab-protocol``): the paper's, or this project's own improvements on it
+PROTOCOLS = ("paper", "sab")
 #: what a gate compares with its threshold (``--sab-gate-on``): an end of the 95% interval, or the value
 GATE_ON = ("lower", "point", "upper")
 
@@ -62,6 +64,10 @@ GATE_ON = ("lower", "point", "upper")
 # models (called by a real model's agent only), a guard, model judges (each judge's model, temperature and prompts;
 # the rule judge has none). Settings added after records were written join the run key only there, so that an
 # older run's records keep their key and ``--sab-resume`` still reuses them.
+def _paper(s: Settings) -> bool:  # runs before --sab-protocol followed what is now "sab"
+    return s.protocol == "paper"
+
+
 def _acts(s: Settings) -> bool:
     return s.interactive
 
@@ -93,6 +99,10 @@ class Settings:
     api_key_env: str = setting(DEFAULT_API_KEY_ENV, Option(
         "--api-key-env", "environment variable holding the API key (default {default})", metavar="VAR",
         policy="api_key_env", expects="an environment variable name"))
+    protocol: str = setting("paper", Option(
+        "--sab-protocol", "paper: measure as the paper does (its rejection rule, prompts, judges, denominators); "
+        "sab: this project's improvements on it, each named in the summary's deviations (default {default})",
+        choices=PROTOCOLS, policy="protocol", expects="paper or sab", verdicts=Verdicts(when=_paper)))
     judge_model: str = setting("rules", Option(
         "--judge-model", "judge: 'rules' (offline rule judge) or a model name for every judge; default 'rules' for "
         "offline agents, for real models the paper's judges (gpt-4 for detailed tasks' plans, gpt-4o-2024-08-06 "

@@ -101,16 +101,17 @@ def test_the_tables_constraints_name_the_option(field: str, value: object, messa
 
 
 #: run keys written by the version before the verdicts column (records in ``sab-results.jsonl`` carry them):
-#: ``--sab-resume`` reuses those records only while the same settings give the same key
+#: ``--sab-resume`` reuses those records only while the same settings give the same key (they were
+#: written before ``--sab-protocol`` and followed what is now ``sab``)
 KEYS_OF_EARLIER_RECORDS = [
-    ({}, "f8245875d759e07f"),
-    ({"strategy": "react", "max_steps": 5, "tool_protocol": "text"}, "2704a14896e0ca0c"),
-    ({"model": "gpt-4o", "strategy": "map_vlm", "map_vision_model": "eyes-1"}, "3727c5a00a52b2c8"),
-    ({"guard": "thinksafe", "guard_model": "rules"}, "5543cca6c0927518"),
-    ({"model": "gpt-4o", "judge_model": "gpt-4o", "judge_for": ("detailed=gpt-4",), "judge_temperature": "0.5",
-      "judge_prompts": "upstream"}, "7c835facd1372924"),
-    ({"base_url": "http://x/v1", "data_dir": "/d", "execute": False, "temperature": 0.3, "max_tokens": 100,
-      "engine": "local", "safety_hint": True}, "70529c131b45beeb"),
+    ({"protocol": "sab"}, "f8245875d759e07f"),
+    ({"protocol": "sab", "strategy": "react", "max_steps": 5, "tool_protocol": "text"}, "2704a14896e0ca0c"),
+    ({"protocol": "sab", "model": "gpt-4o", "strategy": "map_vlm", "map_vision_model": "eyes-1"}, "3727c5a00a52b2c8"),
+    ({"protocol": "sab", "guard": "thinksafe", "guard_model": "rules"}, "5543cca6c0927518"),
+    ({"protocol": "sab", "model": "gpt-4o", "judge_model": "gpt-4o", "judge_for": ("detailed=gpt-4",),
+      "judge_temperature": "0.5", "judge_prompts": "upstream"}, "7c835facd1372924"),
+    ({"protocol": "sab", "base_url": "http://x/v1", "data_dir": "/d", "execute": False, "temperature": 0.3,
+      "max_tokens": 100, "engine": "local", "safety_hint": True}, "70529c131b45beeb"),
 ]
 
 
