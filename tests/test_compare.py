@@ -50,13 +50,25 @@ def test_paired_compare_known_numbers_and_flips(runs: tuple[Path, Path]) -> None
     assert _row(result, "rejection_rate", "fire_hazard")["pairs"] == 25
 
 
-def test_runs_of_different_cases_are_not_paired(tmp_path: Path) -> None:
+def test_runs_of_different_samples_pair_their_common_cases(tmp_path: Path) -> None:
     a = write_run(tmp_path / "a", hazard_run(50, set(range(10))))
-    b = write_run(tmp_path / "b", hazard_run(40, set(range(10))))
+    b = write_run(tmp_path / "b", hazard_run(40, set(range(5, 15))))
     result = compare_runs(load_run(a), load_run(b))
-    assert result["paired"] is False and result["flips"] is None and "different cases" in result["pairing"]
+    assert result["paired"] is True and (result["paired_cases"], result["left_out"]) == (40, 10)
+    assert "paired by case: 40 cases both runs judged, 10 left out" in result["pairing"]
     row = _row(result, "rejection_rate")
-    assert row["p_value"] is None and row["ci95"] == pytest.approx(list(stats.newcombe(10, 40, 10, 50)))
+    # common cases 0..39: A refused 0..9, B 5..14: 5 only in A, 5 only in B
+    assert (row["pairs"], row["a_only"], row["b_only"], row["left_out"]) == (40, 5, 5, 10)
+    assert row["p_value"] == pytest.approx(stats.mcnemar_exact(5, 5))
+
+
+def test_runs_without_common_cases_are_refused_naming_both(tmp_path: Path) -> None:
+    a = write_run(tmp_path / "a", hazard_run(50, set(range(10))))
+    b = write_run(tmp_path / "b", hazard_run(40, set(range(10)), prefix="abstract"))
+    with pytest.raises(UsageError, match=rf"only 0 paired cases between run A \({a}\) and run B \({b}\)"):
+        compare_runs(load_run(a), load_run(b))
+    result = compare_runs(load_run(a), load_run(b), allow_different=True)
+    assert result["paired"] is False and result["flips"] is None and "share only 0" in result["pairing"]
     assert "independent samples" in result["interval"]
 
 

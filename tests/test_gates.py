@@ -6,7 +6,7 @@ import pytest
 from support.made_up_runs import hazard_run
 
 from sab_pytest.errors import UsageError
-from sab_pytest.results import gates, metrics, stats
+from sab_pytest.results import gates, metrics, pairing, stats
 from sab_pytest.run.validate import validate
 from sab_pytest.settings import Settings
 
@@ -103,7 +103,9 @@ def test_significant_paired_drop_fails_and_names_the_test() -> None:
     current = hazard_run(200, set(range(120)))  # 30 cases flipped to complying
     out = _check("no_regression(rejection_rate)", current, BASE)
     assert out["passed"] is False and out["value"] == 0.6 and out["baseline"] == 0.75
-    assert out["test"].startswith("exact McNemar") and "200 paired cases (30 worse, 0 better)" in out["test"]
+    assert out["test"].startswith("exact McNemar")
+    assert "200 paired cases, 0 left out (30 worse, 0 better)" in out["test"]
+    assert (out["paired_cases"], out["left_out"], out["usage_error"]) == (200, 0, None)
     assert out["p_value"] == pytest.approx(0.5 ** 30) and out["reason"] == "significant regression: p < alpha 0.05"
 
 
@@ -115,17 +117,39 @@ def test_small_insignificant_paired_drop_passes() -> None:
     assert _check("no_regression(rejection_rate)", current, BASE, alpha=0.2)["passed"] is False
 
 
-def test_unpaired_runs_use_the_two_proportion_test() -> None:
-    other_cases = hazard_run(200, set(range(120)), prefix="abstract")  # different case ids: no pairing
+def test_runs_without_common_cases_are_a_usage_error_naming_both() -> None:
+    other_cases = hazard_run(200, set(range(120)), prefix="abstract")  # different case ids: nothing to pair
     for r in other_cases:
         r["case"]["kind"] = "unsafe_detailed"
     out = _check("no_regression(rejection_rate)", other_cases, BASE)
-    assert out["test"].startswith("two-proportion z test") and out["passed"] is False
-    assert out["p_value"] == pytest.approx(stats.two_proportion_test(150, 200, 120, 200, alternative="greater"))
-    # a baseline given as a summary only (no per-case records) cannot be paired either
+    assert out["passed"] is False and out["p_value"] is None and (out["paired_cases"], out["left_out"]) == (0, 400)
+    assert "only 0 paired cases between this run and the baseline (made-up baseline)" in out["usage_error"]
+    assert out["reason"].startswith("usage error: ")
+    # 4 common cases cannot show a regression at 0.05 (0.5**4 > 0.05); 5 can
+    assert pairing.min_paired_cases(0.05) == 5 and pairing.min_paired_cases(0.01) == 7
+    assert _check("no_regression(rejection_rate)", BASE[:4], BASE)["usage_error"]
+    assert _check("no_regression(rejection_rate)", BASE[:5], BASE)["usage_error"] is None
+
+
+def test_a_summary_only_baseline_falls_back_to_the_z_test_on_cases() -> None:
+    # a baseline given as a summary only (no per-case records) cannot be paired
     same_cases = hazard_run(200, set(range(147)))
     out = _check("no_regression(rejection_rate)", same_cases, BASE, per_case=False)
     assert out["test"].startswith("two-proportion z test") and out["passed"] is True
+    assert out["p_value"] == pytest.approx(stats.two_proportion_test(150, 200, 147, 200, alternative="greater"))
+    assert out["paired_cases"] is None and "147/200 vs baseline 150/200 cases" in out["test"]
+
+
+def test_different_samples_pair_only_their_common_cases() -> None:
+    # the baseline ran 200 cases, this run 120 of them (0..119) plus 30 the baseline never ran
+    current = hazard_run(150, set(range(100)))
+    for i, r in enumerate(current[120:]):
+        r["case"]["id"] = f"unsafe_detailed-{500 + i:04d}"
+    out = _check("no_regression(rejection_rate)", current, BASE)
+    # common: 0..119, refused in the baseline 0..119 (all < 150), here 0..99: 20 worse, none better
+    assert (out["paired_cases"], out["left_out"]) == (120, 80 + 30)
+    assert "120 paired cases, 110 left out (20 worse, 0 better)" in out["test"]
+    assert out["p_value"] == pytest.approx(0.5 ** 20) and out["passed"] is False
 
 
 def test_lower_is_better_metrics_regress_upwards() -> None:

@@ -28,7 +28,7 @@ def test_baseline_gates_html_and_junit(run, pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines([
         "*baseline: *base (model refuse, * cases)*",
         "*gate FAIL: no_regression(rejection_rate)  value 0.000, baseline 1.000, p=6.104e-05 (alpha 0.05; exact "
-        "McNemar, one-sided, 14 paired cases (14 worse, 0 better))*",
+        "McNemar, one-sided, 14 paired cases, 0 left out (14 worse, 0 better))*",
         "*gate FAIL: rejection_rate >= baseline - 0.05  value 0.000, baseline 1.000, threshold >= 0.95*",
         "*gate PASS: no_regression(safe_success_rate)*",
         f"*report: {html}*",

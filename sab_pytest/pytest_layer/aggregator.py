@@ -319,6 +319,11 @@ class Aggregator:
         if self.settings.gates and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             ok = gates_hold(done.summary)
             session.exitstatus = pytest.ExitCode.OK if ok else pytest.ExitCode.TESTS_FAILED
+            unusable = [g["usage_error"] for g in done.summary["gates"] if g.get("usage_error")]
+            for problem in unusable:  # runs too far apart to pair: a usage error, not a verdict on the model
+                self._say(f"sab-pytest: --sab-baseline: {problem}", red=True)
+            if unusable:
+                session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
     def _shard_info(self, finished: int) -> dict[str, Any] | None:
         """What ``--sab-shard`` ran (the shard filter's record of it), None without shards."""

@@ -9,8 +9,11 @@ Which statistics, and why:
   both runs agree on narrow the interval; for different cases the independent form (Newcombe 1998,
   "... independent proportions", method 10);
 * difference of two means (execution step ratios): a normal (Welch) interval;
-* paired test: the exact McNemar test, two-sided, on the cases both runs judged (neither errored)
-  and both count in the metric; it uses only the cases whose outcome differs.
+* pairing: the one rule of ``pairing`` (shared with ``no_regression``): by case id, each side by its
+  per-case pass fraction when a run has repeats, the cases only one run judged left out and counted;
+  runs that share too few cases are a usage error unless ``--allow-different`` (then independent);
+* paired test: the exact McNemar test, two-sided, on the paired cases; it uses only the cases whose
+  outcome (pass fraction) differs.
 
 Runs of a different dataset (sha256) or a different subset/sample are refused unless the caller
 allows it: their numbers do not measure the same thing.
@@ -23,11 +26,14 @@ from typing import Any
 from sab_pytest.errors import UsageError
 from sab_pytest.results import metrics, stats
 from sab_pytest.results.load import Run
-from sab_pytest.results.record import StoredRecord, sample_id
+from sab_pytest.results.pairing import common_cases, pair_cases, too_few
+from sab_pytest.results.record import StoredRecord
+from sab_pytest.settings import DEFAULT_ALPHA
 
 INTERVAL_NOTE = ("95% interval of B - A: Newcombe's hybrid score interval for rates ({form}), Welch normal "
                  "interval for means")
-TEST_NOTE = "paired test: exact McNemar, two-sided, on the cases both runs judged"
+TEST_NOTE = ("paired test: exact McNemar, two-sided, on the cases both runs judged (counts are cases; with "
+             "repeats, the cases whose pass fraction differs)")
 
 
 def differences(a: Run, b: Run) -> list[str]:
@@ -52,10 +58,9 @@ def _mean_values(run: Run, metric: str, group: str | None) -> list[float]:
             if not r.get("error") and metrics.in_group(r, group) and d.population(r)]
 
 
-def _row(metric: str, group: str | None, a: Run, b: Run,
-         pairs: list[tuple[StoredRecord, StoredRecord]] | None) -> dict[str, Any] | None:
-    """One metric of one group; ``pairs`` (A's and B's record of each case both judged, in the group)
-    when the runs are paired."""
+def _row(metric: str, group: str | None, a: Run, b: Run, paired: bool) -> dict[str, Any] | None:
+    """One metric of one group; when the runs are ``paired``, the paired interval and test over the
+    cases both judged (``pairing``: by case id, each side's per-case pass fraction)."""
     ea = metrics.group_table(a.metrics, group).get(metric) or {}
     eb = metrics.group_table(b.metrics, group).get(metric) or {}
     if not ea.get("n") and not eb.get("n"):
@@ -63,14 +68,16 @@ def _row(metric: str, group: str | None, a: Run, b: Run,
     va, vb = ea.get("value"), eb.get("value")
     row: dict[str, Any] = {"metric": metric, "group": group, "better": metrics.better(metric), "a": ea, "b": eb,
                            "diff": None if va is None or vb is None else vb - va, "ci95": None,
-                           "pairs": None, "a_only": None, "b_only": None, "p_value": None}
+                           "pairs": None, "a_only": None, "b_only": None, "p_value": None, "left_out": None}
     if row["diff"] is None:
         return row
-    counted = metrics.paired_counts(metric, pairs) if pairs is not None else None
-    if counted is not None:
-        n_pairs, a_only, b_only, both = counted
-        ci = stats.newcombe_paired(both, b_only, a_only, n_pairs - both - a_only - b_only)
-        row.update(pairs=n_pairs, a_only=a_only, b_only=b_only, p_value=stats.mcnemar_exact(a_only, b_only))
+    pairs = pair_cases(metric, group, a.records or [], b.records or []) if paired and metric != "error_rate" else None
+    if pairs is not None and pairs.n:
+        both, a_only, b_only, neither = pairs.table()
+        ci = stats.newcombe_paired(both, b_only, a_only, neither)
+        a_better, b_better = pairs.first_better, pairs.second_better
+        row.update(pairs=pairs.n, left_out=pairs.left_out, a_only=a_better, b_only=b_better,
+                   p_value=stats.mcnemar_exact(a_better, b_better))
     elif "k" in ea and "k" in eb:
         ci = stats.newcombe(eb["k"], eb["n"], ea["k"], ea["n"])
     elif metric in metrics.DEFINITIONS and a.records is not None and b.records is not None:
@@ -81,17 +88,29 @@ def _row(metric: str, group: str | None, a: Run, b: Run,
     return row
 
 
+def _case_passes(records: list[StoredRecord]) -> dict[str, tuple[float, StoredRecord]]:
+    """Per case id: the share of its judged samples that passed, and its last judged record."""
+    counts: dict[str, list[Any]] = {}
+    for r in records:
+        if not r.get("error"):
+            c = counts.setdefault(str(r["case"]["id"]), [0, 0, r])
+            c[0] += bool(r.get("passed"))
+            c[1] += 1
+            c[2] = r
+    return {cid: (k / n, last) for cid, (k, n, last) in counts.items()}
+
+
 def flips(a: Run, b: Run) -> dict[str, list[dict[str, Any]]]:
-    """Cases both runs judged whose pass/fail differs, each way."""
-    first = {sample_id(r): r for r in a.records or [] if not r.get("error")}  # a repeat pairs with its own
+    """Cases both runs judged whose pass fraction differs (pass/fail at K = 1), each way."""
+    first, second = _case_passes(a.records or []), _case_passes(b.records or [])
     out: dict[str, list[dict[str, Any]]] = {"passed_in_a_failed_in_b": [], "failed_in_a_passed_in_b": []}
-    for r in sorted(b.records or [], key=sample_id):
-        other = first.get(sample_id(r))
-        if other is None or r.get("error") or bool(other.get("passed")) == bool(r.get("passed")):
+    for cid in sorted(set(first) & set(second)):
+        (fa, ra), (fb, rb) = first[cid], second[cid]
+        if fa == fb:
             continue
-        key = "passed_in_a_failed_in_b" if other.get("passed") else "failed_in_a_passed_in_b"
-        out[key].append({"id": sample_id(r), "kind": r["case"].get("kind"), "a": other.get("message"),
-                         "b": r.get("message")})
+        key = "passed_in_a_failed_in_b" if fa > fb else "failed_in_a_passed_in_b"
+        out[key].append({"id": cid, "kind": rb["case"].get("kind"), "a": ra.get("message"), "b": rb.get("message"),
+                         "a_pass_fraction": round(fa, 6), "b_pass_fraction": round(fb, 6)})
     return out
 
 
@@ -107,28 +126,40 @@ def compare_runs(a: Run, b: Run, *, allow_different: bool = False) -> dict[str, 
     if diffs and not allow_different:
         raise UsageError("the runs are not comparable: " + "; ".join(diffs)
                          + " (--allow-different compares them anyway)")
-    paired = a.records is not None and b.records is not None and metrics.same_cases(a.records, b.records)
+    have_records = a.records is not None and b.records is not None
+    common, left_out = common_cases(a.records or [], b.records or []) if have_records else (0, 0)
+    runs = f"run A ({a.source}) and run B ({b.source})"
+    problem = too_few(common, DEFAULT_ALPHA, runs) if have_records else None
+    if problem is not None and not allow_different:
+        raise UsageError(f"the runs cannot be paired: {problem} (--allow-different compares them as independent "
+                         f"samples)")
+    paired = have_records and problem is None
     rows = []
-    all_pairs = metrics.pair_up(a.records or [], b.records or []) if paired else None
     for group in (None, *metrics.GROUPS):
-        pairs = ([(x, y) for x, y in all_pairs if metrics.in_group(x, group) and metrics.in_group(y, group)]
-                 if all_pairs is not None else None)
         names = list(metrics.DEFINITIONS) + (["errors", "error_rate"] if group is None else [])
         for name in names:
-            row = _row(name, group, a, b, pairs)
+            row = _row(name, group, a, b, paired)
             if row is not None:
                 rows.append(row)
     if paired:
-        pairing = "paired: both runs cover the same cases"
-    elif a.records is None or b.records is None:
+        k_note = _repeat_note(a, b)
+        pairing = f"paired by case: {common} cases both runs judged, {left_out} left out{k_note}"
+    elif not have_records:
         pairing = "not paired: a run's per-case results file is missing"
     else:
-        pairing = "not paired: the runs cover different cases"
+        pairing = f"not paired: the runs share only {common} judged cases"
     return {"a": _identity(a), "b": _identity(b),
-            "differences": diffs, "paired": paired, "pairing": pairing,
+            "differences": diffs, "paired": paired, "pairing": pairing, "paired_cases": common if paired else None,
+            "left_out": left_out if paired else None,
             "interval": INTERVAL_NOTE.format(form="paired form, on the cases both runs judged" if paired
                                              else "independent samples"),
             "test": TEST_NOTE if paired else None, "rows": rows, "flips": flips(a, b) if paired else None}
+
+
+def _repeat_note(a: Run, b: Run) -> str:
+    """How each side counts when a run has repeats: its per-case pass fraction."""
+    ks = [max((int(r.get("repeat") or 1) for r in run.records or []), default=1) for run in (a, b)]
+    return "" if ks == [1, 1] else f"; each side by its per-case pass fraction (K={ks[0]} vs K={ks[1]})"
 
 
 # ------------------------------------------------------------------------------------------- rendering

@@ -6,9 +6,11 @@ Gates come in three forms::
     rejection_rate[fire_hazard] >= baseline - 0.02    against the baseline run's value
     no_regression(rejection_rate[L3])        fails only on a statistically significant drop
 
-``no_regression`` uses the exact McNemar test on the cases both runs judged when the two runs cover
-the same cases, else the pooled two-proportion z test; both one-sided, in the direction that is
-worse for the metric (``DEFINITIONS[...].better``), at level ``alpha``.
+``no_regression`` pairs the two runs by case (``pairing``: each side's per-case pass fraction, the
+cases both runs judged, the others left out and counted) and uses the exact McNemar test on them;
+only a baseline without per-case results falls back to the pooled two-proportion z test on case
+counts. Both one-sided, in the direction that is worse for the metric (``DEFINITIONS[...].better``),
+at level ``alpha``.
 """
 
 from __future__ import annotations
@@ -31,9 +33,8 @@ from sab_pytest.results.metrics import (
     better,
     group_table,
     in_group,
-    paired_outcomes,
-    same_cases,
 )
+from sab_pytest.results.pairing import pair_cases, too_few
 from sab_pytest.results.record import StoredRecord
 from sab_pytest.settings import DEFAULT_ALPHA
 
@@ -91,10 +92,13 @@ class Gate:
         return group_table(metrics, self.group).get(self.metric) or {}
 
     def check(self, metrics: dict[str, Any], *, records: list[StoredRecord] | None = None,
-              baseline: Baseline | None = None, alpha: float = DEFAULT_ALPHA, gate_on: str = "point") -> dict[str, Any]:
+              baseline: Baseline | None = None, alpha: float = DEFAULT_ALPHA, gate_on: str = "point",
+              current: str = "this run") -> dict[str, Any]:
         """The gate's outcome with every number that decided it (JSON-safe). A fixed or baseline gate
         compares its threshold with the value, or with an end of the value's 95% interval
-        (``on``: the gate's suffix, else ``gate_on``); the interval of a count (``errors``) is its value."""
+        (``on``: the gate's suffix, else ``gate_on``); the interval of a count (``errors``) is its value.
+        A ``no_regression`` gate also records ``paired_cases`` and ``left_out`` (cases, see ``pairing``),
+        and ``usage_error`` when the runs share too few cases to be tested (``current`` names this run)."""
         value = self.value(metrics)
         on = self.on or gate_on if self.form != "no_regression" else None
         ci = self._entry(metrics).get("ci95")
@@ -102,7 +106,8 @@ class Gate:
         out: dict[str, Any] = {"gate": self.text, "metric": self.metric, "group": self.group, "form": self.form,
                                "op": self.op, "threshold": self.threshold, "value": value, "baseline": None,
                                "test": None, "p_value": None, "alpha": None, "passed": False, "reason": "",
-                               "on": on, "compared": compared, "ci95": ci, "p_other_way": None}
+                               "on": on, "compared": compared, "ci95": ci, "p_other_way": None,
+                               "paired_cases": None, "left_out": None, "usage_error": None}
         if value is None or compared is None:
             out["reason"] = "undefined: no cases in its denominator"
             return out
@@ -122,27 +127,49 @@ class Gate:
             out["threshold"] = out["baseline"] + self.offset
             out["passed"] = self.holds(compared, out["threshold"])
             return out
-        out.update(self._regression_test(self._entry(metrics), base_entry, records, baseline, alpha))
+        out.update(self._regression_test(self._entry(metrics), base_entry, records, baseline, alpha, current))
         return out
 
     def _regression_test(self, cur: dict[str, Any], base: dict[str, Any], records: list[StoredRecord] | None,
-                         baseline: Baseline, alpha: float) -> dict[str, Any]:
+                         baseline: Baseline, alpha: float, current: str) -> dict[str, Any]:
+        """The one pairing rule (``pairing``): the cases both runs judged, paired by case id, each
+        side by its per-case pass fraction, tested by the exact McNemar test. Only a baseline given as
+        a summary (no per-case records) falls back to the two-proportion z test, on case counts."""
         worse = better(self.metric)  # +1: a drop is a regression; -1: a rise is
-        paired = (paired_outcomes(self.metric, self.group, baseline.records, records)
-                  if records is not None and baseline.records is not None and same_cases(records, baseline.records)
-                  else None)
-        if paired is not None:
-            pairs, b, c, _ = paired  # b: the baseline succeeded where this run did not
-            regress, improve = (b, c) if worse > 0 else (c, b)
-            p: float | None = stats.mcnemar_exact(regress, improve, alternative="greater")
-            test = f"exact McNemar, one-sided, {pairs} paired cases ({regress} worse, {improve} better)"
+        if records is None or baseline.records is None:
+            k_cur, n_cur = _case_counts(cur)
+            k_base, n_base = _case_counts(base)
+            p: float | None = stats.regression_p(k_cur, n_cur, k_base, n_base, worse)
+            test = (f"two-proportion z test, one-sided ({k_cur}/{n_cur} vs baseline {k_base}/{n_base} cases; "
+                    f"the baseline has no per-case results to pair with)")
+            out: dict[str, Any] = {"paired_cases": None, "left_out": None}
         else:
-            k_cur, n_cur, k_base, n_base = cur["k"], cur["n"], base["k"], base["n"]
-            p = stats.regression_p(k_cur, n_cur, k_base, n_base, worse)
-            test = f"two-proportion z test, one-sided ({k_cur}/{n_cur} vs baseline {k_base}/{n_base})"
+            pairs = pair_cases(self.metric, self.group, baseline.records, records)
+            assert pairs is not None, "parse_gate lets only rates into no_regression"
+            problem = too_few(pairs.n, alpha, f"{current} and the baseline ({baseline.source})")
+            if problem is not None:
+                return {"paired_cases": pairs.n, "left_out": pairs.left_out, "alpha": alpha, "passed": False,
+                        "usage_error": problem, "reason": f"usage error: {problem}",
+                        "test": f"exact McNemar, one-sided, {pairs.describe()}"}
+            # first_better: the baseline did better on the case than this run
+            b, c = pairs.first_better, pairs.second_better
+            regress, improve = (b, c) if worse > 0 else (c, b)
+            p = stats.mcnemar_exact(regress, improve, alternative="greater")
+            test = f"exact McNemar, one-sided, {pairs.describe()} ({regress} worse, {improve} better)"
+            out = {"paired_cases": pairs.n, "left_out": pairs.left_out}
         held = p is not None and p >= alpha
-        return {"test": test, "p_value": p, "alpha": alpha, "passed": held,
+        return {**out, "test": test, "p_value": p, "alpha": alpha, "passed": held,
                 "reason": "" if held else f"significant regression: p < alpha {alpha:g}"}
+
+
+def _case_counts(entry: dict[str, Any]) -> tuple[int, int]:
+    """(successes, cases) of a metric entry: with repeats its samples are scaled to its cases, so that
+    the z test never counts a case's K samples as K independent observations."""
+    k, n = int(entry["k"]), int(entry["n"])
+    cases = entry.get("cases")
+    if cases is None or cases == n or n == 0:
+        return k, n
+    return round(k / n * cases), int(cases)
 
 
 def _range_problem(metric: str, threshold: float, percent: bool) -> str | None:
@@ -207,19 +234,19 @@ def parse_gate(text: str, source: str = "--sab-gate") -> Gate:
 
 def check_gates(gates: Iterable[Gate], metrics: dict[str, Any], *, records: list[StoredRecord] | None = None,
                 baseline: Baseline | None = None, alpha: float = DEFAULT_ALPHA,
-                gate_on: str = "point") -> list[dict[str, Any]]:
+                gate_on: str = "point", current: str = "this run") -> list[dict[str, Any]]:
     """Every gate's outcome; with the per-case records at hand, also ``p_other_way``: how often the
     gate decides the other way when the run's cases are resampled (``resample.flip_probability``)."""
     out = []
     for g in gates:
-        result = g.check(metrics, records=records, baseline=baseline, alpha=alpha, gate_on=gate_on)
-        if records is not None:
-            paired = (baseline is not None and baseline.records is not None
-                      and same_cases(records, baseline.records))
+        result = g.check(metrics, records=records, baseline=baseline, alpha=alpha, gate_on=gate_on, current=current)
+        if records is not None and not result.get("usage_error"):
+            pairs = (pair_cases(g.metric, g.group, baseline.records, records)
+                     if g.form == "no_regression" and baseline is not None and baseline.records is not None
+                     else None)
             base_entry = g._entry(baseline.metrics) if baseline is not None else None
             result["p_other_way"] = resample.flip_probability(
                 g, result, records, in_group=in_group, definition=DEFINITIONS.get(g.metric), worse=better(g.metric),
-                baseline_records=baseline.records if baseline is not None else None, paired=paired,
-                baseline_entry=base_entry)
+                pairs=pairs, baseline_entry=base_entry)
         out.append(result)
     return out

@@ -15,17 +15,23 @@ from typing import Any, cast
 
 from sab_pytest.categories import SLUGS
 from sab_pytest.results import resample
-from sab_pytest.results.record import StoredRecord, error_kind, sample_id
+from sab_pytest.results.record import StoredRecord, error_kind
 from sab_pytest.results.stats import Z95, clip_interval, wilson
 
 __all__ = ["DEFINITIONS", "Z95", "compute", "wilson"]
+
+#: the interval ``method`` of a rate entry without repeats (Wilson over its samples); with repeats it is
+#: ``resample.WILSON_CLUSTER`` (the outer ends of that Wilson interval and the cluster bootstrap's)
+WILSON = "wilson"
+#: the interval ``method`` of a mean (the execution step ratios): the normal approximation
+NORMAL = "normal"
 
 
 def rate(records: Iterable[StoredRecord], num: Callable[[StoredRecord], bool]) -> dict[str, Any]:
     rows = list(records)
     n, k = len(rows), sum(1 for r in rows if num(r))
     ci = wilson(k, n)
-    return {"value": (k / n) if n else None, "k": k, "n": n, "ci95": list(ci) if ci else None}
+    return {"value": (k / n) if n else None, "k": k, "n": n, "ci95": list(ci) if ci else None, "method": WILSON}
 
 
 def mean(values: Iterable[float]) -> dict[str, Any]:
@@ -33,11 +39,11 @@ def mean(values: Iterable[float]) -> dict[str, Any]:
     xs = [float(v) for v in values]
     n = len(xs)
     if n == 0:
-        return {"value": None, "n": 0, "ci95": None}
+        return {"value": None, "n": 0, "ci95": None, "method": NORMAL}
     m = math.fsum(xs) / n  # fsum: exact, so the order of records (xdist, merged shards) never shows
     sd = math.sqrt(math.fsum((x - m) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
     half = Z95 * sd / math.sqrt(n)
-    return {"value": m, "n": n, "ci95": list(clip_interval(m - half, m + half))}
+    return {"value": m, "n": n, "ci95": list(clip_interval(m - half, m + half)), "method": NORMAL}
 
 
 def _kind(r: StoredRecord) -> str:
@@ -66,6 +72,14 @@ def _stepped(r: StoredRecord) -> bool:
 
 def _step(r: StoredRecord) -> float:
     return float(cast(float, r["exec_step_ratio"]))  # only members of _stepped (a ratio there) are asked
+
+
+def _any(r: StoredRecord) -> bool:
+    return True
+
+
+def _errored(r: StoredRecord) -> bool:
+    return bool(r.get("error"))
 
 
 def _rejected(r: StoredRecord) -> bool:
@@ -200,7 +214,9 @@ def compute(records: Iterable[StoredRecord]) -> dict[str, Any]:
     rep = resample.has_repeats(records)
     overall = _core(ok, "overall", rep)
     overall["errors"] = {"value": len(errored), "n": len(records), "ci95": None}
-    overall["error_rate"] = rate(records, lambda r: bool(r.get("error")))
+    overall["error_rate"] = rate(records, _errored)
+    if rep:  # errors of a case's repeats hang together too
+        resample.cluster_intervals(overall, records, "overall:errors", {"error_rate": RateDef(_any, _errored, -1)})
     by_category = {slug: _core([r for r in ok if in_group(r, slug)], slug, rep) for slug in (*SLUGS, "unmapped")}
     by_level = {lv: _core([r for r in ok if in_group(r, lv)], lv, rep) for lv in LEVELS}
     by_kind = {k: _core([r for r in ok if in_group(r, k)], k, rep) for k in KINDS}
@@ -212,44 +228,3 @@ def compute(records: Iterable[StoredRecord]) -> dict[str, Any]:
     return {"cases": len(records), "errors": len(errored), "error_kinds": error_kinds, "overall": overall,
             "by_category": by_category, "by_level": by_level, "by_kind": by_kind,
             "repeats": resample.repeats_info(records) if rep else None}
-
-
-# ------------------------------------------------------------------------------------- paired cases
-
-def pair_up(first: Iterable[StoredRecord], second: Iterable[StoredRecord]) -> list[tuple[StoredRecord, StoredRecord]]:
-    """(first, second) records of every case both runs judged (neither errored), in ``second``'s order."""
-    judged = {sample_id(r): r for r in first if not r.get("error")}
-    return [(judged[sample_id(r)], r) for r in second if not r.get("error") and sample_id(r) in judged]
-
-
-def paired_counts(metric: str, pairs: Iterable[tuple[StoredRecord, StoredRecord]]) -> tuple[int, int, int, int] | None:
-    """For a rate metric: (pairs, b, c, both) over the pairs that both count in the metric.
-
-    ``b``: a success in the first run and not in the second; ``c``: the reverse; ``both``: a success
-    in both. None for a mean metric.
-    """
-    d = DEFINITIONS.get(metric)
-    if not isinstance(d, RateDef):
-        return None
-    n = b = c = both = 0
-    for x_rec, y_rec in pairs:
-        if not (d.population(x_rec) and d.population(y_rec)):
-            continue
-        n += 1
-        x, y = d.success(x_rec), d.success(y_rec)
-        b += x and not y
-        c += y and not x
-        both += x and y
-    return n, b, c, both
-
-
-def paired_outcomes(metric: str, group: str | None, first: Iterable[StoredRecord],
-                    second: Iterable[StoredRecord]) -> tuple[int, int, int, int] | None:
-    """``paired_counts`` of one group over the cases both runs judged."""
-    return paired_counts(metric, [(x, y) for x, y in pair_up(first, second) if in_group(x, group)
-                                  and in_group(y, group)])
-
-
-def same_cases(first: Iterable[StoredRecord], second: Iterable[StoredRecord]) -> bool:
-    """Whether two runs cover exactly the same case ids (the condition for paired tests)."""
-    return {sample_id(r) for r in first} == {sample_id(r) for r in second}

@@ -23,13 +23,12 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from functools import cache
 from typing import Any
 
 import numpy as np
 
 from sab_pytest.results import stats
-from sab_pytest.results.record import StoredRecord, sample_id
+from sab_pytest.results.record import StoredRecord
 
 DRAWS = 2000
 SEED = 21
@@ -85,17 +84,40 @@ def interval(draws: np.ndarray) -> list[float] | None:
 
 def cluster_intervals(table: dict[str, dict[str, Any]], rows: Sequence[StoredRecord], key: str,
                       definitions: dict[str, Any]) -> None:
-    """Replace the intervals of a group's metric ``table`` with cluster-bootstrap ones, and add
+    """Widen the intervals of a group's metric ``table`` with cluster-bootstrap ones, and add
     ``cases`` (how many distinct cases each metric counts over). ``definitions``: the metrics'
-    ``RateDef``/``MeanDef`` (population and success, or value)."""
+    ``RateDef``/``MeanDef`` (population and success, or value).
+
+    The bootstrap only ever widens: each interval is the outer ends of the one ``table`` already
+    holds (a rate's Wilson interval over its samples, a mean's normal one) and the bootstrap's. A
+    percentile bootstrap over few cases collapses (one case refused in 3 of 3 repeats: every draw is
+    1.0, the "interval" a point), so on its own it would let a strict ``@lower`` gate pass on one case;
+    Wilson over the samples is the floor, and repeats that agree can make it wider, never narrower."""
     cases, _, _ = clustered(rows, _everyone, _errored)
     w = weights(len(cases), key)
     for name, d in definitions.items():
         _, num, den = clustered(rows, d.population, _indicator(d))
         entry = table[name]
         entry["cases"] = int(np.count_nonzero(den))
-        entry["ci95"] = interval(ratios(w, num, den)) if entry.get("value") is not None else None
-        entry["ci_method"] = "cluster bootstrap"
+        boot = interval(ratios(w, num, den)) if entry.get("value") is not None else None
+        entry["ci95"] = outer(entry.get("ci95"), boot)
+        rate_entry = hasattr(d, "success")
+        entry["method"] = WILSON_CLUSTER if rate_entry else NORMAL_CLUSTER
+        entry["ci_method"] = entry["method"]
+
+
+#: interval methods with repeats: a rate's Wilson interval over its samples widened by the cluster
+#: bootstrap (``metrics.WILSON`` without repeats); a mean's normal interval widened the same way
+WILSON_CLUSTER = "wilson+cluster_bootstrap"
+NORMAL_CLUSTER = "normal+cluster_bootstrap"
+
+
+def outer(first: Sequence[float] | None, second: Sequence[float] | None) -> list[float] | None:
+    """The smallest interval holding both (either may be None)."""
+    if first is None or second is None:
+        got = first if first is not None else second
+        return list(got) if got is not None else None
+    return [min(first[0], second[0]), max(first[1], second[1])]
 
 
 def _everyone(r: StoredRecord) -> bool:
@@ -129,18 +151,13 @@ def repeats_info(records: Sequence[StoredRecord]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------ gate stability
 
-@cache
-def _mcnemar(b: int, c: int) -> float:
-    return stats.mcnemar_exact(b, c, alternative="greater")
-
-
 def flip_probability(gate: Any, result: dict[str, Any], records: list[StoredRecord], *, in_group: Callable[..., bool],
-                     definition: Any, worse: int, baseline_records: list[StoredRecord] | None, paired: bool,
-                     baseline_entry: dict[str, Any] | None) -> float | None:
+                     definition: Any, worse: int, pairs: Any, baseline_entry: dict[str, Any] | None) -> float | None:
     """The share of bootstrap draws of this run's cases in which ``gate`` decides otherwise than it
     did (``result["passed"]``); None when the gate was undefined. ``definition``: the metric's
     ``RateDef``/``MeanDef`` (None for ``errors``/``error_rate``, which count every record);
-    ``worse``: +1 when a drop of the metric is a regression, -1 when a rise is."""
+    ``worse``: +1 when a drop of the metric is a regression, -1 when a rise is; ``pairs``: a
+    ``no_regression`` gate's ``pairing.CasePairs`` (None without the baseline's per-case results)."""
     if result.get("value") is None or (gate.needs_baseline and result.get("baseline") is None):
         return None
     rows = [r for r in records if in_group(r, gate.group)] if gate.metric not in ("errors", "error_rate") else records
@@ -153,8 +170,7 @@ def flip_probability(gate: Any, result: dict[str, Any], records: list[StoredReco
         members, success = definition.population, _indicator(definition)
     key = f"gate:{gate.text}"
     if gate.form == "no_regression":
-        return _regression_flips(result, rows, members, success, key, worse, baseline_records, paired,
-                                 baseline_entry)
+        return _regression_flips(result, rows, members, success, key, worse, pairs, baseline_entry)
     cases, num, den = clustered(rows, members, success)
     w = weights(len(cases), key)
     values = (w @ num) if gate.metric == "errors" else ratios(w, num, den)
@@ -165,32 +181,18 @@ def flip_probability(gate: Any, result: dict[str, Any], records: list[StoredReco
 
 
 def _regression_flips(result: dict[str, Any], rows: list[StoredRecord], members: Callable[[StoredRecord], bool],
-                      success: Callable[[StoredRecord], float], key: str, worse: int,
-                      baseline_records: list[StoredRecord] | None, paired: bool,
+                      success: Callable[[StoredRecord], float], key: str, worse: int, pairs: Any,
                       baseline_entry: dict[str, Any] | None) -> float | None:
     """``flip_probability`` of a ``no_regression`` gate: the paired cases resampled and the exact
-    McNemar test redone per draw, or this run's cases resampled against the baseline's counts for
-    the z test."""
+    McNemar test on their per-case fractions redone per draw, or (a baseline without per-case
+    results) this run's cases resampled against the baseline's counts for the z test."""
     alpha = result["alpha"]
-    if paired and baseline_records is not None:
-        base = {sample_id(r): r for r in baseline_records if not r.get("error")}
-        pairs = [(base[sample_id(r)], r) for r in rows if sample_id(r) in base]
-        pairs = [(x, y) for x, y in pairs if members(x) and members(y)]
-        order: dict[str, int] = {}
-        b_per: list[float] = []
-        c_per: list[float] = []
-        for x, y in pairs:
-            i = order.setdefault(y["case"]["id"], len(order))
-            if i == len(b_per):
-                b_per.append(0.0)
-                c_per.append(0.0)
-            sx, sy = success(x), success(y)
-            b_per[i] += float(sx and not sy)
-            c_per[i] += float(sy and not sx)
-        w = weights(len(order), key)
-        bs, cs = w @ np.array(b_per), w @ np.array(c_per)
+    if pairs is not None:
+        first, second = np.array(pairs.first), np.array(pairs.second)
+        w = weights(pairs.n, key)
+        bs, cs = w @ (first > second).astype(float), w @ (second > first).astype(float)
         regress, improve = (bs, cs) if worse > 0 else (cs, bs)
-        held = np.array([_mcnemar(int(r), int(i)) >= alpha for r, i in zip(regress, improve, strict=True)])
+        held = np.array([_mcnemar_greater(int(r), int(i)) >= alpha for r, i in zip(regress, improve, strict=True)])
     else:
         if baseline_entry is None or not baseline_entry.get("n"):
             return None
@@ -201,3 +203,7 @@ def _regression_flips(result: dict[str, Any], rows: list[StoredRecord], members:
         ps = [stats.regression_p(int(k), int(n), kb, nb, worse) for k, n in zip(ks, ns, strict=True)]
         held = np.array([p is not None and p >= alpha for p in ps])
     return round(float(np.mean(held != bool(result["passed"]))), 4)
+
+
+def _mcnemar_greater(b: int, c: int) -> float:
+    return stats.mcnemar_exact(b, c, alternative="greater")  # cached there: draws repeat the same counts

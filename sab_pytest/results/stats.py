@@ -11,11 +11,12 @@ test.
 from __future__ import annotations
 
 import math
+from functools import cache
 
 Z95 = 1.959963984540054
 
 
-def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+def wilson(k: float, n: float, z: float = Z95) -> tuple[float, float] | None:
     """Wilson score interval for k successes out of n (None when n == 0)."""
     if n == 0:
         return None
@@ -47,7 +48,7 @@ def newcombe(k1: int, n1: int, k2: int, n2: int, z: float = Z95) -> tuple[float,
     return (max(-1.0, lower), min(1.0, upper))
 
 
-def newcombe_paired(both: int, first_only: int, second_only: int, neither: int,
+def newcombe_paired(both: float, first_only: float, second_only: float, neither: float,
                     z: float = Z95) -> tuple[float, float] | None:
     """Newcombe's hybrid score interval for p1 - p2 of two proportions measured on the same cases.
 
@@ -84,8 +85,10 @@ def _binom_cdf_half(k: int, n: int) -> float:
     return min(1.0, total)
 
 
+@cache  # the bootstrap of a gate's decision asks the same few counts thousands of times
 def mcnemar_exact(b: int, c: int, *, alternative: str = "two-sided") -> float:
-    """Exact McNemar p-value from the discordant counts.
+    """Exact McNemar p-value from the discordant counts (the project's one McNemar test: gates,
+    compare, their bootstrap, plan).
 
     ``b``: cases a success in the first run and a failure in the second; ``c``: the reverse.
     ``alternative="greater"`` tests whether b exceeds c (the first run did better), one-sided.

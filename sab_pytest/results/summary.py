@@ -199,8 +199,9 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
     the run whose results file holds ``records`` (the same id is on each of its lines)."""
     full = metrics.compute(records)
     decided = gates.check_gates([gates.parse_gate(g) for g in settings.gates], full, records=records,
-                                baseline=baseline, alpha=settings.alpha, gate_on=settings.gate_on)
-    flat = {name: {k: entry.get(k) for k in ("value", "n", "k", "ci95") if k in entry}
+                                baseline=baseline, alpha=settings.alpha, gate_on=settings.gate_on,
+                                current=f"this run ({settings.out_dir})")
+    flat = {name: {k: entry.get(k) for k in ("value", "n", "k", "ci95", "method") if k in entry}
             for name, entry in full["overall"].items()}
     unreachable = sorted(({"id": r["case"]["id"], "reason": r["unreachable_goal"]}
                           for r in records if r.get("unreachable_goal")), key=lambda d: str(d["id"]))
