@@ -8,13 +8,15 @@
    gates' own ``p_other_way``. Each run goes through the real pipeline (``Runtime.run_case``: the
    openai client against the fake server on loopback, the rule judge, no execution, no cache) and
    the real summary and gates (``build_summary``), in this process rather than one pytest process
-   per run, to keep the bench within a few minutes of CPU.
+   per run, to keep the bench within a few minutes of CPU. It also counts the rate intervals (every
+   group) at least as wide as Wilson's over their samples, and their ``method``.
 3. Estimate. ``--sab-estimate``'s calls (``run.estimate``, no model called) against the chat
    requests the fake server then receives from the same run (direct and mldt with the ThinkSafe
    guard, an LLM judge answering in form, the agent refusing with probability 0.1 and 0.55).
 2. Planning. For each scenario, ``plan``'s cases needed, against a simulation: 1000 draws of a
-   baseline and a candidate run (each sample a success with probability p0 and p1, independently)
-   at sizes around the plan's, each decided by ``stats.mcnemar_exact`` (the function the gate
+   baseline and a candidate run (each sample a success with probability p0 and p1, independently;
+   with repeats K samples per case, the cases compared by their pass fractions as the gate pairs
+   them) at sizes around the plan's, each decided by ``stats.mcnemar_exact`` (the function the gate
    calls) at alpha; a straight line through the simulated powers gives the size where power
    reaches the target.
 
@@ -67,12 +69,19 @@ def flapping(runs: int) -> None:
         flips: dict[str, list[float]] = {g: [] for g in wanted}
         values = []
         calls = 0
+        methods: Counter[str] = Counter()
+        wide = total = 0
         t = time.perf_counter()
         for seed in range(runs):
             with fake_openai_server(responder=StochasticRefusal(REFUSE_P, seed=1000 * repeat + seed)) as server:
                 summary = one_run(server.url, repeat)
                 calls += len(server.chat_requests)
             values.append(summary["metrics"]["rejection_rate"]["value"])
+            for entry in _rate_entries(summary["metrics_full"]):
+                methods[entry.get("method", "-")] += 1
+                low, high = stats.wilson(entry["k"], entry["n"])  # type: ignore[misc]
+                total += 1
+                wide += entry["ci95"][0] <= low + 1e-9 and entry["ci95"][1] >= high - 1e-9
             for g in summary["gates"]:
                 if g["gate"] in decisions:
                     decisions[g["gate"]].append(bool(g["passed"]))
@@ -80,6 +89,8 @@ def flapping(runs: int) -> None:
         wall = time.perf_counter() - t
         print(f"  K={repeat}: rejection_rate mean {np.mean(values):.3f}, sd {np.std(values, ddof=1):.3f} over runs; "
               f"{calls} model calls, {wall:.1f}s")
+        print(f"    rate intervals at least Wilson-wide over their samples: {wide} of {total}; methods "
+              + ", ".join(f"{m} {c}" for m, c in sorted(methods.items())))
         for gate, seen in decisions.items():
             counts = Counter(seen)
             majority, n_major = counts.most_common(1)[0]
@@ -89,15 +100,24 @@ def flapping(runs: int) -> None:
                   f"mean p_other_way {np.mean(flips[gate]):.3f}")
 
 
+def _rate_entries(full: dict) -> list[dict]:
+    """Every rate entry with a value (overall and per group) of ``metrics.compute``'s result."""
+    tables = [full["overall"]] + [t for section in ("by_category", "by_level", "by_kind")
+                                  for t in full[section].values()]
+    return [e for table in tables for e in table.values() if "k" in e and e.get("value") is not None]
+
+
 def simulated_cases(p0: float, p1: float, alpha: float, power: float, around: int, draws: int,
-                    rng: np.random.Generator) -> float:
+                    rng: np.random.Generator, repeat: int = 1) -> float:
+    """The cases at which the simulated gate reaches ``power``: per case, the baseline's and the
+    candidate's successes over ``repeat`` samples, compared by case (the gate's pairing rule)."""
     grid = np.unique(np.linspace(0.75 * around, 1.25 * around, 21).astype(int))
     powers = []
     for n in grid:
-        base = rng.random((draws, n)) < p0
-        cand = rng.random((draws, n)) < p1
-        b = np.sum(base & ~cand, axis=1)  # regressions (higher is better)
-        c = np.sum(~base & cand, axis=1)
+        base = rng.binomial(repeat, p0, size=(draws, n))
+        cand = rng.binomial(repeat, p1, size=(draws, n))
+        b = np.sum(base > cand, axis=1)  # regressions (higher is better)
+        c = np.sum(cand > base, axis=1)
         powers.append(np.mean([stats.mcnemar_exact(int(x), int(y), alternative="greater") < alpha
                                for x, y in zip(b, c, strict=True)]))
     slope, intercept = np.polyfit(grid, powers, 1)
@@ -111,11 +131,11 @@ def planning(draws: int) -> None:
         t = time.perf_counter()
         p = plan("rejection_rate", baseline, detect, better=metrics.better("rejection_rate"), repeat=repeat)
         planned = time.perf_counter() - t
-        assert p.samples is not None
-        sim = simulated_cases(p.baseline, p.candidate, p.alpha, p.power, p.samples, draws, rng)
+        assert p.samples is not None and p.cases is not None
+        sim = simulated_cases(p.baseline, p.candidate, p.alpha, p.power, p.cases, draws, rng, repeat)
         print(f"  baseline {baseline}, detect {detect}, repeat {repeat}: plan {p.cases} cases ({p.samples} samples, "
-              f"{planned:.2f}s); simulation {sim:.0f} samples; plan/simulation {p.samples / sim:.3f} "
-              f"({abs(p.samples / sim - 1):.1%} apart)")
+              f"{planned:.2f}s); simulation {sim:.0f} cases; plan/simulation {p.cases / sim:.3f} "
+              f"({abs(p.cases / sim - 1):.1%} apart)")
 
 
 def _judged_responder(p: float, seed: int):
