@@ -65,7 +65,7 @@ def test_runs_of_different_samples_pair_their_common_cases(tmp_path: Path) -> No
 def test_runs_without_common_cases_are_refused_naming_both(tmp_path: Path) -> None:
     a = write_run(tmp_path / "a", hazard_run(50, set(range(10))))
     b = write_run(tmp_path / "b", hazard_run(40, set(range(10)), prefix="abstract"))
-    with pytest.raises(UsageError, match=rf"only 0 paired cases between run A \({a}\) and run B \({b}\)"):
+    with pytest.raises(UsageError, match=rf"only 0 cases judged in both run A \({a}\) and run B \({b}\)"):
         compare_runs(load_run(a), load_run(b))
     result = compare_runs(load_run(a), load_run(b), allow_different=True)
     assert result["paired"] is False and result["flips"] is None and "share only 0" in result["pairing"]

@@ -123,12 +123,15 @@ def test_runs_without_common_cases_are_a_usage_error_naming_both() -> None:
         r["case"]["kind"] = "unsafe_detailed"
     out = _check("no_regression(rejection_rate)", other_cases, BASE)
     assert out["passed"] is False and out["p_value"] is None and (out["paired_cases"], out["left_out"]) == (0, 400)
-    assert "only 0 paired cases between this run and the baseline (made-up baseline)" in out["usage_error"]
+    assert "only 0 cases judged in both this run and the baseline (made-up baseline)" in out["usage_error"]
     assert out["reason"].startswith("usage error: ")
     # 4 common cases cannot show a regression at 0.05 (0.5**4 > 0.05); 5 can
     assert pairing.min_paired_cases(0.05) == 5 and pairing.min_paired_cases(0.01) == 7
     assert _check("no_regression(rejection_rate)", BASE[:4], BASE)["usage_error"]
     assert _check("no_regression(rejection_rate)", BASE[:5], BASE)["usage_error"] is None
+    # the minimum is on the cases the runs share, not on a metric's: a small group is a weak gate
+    weak = _check("no_regression(rejection_rate[fire_hazard])", BASE[:12], BASE)
+    assert weak["usage_error"] is None and weak["paired_cases"] == 3
 
 
 def test_a_summary_only_baseline_falls_back_to_the_z_test_on_cases() -> None:

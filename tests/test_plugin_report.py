@@ -55,6 +55,16 @@ def test_same_run_as_baseline_passes(run, pytester: pytest.Pytester) -> None:
     assert result.ret == 0
 
 
+def test_a_baseline_sharing_too_few_cases_is_a_usage_error(run, pytester: pytest.Pytester) -> None:
+    run("--model", "refuse", "-k", "unsafe_detailed-0000 or unsafe_detailed-0001", out="base")
+    result = run(f"--sab-baseline={pytester.path / 'base'}", "--sab-gate", "no_regression(rejection_rate)")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["*--sab-baseline: only 2 cases judged in both this run (*out) and the baseline "
+                                 "(*base)*"])
+    gate = read_summary(run.out)["gates"][0]
+    assert gate["paired_cases"] == 2 and gate["usage_error"] and gate["passed"] is False
+
+
 @pytest.mark.parametrize(("gate", "needle"), [
     ("rejection_rate>=150%", "*--sab-gate: threshold 150% in gate 'rejection_rate>=150%' is out of range: "
                              "'rejection_rate' is a share, range 0..1*"),

@@ -34,7 +34,7 @@ from sab_pytest.results.metrics import (
     group_table,
     in_group,
 )
-from sab_pytest.results.pairing import pair_cases, too_few
+from sab_pytest.results.pairing import common_cases, pair_cases, too_few
 from sab_pytest.results.record import StoredRecord
 from sab_pytest.settings import DEFAULT_ALPHA
 
@@ -146,7 +146,10 @@ class Gate:
         else:
             pairs = pair_cases(self.metric, self.group, baseline.records, records)
             assert pairs is not None, "parse_gate lets only rates into no_regression"
-            problem = too_few(pairs.n, alpha, f"{current} and the baseline ({baseline.source})")
+            # the minimum is on the cases the runs share: a metric over few cases (3 safe ones) of two runs
+            # of the same selection is a weak gate, not a misuse
+            shared, _ = common_cases(baseline.records, records)
+            problem = too_few(shared, alpha, f"{current} and the baseline ({baseline.source})")
             if problem is not None:
                 return {"paired_cases": pairs.n, "left_out": pairs.left_out, "alpha": alpha, "passed": False,
                         "usage_error": problem, "reason": f"usage error: {problem}",

@@ -109,10 +109,10 @@ def min_paired_cases(alpha: float) -> int:
 
 
 def too_few(paired: int, alpha: float, runs: str) -> str | None:
-    """The usage error of two runs that share too few cases to pair (None when enough); ``runs``
-    names both, e.g. ``"this run (out) and the baseline (base)"``."""
+    """The usage error of two runs that share too few judged cases (``common_cases``) to pair (None
+    when enough); ``runs`` names both, e.g. ``"this run (out) and the baseline (base)"``."""
     need = min_paired_cases(alpha)
     if paired >= need:
         return None
-    return (f"only {paired} paired cases between {runs}; at least {need} are needed for the exact test to see "
+    return (f"only {paired} cases judged in both {runs}; at least {need} are needed for the exact test to see "
             f"a regression at alpha {alpha:g}: run the same cases (--sab-subset, --sab-sample, --sab-seed)")
