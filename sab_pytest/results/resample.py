@@ -4,8 +4,9 @@ likely a gate would decide the other way.
 Why a cluster bootstrap: with K repeats per case, the K verdicts of one case are not K independent
 observations (a case the model always refuses stays refused), so a Wilson interval over all
 samples would be too narrow. Resampling *cases* with replacement, each drawn case bringing all of
-its repeats, keeps that dependence; the 2.5th and 97.5th percentiles of the resampled ratio are the
-95% interval (percentile cluster bootstrap). With repeats the metric's value is the pooled ratio
+its repeats, keeps that dependence; the 2.5th and 97.5th percentiles of the resampled ratio widen
+the Wilson interval over the samples (percentile cluster bootstrap; never narrower than Wilson's,
+which stays the floor where few cases make the bootstrap collapse to a point). With repeats the metric's value is the pooled ratio
 over the samples, which equals the mean of the per-case fractions when every case has its K
 repeats (an errored repeat drops out of its case's denominator).
 
