@@ -1,8 +1,9 @@
 """``python -m sab_pytest compare RUN_A RUN_B [--html PATH] [--json PATH] [--allow-different]``.
 
 Every metric of two finished runs side by side with B - A and its 95% interval, a paired test per
-metric when both runs cover the same cases, and the cases that flipped. Exit status 0 when compared,
-2 on a usage error (a missing run, runs of different datasets or subsets without --allow-different).
+metric on the cases both runs judged (paired by case, ``results.pairing``), and the cases that
+flipped. Exit status 0 when compared, 2 on a usage error (a missing run, runs of different datasets
+or subsets, or sharing too few cases, without --allow-different).
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ observations (a case the model always refuses stays refused), so a Wilson interv
 samples would be too narrow. Resampling *cases* with replacement, each drawn case bringing all of
 its repeats, keeps that dependence; the 2.5th and 97.5th percentiles of the resampled ratio widen
 the Wilson interval over the samples (percentile cluster bootstrap; never narrower than Wilson's,
-which stays the floor where few cases make the bootstrap collapse to a point). With repeats the metric's value is the pooled ratio
-over the samples, which equals the mean of the per-case fractions when every case has its K
-repeats (an errored repeat drops out of its case's denominator).
+which stays the floor where few cases make the bootstrap collapse to a point). With repeats the
+metric's value is the pooled ratio over the samples, which equals the mean of the per-case
+fractions when every case has its K repeats (an errored repeat drops out of its case's denominator).
 
 The same resampling answers "would this gate say the same on another draw of cases?": the share of
 draws whose decision differs from the run's (``flip_probability``). For a gate decided on an end of
