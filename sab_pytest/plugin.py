@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from sab_pytest.errors import UsageError
 from sab_pytest.pytest_layer.aggregator import aggregator
+from sab_pytest.pytest_layer.case_tests import check, pytest_runtest_makereport
 from sab_pytest.pytest_layer.configure import pytest_configure, pytest_generate_tests, pytest_unconfigure
 from sab_pytest.pytest_layer.fixtures import (
     _sab_resumed,
-    check,
     pytest_collection_finish,
     pytest_runtest_logreport,
     pytest_sessionfinish,
@@ -37,5 +37,6 @@ from sab_pytest.pytest_layer.state import RECORD_KEY
 __all__ = [
     "OPTION_NAMES", "RECORD_KEY", "UsageError", "_sab_resumed", "aggregator", "check", "pytest_addoption",
     "pytest_collection_finish", "pytest_configure", "pytest_generate_tests", "pytest_runtest_logreport",
+    "pytest_runtest_makereport",
     "pytest_sessionfinish", "pytest_unconfigure", "sab_runtime", "sab_settings", "sab_verdict",
 ]
