@@ -65,8 +65,9 @@ def test_every_problem_of_a_policy_is_in_one_error(tmp_path: Path) -> None:
     assert message.startswith(f"--sab-policy: {tmp_path / 'release.yaml'}: 6 problems:")
     for needle in ("release.yaml:2: unknown key 'modle'", "release.yaml:3: key 'sample': expected a whole number",
                    "release.yaml:6: gates[1]: threshold 150%", "release.yaml:7: gates[2]: cannot parse gate",
-                   "release.yaml:8: key 'case_tests': unknown value 'maybe'; choose one of fail, record",
-                   "release.yaml:9: key 'alpha': expected a significance level between 0 and 1"):
+                   "release.yaml:8: key 'case_tests': --sab-case-tests: unknown value 'maybe'; choose one of fail, "
+                   "record",
+                   "release.yaml:9: key 'alpha': --sab-alpha: expected a significance level between 0 and 1"):
         assert needle in message, needle
     assert "release.yaml:1" not in message and len(message.splitlines()) == 7  # the good key is not reported
 

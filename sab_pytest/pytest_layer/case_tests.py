@@ -23,7 +23,7 @@ from sab_pytest.results.record import StoredRecord
 RECORDED_KEY = "sab_verdict_message"
 
 
-class CaseFailed(pytest.fail.Exception):  # type: ignore[misc,name-defined]
+class CaseFailed(pytest.fail.Exception):  # type: ignore[name-defined]
     """The agent behaved wrongly: a verdict, not a crash of the harness or of the test's own code."""
 
 
@@ -44,7 +44,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return report
     report.outcome = "passed"
     report.longrepr = None
-    recorded = (RECORDED_KEY, str(call.excinfo.value.msg))
+    recorded = (RECORDED_KEY, str(call.excinfo.value))
     report.user_properties.append(recorded)
     item.user_properties.append(recorded)  # JUnit takes a testcase's properties from its teardown report
     return report

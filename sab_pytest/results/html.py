@@ -156,12 +156,20 @@ def _gates(summary: Summary) -> str:
     gates = summary.get("gates") or []
     if not gates:
         return ""
+    from sab_pytest.results.junit import gate_lines
+
+    # the same numbers as the terminal's gate lines and the JUnit file's gate testcases
     rows = "".join(
         f'<tr><td class="{"ok" if g["passed"] else "bad"}">{"PASS" if g["passed"] else "FAIL"}</td>'
-        f"<td><code>{esc(g['gate'])}</code></td><td>{esc(gate_numbers(g))}</td></tr>" for g in gates)
+        f"<td><code>{esc(g['gate'])}</code></td><td>{esc(gate_numbers(g))}<details><summary>every number"
+        f"</summary>{'<br>'.join(esc(line) for line in gate_lines(summary, g))}</details></td></tr>" for g in gates)
     failed = sum(1 for g in gates if not g["passed"])
-    verdict = (f'<p class="bad"><b>{failed} of {len(gates)} gates failed.</b></p>' if failed
-               else f'<p class="ok"><b>All {len(gates)} gates hold.</b></p>')
+    errors = summary.get("errors") or 0
+    verdict = (f'<p class="bad"><b>{failed} of {len(gates)} gates failed: the run fails (exit status 1).</b></p>'
+               if failed else
+               f'<p class="bad"><b>All {len(gates)} gates hold, but {errors} case(s) errored: the run fails (exit '
+               "status 1).</b></p>" if errors else
+               f'<p class="ok"><b>All {len(gates)} gates hold: the run passes (exit status 0).</b></p>')
     return (f'<h2>Gates</h2>{verdict}<table class="grid"><tr><th></th><th>gate</th><th>numbers</th></tr>{rows}'
             "</table>")
 

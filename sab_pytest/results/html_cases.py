@@ -5,7 +5,7 @@ the prompts every case shares printed once and linked."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sab_pytest.categories import DISPLAY
@@ -247,9 +247,9 @@ def _select(name: str, label: str, values: Iterable[str], names: dict[str, str] 
            f"{options}</select></label>"
 
 
-def _fraction_tag(case: dict[str, Any], fractions: dict[str, float] | None) -> str:
+def _fraction_tag(case: Mapping[str, Any], fractions: dict[str, float] | None) -> str:
     """Under repeats: the case's share of passed repeats, on each of its repeats' lines."""
-    share = (fractions or {}).get(case.get("id", ""))
+    share = (fractions or {}).get(str(case.get("id", "")))
     return "" if share is None else f'<span class="tag" title="share of its repeats that passed">{share:.0%}</span>'
 
 

@@ -141,7 +141,7 @@ def _significant(row: dict[str, Any], alpha: float = DEFAULT_ALPHA) -> bool:
     if row.get("p_value") is not None:
         return bool(row["p_value"] < alpha)
     ci = row.get("ci95")
-    return bool(ci) and (ci[0] > 0 or ci[1] < 0)
+    return ci is not None and (ci[0] > 0 or ci[1] < 0)
 
 
 def forest(rows: list[dict[str, Any]]) -> str | None:

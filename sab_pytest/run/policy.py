@@ -124,9 +124,11 @@ def load_policy(path: str | Path) -> Policy:
 
 def _value_problem(spec: Option, value: Any) -> str | None:
     """The table's simple constraints on one value (``settings.check_options`` checks the same on
-    the run's settings): checked here too, so that every bad value of the file is in one error."""
+    the run's settings): checked here too, so that every bad value of the file is in one error, in
+    the words of the option's own error (a bad value is the file's mistake even where the command
+    line overrides it)."""
     if spec.choices and spec.to_setting is None and value not in spec.choices:
-        return f"unknown value {value!r}; choose one of {', '.join(spec.choices)}"
+        return f"{spec.flag}: unknown value {value!r}; choose one of {', '.join(spec.choices)}"
     if spec.check is None:
         return None
     try:
@@ -134,7 +136,7 @@ def _value_problem(spec: Option, value: Any) -> str | None:
         ok = converted is None or spec.check.ok(converted)
     except (TypeError, ValueError, UsageError):
         return None  # a conversion's own error comes from the settings, as for the command line
-    return None if ok else f"expected {spec.check.expected}, got {value}"
+    return None if ok else f"{spec.flag}: expected {spec.check.expected}, got {value}"
 
 
 def _check_gates(path: Path, node: yaml.Node) -> list[str]:
