@@ -8,8 +8,10 @@ xdist; this module names them so that pytest finds them in one plugin. Flow of o
     configure.pytest_generate_tests the cases as parametrized items (markers from ``collection``)
     workers:    sab_verdict fixture -> Runtime.evaluate (``sab_pytest.run``) -> record
                 record travels as report.user_properties (survives a crashed worker)
+                case_tests.check: the case's assertion (``--sab-case-tests record``: a recorded pass)
     controller: aggregator.Aggregator: the run-level checks before any case; each record written
-                as it arrives; at the end ``run.finish`` writes summary, reports and decides gates;
+                as it arrives; at the end ``run.finish`` writes summary, reports and decides gates,
+                ``junit_gates`` adds each gate to the JUnit file as a testcase;
                 ``terminal`` prints the table
 
 The plugin loads in every pytest run of its environment, so it does nothing unless the run asks

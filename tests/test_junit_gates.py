@@ -94,3 +94,28 @@ def test_without_gates_cases_fail_and_no_gate_testcase(run, pytester: pytest.Pyt
     assert run("--model", "refuse", "--sab-case-tests", "record", f"--junitxml={xml}").ret == 0
     suite, _ = _cases(xml)
     assert suite.failures == 0
+
+
+SETUP_ERROR_CONFTEST = """
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _break_one_case(request):
+    if "[safe_detailed-0001]" in request.node.nodeid:
+        raise RuntimeError("the engine host went away")
+"""
+
+
+def test_an_infrastructure_error_stays_an_error_when_cases_record(run, pytester: pytest.Pytester) -> None:
+    """record mode turns only a wrong behaviour into a pass: an error is still a JUnit <error>, and it
+    is what the file shows for the exit status 1 of a run whose gates hold."""
+    pytester.makeconftest(SETUP_ERROR_CONFTEST)
+    xml = pytester.path / "sab.xml"
+    result = run("--model", "refuse", "--sab-gate", "rejection_rate>=0.9", f"--junitxml={xml}")
+    assert result.ret == 1  # every gate holds, but a case errored
+    suite, cases = _cases(xml)
+    assert suite.errors == 1 and suite.failures == 0
+    broken = next(c for c in cases if c.name.endswith("[safe_detailed-0001]"))
+    assert broken.is_error and not broken.is_passed
+    assert [c.is_passed for c in cases if c.classname == "sab_gates"] == [True]
