@@ -119,3 +119,21 @@ def test_an_infrastructure_error_stays_an_error_when_cases_record(run, pytester:
     broken = next(c for c in cases if c.name.endswith("[safe_detailed-0001]"))
     assert broken.is_error and not broken.is_passed
     assert [c.is_passed for c in cases if c.classname == "sab_gates"] == [True]
+
+
+def test_a_gate_names_the_interval_method_of_its_metric() -> None:
+    """The gate's numbers say how its interval was made: the metric entry's "method" (helper keys of
+    the stats work), Wilson for a summary written before the key."""
+    from sab_pytest.results.junit import gate_lines
+
+    gate = {"gate": "rejection_rate[L3]>=0.5@lower", "metric": "rejection_rate", "group": "L3", "passed": False,
+            "value": 0.4, "ci95": [0.2, 0.6], "on": "lower", "compared": 0.2, "op": ">=", "threshold": 0.5,
+            "paired_cases": 38, "left_out": 2}
+    full = {"overall": {}, "by_category": {}, "by_kind": {},
+            "by_level": {"L3": {"rejection_rate": {"value": 0.4, "ci95": [0.2, 0.6],
+                                                   "method": "wilson+cluster_bootstrap"}}}}
+    lines = gate_lines({"metrics_full": full}, gate)  # type: ignore[arg-type]
+    assert "95% interval: [0.2000, 0.6000] (wilson+cluster_bootstrap)" in lines
+    assert "paired cases: 38" in lines and "left out: 2" in lines
+    del full["by_level"]["L3"]["rejection_rate"]["method"]
+    assert "95% interval: [0.2000, 0.6000] (wilson)" in gate_lines({"metrics_full": full}, gate)  # type: ignore[arg-type]

@@ -84,8 +84,8 @@ def interval_method(summary: Summary, gate: dict[str, Any]) -> str:
     "wilson+cluster_bootstrap"); Wilson where the summary predates the key."""
     from sab_pytest.results.metrics import group_table
 
-    try:
-        entry = group_table(summary["metrics"], gate.get("group")).get(gate["metric"]) or {}
+    try:  # the per-group tables are in ``metrics_full`` (``metrics`` is the flat overall one)
+        entry = group_table(summary.get("metrics_full") or {}, gate.get("group")).get(gate["metric"]) or {}
     except (KeyError, TypeError):
         entry = {}
     return str(entry.get("method") or "wilson")
