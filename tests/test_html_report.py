@@ -186,6 +186,9 @@ def test_browser_screenshot_shows_the_plots_and_an_opened_case(chromium: str, re
     red_picture = int((np.asarray(image) == (200, 30, 30)).all(axis=-1).sum())
     # the executed step's 8x6 picture (the model call's copy is inside its collapsed call)
     assert red_picture >= 8 * 6, "the picture the agent saw is not on the opened case"
+    # shown 320 pixels wide (a kept frame's labels read at that size; a click enlarges it further)
+    columns = np.flatnonzero((np.asarray(image) == (200, 30, 30)).all(axis=-1).any(axis=0))
+    assert columns.max() - columns.min() + 1 >= 300, f"the picture is shown {columns.max() - columns.min() + 1} px wide"
 
 
 def test_prompt_text_shared_by_many_calls_is_shown_once() -> None:
