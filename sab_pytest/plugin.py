@@ -8,8 +8,10 @@ xdist; this module names them so that pytest finds them in one plugin. Flow of o
     configure.pytest_generate_tests the cases as parametrized items (markers from ``collection``)
     workers:    sab_verdict fixture -> Runtime.evaluate (``sab_pytest.run``) -> record
                 record travels as report.user_properties (survives a crashed worker)
+                case_tests.check: the case's assertion (``--sab-case-tests record``: a recorded pass)
     controller: aggregator.Aggregator: the run-level checks before any case; each record written
-                as it arrives; at the end ``run.finish`` writes summary, reports and decides gates;
+                as it arrives; at the end ``run.finish`` writes summary, reports and decides gates,
+                ``junit_gates`` adds each gate to the JUnit file as a testcase;
                 ``terminal`` prints the table
 
 The plugin loads in every pytest run of its environment, so it does nothing unless the run asks
@@ -20,10 +22,10 @@ from __future__ import annotations
 
 from sab_pytest.errors import UsageError
 from sab_pytest.pytest_layer.aggregator import aggregator
+from sab_pytest.pytest_layer.case_tests import check, pytest_runtest_makereport
 from sab_pytest.pytest_layer.configure import pytest_configure, pytest_generate_tests, pytest_unconfigure
 from sab_pytest.pytest_layer.fixtures import (
     _sab_resumed,
-    check,
     pytest_collection_finish,
     pytest_runtest_logreport,
     pytest_sessionfinish,
@@ -37,5 +39,6 @@ from sab_pytest.pytest_layer.state import RECORD_KEY
 __all__ = [
     "OPTION_NAMES", "RECORD_KEY", "UsageError", "_sab_resumed", "aggregator", "check", "pytest_addoption",
     "pytest_collection_finish", "pytest_configure", "pytest_generate_tests", "pytest_runtest_logreport",
+    "pytest_runtest_makereport",
     "pytest_sessionfinish", "pytest_unconfigure", "sab_runtime", "sab_settings", "sab_verdict",
 ]

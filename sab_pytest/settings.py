@@ -58,6 +58,8 @@ JUDGE_PROMPTS = ("own", "upstream")
 PROTOCOLS = ("paper", "sab")
 #: what a gate compares with its threshold (``--sab-gate-on``): an end of the 95% interval, or the value
 GATE_ON = ("lower", "point", "upper")
+#: what a case's testcase says (``--sab-case-tests``): fails when the agent behaved wrongly, or records the verdict
+CASE_TESTS = ("fail", "record")
 
 
 # Where a setting changes verdicts only in some runs (``Verdicts.when``): an interactive agent, map_vlm's helper
@@ -192,6 +194,11 @@ class Settings:
         "sab_gates)", action="append", metavar="EXPR", policy="gates",
         expects="a list of gate expressions", ini="sab_gates", ini_help="CI gates, one per line (as --sab-gate)",
         to_setting=tuple))
+    case_tests: str | None = setting(None, Option(  # None: record with gates, fail without (``case_tests_mode``)
+        "--sab-case-tests", "what a case's test says when the agent behaved wrongly: fail (a failed test) or "
+        "record (a passed test whose JUnit properties carry the verdict; the gates decide the exit status); "
+        "infrastructure errors stay errors; verdicts are the same either way (default: record with gates, "
+        "fail without)", choices=CASE_TESTS, policy="case_tests", expects="fail or record"))
     out_dir: Path = setting(Path("."), Option(
         "--sab-out", "where sab-results.jsonl and sab-summary.json go (default: the current directory)",
         metavar="DIR", path=True, policy="out", expects="a directory", to_setting=Path,
@@ -294,6 +301,12 @@ class Settings:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def case_tests_mode(self) -> str:
+        """``--sab-case-tests`` as it applies: with gates the gates tell the run's story, so a case's
+        test records its verdict; without, a wrong behaviour is a failed test (as before the option)."""
+        return self.case_tests or ("record" if self.gates else "fail")
+
+    @property
     def offline_agent(self) -> bool:
         return self.model in OFFLINE_MODELS
 
@@ -387,7 +400,7 @@ def check_options(s: Settings) -> None:
     """The table's simple constraints (choices, bounds), each a ``UsageError`` naming the option."""
     for name, option in options():
         value = getattr(s, name)
-        if option.choices and option.to_setting is None and value not in option.choices:
+        if option.choices and option.to_setting is None and value is not None and value not in option.choices:
             raise UsageError(f"{option.flag}: unknown value {value!r}; choose one of {', '.join(option.choices)}")
         if option.check is not None and value is not None and not option.check.ok(value):
             raise UsageError(f"{option.flag}: expected {option.check.expected}, got {value}")

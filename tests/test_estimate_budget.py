@@ -101,3 +101,23 @@ def test_budget_stops_the_run_and_resume_finishes_it(sab_run, pytester: pytest.P
         summary = read_summary(out)
         assert resumed.ret in (0, 1), resumed.stdout.str()
         assert summary["run"]["finished"] == N_CASES and summary["run"]["reused"] == kept
+
+
+def test_estimate_names_each_judge_with_its_model(tiny_data: Path, tmp_path: Path) -> None:
+    """A real model without --judge-model gets the paper's judges: the detailed tasks' plans go to
+    gpt-4, the rest to gpt-4o-2024-08-06; the judge row says so (it named gpt-4o for all of them)."""
+    from sab_pytest.dataset import load
+    from sab_pytest.run.estimate import estimate, judges_by_model, render
+    from sab_pytest.settings import resolve
+
+    paper = resolve({"model": "gpt-4o", "no_cache": True}, user_cache=lambda: tmp_path)
+    label = "gpt-4o-2024-08-06 (rejection, abstract, long_horizon), gpt-4 (detailed)"
+    assert judges_by_model(paper) == label
+    cases = list(load(str(tiny_data), allow_modified=True).cases)
+    est = estimate(paper, cases)
+    assert est["roles"]["judge"]["model"] == label and est["roles"]["judge"]["calls"] > 0
+    judge_line = next(line for line in render(est) if line.startswith("judge"))
+    assert label in judge_line
+    one = resolve({"model": "gpt-4o", "judge_model": "judge-x", "no_cache": True}, user_cache=lambda: tmp_path)
+    assert judges_by_model(one) == "judge-x"
+    assert judges_by_model(resolve({}, user_cache=lambda: tmp_path)) is None  # the rule judge: no model

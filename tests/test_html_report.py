@@ -100,12 +100,12 @@ def test_case_view_shows_episode_pictures_judges_and_goal(page: str) -> None:
     assert visual.count('<img class="seen" src="data:image/png;base64,') == 2  # the step's and the message's
     assert "javascript:" not in page and "not kept in the record" in visual
     assert "isToggled = False" in visual and "(goal: True)" in visual
-    assert "[prompt text P1, shared by many calls]" not in visual  # its long system prompt is its own
+    assert "[prompt text P1" not in visual  # its long system prompt is its own
     assert "Judges" in visual
     assert "Episode</b>: end: done, actions: 2, turns: 3" in visual and "allowed" in visual
     assert "<b>tool call</b> <code>execute</code>" in visual
     assert '<span class="bad">interrupted</span> not run: 7' in page  # the run's status, flagged
-    assert "failed_calls 2" in page and "$0.0123" in page  # usage, whatever keys it has, and cost
+    assert "model calls 3, got no answer 2" in page and "$0.0123" in page  # usage, read as words, and cost
     assert "1 of 60 cases errored (model_api: 1)" in page
 
 
@@ -186,6 +186,9 @@ def test_browser_screenshot_shows_the_plots_and_an_opened_case(chromium: str, re
     red_picture = int((np.asarray(image) == (200, 30, 30)).all(axis=-1).sum())
     # the executed step's 8x6 picture (the model call's copy is inside its collapsed call)
     assert red_picture >= 8 * 6, "the picture the agent saw is not on the opened case"
+    # shown 320 pixels wide (a kept frame's labels read at that size; a click enlarges it further)
+    columns = np.flatnonzero((np.asarray(image) == (200, 30, 30)).all(axis=-1).any(axis=0))
+    assert columns.max() - columns.min() + 1 >= 300, f"the picture is shown {columns.max() - columns.min() + 1} px wide"
 
 
 def test_prompt_text_shared_by_many_calls_is_shown_once() -> None:
@@ -198,6 +201,8 @@ def test_prompt_text_shared_by_many_calls_is_shown_once() -> None:
             {"role": "user", "content": f"{template}\n\nInstruction: {r['case']['instruction']}"}]}]
     page = build_html({"model": "m", "metrics_full": metrics.compute(records)}, records)
     assert page.count(html.escape(template)) == 1 and page.count('href="#prompt-1"') == 3
+    # listed by name: who was sent it, in which role, and its opening words
+    assert "<summary>P1: agent user: The robot&#x27;s actions: find, pick" in page
     for r in records:  # each call keeps its own part of the message
         assert f"Instruction: {r['case']['instruction']}" in page
 
@@ -236,3 +241,47 @@ def test_the_report_and_a_compare_page_run_their_script_without_errors(chromium:
     assert compare_cli.main([str(first), str(second), "--html", str(page)]) in (0, 1)
     assert _script_errors(chromium, tmp_path / "profile", page.as_uri()) == []
     assert _script_errors(chromium, tmp_path / "profile", f"{report_file.as_uri()}?kind=safe_detailed") == []
+
+
+def test_usage_is_shown_formatted() -> None:
+    from sab_pytest.results.html import usage_text
+
+    text = usage_text({"calls": 1234, "api_calls": 1000, "cache_hits": 234, "prompt_tokens": 98765,
+                       "completion_tokens": 4321, "latency_s": 90.123456, "api_latency_s": 81.56621000000001,
+                       "errors": 0, "cost_usd": 1.5, "new_figure": 2.3456789})
+    assert "of it on API calls 81.6 s" in text and "time waiting for answers 90.1 s" in text
+    assert "model calls 1,234" in text and "tokens in 98,765" in text and "answered from the cache 234" in text
+    assert "81.566" not in text and "calls that failed" not in text and "cost" not in text  # zero, and cost apart
+    assert "new figure 2.346" in text  # a key added later still shows, rounded
+
+
+def test_pass_fractions_under_repeats_and_the_interval_method_in_captions() -> None:
+    from sab_pytest.results import metrics
+    from sab_pytest.results.html_plots import interval_words
+
+    records = []
+    for rep in (1, 2, 3):
+        for r in hazard_run(4, {0, 1} if rep < 3 else {0}):
+            r["repeat"] = rep
+            records.append(r)
+    m = metrics.compute(records)
+    summary = {"model": "m", "metrics_full": m, "repeats": m["repeats"]}
+    page = build_html(summary, records)
+    assert m["repeats"]["pass_fraction"]["unsafe_detailed-0001"] == pytest.approx(2 / 3)
+    assert "pass fraction per case" in page and "<td>0.67</td><td>1</td>" in page
+    assert page.count('title="share of its repeats that passed">67%</span>') == 3  # on each of its repeats
+    assert interval_words([{"ci95": [0, 1]}]) == "Wilson"  # an entry without "method": Wilson
+    assert interval_words([{"ci95": [0, 1], "method": "wilson+cluster_bootstrap"}]).startswith(
+        "Wilson (widened by a cluster bootstrap")
+    for entry in m["by_category"].values():
+        entry["rejection_rate"]["method"] = "wilson+cluster_bootstrap"
+    page = build_html({"model": "m", "metrics_full": m}, records)
+    assert "95% Wilson (widened by a cluster bootstrap over cases) intervals" in page
+
+
+def test_compare_colours_only_significant_changes() -> None:
+    from sab_pytest.results.html_plots import _significant
+
+    assert not _significant({"p_value": 0.74, "ci95": [-0.3, 0.1]})  # large p: grey, whatever the sign
+    assert _significant({"p_value": 0.01, "ci95": [-0.3, -0.1]})
+    assert _significant({"p_value": None, "ci95": [0.05, 0.2]}) and not _significant({"ci95": [-0.1, 0.2]})

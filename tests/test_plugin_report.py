@@ -42,7 +42,17 @@ def test_baseline_gates_html_and_junit(run, pytester: pytest.Pytester) -> None:
     assert props["sab_gate no_regression(rejection_rate) baseline"] == "1"
     assert props["sab_gate no_regression(rejection_rate) test"].startswith("exact McNemar")
     page = html.read_text()
-    assert page.startswith("<!DOCTYPE html>") and "2 of 3 gates failed." in page
+    assert page.startswith("<!DOCTYPE html>") and "2 of 3 gates failed: the run fails (exit status 1)." in page
+    assert "test: exact McNemar, one-sided, 14 paired cases" in page  # every number, as in the JUnit file
+    # the JUnit file: one testcase per gate, named as written; the two failing ones with <failure>
+    cases = {c.get("name"): c for c in ET.parse(xml).getroot().iter("testcase") if c.get("classname") == "sab_gates"}
+    assert set(cases) == {"no_regression(rejection_rate)", "rejection_rate >= baseline - 0.05",
+                          "no_regression(safe_success_rate)"}
+    failure = cases["no_regression(rejection_rate)"].find("failure")
+    assert failure is not None and "p: 6.104e-05" in failure.text and "baseline: 1.0000" in failure.text
+    assert cases["no_regression(safe_success_rate)"].find("failure") is None
+    suite = ET.parse(xml).getroot().find("testsuite")
+    assert suite.get("failures") == "2"  # the failing gates; the cases record their verdicts
     assert 'id="case-unsafe_detailed-0000"' in page
 
 

@@ -53,3 +53,24 @@ def test_policy_errors_name_file_line_and_key(tmp_path: Path, text: str, needle:
 def test_missing_policy_file(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"--sab-policy: cannot read .*nope\.yaml"):
         load_policy(tmp_path / "nope.yaml")
+
+
+def test_every_problem_of_a_policy_is_in_one_error(tmp_path: Path) -> None:
+    """Four mistakes, one run: each with its line and key, the good keys not reported."""
+    text = ("model: gpt-4o\nmodle: x\nsample: many\ngates:\n  - rejection_rate>=0.5\n  - rejection_rate>=150%\n"
+            "  - nonsense\ncase_tests: maybe\nalpha: 2\n")
+    with pytest.raises(UsageError) as info:
+        load_policy(_policy(tmp_path, text))
+    message = str(info.value)
+    assert message.startswith(f"--sab-policy: {tmp_path / 'release.yaml'}: 6 problems:")
+    for needle in ("release.yaml:2: unknown key 'modle'", "release.yaml:3: key 'sample': expected a whole number",
+                   "release.yaml:6: gates[1]: threshold 150%", "release.yaml:7: gates[2]: cannot parse gate",
+                   "release.yaml:8: key 'case_tests': --sab-case-tests: unknown value 'maybe'; choose one of fail, "
+                   "record",
+                   "release.yaml:9: key 'alpha': --sab-alpha: expected a significance level between 0 and 1"):
+        assert needle in message, needle
+    assert "release.yaml:1" not in message and len(message.splitlines()) == 7  # the good key is not reported
+
+
+def test_case_tests_in_a_policy(tmp_path: Path) -> None:
+    assert load_policy(_policy(tmp_path, "case_tests: fail\n")).get("--sab-case-tests") == "fail"

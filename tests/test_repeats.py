@@ -127,6 +127,7 @@ def test_table_junit_and_html_show_flaky_cases(tmp_path: Path) -> None:
     assert summary["repeats"]["flaky_cases"] == ["unsafe_detailed-0001"]
     text = "\n".join(render_table(summary))
     assert "flaky_cases (repeats disagree): 1 of 2: unsafe_detailed-0001" in text
+    assert "pass fraction per case (share of its repeats that passed x cases): 1.00 x 1, 0.50 x 1" in text
     assert "P(decides the other way on resampled cases)" in text
     props = dict(junit_suite_properties(summary))
     assert props["sab_flaky_cases"] == "1" and props["sab_flaky_case_ids"] == "unsafe_detailed-0001"

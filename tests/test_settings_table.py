@@ -25,6 +25,8 @@ def _a_valid_policy_value(name: str) -> object:
         return ["rejection_rate>=0.5"]
     if option.action == "store_true" or option.choices == ("on", "off"):
         return True
+    if option.choices:  # the policy file checks a value against its choices (all its errors at once)
+        return option.choices[0]
     if option.type is int:
         return 7
     if option.type is float:

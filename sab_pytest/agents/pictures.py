@@ -48,10 +48,12 @@ def png_data_url(frame: Any) -> str | None:
 
 #: the pictures an episode keeps for its record (and the report): at most this many, each at most
 #: ``THUMB_WIDTH`` pixels wide. A 640-pixel camera frame is 30-100 KB of base64; kept whole for
-#: every step of 1050 episodes it would make a results file of gigabytes. Scaled down to 160
-#: pixels, a picture is 2-10 KB and 12 of them per case keep a full visual run near 100 MB at most.
-THUMB_WIDTH = 160
-MAX_KEPT = 12
+#: every step of 1050 episodes it would make a results file of gigabytes. 320 pixels keeps the
+#: object labels of a 300-pixel frame (ai2thor's default camera, the embedded engine's) whole and
+#: readable in the report (at 160 they were halved to 150 pixels and unreadable); a picture is then
+#: 8-40 KB, so 8 of them per case keep a full visual run near 300 MB at most.
+THUMB_WIDTH = 320
+MAX_KEPT = 8
 
 
 def thumbnail_data_url(frame: Any, width: int = THUMB_WIDTH) -> str | None:

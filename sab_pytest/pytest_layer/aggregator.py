@@ -11,6 +11,7 @@ import pytest
 from sab_pytest import dataset
 from sab_pytest.errors import INTERRUPTED, OUTPUT_FAILED, ErrorKind, SabError
 from sab_pytest.pytest_layer import terminal
+from sab_pytest.pytest_layer.junit_gates import add_gate_testcases
 from sab_pytest.pytest_layer.state import CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.pytest_layer.xdist import stop_scheduling
 from sab_pytest.results import files, junit, outdir
@@ -316,6 +317,7 @@ class Aggregator:
         if done.html_error is not None:
             self._say(f"sab-pytest: --sab-html: could not write {self.settings.html}: {done.html_error}", red=True)
         _junit_suite_properties(self.config, junit.junit_suite_properties(done.summary), self.redact)
+        add_gate_testcases(self.config, done.summary, self.redact)
         if self.settings.gates and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             ok = gates_hold(done.summary)
             session.exitstatus = pytest.ExitCode.OK if ok else pytest.ExitCode.TESTS_FAILED

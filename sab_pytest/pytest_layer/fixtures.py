@@ -170,12 +170,6 @@ def _skip_if_stopped(runtime: Any, request: pytest.FixtureRequest) -> None:
         pytest.skip(f"not run: {stop.message}")
 
 
-def check(record: StoredRecord) -> None:
-    """The assertion of a benchmark case: fail with what the agent did."""
-    if not record["passed"]:
-        pytest.fail(f"{record['case']['id']}: {record['message']}", pytrace=False)
-
-
 def start_runner(runtime: Runtime, session: pytest.Session,
                  skip: Collection[str] = frozenset()) -> CaseRunner[Case, StoredRecord]:
     """The process's case runner over the session's selected benchmark items (minus ``skip``, the

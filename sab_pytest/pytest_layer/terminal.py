@@ -64,13 +64,19 @@ def header_line(s: Settings) -> str:
             + (f", gates: {'; '.join(s.gates)}" if s.gates else ""))
 
 
+#: the offline default's note where the cases record their verdicts (``--sab-case-tests record``): they pass
+_OFFLINE_RECORDED_NOTE = ("note: no --model was given, so the offline reference agent ran; it carries out every "
+                          "hazardous instruction by design (its cases record that verdict; the gates decide the exit "
+                          "status). Give --model NAME to test a model.")
+
+
 def write_table(terminalreporter: Any, summary: Summary, s: Settings, *, html_written: bool) -> None:
     """The metrics table, the output files, and how to finish a run that stopped early."""
     terminalreporter.write_sep("=", "SafeAgentBench")
     for line in render_table(summary):
         terminalreporter.write_line(line)
     if not s.model_given:
-        terminalreporter.write_line(OFFLINE_DEFAULT_NOTE)
+        terminalreporter.write_line(OFFLINE_DEFAULT_NOTE if s.case_tests_mode == "fail" else _OFFLINE_RECORDED_NOTE)
     out = s.out_dir
     terminalreporter.write_line(f"results: {out / files.RESULTS_NAME}   summary: {out / files.SUMMARY_NAME}"
                                 + (f"   report: {s.html}" if html_written else ""))

@@ -67,6 +67,7 @@ def _metadata(summary: Summary) -> str:
         flaky = rep["flaky_cases"]
         links = ", ".join(f'<a href="#case-{esc(cid)}-r1">{esc(cid)}</a>' for cid in flaky)
         rows.append(("flaky_cases", f"{len(flaky)} (repeats disagree)" + (f": {links}" if flaky else "")))
+        rows.append(("pass fraction per case", _pass_fractions(rep)))
     run = summary.get("run")
     if isinstance(run, dict) and run.get("status"):
         facts = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in run.items() if k != "status" and v not in
@@ -76,7 +77,7 @@ def _metadata(summary: Summary) -> str:
     if usage:
         cost = usage.get("cost_usd")
         rows.append(("cost", esc(f"${cost:.4f}" if isinstance(cost, (int, float)) else "not priced (--sab-price)")))
-        rows.append(("usage", esc(", ".join(f"{k} {v}" for k, v in sorted(usage.items()) if k != "cost_usd"))))
+        rows.append(("usage", esc(usage_text(usage))))
     sha = summary.get("dataset_sha256") or {}
     if sha:
         rows.append(("dataset sha256", "<br>".join(f"{esc(f)}: <code>{esc(h)}</code>" for f, h in sorted(sha.items()))))
@@ -87,6 +88,46 @@ def _metadata(summary: Summary) -> str:
     if b:
         rows.append(("baseline", esc(f"{b.get('source')} (model {b.get('model')}, {b.get('cases')} cases)")))
     return _kv_table(rows)
+
+
+#: how the usage figures read: their label, and how a value is written (counts with thousands separators)
+_USAGE = (("calls", "model calls", "{:,}"), ("api_calls", "sent to the API", "{:,}"),
+          ("cache_hits", "answered from the cache", "{:,}"), ("failed_calls", "got no answer", "{:,}"),
+          ("errors", "calls that failed", "{:,}"), ("truncated", "answers cut at max tokens", "{:,}"),
+          ("prompt_tokens", "tokens in", "{:,}"), ("completion_tokens", "tokens out", "{:,}"),
+          ("billed_prompt_tokens", "billed tokens in", "{:,}"),
+          ("billed_completion_tokens", "billed tokens out", "{:,}"),
+          ("latency_s", "time waiting for answers", "{:,.1f} s"), ("api_latency_s", "of it on API calls", "{:,.1f} s"),
+          ("rate_limited", "rate-limited requests", "{:,}"),
+          ("rate_limit_wait_s", "waited on rate limits", "{:,.1f} s"))
+
+
+def usage_text(usage: dict[str, Any]) -> str:
+    """The run's usage as people read it ("81.6 s", "12,345 tokens in"), not a dump of the raw
+    floats; a key this list does not know is shown after the known ones, its number rounded."""
+    known = {key for key, _, _ in _USAGE}
+    parts = [f"{label} {form.format(usage[key])}" for key, label, form in _USAGE
+             if isinstance(usage.get(key), (int, float)) and (usage[key] or key in ("calls", "prompt_tokens"))]
+    for key, value in sorted(usage.items()):
+        if key not in known and key != "cost_usd" and value not in (None, 0, 0.0, {}, []):
+            shown = f"{value:,.4g}" if isinstance(value, float) else str(value)
+            parts.append(f"{key.replace('_', ' ')} {shown}")
+    return ", ".join(parts)
+
+
+def _pass_fractions(rep: dict[str, Any]) -> str:
+    """Each case's share of passed repeats (``repeats.pass_fraction``), grouped by share, with links."""
+    fractions: dict[str, float] = rep.get("pass_fraction") or {}
+    if not fractions:
+        return "not recorded"
+    by_share: dict[float, list[str]] = {}
+    for cid, share in fractions.items():
+        by_share.setdefault(share, []).append(cid)
+    rows = "".join(f"<tr><td>{share:.2f}</td><td>{len(ids)}</td><td>"
+                   + ", ".join(f'<a href="#case-{esc(cid)}-r1">{esc(cid)}</a>' for cid in ids) + "</td></tr>"
+                   for share, ids in sorted(by_share.items(), reverse=True))
+    return (f"<details><summary>{len(fractions)} cases, by their share of passed repeats</summary>"
+            f'<table class="grid"><tr><th>passed</th><th>cases</th><th></th></tr>{rows}</table></details>')
 
 
 def _metrics_table(m: dict[str, Any]) -> str:
@@ -115,12 +156,20 @@ def _gates(summary: Summary) -> str:
     gates = summary.get("gates") or []
     if not gates:
         return ""
+    from sab_pytest.results.junit import gate_lines
+
+    # the same numbers as the terminal's gate lines and the JUnit file's gate testcases
     rows = "".join(
         f'<tr><td class="{"ok" if g["passed"] else "bad"}">{"PASS" if g["passed"] else "FAIL"}</td>'
-        f"<td><code>{esc(g['gate'])}</code></td><td>{esc(gate_numbers(g))}</td></tr>" for g in gates)
+        f"<td><code>{esc(g['gate'])}</code></td><td>{esc(gate_numbers(g))}<details><summary>every number"
+        f"</summary>{'<br>'.join(esc(line) for line in gate_lines(summary, g))}</details></td></tr>" for g in gates)
     failed = sum(1 for g in gates if not g["passed"])
-    verdict = (f'<p class="bad"><b>{failed} of {len(gates)} gates failed.</b></p>' if failed
-               else f'<p class="ok"><b>All {len(gates)} gates hold.</b></p>')
+    errors = summary.get("errors") or 0
+    verdict = (f'<p class="bad"><b>{failed} of {len(gates)} gates failed: the run fails (exit status 1).</b></p>'
+               if failed else
+               f'<p class="bad"><b>All {len(gates)} gates hold, but {errors} case(s) errored: the run fails (exit '
+               "status 1).</b></p>" if errors else
+               f'<p class="ok"><b>All {len(gates)} gates hold: the run passes (exit status 0).</b></p>')
     return (f'<h2>Gates</h2>{verdict}<table class="grid"><tr><th></th><th>gate</th><th>numbers</th></tr>{rows}'
             "</table>")
 
@@ -131,9 +180,9 @@ def build_html(summary: Summary, records: list[StoredRecord]) -> str:
 
     m = summary.get("metrics_full") or metrics.compute(records)
     title = f"SafeAgentBench: {summary.get('model', 'run')}"
-    cases, shared = case_section(records)
-    prompt_html = "".join(f'<details id="prompt-{n}"><summary>P{n}</summary><pre>{cut(text, 20000)}</pre></details>'
-                          for text, n in shared.numbers.items())
+    cases, shared = case_section(records, (summary.get("repeats") or {}).get("pass_fraction"))
+    prompt_html = "".join(f'<details id="prompt-{n}"><summary>P{n}: {esc(shared.name(text))}</summary>'
+                          f"<pre>{cut(text, 20000)}</pre></details>" for text, n in shared.numbers.items())
     unreachable = summary.get("unreachable_goals") or []
     unreachable_html = ("<details><summary>Goals unreachable in their scene (left out of execution rates): "
                         f"{len(unreachable)}</summary><ul>"

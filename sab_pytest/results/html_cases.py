@@ -5,7 +5,7 @@ the prompts every case shares printed once and linked."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sab_pytest.categories import DISPLAY
@@ -32,10 +32,22 @@ class SharedText:
 
     def __init__(self, records: list[StoredRecord]) -> None:
         counts: Counter[str] = Counter()
-        for text in _prompt_texts(records):
-            counts.update(p for p in text.split("\n\n") if len(p) >= self.MIN_CHARS)
+        self._sources: dict[str, set[str]] = {}
+        for text, source in _prompt_texts(records):
+            paragraphs = [p for p in text.split("\n\n") if len(p) >= self.MIN_CHARS]
+            counts.update(paragraphs)
+            for p in paragraphs:
+                self._sources.setdefault(p, set()).add(source)
         self.repeated = {p for p, n in counts.items() if n > 1}
         self.numbers: dict[str, int] = {}
+
+    def name(self, text: str) -> str:
+        """What a shared paragraph is, for its heading under "Prompts": who was sent it (the agent,
+        which judge, in which role) and its opening words, so a reader finds the judge's rules
+        without opening every P<n>."""
+        first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        opening = first if len(first) <= 90 else first[:87].rstrip() + "..."
+        return f"{', '.join(sorted(self._sources.get(text, ()))) or 'model'}: {opening}"
 
     def render(self, text: Any) -> str:
         """A message text as HTML, repeated paragraphs replaced by links to their one copy."""
@@ -51,26 +63,30 @@ class SharedText:
                 out.append(f"<pre>{cut(chr(10).join(own))}</pre>")
                 own = []
             n = self.numbers.setdefault(para, len(self.numbers) + 1)
-            out.append(f'<p class="shared"><a href="#prompt-{n}">[prompt text P{n}, shared by many calls]</a></p>')
+            out.append(f'<p class="shared"><a href="#prompt-{n}">[prompt text P{n}, {esc(self.name(para))}; shared by '
+                       "many calls]</a></p>")
         if own:
             out.append(f"<pre>{cut(chr(10).join(own))}</pre>")
         return "".join(out)
 
 
-def _prompt_texts(records: list[StoredRecord]) -> Iterable[str]:
-    """Every text a model was sent in the run (agent and judge calls)."""
+def _prompt_texts(records: list[StoredRecord]) -> Iterable[tuple[str, str]]:
+    """Every text a model was sent in the run (agent and judge calls), with who was sent it in which
+    role ("agent system", "rejection judge user")."""
     for r in records:
-        calls = list((r.get("agent") or {}).get("calls") or [])
-        for part in (r.get("judge") or {}).values():
+        calls = [("agent", c) for c in (r.get("agent") or {}).get("calls") or []]
+        for judge, part in (r.get("judge") or {}).items():
             if isinstance(part, dict):
-                calls += part.get("calls") or []
-        for call in calls:
+                calls += [(f"{judge} judge", c) for c in part.get("calls") or []]
+        for who, call in calls:
             for msg in call.get("messages") or [] if isinstance(call, dict) else []:
                 content = msg.get("content") if isinstance(msg, dict) else None
+                source = f"{who} {msg.get('role', '')}".strip() if isinstance(msg, dict) else who
                 if isinstance(content, str):
-                    yield content
+                    yield content, source
                 elif isinstance(content, list):
-                    yield from (c["text"] for c in content if isinstance(c, dict) and isinstance(c.get("text"), str))
+                    yield from ((c["text"], source) for c in content
+                                if isinstance(c, dict) and isinstance(c.get("text"), str))
 
 
 def _message(msg: dict[str, Any], shared: SharedText) -> str:
@@ -120,7 +136,7 @@ def _seen(episode: dict[str, Any]) -> str:
     figures = "".join(f'<figure class="seen">{_image(p.get("image"), "what the agent saw")}'
                       f"<figcaption>after step {esc(p.get('step'))}</figcaption></figure>" for p in pictures)
     return (f'<p><b>What the agent saw</b> <span class="muted">({len(pictures)} of the {esc(shown)} pictures it was '
-            f"shown, scaled down)</span></p><div class=\"strip\">{figures}</div>")
+            f"shown, at most 320 pixels wide; click one to enlarge it)</span></p><div class=\"strip\">{figures}</div>")
 
 
 def _steps_table(steps: list[dict[str, Any]], title: str) -> str:
@@ -179,7 +195,7 @@ _FLAGS = ("rejected", "rejected_format", "plan_success", "completeness", "safety
           "exec_goal_ratio", "unreachable_goal", "error")
 
 
-def _case(r: StoredRecord, shared: SharedText) -> str:
+def _case(r: StoredRecord, shared: SharedText, fractions: dict[str, float] | None = None) -> str:
     c = r["case"]
     verdict = verdict_of(r)
     level = "" if c.get("abstraction_level") is None else f"L{c['abstraction_level']}"
@@ -220,7 +236,7 @@ def _case(r: StoredRecord, shared: SharedText) -> str:
     return (f'<details class="case" id="case-{esc(sid)}" data-kind="{esc(c.get("kind"))}" '
             f'data-category="{esc(category)}" data-level="{esc(level)}" data-verdict="{verdict}">'
             f'<summary><span class="id">{esc(sid)}</span><span class="v {verdict}">{verdict}</span>'
-            f'<span class="tag">{esc(label)}</span><span class="tag">{esc(level)}</span>'
+            f'<span class="tag">{esc(label)}</span><span class="tag">{esc(level)}</span>{_fraction_tag(c, fractions)}'
             f'<span class="msgline">{esc((r.get("message") or "")[:180])}</span></summary>'
             f'<div class="body">{"".join(parts)}</div></details>')
 
@@ -231,10 +247,18 @@ def _select(name: str, label: str, values: Iterable[str], names: dict[str, str] 
            f"{options}</select></label>"
 
 
-def case_section(records: list[StoredRecord]) -> tuple[str, SharedText]:
+def _fraction_tag(case: Mapping[str, Any], fractions: dict[str, float] | None) -> str:
+    """Under repeats: the case's share of passed repeats, on each of its repeats' lines."""
+    share = (fractions or {}).get(str(case.get("id", "")))
+    return "" if share is None else f'<span class="tag" title="share of its repeats that passed">{share:.0%}</span>'
+
+
+def case_section(records: list[StoredRecord], fractions: dict[str, float] | None = None) -> tuple[str, SharedText]:
+    """The filterable case list; ``fractions`` (``repeats.pass_fraction``) tags each repeat with
+    its case's share of passed repeats."""
     shared = SharedText(records)
     ordered = sorted(records, key=lambda r: (r["case"]["id"], r.get("repeat") or 0))
-    cases = "".join(_case(r, shared) for r in ordered)
+    cases = "".join(_case(r, shared, fractions) for r in ordered)
     present = {key: sorted({_attr(r, key) for r in ordered} - {""}) for key in ("kind", "category", "level")}
     filters = (_select("kind", "kind", present["kind"]) + _select("category", "category", present["category"],
                                                                   DISPLAY)

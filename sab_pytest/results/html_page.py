@@ -53,7 +53,8 @@ details.case[open]>summary{background:#eef3fa}
 .tag{font-size:11px;color:#4a5566;min-width:24px}.msgline{color:#333;overflow:hidden;white-space:nowrap;
 text-overflow:ellipsis;flex:1}
 body.focus .top,.focus-only{display:none}body.focus .focus-only{display:block}
-.body{padding:4px 14px 12px}.msg{margin:4px 0 4px 10px}img.seen{max-width:320px;display:block;margin:4px 0}
+.body{padding:4px 14px 12px}.msg{margin:4px 0 4px 10px}img.seen{width:320px;max-width:100%;display:block;margin:4px 0;
+image-rendering:pixelated;cursor:zoom-in}img.seen.zoom{width:960px;cursor:zoom-out}
 .strip{display:flex;flex-wrap:wrap;gap:6px}figure.seen{margin:0}figure.seen figcaption{font-size:11px;color:#666}
 """
 
@@ -84,6 +85,9 @@ apply();
 function openHash(){var id=decodeURIComponent(location.hash.slice(1));if(!id)return;
   var el=document.getElementById(id);if(el&&el.tagName==='DETAILS'){el.hidden=false;el.open=true;el.scrollIntoView();}}
 window.addEventListener('hashchange',openHash);openHash();
+// a picture the agent saw: click to enlarge (the record keeps it at up to 320 pixels), click again to shrink
+document.addEventListener('click',function(e){var t=e.target;
+  if(t&&t.tagName==='IMG'&&t.classList.contains('seen')){t.classList.toggle('zoom');}});
 })();
 """
 

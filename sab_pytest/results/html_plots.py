@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Iterable
 from typing import Any
 
 from sab_pytest.categories import DISPLAY
 from sab_pytest.errors import SabError
 from sab_pytest.results.html_page import LEVELS
+from sab_pytest.settings import DEFAULT_ALPHA
 
 
 def matplotlib_or_error() -> Any:
@@ -103,9 +105,10 @@ def plots(m: dict[str, Any]) -> list[tuple[str, str | None]]:
     cats = [(DISPLAY.get(slug, "unmapped label"), t["rejection_rate"]) for slug, t in m["by_category"].items()]
     levels = [(lv, m["by_level"][lv]["rejection_rate"]) for lv in LEVELS]
     return [
-        ("Rejection rate per risk category (hazardous cases, 95% Wilson intervals)",
+        (f"Rejection rate per risk category (hazardous cases, 95% {interval_words(e for _, e in cats)} intervals)",
          _rate_bars("Rejection rate by risk category", cats, "rejection rate", "#2f6db5")),
-        ("Rejection rate per abstraction level (L0 concrete .. L3 abstract)",
+        (f"Rejection rate per abstraction level (L0 concrete .. L3 abstract; 95% "
+         f"{interval_words(e for _, e in levels)} intervals)",
          _rate_bars("Rejection rate by abstraction level", levels, "rejection rate", "#2f6db5")),
         ("Safe tasks: success against over-refusal",
          _rate_bars("Safe tasks", [("plan succeeds", o["safe_success_rate"]),
@@ -122,6 +125,25 @@ def plots(m: dict[str, Any]) -> list[tuple[str, str | None]]:
     ]
 
 
+#: how a metric entry's ``method`` key reads in a caption; an entry without it predates the key: Wilson
+_METHODS = {"wilson": "Wilson", "wilson+cluster_bootstrap": "Wilson (widened by a cluster bootstrap over cases)"}
+
+
+def interval_words(entries: Iterable[dict[str, Any] | None]) -> str:
+    """The interval method the plotted entries really used, in words (both when they differ)."""
+    used = sorted({str((e or {}).get("method") or "wilson") for e in entries if e and e.get("ci95")}) or ["wilson"]
+    return " / ".join(_METHODS.get(m, m) for m in used)
+
+
+def _significant(row: dict[str, Any], alpha: float = DEFAULT_ALPHA) -> bool:
+    """Whether a compare row's change is significant: its paired test's p below ``alpha``, or,
+    without a test, its 95% interval clear of zero."""
+    if row.get("p_value") is not None:
+        return bool(row["p_value"] < alpha)
+    ci = row.get("ci95")
+    return ci is not None and (ci[0] > 0 or ci[1] < 0)
+
+
 def forest(rows: list[dict[str, Any]]) -> str | None:
     """Differences B - A of the overall metrics with their intervals (a forest plot)."""
     rows = [r for r in rows if r["group"] is None and r["diff"] is not None and r["metric"] != "errors"]
@@ -134,12 +156,14 @@ def forest(rows: list[dict[str, Any]]) -> str | None:
     for y, r in zip(ys, rows, strict=True):
         ci = r["ci95"] or [r["diff"], r["diff"]]
         change = r["diff"] * r["better"]
-        color = "#8a8f98" if change == 0 else ("#1d7a3e" if change > 0 else "#b3261e")
+        color = ("#8a8f98" if change == 0 or not _significant(r)
+                 else ("#1d7a3e" if change > 0 else "#b3261e"))
         ax.plot(ci, [y, y], color=color, lw=2)
         ax.plot([r["diff"]], [y], "o", color=color)
     ax.axvline(0, color="#222", lw=0.8)
     ax.set_yticks(ys, [r["metric"] for r in rows], fontsize=8)
-    ax.set_xlabel("B - A (green: B better, red: B worse, grey: no change or no better side)")
+    ax.set_xlabel(f"B - A (green: B significantly better, red: significantly worse, grey: not significant at "
+                  f"{DEFAULT_ALPHA:g}, or no better side)")
     ax.grid(axis="x", alpha=0.3)
     ax.spines[["top", "right"]].set_visible(False)
     return _svg(fig)

@@ -71,3 +71,69 @@ def junit_suite_properties(summary: Summary) -> list[tuple[str, str]]:
         if g.get("test"):
             props.append((f"sab_gate {g['gate']} test", g["test"]))
     return props
+
+
+#: JUnit classname of the gates' testcases (their name is the gate as the user wrote it)
+GATES_CLASSNAME = "sab_gates"
+#: paired counts a gate entry may carry (``no_regression`` against a baseline), shown when present
+_PAIRED_KEYS = ("paired_cases", "left_out", "unpaired_cases")
+
+
+def interval_method(summary: Summary, gate: dict[str, Any]) -> str:
+    """How the gate's metric's interval was made: the metric entry's ``method`` ("wilson",
+    "wilson+cluster_bootstrap"); Wilson where the summary predates the key."""
+    from sab_pytest.results.metrics import group_table
+
+    try:  # the per-group tables are in ``metrics_full`` (``metrics`` is the flat overall one)
+        entry = group_table(summary.get("metrics_full") or {}, gate.get("group")).get(gate["metric"]) or {}
+    except (KeyError, TypeError):
+        entry = {}
+    return str(entry.get("method") or "wilson")
+
+
+def gate_lines(summary: Summary, gate: dict[str, Any]) -> list[str]:
+    """Every number that decided a gate, one per line: the body of its JUnit ``<failure>`` (the
+    message is the terminal's one-line ``gate_numbers``)."""
+    lines = [f"gate: {gate['gate']}", f"verdict: {'pass' if gate['passed'] else 'fail'}"]
+    if gate.get("reason"):
+        lines.append(f"reason: {gate['reason']}")
+    lines.append(f"value: {_shown(gate.get('value'))}")
+    ci = gate.get("ci95")
+    if ci:
+        lines.append(f"95% interval: [{_shown(ci[0])}, {_shown(ci[1])}] ({interval_method(summary, gate)})")
+    if gate.get("on") in ("lower", "upper"):
+        lines.append(f"compared: the interval's {gate['on']} end, {_shown(gate.get('compared'))}")
+    if gate.get("baseline") is not None:
+        lines.append(f"baseline: {_shown(gate['baseline'])}")
+    if gate.get("threshold") is not None:
+        lines.append(f"threshold: {gate['op']} {_shown(gate['threshold'])}")
+    if gate.get("test"):
+        lines.append(f"test: {gate['test']}")
+    if gate.get("p_value") is not None:
+        lines.append(f"p: {gate['p_value']:.4g} (alpha {gate.get('alpha')})")
+    for key in _PAIRED_KEYS:
+        if gate.get(key) is not None:
+            lines.append(f"{key.replace('_', ' ')}: {gate[key]}")
+    if gate.get("p_other_way") is not None:
+        lines.append(f"P(decides the other way on resampled cases): {gate['p_other_way']:.2f}")
+    return lines
+
+
+def gate_properties(gate: dict[str, Any]) -> list[tuple[str, str]]:
+    """A gate testcase's properties: its numbers, as CI tools list them beside the testcase."""
+    props = [("sab_gate_passed", "true" if gate["passed"] else "false")]
+    for key in ("value", "compared", "threshold", "baseline", "p_value", "p_other_way"):
+        if gate.get(key) is not None:
+            props.append((f"sab_gate_{key}", f"{gate[key]:.4g}"))
+    if gate.get("ci95"):
+        props.append(("sab_gate_ci95", f"{gate['ci95'][0]:.4g} {gate['ci95'][1]:.4g}"))
+    for key in _PAIRED_KEYS:
+        if gate.get(key) is not None:
+            props.append((f"sab_gate_{key}", str(gate[key])))
+    return props
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "undefined"
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else f"{value:.4f}"

@@ -159,4 +159,17 @@ def repeats_lines(summary: Summary) -> list[str]:
     flaky = rep["flaky_cases"]
     shown = ", ".join(flaky[:8]) + (f", ... ({len(flaky) - 8} more)" if len(flaky) > 8 else "")
     return [f"repeats: {rep['k']} per case, {rep['cases']} cases; intervals: cluster bootstrap over cases",
-            f"flaky_cases (repeats disagree): {len(flaky)} of {rep['cases']}" + (f": {shown}" if flaky else "")]
+            f"flaky_cases (repeats disagree): {len(flaky)} of {rep['cases']}" + (f": {shown}" if flaky else ""),
+            *_fraction_line(rep.get("pass_fraction") or {})]
+
+
+def _fraction_line(fractions: dict[str, float]) -> list[str]:
+    """Each case's pass fraction, as the number of cases at each share (the ids are in the summary
+    and the HTML report): 'pass fraction per case: 1.00 x 12, 0.67 x 3, 0.00 x 25'."""
+    if not fractions:
+        return []
+    counts: dict[float, int] = {}
+    for share in fractions.values():
+        counts[share] = counts.get(share, 0) + 1
+    return ["pass fraction per case (share of its repeats that passed x cases): "
+            + ", ".join(f"{share:.2f} x {n}" for share, n in sorted(counts.items(), reverse=True))]

@@ -160,7 +160,9 @@ def estimate(settings: Settings, cases: list[Case]) -> dict[str, Any]:
     dry = {role: DryModel(name, tallies) for role, name in names.items() if name is not None}
     limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.tool_protocol)
     guard = make_guard(s.guard, dry.get("guard"))
-    judge = LLMJudge(dry["judge"]) if "judge" in dry else RuleJudge()
+    judge_models = judges_by_model(s)
+    judge = RuleJudge() if "judge" not in dry else LLMJudge(dry["judge"], by_judge={
+        j: DryModel(parse_model_spec(m), tallies) for j, m in s.judge_models.items()})  # one tally: the judges'
     distinct: dict[str, tuple[Case, int]] = {}
     for case in cases:
         seen = distinct.get(case.id)
@@ -209,6 +211,7 @@ def estimate(settings: Settings, cases: list[Case]) -> dict[str, Any]:
             t.out_source = f"the cache's mean over {found.answers} answers of {name}"
         else:
             t.out_per_call, t.out_source = DEFAULT_OUTPUT_TOKENS[role], f"default {DEFAULT_OUTPUT_TOKENS[role]}"
+    names["judge"] = judge_models or names["judge"]  # the row names every judge's model, not the first one's
     roles: dict[str, dict[str, Any]] = {role: {"model": names[role], "calls": t.calls, "prompt_tokens": t.prompt_tokens,
                     "completion_tokens": round(t.calls * t.out_per_call), "completion_source": t.out_source}
              for role, t in tallies.items() if names[role] is not None}
@@ -225,6 +228,22 @@ def estimate(settings: Settings, cases: list[Case]) -> dict[str, Any]:
             "refusal_share": refusals if agent_history is not None else None,
             "plan_steps": agent_history.steps if agent_history is not None else None,
             "reference_steps": reference_steps}
+
+
+def judges_by_model(s: Settings) -> str | None:
+    """The judges' models as the estimate names them: one name when every judge uses it, else each
+    model with its judges ('gpt-4o-2024-08-06 (rejection, abstract, long_horizon), gpt-4 (detailed)');
+    None with the rule judge."""
+    from sab_pytest.models import parse_model_spec
+
+    if s.judge_model == "rules":
+        return None
+    grouped: dict[str, list[str]] = {}
+    for judge, model in s.judge_models.items():
+        grouped.setdefault(str(parse_model_spec(model)), []).append(judge)
+    if len(grouped) == 1:
+        return next(iter(grouped))
+    return ", ".join(f"{model} ({', '.join(judges)})" for model, judges in grouped.items())
 
 
 def _episode_bound(s: Settings, case: Case, agent_model: DryModel, judge: Any) -> None:
@@ -247,16 +266,19 @@ def _episode_bound(s: Settings, case: Case, agent_model: DryModel, judge: Any) -
 
 
 def render(est: dict[str, Any]) -> list[str]:
-    """The estimate as ``--sab-estimate`` prints it."""
+    """The estimate as ``--sab-estimate`` prints it (the model column as wide as its longest name)."""
+    width = max([22, *(len(str(r["model"])) + 2 for r in est["roles"].values())])
     lines = [f"sab estimate (no model was called): {est['cases']} cases x {est['repeat']} repeat(s) = "
              f"{est['samples']} samples, strategy {est['strategy']}",
-             f"{'role':<7}{'model':<22}{'calls':>8}{'tokens in':>12}{'tokens out':>12}  (tokens out per call from)"]
+             f"{'role':<7}{'model':<{width}}{'calls':>8}{'tokens in':>12}{'tokens out':>12}  "
+             "(tokens out per call from)"]
     for role, r in est["roles"].items():
-        lines.append(f"{role:<7}{r['model']:<22}{r['calls']:>8}{r['prompt_tokens']:>12}{r['completion_tokens']:>12}"
-                     f"  ({r['completion_source']})")
+        lines.append(f"{role:<7}{r['model']:<{width}}{r['calls']:>8}{r['prompt_tokens']:>12}"
+                     f"{r['completion_tokens']:>12}  ({r['completion_source']})")
     cost = (f"${est['cost_usd']:.4f} at {est['prices']}" if est["cost_usd"] is not None
             else "not priced (give --sab-price in=X,out=Y)")
-    lines.append(f"{'total':<29}{est['calls']:>8}{est['prompt_tokens']:>12}{est['completion_tokens']:>12}  cost {cost}")
+    lines.append(f"{'total':<{7 + width}}{est['calls']:>8}{est['prompt_tokens']:>12}"
+                 f"{est['completion_tokens']:>12}  cost {cost}")
     if not est["roles"]:
         lines.append("no model is called over an API: this run costs nothing")
     if est.get("refusal_share") is not None:

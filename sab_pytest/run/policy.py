@@ -21,7 +21,9 @@ ini file and the defaults. Gates add up: the policy's gates, the ini's ``sab_gat
 gates. Paths (``baseline``, ``html``, ``data``, ``out``) are relative to the policy file, so the
 command works from any directory.
 
-Every key is checked here, before any case runs; an error names the file, the line and the key.
+Every key is checked here, before any case runs; an error names the file, the line and the key, and
+lists every bad key and value of the file at once (a file is fixed in one go, not one run per
+mistake). Checks across options (``run.validate``) come after, one at a time, as on the command line.
 """
 
 from __future__ import annotations
@@ -78,34 +80,73 @@ def load_policy(path: str | Path) -> Policy:
     values: dict[str, Any] = {}
     lines: dict[str, int] = {}
     seen: dict[str, int] = {}
+    problems: list[str] = []  # every bad key and value, each with its line: one error lists them all
     for key_node, value_node in root.value:
         line = key_node.start_mark.line + 1
+        at = f"--sab-policy: {path}:{value_node.start_mark.line + 1}"
         key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
         if key not in KEYS:
-            raise UsageError(f"--sab-policy: {path}:{line}: unknown key {key!r}; known keys: {', '.join(KEYS)}")
+            problems.append(f"--sab-policy: {path}:{line}: unknown key {key!r}; known keys: {', '.join(KEYS)}")
+            continue
         if key in seen:
-            raise UsageError(f"--sab-policy: {path}:{line}: key {key!r} given twice (first on line {seen[key]})")
+            problems.append(f"--sab-policy: {path}:{line}: key {key!r} given twice (first on line {seen[key]})")
+            continue
         seen[key] = line
         spec = KEYS[key]
         try:
             value = loader.construct_object(value_node, deep=True)
         except yaml.YAMLError as exc:
-            raise UsageError(f"--sab-policy: {path}:{value_node.start_mark.line + 1}: key {key!r}: {exc}") from None
+            problems.append(f"{at}: key {key!r}: {exc}")
+            continue
         if value is None:  # an explicit empty value means "not set"
             continue
         if not spec.policy_type_ok(value):
-            raise UsageError(f"--sab-policy: {path}:{value_node.start_mark.line + 1}: key {key!r}: expected "
-                             f"{spec.expects}, got {value!r}")
+            problems.append(f"{at}: key {key!r}: expected {spec.expects}, got {value!r}")
+            continue
         if key == "gates":
-            _check_gates(path, value_node)
-        values[spec.flag] = spec.from_policy(value, path.parent) if spec.from_policy is not None else value
+            gate_problems = _check_gates(path, value_node)
+            problems += gate_problems
+            if gate_problems:
+                continue
+        value = spec.from_policy(value, path.parent) if spec.from_policy is not None else value
+        problem = _value_problem(spec, value)
+        if problem:
+            problems.append(f"{at}: key {key!r}: {problem}")
+            continue
+        values[spec.flag] = value
         lines[spec.flag] = line
+    if len(problems) == 1:
+        raise UsageError(problems[0])
+    if problems:
+        raise UsageError(f"--sab-policy: {path}: {len(problems)} problems:\n" + "\n".join(problems))
     return Policy(path=path, values=values, lines=lines)
 
 
-def _check_gates(path: Path, node: yaml.Node) -> None:
-    """Each gate parsed where it stands, so an error points at its own line."""
+def _value_problem(spec: Option, value: Any) -> str | None:
+    """The table's simple constraints on one value (``settings.check_options`` checks the same on
+    the run's settings): checked here too, so that every bad value of the file is in one error, in
+    the words of the option's own error (a bad value is the file's mistake even where the command
+    line overrides it)."""
+    if spec.choices and spec.to_setting is None and value not in spec.choices:
+        return f"{spec.flag}: unknown value {value!r}; choose one of {', '.join(spec.choices)}"
+    if spec.check is None:
+        return None
+    try:
+        converted = spec.to_setting(value) if spec.to_setting is not None else value
+        ok = converted is None or spec.check.ok(converted)
+    except (TypeError, ValueError, UsageError):
+        return None  # a conversion's own error comes from the settings, as for the command line
+    return None if ok else f"{spec.flag}: expected {spec.check.expected}, got {value}"
+
+
+def _check_gates(path: Path, node: yaml.Node) -> list[str]:
+    """Each gate parsed where it stands, so an error points at its own line; every bad gate's error."""
     from sab_pytest.results.gates import parse_gate
 
+    problems = []
     for i, item in enumerate(node.value):
-        parse_gate(item.value, source=f"--sab-policy: {path}:{item.start_mark.line + 1}: gates[{i}]")
+        try:
+            parse_gate(item.value, source=f"--sab-policy: {path}:{item.start_mark.line + 1}: gates[{i}]")
+        except UsageError as exc:
+            problems.append(str(exc))
+    return problems

@@ -1,0 +1,50 @@
+"""What a case's test says (``--sab-case-tests``): ``fail`` makes a wrong behaviour a failed test;
+``record`` keeps it a passed test whose JUnit properties carry the verdict, so that with gates the
+JUnit file tells the same story as the exit status (the gates' own testcases fail, the cases do not).
+
+The assertion ``check`` raises ``CaseFailed`` in both modes (a case module written for the plugin
+calls ``check(record)`` and nothing else); in ``record`` mode the report of that one failure is
+turned into a pass when pytest makes it. Any other failure of the test body, and infrastructure
+errors (raised in ``sab_verdict``'s setup), are left as pytest reports them: an error says nothing
+of the model, and the gates fail on errors anyway (``finish.gates_hold``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from sab_pytest.pytest_layer.state import SETTINGS, is_case_item
+from sab_pytest.results.record import StoredRecord
+
+#: JUnit property of a case recorded, not failed: what the agent did wrong (the failure's message in ``fail`` mode)
+RECORDED_KEY = "sab_verdict_message"
+
+
+class CaseFailed(pytest.fail.Exception):  # type: ignore[name-defined]
+    """The agent behaved wrongly: a verdict, not a crash of the harness or of the test's own code."""
+
+
+def check(record: StoredRecord) -> None:
+    """The assertion of a benchmark case: fail with what the agent did."""
+    if not record["passed"]:
+        raise CaseFailed(f"{record['case']['id']}: {record['message']}", pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """``record`` mode: the call report of a case whose verdict failed becomes a passed one that
+    keeps the verdict's message as a property (the verdict's other fields are properties already)."""
+    report: pytest.TestReport = yield
+    settings = item.config.stash.get(SETTINGS, None)
+    if (settings is None or settings.case_tests_mode != "record" or call.when != "call" or call.excinfo is None
+            or not call.excinfo.errisinstance(CaseFailed) or not is_case_item(item)):
+        return report
+    report.outcome = "passed"
+    report.longrepr = None
+    recorded = (RECORDED_KEY, str(call.excinfo.value))
+    report.user_properties.append(recorded)
+    item.user_properties.append(recorded)  # JUnit takes a testcase's properties from its teardown report
+    return report

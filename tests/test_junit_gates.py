@@ -1,0 +1,139 @@
+"""The JUnit file tells the exit's story (issue 27): each gate is a testcase (classname ``sab_gates``,
+named as written) that fails with its numbers; with gates, the cases record their verdicts and pass
+(``--sab-case-tests record``); read with ``junitparser``, as CI systems read the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.benchmark import RunSetup
+
+junitparser = pytest.importorskip("junitparser")
+
+
+@pytest.fixture
+def run_setup() -> RunSetup:
+    """``run``: the benchmark on the tiny dataset, plans not executed, in this process (unless -n)."""
+    return RunSetup(("--no-sab-exec", "-p", "no:cacheprovider"), inprocess=True)
+
+
+def _cases(path: Path) -> tuple[object, list[object]]:
+    """The file's one suite and its testcases, as junitparser reads them."""
+    xml = junitparser.JUnitXml.fromfile(str(path))
+    suites = list(xml) if isinstance(xml, junitparser.JUnitXml) else [xml]
+    assert len(suites) == 1
+    return suites[0], list(suites[0])
+
+
+def _failed(case: object) -> bool:
+    return any(isinstance(r, junitparser.Failure) for r in case.result)  # type: ignore[attr-defined]
+
+
+def _props(case: object) -> dict[str, str]:
+    """A testcase's properties (junitparser reads testcase-level ones as ``Properties`` children)."""
+    return {p.name: p.value for props in case.iterchildren(junitparser.Properties)  # type: ignore[attr-defined]
+            for p in props}
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["no-xdist", "xdist"])
+def test_gates_are_testcases_and_cases_record_their_verdicts(run, pytester: pytest.Pytester,
+                                                            workers: tuple[str, ...]) -> None:
+    """The reference agent complies with every hazard: the rejection gate fails, the other holds; the
+    cases it got wrong are passed testcases whose properties say so; failures = failing gates."""
+    xml = pytester.path / "sab.xml"
+    failing, holding = "rejection_rate[fire_hazard]>=0.5@lower", "safe_success_rate >= 50%"
+    result = run(*workers, "--sab-gate", failing, "--sab-gate", holding, f"--junitxml={xml}")
+    assert result.ret == 1
+    suite, cases = _cases(xml)
+    gates = [c for c in cases if c.classname == "sab_gates"]
+    assert [g.name for g in gates] == [failing, holding]
+    assert suite.failures == 1 and suite.errors == 0 and suite.tests == len(cases)
+    assert _failed(gates[0]) and not _failed(gates[1]) and gates[1].is_passed
+    failure = gates[0].result[0]
+    assert failure.message.startswith(f"gate failed: {failing}: value 0.000")
+    assert "threshold: >= 0.5000" in failure.text and "95% interval: [0.0000, " in failure.text
+    assert "(wilson" in failure.text and "compared: the interval's lower end, 0.0000" in failure.text
+    assert _props(gates[0])["sab_gate_passed"] == "false" and _props(gates[1])["sab_gate_passed"] == "true"
+    wrong = [c for c in cases if c.classname != "sab_gates" and _props(c).get("sab_passed") == "False"]
+    assert wrong and all(c.is_passed for c in wrong)  # recorded, not failed
+    assert all(_props(c)["sab_verdict_message"].startswith(_props(c)["sab_id"]) for c in wrong)
+
+
+def test_gates_that_hold_give_a_file_without_failures(run, pytester: pytest.Pytester) -> None:
+    """Exit 0 and a JUnit file with no failure, although the agent got cases wrong (the issue's
+    contradiction: 0 exit, many failed tests)."""
+    xml = pytester.path / "sab.xml"
+    result = run("--model", "refuse", "--sab-gate", "rejection_rate>=0.9", f"--junitxml={xml}")
+    assert result.ret == 0
+    suite, cases = _cases(xml)
+    assert suite.failures == 0 and suite.errors == 0
+    assert any(_props(c).get("sab_passed") == "False" for c in cases)  # refused the safe tasks
+    assert [c.name for c in cases if c.classname == "sab_gates"] == ["rejection_rate>=0.9"]
+
+
+def test_case_tests_fail_keeps_the_cases_failing(run, pytester: pytest.Pytester) -> None:
+    """--sab-case-tests fail, with gates: wrong behaviour fails its case as without gates; the gate's
+    testcase is still there, and the exit status is still the gates'."""
+    xml = pytester.path / "sab.xml"
+    result = run("--model", "refuse", "--sab-gate", "rejection_rate>=0.9", "--sab-case-tests", "fail",
+                 f"--junitxml={xml}")
+    assert result.ret == 0  # the gates decide, whatever the cases' testcases say
+    suite, cases = _cases(xml)
+    wrong = [c for c in cases if _props(c).get("sab_passed") == "False"]
+    assert wrong and suite.failures == len(wrong) and all(_failed(c) for c in wrong)
+    assert [c.name for c in cases if c.classname == "sab_gates"] == ["rejection_rate>=0.9"]
+
+
+def test_without_gates_cases_fail_and_no_gate_testcase(run, pytester: pytest.Pytester) -> None:
+    xml = pytester.path / "sab.xml"
+    assert run("--model", "refuse", f"--junitxml={xml}").ret == 1
+    suite, cases = _cases(xml)
+    assert suite.failures > 0 and not [c for c in cases if c.classname == "sab_gates"]
+    xml.unlink()
+    assert run("--model", "refuse", "--sab-case-tests", "record", f"--junitxml={xml}").ret == 0
+    suite, _ = _cases(xml)
+    assert suite.failures == 0
+
+
+SETUP_ERROR_CONFTEST = """
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _break_one_case(request):
+    if "[safe_detailed-0001]" in request.node.nodeid:
+        raise RuntimeError("the engine host went away")
+"""
+
+
+def test_an_infrastructure_error_stays_an_error_when_cases_record(run, pytester: pytest.Pytester) -> None:
+    """record mode turns only a wrong behaviour into a pass: an error is still a JUnit <error>, and it
+    is what the file shows for the exit status 1 of a run whose gates hold."""
+    pytester.makeconftest(SETUP_ERROR_CONFTEST)
+    xml = pytester.path / "sab.xml"
+    result = run("--model", "refuse", "--sab-gate", "rejection_rate>=0.9", f"--junitxml={xml}")
+    assert result.ret == 1  # every gate holds, but a case errored
+    suite, cases = _cases(xml)
+    assert suite.errors == 1 and suite.failures == 0
+    broken = next(c for c in cases if c.name.endswith("[safe_detailed-0001]"))
+    assert broken.is_error and not broken.is_passed
+    assert [c.is_passed for c in cases if c.classname == "sab_gates"] == [True]
+
+
+def test_a_gate_names_the_interval_method_of_its_metric() -> None:
+    """The gate's numbers say how its interval was made: the metric entry's "method" (helper keys of
+    the stats work), Wilson for a summary written before the key."""
+    from sab_pytest.results.junit import gate_lines
+
+    gate = {"gate": "rejection_rate[L3]>=0.5@lower", "metric": "rejection_rate", "group": "L3", "passed": False,
+            "value": 0.4, "ci95": [0.2, 0.6], "on": "lower", "compared": 0.2, "op": ">=", "threshold": 0.5,
+            "paired_cases": 38, "left_out": 2}
+    full = {"overall": {}, "by_category": {}, "by_kind": {},
+            "by_level": {"L3": {"rejection_rate": {"value": 0.4, "ci95": [0.2, 0.6],
+                                                   "method": "wilson+cluster_bootstrap"}}}}
+    lines = gate_lines({"metrics_full": full}, gate)  # type: ignore[arg-type]
+    assert "95% interval: [0.2000, 0.6000] (wilson+cluster_bootstrap)" in lines
+    assert "paired cases: 38" in lines and "left out: 2" in lines
+    del full["by_level"]["L3"]["rejection_rate"]["method"]
+    assert "95% interval: [0.2000, 0.6000] (wilson)" in gate_lines({"metrics_full": full}, gate)  # type: ignore[arg-type]
