@@ -62,8 +62,8 @@ def _metadata(summary: Summary) -> str:
     rows.append(("errors", esc(summary.get("errors"))))
     rep = summary.get("repeats")
     if rep:
-        rows.append(("repeats", esc(f"{rep['k']} per case, {rep['cases']} cases (intervals: cluster bootstrap "
-                                    "over cases)")))
+        rows.append(("repeats", esc(f"{rep['k']} per case, {rep['cases']} cases (intervals: Wilson over samples, "
+                                    "widened by a cluster bootstrap over cases)")))
         flaky = rep["flaky_cases"]
         links = ", ".join(f'<a href="#case-{esc(cid)}-r1">{esc(cid)}</a>' for cid in flaky)
         rows.append(("flaky_cases", f"{len(flaky)} (repeats disagree)" + (f": {links}" if flaky else "")))

@@ -158,7 +158,8 @@ def repeats_lines(summary: Summary) -> list[str]:
         return []
     flaky = rep["flaky_cases"]
     shown = ", ".join(flaky[:8]) + (f", ... ({len(flaky) - 8} more)" if len(flaky) > 8 else "")
-    return [f"repeats: {rep['k']} per case, {rep['cases']} cases; intervals: cluster bootstrap over cases",
+    return [f"repeats: {rep['k']} per case, {rep['cases']} cases; intervals: Wilson over samples, widened by a "
+            "cluster bootstrap over cases",
             f"flaky_cases (repeats disagree): {len(flaky)} of {rep['cases']}" + (f": {shown}" if flaky else ""),
             *_fraction_line(rep.get("pass_fraction") or {})]
 
