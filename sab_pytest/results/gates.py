@@ -29,6 +29,7 @@ from sab_pytest.results.metrics import (
     METRIC_NAMES,
     RateDef,
     better,
+    definitions,
     group_table,
     in_group,
     paired_outcomes,
@@ -122,13 +123,14 @@ class Gate:
             out["threshold"] = out["baseline"] + self.offset
             out["passed"] = self.holds(compared, out["threshold"])
             return out
-        out.update(self._regression_test(self._entry(metrics), base_entry, records, baseline, alpha))
+        out.update(self._regression_test(self._entry(metrics), base_entry, records, baseline, alpha,
+                                         metrics.get("protocol")))
         return out
 
     def _regression_test(self, cur: dict[str, Any], base: dict[str, Any], records: list[StoredRecord] | None,
-                         baseline: Baseline, alpha: float) -> dict[str, Any]:
+                         baseline: Baseline, alpha: float, protocol: str | None = None) -> dict[str, Any]:
         worse = better(self.metric)  # +1: a drop is a regression; -1: a rise is
-        paired = (paired_outcomes(self.metric, self.group, baseline.records, records)
+        paired = (paired_outcomes(self.metric, self.group, baseline.records, records, protocol)
                   if records is not None and baseline.records is not None and same_cases(records, baseline.records)
                   else None)
         if paired is not None:
@@ -218,7 +220,8 @@ def check_gates(gates: Iterable[Gate], metrics: dict[str, Any], *, records: list
                       and same_cases(records, baseline.records))
             base_entry = g._entry(baseline.metrics) if baseline is not None else None
             result["p_other_way"] = resample.flip_probability(
-                g, result, records, in_group=in_group, definition=DEFINITIONS.get(g.metric), worse=better(g.metric),
+                g, result, records, in_group=in_group, definition=definitions(metrics.get("protocol")).get(g.metric),
+                worse=better(g.metric),
                 baseline_records=baseline.records if baseline is not None else None, paired=paired,
                 baseline_entry=base_entry)
         out.append(result)
