@@ -78,7 +78,7 @@ CATALOGUE: tuple[tuple[Deviation, Callable[[Settings], bool]], ...] = (
                "failures", "--sab-protocol sab"), lambda s: _sab(s) and s.execute),
     (Deviation("the judges show each executed action as done or failed and parse verdicts more leniently than "
                "the paper's code", "--sab-protocol sab"), lambda s: _sab(s) and _model_judged(s)),
-    (Deviation("the judges answer within the run's max tokens, not the paper's 1024", "--sab-max-tokens"),
+    (Deviation("the judges answer within the run's max tokens, not the paper's 1024", "--sab-protocol sab"),
      lambda s: _model_judged(s) and _sab(s) and s.max_tokens != PAPER_JUDGE_MAX_TOKENS),
     (Deviation("map_vlm's roles run at the run's temperature and token limit, its planner has no worked example, "
                "and its episode stops at a step cap; the paper's code fixes each role's settings and has no cap",
