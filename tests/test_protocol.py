@@ -249,3 +249,17 @@ def test_a_run_without_protocol_option_follows_the_paper(run, server, tiny_data:
     assert sab["protocol"] == "sab"
     assert len([d for d in sab["deviations"] if d["option"] == "--sab-protocol sab"]) == 6
     assert not any(PAPER_OBJECTS.search(str(r.messages)) for r in server.chat_requests)
+
+
+def test_html_shows_deviations_and_compare_names_a_protocol_change(tmp_path: Path) -> None:
+    from sab_pytest.results.compare import differences
+    from sab_pytest.results.html import build_html
+    from sab_pytest.results.load import Run
+
+    rows = [_paper(r) for r in _disagreeing()]
+    summary = build_summary(rows, Settings(), dataset=({}, []))
+    page = build_html(summary, rows)
+    assert "Differences from the paper" in page and "<code>--judge-model rules</code>" in page
+    old = Run(tmp_path, {"metrics_full": metrics.compute(_disagreeing()), "cases": 4}, None)
+    new = Run(tmp_path, summary, None)
+    assert any(d.startswith("protocol: 'sab' vs 'paper'") for d in differences(old, new))

@@ -40,6 +40,9 @@ def differences(a: Run, b: Run) -> list[str]:
     for key in ("subset", "sample"):
         if a.summary.get(key) != b.summary.get(key):
             out.append(f"{key}: {a.summary.get(key)!r} vs {b.summary.get(key)!r}")
+    protocols = (a.summary.get("protocol") or "sab", b.summary.get("protocol") or "sab")  # none: made under sab
+    if protocols[0] != protocols[1]:
+        out.append(f"protocol: {protocols[0]!r} vs {protocols[1]!r} (rejection_rate and SR(goal) differ by protocol)")
     if a.summary.get("sample") and a.summary.get("seed") != b.summary.get("seed"):
         out.append(f"sampling seed: {a.summary.get('seed')!r} vs {b.summary.get('seed')!r}")
     return out
@@ -66,7 +69,7 @@ def _row(metric: str, group: str | None, a: Run, b: Run,
                            "pairs": None, "a_only": None, "b_only": None, "p_value": None}
     if row["diff"] is None:
         return row
-    counted = metrics.paired_counts(metric, pairs) if pairs is not None else None
+    counted = metrics.paired_counts(metric, pairs, b.metrics.get("protocol")) if pairs is not None else None
     if counted is not None:
         n_pairs, a_only, b_only, both = counted
         ci = stats.newcombe_paired(both, b_only, a_only, n_pairs - both - a_only - b_only)
