@@ -169,6 +169,8 @@ def report(results: list[tuple[Case, ExecResult]], elapsed: float, *, verbose: b
     print(f"  reachable                {len(reachable)}")
     rate = len(ok) / len(reachable) if reachable else float("nan")
     print(f"reference-plan success     {len(ok)}/{len(reachable)} = {rate:.1%} of reachable goals")
+    paper = len(ok) / len(with_goal) if with_goal else float("nan")  # --sab-protocol paper's SR(goal) denominator
+    print(f"  as the paper counts it   {len(ok)}/{len(with_goal)} = {paper:.1%} of every goal (unreachable: failures)")
 
     causes: Counter[str] = Counter()
     print("\nFailures on reachable goals:")

@@ -111,6 +111,7 @@ class ModelPolicy:
     chat_model: ChatModel
     messages: list[Message]
     protocol: str = "tools"
+    paper: bool = False  # --sab-protocol paper: ``done`` described without a way out (``prompts.tools``)
     max_images: int = 2
     max_tokens: int | None = None
     calls: list[ModelCall] = field(default_factory=list)  # pass the episode's list to keep one order
@@ -120,7 +121,7 @@ class ModelPolicy:
     def next(self, feedback: Feedback | None) -> Move | None:
         if feedback is not None:
             self._answer(feedback)
-        tools = prompts.TOOLS if self.protocol == "tools" else None
+        tools = prompts.tools(self.paper) if self.protocol == "tools" else None
         self.messages = cap_images(self.messages, self.max_images)  # kept capped: no old picture is carried on
         call = self.chat_model.complete(list(self.messages), role="agent", max_tokens=self.max_tokens, tools=tools)
         if call.error:  # the protocol says implementations raise; never act on a failed call
@@ -193,6 +194,7 @@ class InteractiveAgent(ActingAgent):
     def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
         episode = start_episode(self.name, case, engine, self.limits, self.guard)
         policy = ModelPolicy(self.chat_model, self._opening(case, episode), protocol=self.limits.protocol,
+                             paper=self.limits.paper,
                              max_images=self.limits.max_images, max_tokens=self.max_tokens, calls=episode.calls)
         turns = 0
         try:
@@ -207,6 +209,7 @@ class InteractiveAgent(ActingAgent):
     def _opening(self, case: Case, episode: Episode) -> list[Message]:
         system = {"role": "system", "content": with_hint(self.system, self.safety_hint)}
         task = prompts.task_user(case.instruction, self.limits.protocol, visual=self.visual, pca=self.pca,
-                                 object_types=episode.object_types(), schematic=self.limits.schematic)
+                                 object_types=episode.object_types(), schematic=self.limits.schematic,
+                                 paper=self.limits.paper)
         picture = episode.picture() if self.visual else None
         return [system, picture_message(task, picture) if picture else {"role": "user", "content": task}]

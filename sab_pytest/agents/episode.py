@@ -46,6 +46,7 @@ class EpisodeLimits:
     max_images: int = 2
     protocol: str = "tools"
     schematic: bool = False
+    paper: bool = False  # --sab-protocol paper: the agents' prompts offer no way out of the task
 
 
 @dataclass(frozen=True)

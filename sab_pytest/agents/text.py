@@ -61,17 +61,19 @@ class TextPlanner:
     name = "text"
 
     def __init__(self, chat_model: ChatModel, *, safety_hint: bool = False,
-                 max_tokens: int | None = None) -> None:
+                 max_tokens: int | None = None, paper: bool = False) -> None:
         self.chat_model = chat_model
         self.safety_hint = safety_hint
         self.max_tokens = max_tokens
+        self.paper = paper  # --sab-protocol paper: the scene's object types, no way out (``prompts.Framing``)
 
     def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
         """Plan for ``case`` (the engine is ignored: text planners plan once, the scorer executes)."""
         from sab_pytest import plan_parser
 
         calls: list[ModelCall] = []
-        text = self._converse(case.instruction, calls)
+        framing = prompts.paper_framing(scene_object_types(case.scene)) if self.paper else prompts.SAB
+        text = self._converse(case.instruction, calls, framing)
         return AgentOutcome(agent=self.name, text=text, steps=self._extract(text), calls=calls,
                             refused=plan_parser.is_explicit_refusal(text))
 
@@ -93,7 +95,7 @@ class TextPlanner:
         """A fresh two-message conversation (system, user): the shape of most strategy turns."""
         return self._ask([self._system(system), _msg("user", user)], calls)
 
-    def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
+    def _converse(self, instruction: str, calls: list[ModelCall], framing: prompts.Framing) -> str:
         raise NotImplementedError
 
     def _extract(self, text: str) -> list[str]:
@@ -107,8 +109,8 @@ class DirectPlanner(TextPlanner):
 
     name = "direct"
 
-    def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
-        return self._ask_once(prompts.PLANNER_SYSTEM, prompts.direct_user(instruction), calls)
+    def _converse(self, instruction: str, calls: list[ModelCall], framing: prompts.Framing) -> str:
+        return self._ask_once(prompts.PLANNER_SYSTEM, prompts.direct_user(instruction, framing), calls)
 
 
 class CotPlanner(TextPlanner):
@@ -116,8 +118,8 @@ class CotPlanner(TextPlanner):
 
     name = "cot"
 
-    def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
-        return self._ask_once(prompts.PLANNER_SYSTEM, prompts.cot_user(instruction), calls)
+    def _converse(self, instruction: str, calls: list[ModelCall], framing: prompts.Framing) -> str:
+        return self._ask_once(prompts.PLANNER_SYSTEM, prompts.cot_user(instruction, framing), calls)
 
     def _extract(self, text: str) -> list[str]:
         return super()._extract(plan_section(text))
@@ -134,9 +136,10 @@ class TwoStagePlanner(TextPlanner):
 
     name = "two_stage"
 
-    def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
-        plain = self._ask_once(prompts.TWO_STAGE_SYSTEM, prompts.two_stage_plan_user(instruction), calls)
-        return self._ask_once(prompts.CONVERTER_SYSTEM, prompts.two_stage_convert_user(instruction, plain), calls)
+    def _converse(self, instruction: str, calls: list[ModelCall], framing: prompts.Framing) -> str:
+        plain = self._ask_once(prompts.TWO_STAGE_SYSTEM, prompts.two_stage_plan_user(instruction, framing), calls)
+        return self._ask_once(prompts.CONVERTER_SYSTEM,
+                              prompts.two_stage_convert_user(instruction, plain, framing), calls)
 
 
 class ProgPromptPlanner(TextPlanner):
@@ -144,9 +147,10 @@ class ProgPromptPlanner(TextPlanner):
 
     name = "progprompt"
 
-    def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
+    def _converse(self, instruction: str, calls: list[ModelCall], framing: prompts.Framing) -> str:
         examples = [e.as_pair() for e in fixed_examples()]
-        return self._ask_once(prompts.PROGRAM_SYSTEM, prompts.progprompt_user(instruction, examples), calls)
+        return self._ask_once(prompts.PROGRAM_SYSTEM, prompts.progprompt_user(instruction, examples, framing),
+                              calls)
 
     def _extract(self, text: str) -> list[str]:
         from sab_pytest import plan_parser
@@ -160,9 +164,9 @@ class FewShotPlanner(TextPlanner):
     name = "fewshot"
     k = 3
 
-    def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
+    def _converse(self, instruction: str, calls: list[ModelCall], framing: prompts.Framing) -> str:
         examples = [e.as_pair() for e in nearest_examples(instruction, self.k)]
-        return self._ask_once(prompts.PLANNER_SYSTEM, prompts.fewshot_user(instruction, examples), calls)
+        return self._ask_once(prompts.PLANNER_SYSTEM, prompts.fewshot_user(instruction, examples, framing), calls)
 
 
 class CooperativePlanner(TextPlanner):
@@ -174,9 +178,10 @@ class CooperativePlanner(TextPlanner):
 
     name = "cooperative"
 
-    def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
-        brief = self._ask_once(prompts.SCOUT_SYSTEM, prompts.cooperative_brief_user(instruction), calls)
-        return self._ask_once(prompts.PLANNER_SYSTEM, prompts.cooperative_plan_user(instruction, brief), calls)
+    def _converse(self, instruction: str, calls: list[ModelCall], framing: prompts.Framing) -> str:
+        brief = self._ask_once(prompts.SCOUT_SYSTEM, prompts.cooperative_brief_user(instruction, framing), calls)
+        return self._ask_once(prompts.PLANNER_SYSTEM, prompts.cooperative_plan_user(instruction, brief, framing),
+                              calls)
 
 
 class MldtPlanner(TextPlanner):
@@ -184,13 +189,21 @@ class MldtPlanner(TextPlanner):
 
     name = "mldt"
 
-    def _converse(self, instruction: str, calls: list[ModelCall]) -> str:
-        conversation = [self._system(prompts.MLDT_SYSTEM), _msg("user", prompts.mldt_goals_user(instruction))]
+    def _converse(self, instruction: str, calls: list[ModelCall], framing: prompts.Framing) -> str:
+        conversation = [self._system(prompts.MLDT_SYSTEM), _msg("user", prompts.mldt_goals_user(instruction, framing))]
         goals = self._ask(conversation, calls)
         conversation += [_msg("assistant", goals), _msg("user", prompts.mldt_tasks_user())]
         tasks = self._ask(conversation, calls)
-        conversation += [_msg("assistant", tasks), _msg("user", prompts.mldt_actions_user())]
+        conversation += [_msg("assistant", tasks), _msg("user", prompts.mldt_actions_user(framing))]
         return self._ask(conversation, calls)
+
+
+def scene_object_types(scene: str) -> list[str]:
+    """The distinct object types of ``scene`` at reset, sorted: what the paper tells every agent is in the
+    home (read from the scene data the embedded engine loads, the same list an episode's reset gives)."""
+    from sab_pytest.thor import scenes
+
+    return sorted({str(o["objectType"]) for o in scenes.template(scene).objects if o.get("objectType")})
 
 
 #: strategy name -> planner class, in the order the docs list them.

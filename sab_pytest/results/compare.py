@@ -46,6 +46,9 @@ def differences(a: Run, b: Run) -> list[str]:
     for key in ("subset", "sample"):
         if a.summary.get(key) != b.summary.get(key):
             out.append(f"{key}: {a.summary.get(key)!r} vs {b.summary.get(key)!r}")
+    protocols = (a.summary.get("protocol") or "sab", b.summary.get("protocol") or "sab")  # none: made under sab
+    if protocols[0] != protocols[1]:
+        out.append(f"protocol: {protocols[0]!r} vs {protocols[1]!r} (rejection_rate and SR(goal) differ by protocol)")
     if a.summary.get("sample") and a.summary.get("seed") != b.summary.get("seed"):
         out.append(f"sampling seed: {a.summary.get('seed')!r} vs {b.summary.get('seed')!r}")
     return out
@@ -71,7 +74,8 @@ def _row(metric: str, group: str | None, a: Run, b: Run, paired: bool) -> dict[s
                            "pairs": None, "a_only": None, "b_only": None, "p_value": None, "left_out": None}
     if row["diff"] is None:
         return row
-    pairs = pair_cases(metric, group, a.records or [], b.records or []) if paired and metric != "error_rate" else None
+    pairs = (pair_cases(metric, group, a.records or [], b.records or [], b.metrics.get("protocol"))
+             if paired and metric != "error_rate" else None)
     if pairs is not None and pairs.n:
         both, a_only, b_only, neither = pairs.table()
         ci = stats.newcombe_paired(both, b_only, a_only, neither)

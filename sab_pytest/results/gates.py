@@ -31,6 +31,7 @@ from sab_pytest.results.metrics import (
     METRIC_NAMES,
     RateDef,
     better,
+    definitions,
     group_table,
     in_group,
 )
@@ -127,14 +128,17 @@ class Gate:
             out["threshold"] = out["baseline"] + self.offset
             out["passed"] = self.holds(compared, out["threshold"])
             return out
-        out.update(self._regression_test(self._entry(metrics), base_entry, records, baseline, alpha, current))
+        out.update(self._regression_test(self._entry(metrics), base_entry, records, baseline, alpha, current,
+                                         metrics.get("protocol")))
         return out
 
     def _regression_test(self, cur: dict[str, Any], base: dict[str, Any], records: list[StoredRecord] | None,
-                         baseline: Baseline, alpha: float, current: str) -> dict[str, Any]:
+                         baseline: Baseline, alpha: float, current: str, protocol: str | None = None
+                         ) -> dict[str, Any]:
         """The one pairing rule (``pairing``): the cases both runs judged, paired by case id, each
         side by its per-case pass fraction, tested by the exact McNemar test. Only a baseline given as
-        a summary (no per-case records) falls back to the two-proportion z test, on case counts."""
+        a summary (no per-case records) falls back to the two-proportion z test, on case counts. Both
+        runs are read under this run's ``protocol`` (a baseline of the other protocol by the same rule)."""
         worse = better(self.metric)  # +1: a drop is a regression; -1: a rise is
         if records is None or baseline.records is None:
             k_cur, n_cur = _case_counts(cur)
@@ -144,7 +148,7 @@ class Gate:
                     f"the baseline has no per-case results to pair with)")
             out: dict[str, Any] = {"paired_cases": None, "left_out": None}
         else:
-            pairs = pair_cases(self.metric, self.group, baseline.records, records)
+            pairs = pair_cases(self.metric, self.group, baseline.records, records, protocol)
             assert pairs is not None, "parse_gate lets only rates into no_regression"
             # the minimum is on the cases the runs share: a metric over few cases (3 safe ones) of two runs
             # of the same selection is a weak gate, not a misuse
@@ -244,12 +248,12 @@ def check_gates(gates: Iterable[Gate], metrics: dict[str, Any], *, records: list
     for g in gates:
         result = g.check(metrics, records=records, baseline=baseline, alpha=alpha, gate_on=gate_on, current=current)
         if records is not None and not result.get("usage_error"):
-            pairs = (pair_cases(g.metric, g.group, baseline.records, records)
+            pairs = (pair_cases(g.metric, g.group, baseline.records, records, metrics.get("protocol"))
                      if g.form == "no_regression" and baseline is not None and baseline.records is not None
                      else None)
             base_entry = g._entry(baseline.metrics) if baseline is not None else None
             result["p_other_way"] = resample.flip_probability(
-                g, result, records, in_group=in_group, definition=DEFINITIONS.get(g.metric), worse=better(g.metric),
-                pairs=pairs, baseline_entry=base_entry)
+                g, result, records, in_group=in_group, definition=definitions(metrics.get("protocol")).get(g.metric),
+                worse=better(g.metric), pairs=pairs, baseline_entry=base_entry)
         out.append(result)
     return out

@@ -152,6 +152,16 @@ def _errors(m: dict[str, Any], records: list[StoredRecord]) -> str:
             f"rate above and counted here.</p>{plot_grid([('Errors by kind', error_bars(m))])}<p>{ids}</p>")
 
 
+def _deviations(summary: Summary) -> str:
+    """The run's protocol and each difference from the paper in force (``protocol.deviations``)."""
+    shown = summary.get("deviations")
+    if shown is None:  # a summary of before --sab-protocol
+        return ""
+    items = "".join(f"<li>{esc(d['text'])} (<code>{esc(d['option'])}</code>)</li>" for d in shown)
+    return (f"<h2>Differences from the paper</h2><p>protocol: <code>{esc(str(summary.get('protocol')))}</code>; "
+            f"{len(shown)} in force.</p>" + (f"<ul>{items}</ul>" if items else ""))
+
+
 def _gates(summary: Summary) -> str:
     gates = summary.get("gates") or []
     if not gates:
@@ -184,12 +194,14 @@ def build_html(summary: Summary, records: list[StoredRecord]) -> str:
     prompt_html = "".join(f'<details id="prompt-{n}"><summary>P{n}: {esc(shared.name(text))}</summary>'
                           f"<pre>{cut(text, 20000)}</pre></details>" for text, n in shared.numbers.items())
     unreachable = summary.get("unreachable_goals") or []
-    unreachable_html = ("<details><summary>Goals unreachable in their scene (left out of execution rates): "
+    how = "counted as failures in SR(goal)" if summary.get("protocol") == "paper" else "left out of execution rates"
+    unreachable_html = (f"<details><summary>Goals unreachable in their scene ({how}): "
                         f"{len(unreachable)}</summary><ul>"
                         + "".join(f'<li><a href="#case-{esc(u["id"])}">{esc(u["id"])}</a>: {esc(u["reason"])}</li>'
                                   for u in unreachable) + "</ul></details>") if unreachable else ""
     body = (f'<h1>{esc(title)}</h1><p class="focus-only"><a href="?">show the whole report</a></p>'
-            f'<div class="top">{_metadata(summary)}{_gates(summary)}<h2>Plots</h2>{plot_grid(plots(m))}'
+            f'<div class="top">{_metadata(summary)}{_deviations(summary)}{_gates(summary)}'
+            f"<h2>Plots</h2>{plot_grid(plots(m))}"
             f"<h2>Metrics</h2>{_metrics_table(m)}<h2>Errors</h2>{_errors(m, records)}{unreachable_html}</div>{cases}"
             + (f"<h2>Prompts</h2>{prompt_html}" if prompt_html else ""))
     return page(title, body)

@@ -53,6 +53,9 @@ def junit_suite_properties(summary: Summary) -> list[tuple[str, str]]:
     prompts = summary.get("judge_prompts")
     if prompts:
         props.append(("sab_judge_prompts", prompts))
+    if summary.get("deviations") is not None:  # the run's protocol and its differences from the paper, in one line
+        props += [("sab_protocol", str(summary.get("protocol"))),
+                  ("sab_deviations", " | ".join(f"{d['text']} ({d['option']})" for d in summary["deviations"]))]
     run = summary.get("run") or {}
     if run:
         props += [("sab_run_status", str(run["status"])), ("sab_not_run", str(run["not_run"]))]

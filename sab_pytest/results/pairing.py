@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sab_pytest.results.metrics import DEFINITIONS, RateDef, in_group
+from sab_pytest.results.metrics import RateDef, definitions, in_group
 from sab_pytest.results.record import StoredRecord
 
 
@@ -59,10 +59,12 @@ class CasePairs:
         return f"{self.n} paired cases, {self.left_out} left out{k}"
 
 
-def _fractions(records: Iterable[StoredRecord], metric: str, group: str | None) -> tuple[dict[str, float], int]:
+def _fractions(records: Iterable[StoredRecord], metric: str, group: str | None,
+               protocol: str | None) -> tuple[dict[str, float], int]:
     """Per case id: the share of its judged samples in ``metric``'s population (and ``group``) that
-    are a success; and the most samples any case has. ``error_rate`` counts every record."""
-    d = DEFINITIONS.get(metric)
+    are a success under ``protocol``'s definition; and the most samples any case has. ``error_rate``
+    counts every record."""
+    d = definitions(protocol).get(metric)
     counts: dict[str, list[int]] = {}
     seen: dict[str, int] = {}
     for r in records:
@@ -83,13 +85,14 @@ def _fractions(records: Iterable[StoredRecord], metric: str, group: str | None) 
 
 
 def pair_cases(metric: str, group: str | None, first: Iterable[StoredRecord],
-               second: Iterable[StoredRecord]) -> CasePairs | None:
+               second: Iterable[StoredRecord], protocol: str | None = None) -> CasePairs | None:
     """The cases of ``metric`` (a rate, or ``error_rate``) in ``group`` that both runs judged, in
-    sorted id order; None for a metric that is not a rate."""
-    if metric != "error_rate" and not isinstance(DEFINITIONS.get(metric), RateDef):
+    sorted id order, both read under ``protocol``'s definition (the current run's: a baseline of the
+    other protocol is compared by the same rule); None for a metric that is not a rate."""
+    if metric != "error_rate" and not isinstance(definitions(protocol).get(metric), RateDef):
         return None
-    a, k_a = _fractions(first, metric, group)
-    b, k_b = _fractions(second, metric, group)
+    a, k_a = _fractions(first, metric, group, protocol)
+    b, k_b = _fractions(second, metric, group, protocol)
     ids = tuple(sorted(set(a) & set(b)))
     return CasePairs(ids, tuple(a[i] for i in ids), tuple(b[i] for i in ids), len(set(a) ^ set(b)), k_a, k_b)
 

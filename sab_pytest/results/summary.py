@@ -17,6 +17,7 @@ from importlib import metadata
 from typing import Any, TypedDict
 
 from sab_pytest import __version__
+from sab_pytest.protocol import deviations
 from sab_pytest.results import gates, metrics
 from sab_pytest.results.record import SCHEMA, StoredRecord, sample_id
 from sab_pytest.settings import Settings
@@ -75,6 +76,8 @@ class Summary(TypedDict):
     dataset_sha256: dict[str, str]
     dataset_modified: list[str]
     settings: dict[str, Any]
+    protocol: str  # --sab-protocol: paper or sab (a summary without it was made under sab)
+    deviations: list[dict[str, str]]  # each difference from the paper in force (``protocol.deviations``)
 
 
 class MergedSummary(Summary):
@@ -188,6 +191,19 @@ def pictures(settings: Settings) -> dict[str, Any] | None:
             "note": None if comparable else SCHEMATIC_NOTE}
 
 
+def _baseline_as(baseline: gates.Baseline | None, summary: Summary | None, protocol: str) -> gates.Baseline | None:
+    """The baseline read under this run's protocol, so that a gate compares one definition: from its
+    records when at hand, else its summary's table carried over (``metrics.as_protocol``; a summary
+    without ``protocol`` was made under sab)."""
+    found: Mapping[str, Any] = summary or {}
+    made = baseline.metrics.get("protocol") or found.get("protocol") or "sab" if baseline is not None else protocol
+    if baseline is None or made == protocol:
+        return baseline
+    if baseline.records:
+        return gates.Baseline(metrics.compute(baseline.records, protocol), baseline.records, baseline.source)
+    return gates.Baseline(metrics.as_protocol({**baseline.metrics, "protocol": made}, protocol), None, baseline.source)
+
+
 def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatus | None = None, *,
                   baseline: gates.Baseline | None = None, baseline_summary: Summary | None = None,
                   shard: dict[str, Any] | None = None, dataset: tuple[dict[str, str], list[str]] | None = None,
@@ -197,7 +213,8 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
     ``--sab-shard`` ran (``shard.describe``); ``dataset`` (per-file sha256, modified files) given,
     as a merge does on a machine that may lack the files, skips reading the dataset; ``run_id`` is
     the run whose results file holds ``records`` (the same id is on each of its lines)."""
-    full = metrics.compute(records)
+    full = metrics.compute(records, settings.protocol)
+    baseline = _baseline_as(baseline, baseline_summary, settings.protocol)
     decided = gates.check_gates([gates.parse_gate(g) for g in settings.gates], full, records=records,
                                 baseline=baseline, alpha=settings.alpha, gate_on=settings.gate_on,
                                 current=f"this run ({settings.out_dir})")
@@ -242,4 +259,6 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
         "dataset_sha256": sha,
         "dataset_modified": modified,
         "settings": {k: v for k, v in settings.describe().items() if k not in ("extra",)},
+        "protocol": settings.protocol,
+        "deviations": [d.to_dict() for d in deviations(settings)],
     }

@@ -41,6 +41,25 @@ OVERALL_ROWS = (
     ("execution_step_ratio", "Execution: steps executed (ER)"),
     ("pass_rate", "Cases passed"),
 )
+#: the first rows under ``--sab-protocol paper``: its rejection rate is the paper's rule, the judge's apart
+PAPER_ROWS = (
+    ("rejection_rate", "Rejection rate (the paper's rule: refused instead of a plan)"),
+    ("rejection_rate_judge", "  as the judge reads it"),
+)
+
+
+def _overall_rows(protocol: str | None) -> tuple[tuple[str, str], ...]:
+    """The overall rows of a run's protocol (a summary without one was made under sab)."""
+    return (*PAPER_ROWS, *OVERALL_ROWS[2:]) if protocol == "paper" else OVERALL_ROWS
+
+
+def deviation_lines(summary: Summary) -> list[str]:
+    """The run's differences from the paper (``protocol.deviations``), one per line, under its protocol."""
+    shown = summary.get("deviations")
+    if shown is None:  # a summary of before --sab-protocol
+        return []
+    head = f"protocol: {summary.get('protocol')}; differences from the paper in force: {len(shown)}"
+    return [head, *(f"  - {d['text']} ({d['option']})" for d in shown)]
 
 
 def render_table(summary: Summary) -> list[str]:
@@ -53,8 +72,9 @@ def render_table(summary: Summary) -> list[str]:
              f"cases: {m['cases']}   errors: {m['errors']}"
              + (f" ({', '.join(f'{k} {v}' for k, v in sorted(m['error_kinds'].items()))})" if m["errors"] else ""),
              *_run_lines(summary.get("run")), *_picture_lines(summary.get("pictures")), *repeats_lines(summary), ""]
-    width = max(len(label) for _, label in OVERALL_ROWS) + 2
-    for name, label in OVERALL_ROWS:
+    rows = _overall_rows(summary.get("protocol"))
+    width = max(len(label) for _, label in rows) + 2
+    for name, label in rows:
         if o[name]["n"] and (name != "refused_after_acting_rate" or o[name]["k"]):  # shown when it happened
             lines.append(f"{label:<{width}}{_fmt(o[name])}")
     cat_rows = [(slug, t) for slug, t in m["by_category"].items() if t["rejection_rate"]["n"]]
@@ -87,8 +107,10 @@ def render_table(summary: Summary) -> list[str]:
         lines.append(f"rate limits: {usage['rate_limited']} requests answered HTTP 429 (or 503 Retry-After); calls "
                      f"waited {usage.get('rate_limit_wait_s', 0):.1f}s for them in all (slowed down, not failed)")
     if summary.get("unreachable_goals"):
-        lines += ["", f"goals unreachable in their scene (left out of execution rates): "
-                  f"{len(summary['unreachable_goals'])}"]
+        how = "counted as failures in SR(goal)" if summary.get("protocol") == "paper" else "left out of execution rates"
+        lines += ["", f"goals unreachable in their scene ({how}): {len(summary['unreachable_goals'])}"]
+    if summary.get("deviations") is not None:
+        lines += ["", *deviation_lines(summary)]
     gates = summary.get("gates") or []
     if gates:
         lines.append("")

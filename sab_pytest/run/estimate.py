@@ -169,7 +169,8 @@ def estimate(settings: Settings, cases: list[Case]) -> dict[str, Any]:
         distinct[case.id] = (case, (seen[1] if seen else 0) + 1)
     interactive = s.interactive and "agent" in dry
     agent = None if interactive else make_agent(s.model, strategy=s.strategy, chat_model=dry.get("agent"),
-                                                safety_hint=s.safety_hint, limits=limits, guard=guard)
+                                                safety_hint=s.safety_hint, limits=limits, guard=guard,
+                                                paper=s.protocol == "paper")  # its prompts name the scene's types
     for case, times in distinct.values():
         before = {role: (t.calls, t.prompt_tokens) for role, t in tallies.items()}
         for model in dry.values():

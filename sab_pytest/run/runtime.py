@@ -159,6 +159,7 @@ class Runtime:
         """
         from sab_pytest import models
         from sab_pytest.cache import ResponseCache
+        from sab_pytest.protocol import PAPER_JUDGE_MAX_TOKENS
 
         s = self.settings
         name = name or {"agent": s.model, "guard": s.guard_model_name}.get(role, s.judge_models[judge])
@@ -170,7 +171,8 @@ class Runtime:
             base_url=base_url,
             api_key_env=key_env,
             temperature=s.judge_temperatures[judge] if role == "judge" else s.temperature,
-            max_tokens=s.max_tokens,
+            # the paper's judges answer within 1024 tokens (every evaluator's call); under sab, the run's limit
+            max_tokens=PAPER_JUDGE_MAX_TOKENS if role == "judge" and s.protocol == "paper" else s.max_tokens,
             timeout=s.timeout_s,
             max_retries=s.max_retries,
             rate_limit_wait=s.rate_limit_wait_s,
@@ -193,11 +195,12 @@ class Runtime:
         from sab_pytest.agents.registry import make_agent
 
         s = self.settings
+        paper = s.protocol == "paper"
         limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.tool_protocol,
-                               schematic=s.pictures == "schematic")
+                               schematic=s.pictures == "schematic", paper=paper)
         return make_agent(s.model, strategy=s.strategy, chat_model=chat_model, safety_hint=s.safety_hint,
                           limits=limits, guard=guard, role_models=role_models, executes=s.execute,
-                          context=context)
+                          context=context, paper=paper)
 
     @cached_property
     def role_models(self) -> dict[str, ChatModel]:
