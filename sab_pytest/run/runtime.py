@@ -24,7 +24,7 @@ from sab_pytest.models import PREFLIGHT_TIMEOUT_S
 from sab_pytest.results.record import StoredRecord, from_verdict
 from sab_pytest.run.slots import CallSlots, Pace
 from sab_pytest.scoring import Verdict, evaluate, failed_verdict
-from sab_pytest.settings import Settings
+from sab_pytest.settings import PAPER_JUDGE_MAX_TOKENS, Settings
 
 if TYPE_CHECKING:
     from sab_pytest.agents import Agent
@@ -170,7 +170,7 @@ class Runtime:
             base_url=base_url,
             api_key_env=key_env,
             temperature=s.judge_temperatures[judge] if role == "judge" else s.temperature,
-            max_tokens=s.max_tokens,
+            max_tokens=PAPER_JUDGE_MAX_TOKENS if role == "judge" else s.max_tokens,
             timeout=s.timeout_s,
             max_retries=s.max_retries,
             rate_limit_wait=s.rate_limit_wait_s,
