@@ -57,7 +57,7 @@ def is_interactive(strategy: str) -> bool:
 def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model: ChatModel | None,
                safety_hint: bool = False, limits: EpisodeLimits | None = None, guard: Guard | None = None,
                role_models: Mapping[str, ChatModel] | None = None, executes: bool = False,
-               context: CallContext | None = None) -> Agent:
+               context: CallContext | None = None, paper: bool = False) -> Agent:
     """The agent for a run.
 
     ``model_spec`` "reference" or "refuse" gives the offline agent (``chat_model`` and
@@ -69,7 +69,8 @@ def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model:
     beside the one under test (``vision``, ``converter``); without them it uses ``chat_model`` for
     every role. ``executes``: the scorer will execute plans (``--sab-exec``), so a guarded text plan
     is screened step by step as it runs. ``context``: the case's model context, whose budget an agent
-    that acts shares out to its episode (the models given are bound to it already).
+    that acts shares out to its episode (the models given are bound to it already). ``paper``:
+    map_vlm's token limits, worked example and unbounded plan as in the paper's code (``--sab-protocol paper``).
     """
     check_strategy(strategy)
     offline = OFFLINE_AGENTS.get(model_spec)
@@ -86,7 +87,8 @@ def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model:
     elif strategy == MapVlmAgent.name:
         roles = role_models or {}
         return MapVlmAgent(chat_model, safety_hint=safety_hint, limits=limits, guard=guard,
-                           vision_model=roles.get("vision"), converter_model=roles.get("converter"), context=context)
+                           vision_model=roles.get("vision"), converter_model=roles.get("converter"), context=context,
+                           paper=paper)
     elif is_interactive(strategy):
         return INTERACTIVE[strategy](chat_model, safety_hint=safety_hint, limits=limits, guard=guard, context=context)
     else:
