@@ -298,6 +298,8 @@ class Settings:
         "--sab-policy", "release policy YAML: model settings, gates, baseline; options given on the command line "
         "win over it, and its gates add to --sab-gate's (default: none)", metavar="FILE", path=True))
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the pictures the engine says it draws (``schematic``/``rendered``), when it says (a THOR server's health)
+    engine_pictures: str | None = None
 
     @property
     def offline_agent(self) -> bool:
@@ -312,7 +314,10 @@ class Settings:
     def pictures(self) -> str:
         """The kind of camera picture the engine draws: ``schematic`` (the embedded engine: labelled
         boxes, ``--thor sim``, also behind ai2thor's client as ``sab-thor-standin``) or ``rendered``
-        (AI2-THOR's Unity build, ``--thor local``; ``--thor remote`` is taken to serve it)."""
+        (AI2-THOR's Unity build, ``--thor local``); ``--thor remote`` as its servers say (``engine_pictures``,
+        set by ``run.validate``), else taken to be rendered."""
+        if self.engine_pictures:
+            return self.engine_pictures
         standin = self.engine == "local" and Path(self.thor_executable or "").name.startswith("sab-thor-standin")
         return "schematic" if self.engine == "sim" or standin else "rendered"
 
