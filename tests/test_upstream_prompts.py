@@ -345,3 +345,18 @@ def test_thinksafe_guards_with_gpt4_under_paper(tmp_path: Path) -> None:
     assert given.guard_model_name == "g-1"
     assert resolve({"guard": "thinksafe"}, user_cache=cache).guard_model_name == "rules"  # offline: keyword guard
     assert not resolve({"guard": "thinksafe"}, user_cache=cache).guard_uses_api
+
+
+def test_a_run_without_the_papers_files_is_one_usage_error_before_any_case(sab_run, monkeypatch: pytest.MonkeyPatch,
+                                                                           tmp_path: Path) -> None:
+    """A plain ``--model`` run (paper protocol, upstream judge prompts) offline with no copy: exit 4, one message."""
+    monkeypatch.setattr(upstream, "URL_PATTERN", "http://127.0.0.1:9/{name}?{commit}")
+    monkeypatch.delenv("SAB_UPSTREAM", raising=False)
+    monkeypatch.setenv("SAB_CACHE_HOME", str(tmp_path / "c"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake")
+    with fake_openai_server() as server:
+        result = sab_run("--model", "agent-x", f"--base-url={server.url}", inprocess=True)()
+        assert server.chat_requests == []
+    assert result.ret == 4
+    text = result.stderr.str() + result.stdout.str()
+    assert text.count("upstream judge prompts not available offline") == 1 and "--sab-protocol sab" in text
