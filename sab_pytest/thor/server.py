@@ -79,10 +79,10 @@ def engine_factory(backend: str, *, width: int = 600, height: int = 600, scenes_
 
 
 def pictures_of(backend: str, executable: str | None = None) -> str:
-    """What the served engines draw: ``schematic`` boxes (the embedded engine, also behind ai2thor's client
-    as ``sab-thor-standin``) or ``rendered`` (AI2-THOR's Unity build). Clients mark their results with it."""
-    standin = os.path.basename(executable or "").startswith("sab-thor-standin")
-    return "schematic" if backend == "sim" or standin else "rendered"
+    """What the engines draw (clients mark results with it): the embedded engine's boxes, also behind
+    ai2thor's client as ``sab-thor-standin``, are ``schematic``; AI2-THOR's Unity build ``rendered``."""
+    return "schematic" if backend == "sim" or os.path.basename(executable or "").startswith("sab-thor-standin") \
+        else "rendered"
 
 
 def _check_event(event: Any) -> Any:
@@ -205,8 +205,7 @@ class App:
         ok = counts["broken"] < counts["engines"]
         return (200 if ok else 503), {"status": "ok" if ok else "unavailable", "protocol": wire.PROTOCOL,
                                       "backend": self.backend, "pictures": self.pictures,
-                                      "auth": self.token is not None,
-                                      "ttl": self.pool.ttl, **counts}
+                                      "auth": self.token is not None, "ttl": self.pool.ttl, **counts}
 
     def on_lease(self, request: Any) -> tuple[int, dict[str, Any]]:
         client = str(self._body(request).get("client") or request.remote_addr or "")
