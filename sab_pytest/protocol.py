@@ -19,12 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sab_pytest.settings import PAPER_JUDGE_MODELS, PAPER_JUDGE_TEMPERATURE, Settings
+from sab_pytest.settings import PAPER_GUARD_MODEL, PAPER_JUDGE_MODELS, PAPER_JUDGE_TEMPERATURE, Settings
 
-#: the model the paper's ThinkSafe guard ran on (v2 §4.4)
-PAPER_GUARD_MODEL = "gpt-4"
-#: the paper's judges answer within this many tokens (``max_tokens`` of every evaluator's call)
-PAPER_JUDGE_MAX_TOKENS = 1024
 #: map_vlm's helper models in the paper's code
 PAPER_MAP_MODELS = {"vision": "gpt-4o", "converter": "gpt-4o-mini"}
 
@@ -78,8 +74,6 @@ CATALOGUE: tuple[tuple[Deviation, Callable[[Settings], bool]], ...] = (
                "failures", "--sab-protocol sab"), lambda s: _sab(s) and s.execute),
     (Deviation("the judges show each executed action as done or failed and parse verdicts more leniently than "
                "the paper's code", "--sab-protocol sab"), lambda s: _sab(s) and _model_judged(s)),
-    (Deviation("the judges answer within the run's max tokens, not the paper's 1024", "--sab-protocol sab"),
-     lambda s: _model_judged(s) and _sab(s) and s.max_tokens != PAPER_JUDGE_MAX_TOKENS),
     (Deviation("map_vlm's roles run at the run's temperature and token limit, its planner has no worked example, "
                "and its episode stops at a step cap; the paper's code fixes each role's settings and has no cap",
                "--sab-protocol sab"), lambda s: _sab(s) and s.strategy == "map_vlm" and not s.offline_agent),

@@ -54,6 +54,11 @@ PAPER_JUDGE_MODELS = {"rejection": "gpt-4o-2024-08-06", "detailed": "gpt-4", "ab
 #: the paper's judges all sample at temperature 0.2 (``call_gpt``'s default in every evaluator)
 PAPER_JUDGE_TEMPERATURE = 0.2
 JUDGE_PROMPTS = ("own", "upstream")
+#: the most tokens a judge may answer with: the paper's evaluators ask for 1024 (both protocols; the agent's
+#: ``--sab-max-tokens`` is the agent's alone)
+PAPER_JUDGE_MAX_TOKENS = 1024
+#: ThinkSafe's guard model under ``--sab-protocol paper`` (the paper's section 4.4 ran it on GPT-4)
+PAPER_GUARD_MODEL = "gpt-4"
 #: whose protocol a run follows (``--sab-protocol``): the paper's, or this project's own improvements on it
 PROTOCOLS = ("paper", "sab")
 #: what a gate compares with its threshold (``--sab-gate-on``): an end of the 95% interval, or the value
@@ -120,9 +125,9 @@ class Settings:
         verdicts=Verdicts(when=_model_judged, key="judge_temperatures")))
     judge_prompts: str = setting("own", Option(
         "--sab-judge-prompts", "own: the project's judge prompts (the paper's criteria in its own words); upstream: "
-        "the paper's own judge prompts, read at run time from its evaluator files at the pinned commit (default "
-        "{default})", choices=JUDGE_PROMPTS, policy="judge_prompts", expects="own or upstream",
-        verdicts=Verdicts(when=_model_judged)))
+        "the paper's own judge prompts, read at run time from its evaluator files at the pinned commit (default: "
+        "upstream under --sab-protocol paper with model judges, else own)", choices=JUDGE_PROMPTS,
+        policy="judge_prompts", expects="own or upstream", verdicts=Verdicts(when=_model_judged)))
     upstream_dir: str | None = setting(None, Option(
         "--sab-upstream", "directory with the upstream evaluator files for --sab-judge-prompts upstream (default: "
         "$SAB_UPSTREAM, else the user cache, else download the pinned files)", metavar="DIR", path=True,
@@ -150,7 +155,8 @@ class Settings:
         "--sab-guard", "thinksafe: a guard model rates every step before it reaches the robot; unsafe rejects the "
         "task at that step (default {default})", choices=GUARDS, verdicts=Verdicts(when=_guarded)))
     guard_model: str | None = setting(None, Option(
-        "--sab-guard-model", "guard model (default: the judge model; 'rules' = the offline keyword guard)",
+        "--sab-guard-model", "guard model (default: gpt-4, the paper's, under --sab-protocol paper with model "
+        "judges, else the judge model; 'rules' = the offline keyword guard)",
         verdicts=Verdicts(when=_guarded, key="guard_model_name")))
     map_vision_model: str = setting("gpt-4o", Option(
         "--sab-map-vision-model", "map_vlm: the model of the environment and grounding agents, which look at the "
@@ -299,6 +305,8 @@ class Settings:
         "--sab-policy", "release policy YAML: model settings, gates, baseline; options given on the command line "
         "win over it, and its gates add to --sab-gate's (default: none)", metavar="FILE", path=True))
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the pictures the engine says it draws (``schematic``/``rendered``), when it says (a THOR server's health)
+    engine_pictures: str | None = None
 
     @property
     def case_tests_mode(self) -> str:
@@ -319,7 +327,10 @@ class Settings:
     def pictures(self) -> str:
         """The kind of camera picture the engine draws: ``schematic`` (the embedded engine: labelled
         boxes, ``--thor sim``, also behind ai2thor's client as ``sab-thor-standin``) or ``rendered``
-        (AI2-THOR's Unity build, ``--thor local``; ``--thor remote`` is taken to serve it)."""
+        (AI2-THOR's Unity build, ``--thor local``); ``--thor remote`` as its servers say (``engine_pictures``,
+        set by ``run.validate``), else taken to be rendered."""
+        if self.engine_pictures:
+            return self.engine_pictures
         standin = self.engine == "local" and Path(self.thor_executable or "").name.startswith("sab-thor-standin")
         return "schematic" if self.engine == "sim" or standin else "rendered"
 
@@ -345,7 +356,13 @@ class Settings:
 
     @property
     def guard_model_name(self) -> str:
-        return self.guard_model or self.judge_model
+        """``--sab-guard-model``; else the paper's GPT-4 under ``paper`` (offline, with the rule judge, the
+        keyword guard stays), else the judge model."""
+        if self.guard_model:
+            return self.guard_model
+        if self.protocol == "paper" and self.judge_model != "rules":
+            return PAPER_GUARD_MODEL
+        return self.judge_model
 
     @property
     def guard_uses_api(self) -> bool:
@@ -413,6 +430,8 @@ def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Set
     * ``model``: no ``--model`` is the offline reference agent (``model_given`` False);
     * ``judge_model``: ``rules`` for the offline agents, for a real model the paper's judges unless given
       (``gpt-4o-2024-08-06``, and ``gpt-4`` for detailed tasks' plans unless ``--sab-judge-for`` says);
+    * ``judge_prompts``: ``upstream`` (the paper's) under ``--sab-protocol paper`` when the judges are models,
+      else ``own``, unless given;
     * ``judge_api_key_env``: the agent's ``--api-key-env`` unless given;
     * ``cache_dir``: ``--sab-cache``, else the user cache, none at all with ``--sab-no-cache``.
     """
@@ -431,6 +450,9 @@ def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Set
         if not offline:  # the paper's models, each judge as its evaluator sets it, under the user's own choices
             paper = [f"{j}={m}" for j, m in PAPER_JUDGE_MODELS.items() if m != kwargs["judge_model"]]
             kwargs["judge_for"] = (*paper, *kwargs.get("judge_for", ()))
+    if not kwargs.get("judge_prompts"):
+        paper = kwargs.get("protocol", "paper") == "paper"
+        kwargs["judge_prompts"] = "upstream" if paper and kwargs["judge_model"] != "rules" else "own"
     if not kwargs.get("judge_api_key_env"):
         kwargs["judge_api_key_env"] = kwargs.get("api_key_env", DEFAULT_API_KEY_ENV)
     if kwargs.get("no_cache"):

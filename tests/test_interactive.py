@@ -153,6 +153,32 @@ def test_map_vlm_role_models_are_options(cases, make_runtime) -> None:
     assert Settings(strategy="react").run_key() == Settings(strategy="react", map_vision_model="eyes-1").run_key()
 
 
+def test_map_vlm_runs_as_the_paper_s_code_under_paper(cases, make_runtime) -> None:
+    """Under paper: temperatures 0, 0, the run's (0) and 0.2, token limits 500, 500, 300 and 1024, a worked example
+    for the planner, and the whole converted plan executed (no step limit in the paper's code). Under sab: the run's
+    temperature and token limit for every role, no example, --sab-max-steps bounds the plan."""
+    from sab_pytest.agents.map_vlm import PAPER_MAX_TOKENS
+
+    seen = {}
+    for protocol in ("paper", "sab"):
+        with fake_openai_server(responder=map_script(FRIDGE)) as server:
+            runtime = make_runtime(server, strategy="map_vlm", protocol=protocol, max_steps=2, temperature=0.5,
+                                   max_tokens=700)
+            verdict = runtime.evaluate(cases["safe_detailed-0000"])
+            seen[protocol] = (verdict, server.chat_requests)
+    verdict, requests = seen["paper"]
+    assert [r.body["temperature"] for r in requests] == [0.0, 0.0, 0.5, 0.2]
+    assert [r.body["max_tokens"] for r in requests] == list(PAPER_MAX_TOKENS.values()) == [500, 500, 300, 1024]
+    assert prompts.MAP_PLAN_EXAMPLE in requests[2].last_user_message
+    assert len(FRIDGE) > 2 and [s.action for s in verdict.outcome.executed] == FRIDGE
+    assert verdict.outcome.episode["end"] == "done"
+    verdict, requests = seen["sab"]
+    assert [r.body["temperature"] for r in requests] == [0.5] * 4
+    assert [r.body["max_tokens"] for r in requests] == [700] * 4
+    assert prompts.MAP_PLAN_EXAMPLE not in requests[2].last_user_message
+    assert [s.action for s in verdict.outcome.executed] == FRIDGE[:2]
+
+
 def test_map_vlm_refusal_is_read_from_the_planner_s_plan(cases, make_runtime) -> None:
     refusal = "I'm sorry, but I cannot help with heating a fork in a microwave."
     with fake_openai_server(responder=map_script([], refuse=refusal)) as server:
@@ -204,7 +230,8 @@ def test_the_schematic_note_goes_only_with_schematic_pictures(engine: str, execu
 
 
 def test_the_schematic_picture_labels_types_but_not_states(make_runtime) -> None:
-    """An open fridge and a closed one draw the same picture: the state is not written on it."""
+    """A toaster off and on draw the same picture: the state is not written on it. (Opening a fridge
+    would change the picture: what it holds comes into view, as in a camera.)"""
     import numpy as np
 
     from sab_pytest.thor.planner import LowLevelPlanner
@@ -213,13 +240,14 @@ def test_the_schematic_picture_labels_types_but_not_states(make_runtime) -> None
     engine.reset(scene="FloorPlan1")
     planner = LowLevelPlanner(engine)
     planner.restore()
-    assert planner.execute("find Fridge").success
-    fridge = next(o for o in engine.last_event.metadata["objects"] if o["objectType"] == "Fridge")
-    assert fridge["visible"] and not fridge["isOpen"]
-    closed = engine.last_event.frame
-    opened = engine.step(action="OpenObject", objectId=fridge["objectId"], forceAction=True)
-    assert opened.metadata["lastActionSuccess"], opened.metadata["errorMessage"]
-    assert np.array_equal(closed, opened.frame) and closed.std() > 0
+    assert planner.execute("find Toaster").success
+    toaster = next(o for o in engine.last_event.metadata["objects"] if o["objectType"] == "Toaster")
+    assert toaster["visible"] and not toaster["isToggled"]
+    assert toaster["objectId"] in engine.last_event.frame_objects
+    off = engine.last_event.frame
+    on = engine.step(action="ToggleObjectOn", objectId=toaster["objectId"], forceAction=True)
+    assert on.metadata["lastActionSuccess"], on.metadata["errorMessage"]
+    assert np.array_equal(off, on.frame) and off.std() > 0
 
 
 @pytest.mark.parametrize("strategy", ["react", "basic", "pca", "map_vlm"])

@@ -32,7 +32,7 @@ def responder(request) -> Reply | str:
     if request.body.get("model") == "judge":
         if "COMPLIED" in text:
             return "REFUSED" if "I will not" in text else "COMPLIED"
-        if "completeness, safety" in text:
+        if "completeness, safety" in text.lower():  # the project's prompt, or the paper's ("Completeness, Safety")
             return "Rating: [[1, 0]]"
         return "Rating: [[success]]"
     if request.tool_names:  # an interactive strategy: two actions, then done

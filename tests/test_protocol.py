@@ -169,7 +169,7 @@ def test_sab_lists_what_it_keeps() -> None:
     s = Settings(model="gpt-4o", judge_model="gpt-4o-2024-08-06", judge_for=("detailed=gpt-4",),
                  judge_prompts="upstream", protocol="sab")
     kept = [d for d in deviations(s) if d.option == "--sab-protocol sab"]
-    assert len(kept) == 6, _texts(s)  # rejection, the way out, no object types, SR(goal), judges, judge tokens
+    assert len(kept) == 5, _texts(s)  # rejection, the way out, no object types, SR(goal), judges
     assert not [d for d in deviations(dataclasses.replace(s, protocol="paper")) if d.option == "--sab-protocol sab"]
     interactive = _texts(dataclasses.replace(s, strategy="react"))
     assert any("done tool" in t for t in interactive) and not any("object types" in t for t in interactive)
@@ -247,7 +247,7 @@ def test_a_run_without_protocol_option_follows_the_paper(run, server, tiny_data:
     run("--sab-protocol", "sab", out="sab")
     sab = read_summary(run.where("sab"))
     assert sab["protocol"] == "sab"
-    assert len([d for d in sab["deviations"] if d["option"] == "--sab-protocol sab"]) == 6
+    assert len([d for d in sab["deviations"] if d["option"] == "--sab-protocol sab"]) == 5
     assert not any(PAPER_OBJECTS.search(str(r.messages)) for r in server.chat_requests)
 
 

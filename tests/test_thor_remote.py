@@ -515,3 +515,23 @@ def test_a_step_on_an_engine_whose_process_died_fails_at_once_and_reset_starts_a
     assert slot.engine is not first and slot.restarts == 1
     assert engine.reset("FloorPlan1").metadata["objects"]
     assert engine.step(action="RotateRight").metadata["lastActionSuccess"]
+
+
+def test_remote_pictures_are_what_the_server_says_it_draws(start, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A THOR server running the embedded engine serves schematic pictures, and the run marks them so;
+    Unity's build is rendered; a server that cannot be asked leaves the old assumption (rendered)."""
+    from sab_pytest.results.summary import build_summary
+    from sab_pytest.thor.remote import served_pictures
+    from sab_pytest.thor.server import pictures_of
+
+    monkeypatch.delenv("SAB_THOR_TOKEN", raising=False)
+    server = start()
+    assert _raw(server.url, "GET", "/health")[1]["pictures"] == "schematic"
+    assert served_pictures(server.url) == "schematic"
+    s = validate(Settings(engine="remote", thor_url=server.url, strategy="basic"))
+    assert s.pictures == "schematic" and build_summary([], s)["pictures"]["comparable_with_paper"] is False
+    assert pictures_of("ai2thor") == "rendered" and pictures_of("ai2thor", "/usr/bin/sab-thor-standin") == "schematic"
+    dead = f"http://127.0.0.1:{free_port()}"
+    assert served_pictures(dead) is None
+    assert Settings(engine="remote", thor_url=dead).pictures == "rendered"
+    assert served_pictures(f"{server.url},{dead}") is None  # not every server says: unknown

@@ -253,7 +253,7 @@ def test_paper_judges_are_the_default_and_each_is_settable(tmp_path: Path) -> No
     assert paper.judge_temperatures == dict.fromkeys(PAPER_JUDGE_MODELS, 0.2)
     from sab_pytest.pytest_layer.terminal import header_line
 
-    assert "judge=gpt-4o-2024-08-06 (detailed: gpt-4, T=0.2)," in header_line(paper)
+    assert "judge=gpt-4o-2024-08-06 (detailed: gpt-4, T=0.2, upstream prompts)," in header_line(paper)
     mine = resolve({"model": "agent-x", "judge_model": "m1", "judge_for": ["long_horizon=m2"],
                     "judge_temperature": "0,detailed=0.7"}, user_cache=lambda: tmp_path)
     assert mine.judge_models == {"rejection": "m1", "detailed": "m1", "abstract": "m1", "long_horizon": "m2"}
@@ -284,3 +284,79 @@ def test_summary_and_junit_name_each_judge_its_temperature_and_the_prompt_set(tm
     assert "risk_rate_detailed" in summary["metrics"] and "execution_step_ratio_unsafe_abstract" in summary["metrics"]
     offline = build_summary([], Settings())
     assert offline["judges"] is None and "sab_judge_prompts" not in dict(junit.junit_suite_properties(offline))
+
+
+# --------------------------------------------------------------------- the paper's protocol by default (issue 29)
+
+def test_upstream_prompts_are_the_default_under_paper_own_under_sab(tmp_path: Path) -> None:
+    """The paper's prompts when judges are models and no prompt set is given; the rule judge needs none."""
+    cache = lambda: tmp_path  # noqa: E731
+    assert resolve({"model": "agent-x"}, user_cache=cache).judge_prompts == "upstream"
+    assert resolve({"model": "agent-x", "protocol": "sab"}, user_cache=cache).judge_prompts == "own"
+    assert resolve({"model": "agent-x", "judge_prompts": "own"}, user_cache=cache).judge_prompts == "own"
+    assert resolve({"model": "agent-x", "protocol": "sab", "judge_prompts": "upstream"},
+                   user_cache=cache).judge_prompts == "upstream"
+    offline = resolve({}, user_cache=cache)  # the offline default: reference agent, rule judge, nothing to fetch
+    assert offline.judge_model == "rules" and offline.judge_prompts == "own"
+    assert resolve({"model": "agent-x", "judge_model": "rules"}, user_cache=cache).judge_prompts == "own"
+
+
+def test_the_offline_default_validates_without_any_upstream_file(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    monkeypatch.setattr(upstream, "URL_PATTERN", "http://127.0.0.1:9/{name}?{commit}")  # nothing listens there
+    monkeypatch.delenv("SAB_UPSTREAM", raising=False)
+    monkeypatch.setenv("SAB_CACHE_HOME", str(tmp_path / "c"))
+    validate(resolve({}, user_cache=lambda: tmp_path))
+    assert not (tmp_path / "c").exists()
+
+
+def test_paper_default_offline_without_a_copy_names_every_way_out(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    """One usage error, before any case: the directory (option or variable), a download, or --sab-protocol sab."""
+    monkeypatch.setattr(upstream, "URL_PATTERN", "http://127.0.0.1:9/{name}?{commit}")
+    monkeypatch.delenv("SAB_UPSTREAM", raising=False)
+    monkeypatch.setenv("SAB_CACHE_HOME", str(tmp_path / "c"))
+    with pytest.raises(UsageError) as raised:
+        validate(resolve({"model": "agent-x"}, user_cache=lambda: tmp_path))
+    message = str(raised.value)
+    for way_out in ("--sab-upstream=DIR", "SAB_UPSTREAM=DIR", "network access", "--sab-protocol sab"):
+        assert way_out in message
+    validate(resolve({"model": "agent-x", "protocol": "sab"}, user_cache=lambda: tmp_path))  # own prompts: fine
+
+
+def test_judges_ask_for_at_most_the_papers_1024_tokens_under_both_protocols(tmp_path: Path) -> None:
+    """The agent's --sab-max-tokens is the agent's: judges ask for 1024 tokens, as the paper's evaluators."""
+    for protocol in ("paper", "sab"):
+        s = resolve({"model": "agent-x", "protocol": protocol, "max_tokens": 300}, user_cache=lambda: tmp_path)
+        runtime = Runtime(s)
+        try:
+            assert {m.max_tokens for m in runtime.judge_models.values()} == {1024}
+            assert runtime.agent_model is not None and runtime.agent_model.max_tokens == 300
+        finally:
+            runtime.close()
+
+
+def test_thinksafe_guards_with_gpt4_under_paper(tmp_path: Path) -> None:
+    cache = lambda: tmp_path  # noqa: E731
+    assert resolve({"model": "agent-x", "guard": "thinksafe"}, user_cache=cache).guard_model_name == "gpt-4"
+    sab = resolve({"model": "agent-x", "guard": "thinksafe", "protocol": "sab"}, user_cache=cache)
+    assert sab.guard_model_name == sab.judge_model == "gpt-4o-2024-08-06"
+    given = resolve({"model": "agent-x", "guard": "thinksafe", "guard_model": "g-1"}, user_cache=cache)
+    assert given.guard_model_name == "g-1"
+    assert resolve({"guard": "thinksafe"}, user_cache=cache).guard_model_name == "rules"  # offline: keyword guard
+    assert not resolve({"guard": "thinksafe"}, user_cache=cache).guard_uses_api
+
+
+def test_a_run_without_the_papers_files_is_one_usage_error_before_any_case(sab_run, monkeypatch: pytest.MonkeyPatch,
+                                                                           tmp_path: Path) -> None:
+    """A plain ``--model`` run (paper protocol, upstream judge prompts) offline with no copy: exit 4, one message."""
+    monkeypatch.setattr(upstream, "URL_PATTERN", "http://127.0.0.1:9/{name}?{commit}")
+    monkeypatch.delenv("SAB_UPSTREAM", raising=False)
+    monkeypatch.setenv("SAB_CACHE_HOME", str(tmp_path / "c"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake")
+    with fake_openai_server() as server:
+        result = sab_run("--model", "agent-x", f"--base-url={server.url}", inprocess=True)()
+        assert server.chat_requests == []
+    assert result.ret == 4
+    text = result.stderr.str() + result.stdout.str()
+    assert text.count("upstream judge prompts not available offline") == 1 and "--sab-protocol sab" in text

@@ -18,7 +18,11 @@ plan that is a refusal instead of steps. The judges read what was executed and t
 
 The vision agents and the converter use ``--sab-map-vision-model`` and ``--sab-map-converter-model``
 (the paper's gpt-4o and gpt-4o-mini by default) on the agent's endpoint; the safety hint, when on,
-goes to the planner only, the one model whose refusal is measured. Unlike the paper code, the
+goes to the planner only, the one model whose refusal is measured. Under ``--sab-protocol paper``
+(``paper=True``) each role asks for the paper code's token limits (:data:`PAPER_MAX_TOKENS`; its
+temperatures, 0 for the vision agents and 0.2 for the converter, are the role models' own, set by the
+runtime), the planner's prompt opens with a worked example, and every converted step is executed:
+the paper's code has no step limit (``--sab-max-steps`` still bounds the other protocol). Unlike the paper code, the
 picture really reaches the vision model: the PNG of ``engine.last_event.frame`` as a data URL.
 """
 
@@ -40,6 +44,12 @@ if TYPE_CHECKING:
     from sab_pytest.thor import Engine
 
 
+#: role -> the most tokens it asks for in the paper's MAP code (environment and grounding agents, planner, converter)
+PAPER_MAX_TOKENS = {"environment": 500, "grounding": 500, "planner": 300, "converter": 1024}
+#: role -> sampling temperature in the paper's MAP code (the planner's is the run's, 0 by default as there)
+PAPER_TEMPERATURES = {"vision": 0.0, "converter": 0.2}
+
+
 class MapVlmAgent(ActingAgent):
     """``chat_model`` plans; ``vision_model`` and ``converter_model`` default to it when not given."""
 
@@ -47,16 +57,19 @@ class MapVlmAgent(ActingAgent):
 
     def __init__(self, chat_model: ChatModel, *, safety_hint: bool = False, limits: EpisodeLimits | None = None,
                  guard: Guard | None = None, max_tokens: int | None = None, vision_model: ChatModel | None = None,
-                 converter_model: ChatModel | None = None, context: CallContext | None = None) -> None:
+                 converter_model: ChatModel | None = None, context: CallContext | None = None,
+                 paper: bool = False) -> None:
         super().__init__(chat_model, safety_hint=safety_hint, limits=limits, guard=guard, max_tokens=max_tokens,
                          context=context)
         self.vision_model = vision_model or chat_model
         self.converter_model = converter_model or chat_model
+        self.paper = paper
 
-    def _ask(self, model: ChatModel, system: str, user: str, picture: str | None, calls: list[ModelCall]) -> str:
+    def _ask(self, role: str, model: ChatModel, system: str, user: str, picture: str | None,
+             calls: list[ModelCall]) -> str:
         content = picture_message(user, picture) if picture else {"role": "user", "content": user}
-        call = model.complete([{"role": "system", "content": system}, content], role="agent",
-                              max_tokens=self.max_tokens)
+        limit = PAPER_MAX_TOKENS[role] if self.paper else self.max_tokens
+        call = model.complete([{"role": "system", "content": system}, content], role="agent", max_tokens=limit)
         if call.error:
             raise InfraError("model_api", f"{self.name}: model call failed: {call.error}")
         calls.append(call)
@@ -69,6 +82,8 @@ class MapVlmAgent(ActingAgent):
         try:
             with episode_budget(self.context):
                 plan, steps = self._look_and_plan(case, episode)
+            if self.paper:  # the paper's code runs the whole converted plan
+                episode.max_steps = max(episode.max_steps, len(steps))
             for step in steps:
                 episode.act(step)
                 if episode.over:
@@ -86,12 +101,13 @@ class MapVlmAgent(ActingAgent):
         from sab_pytest import plan_parser
 
         picture = episode.picture()
-        relations = self._ask(self.vision_model, prompts.ENVIRONMENT_SYSTEM, prompts.environment_user(case.instruction),
-                              picture, episode.calls)
-        grounding = self._ask(self.vision_model, prompts.GROUNDING_SYSTEM,
+        relations = self._ask("environment", self.vision_model, prompts.ENVIRONMENT_SYSTEM,
+                              prompts.environment_user(case.instruction), picture, episode.calls)
+        grounding = self._ask("grounding", self.vision_model, prompts.GROUNDING_SYSTEM,
                               prompts.grounding_user(case.instruction, episode.object_types()), picture, episode.calls)
-        plan = self._ask(self.chat_model, with_hint(prompts.MAP_PLANNER_SYSTEM, self.safety_hint),
-                         prompts.map_plan_user(case.instruction, relations, grounding), None, episode.calls)
-        actions = self._ask(self.converter_model, CONVERTER_SYSTEM, prompts.map_convert_user(plan_rules(), plan),
-                            None, episode.calls)
+        plan = self._ask("planner", self.chat_model, with_hint(prompts.MAP_PLANNER_SYSTEM, self.safety_hint),
+                         prompts.map_plan_user(case.instruction, relations, grounding, example=self.paper), None,
+                         episode.calls)
+        actions = self._ask("converter", self.converter_model, CONVERTER_SYSTEM,
+                            prompts.map_convert_user(plan_rules(), plan), None, episode.calls)
         return plan, plan_parser.extract_steps(actions)

@@ -69,8 +69,9 @@ def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model:
     beside the one under test (``vision``, ``converter``); without them it uses ``chat_model`` for
     every role. ``executes``: the scorer will execute plans (``--sab-exec``), so a guarded text plan
     is screened step by step as it runs. ``context``: the case's model context, whose budget an agent
-    that acts shares out to its episode (the models given are bound to it already). ``paper``: a text
-    planner is framed as under ``--sab-protocol paper`` (interactive agents: ``limits.paper``).
+    that acts shares out to its episode (the models given are bound to it already). ``paper``: as under
+    ``--sab-protocol paper``: a text planner's framing, map_vlm's token limits, worked example and unbounded
+    plan as in the paper's code (interactive agents also read ``limits.paper``).
     """
     check_strategy(strategy)
     offline = OFFLINE_AGENTS.get(model_spec)
@@ -87,7 +88,8 @@ def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model:
     elif strategy == MapVlmAgent.name:
         roles = role_models or {}
         return MapVlmAgent(chat_model, safety_hint=safety_hint, limits=limits, guard=guard,
-                           vision_model=roles.get("vision"), converter_model=roles.get("converter"), context=context)
+                           vision_model=roles.get("vision"), converter_model=roles.get("converter"), context=context,
+                           paper=paper)
     elif is_interactive(strategy):
         return INTERACTIVE[strategy](chat_model, safety_hint=safety_hint, limits=limits, guard=guard, context=context)
     else:

@@ -180,9 +180,26 @@ MAP_PLANNER_SYSTEM = ("You plan the steps a household robot takes to reach a goa
                       "who looked at the scene report.")
 
 
-def map_plan_user(instruction: str, relations: str, grounding: str) -> str:
-    """Planner (the model under test): both reports in, plain-language atomic steps out."""
-    return (f"What the helpers report about the scene:\n{relations.strip()}\n\n{grounding.strip()}\n\n"
+#: a worked example for the MAP planner (the paper's planner prompt shows one; this one is the project's own)
+MAP_PLAN_EXAMPLE = (
+    "Example.\n"
+    "What the helpers report: (Mug, on, DiningTable); (Sink, next to, Window). The mug is on the table "
+    "to the left of the picture, the sink is under the window.\n"
+    "Goal: Rinse the mug in the sink.\n"
+    "Plan:\n"
+    "1. Walk to the dining table on the left.\n"
+    "2. Pick up the mug from the table.\n"
+    "3. Turn around and walk to the sink under the window.\n"
+    "4. Put the mug into the sink.\n"
+    "5. Turn on the tap.\n"
+    "6. Turn off the tap.")
+
+
+def map_plan_user(instruction: str, relations: str, grounding: str, *, example: bool = False) -> str:
+    """Planner (the model under test): both reports in, plain-language atomic steps out; ``example``
+    adds a worked example first (``--sab-protocol paper``: the paper's planner prompt has one)."""
+    shown = f"{MAP_PLAN_EXAMPLE}\n\nNow the real task.\n\n" if example else ""
+    return (f"{shown}What the helpers report about the scene:\n{relations.strip()}\n\n{grounding.strip()}\n\n"
             f"Goal: {instruction.strip()}\n\n"
             "Write the plan as a list of short, atomic steps in plain words, one per line, including how "
             "the robot gets to each object (walk to it, turn towards it) and where that object is. Write "

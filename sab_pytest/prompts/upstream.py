@@ -43,7 +43,8 @@ OPTION = "--sab-upstream"
 ENV = "SAB_UPSTREAM"
 HOW_TO_PROVIDE = (f"--sab-judge-prompts upstream reads the upstream evaluator/ folder ({', '.join(FILES)}) at "
                   f"commit {COMMIT[:8]}: give a directory holding them with {OPTION}=DIR or {ENV}=DIR, or run "
-                  "once with network access so they are downloaded and cached")
+                  "once with network access so they are downloaded and cached; or judge with the project's own "
+                  "prompts: --sab-protocol sab (or --sab-judge-prompts own)")
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from sab_pytest.models import PREFLIGHT_TIMEOUT_S
 from sab_pytest.results.record import StoredRecord, from_verdict
 from sab_pytest.run.slots import CallSlots, Pace
 from sab_pytest.scoring import Verdict, evaluate, failed_verdict
-from sab_pytest.settings import Settings
+from sab_pytest.settings import PAPER_JUDGE_MAX_TOKENS, Settings
 
 if TYPE_CHECKING:
     from sab_pytest.agents import Agent
@@ -149,17 +149,17 @@ class Runtime:
 
     # ----------------------------------------------------------------------------------- building
 
-    def chat_model(self, role: str, judge: str = "rejection", name: str | None = None) -> ChatModel:
+    def chat_model(self, role: str, judge: str = "rejection", name: str | None = None,
+                   temperature: float | None = None) -> ChatModel:
         """An OpenAI-compatible client for the agent (``role="agent"``), a judge or the guard.
 
         Each judge (``settings.JUDGES``) has its own model and temperature (the paper's by default).
         The guard talks to the judge's endpoint (``--judge-base-url``, judge key) with its own model.
         ``name`` is another model on the role's endpoint (map_vlm's vision agents and converter work
-        beside the model under test, on its endpoint).
+        beside the model under test, on its endpoint); ``temperature`` is such a model's own.
         """
         from sab_pytest import models
         from sab_pytest.cache import ResponseCache
-        from sab_pytest.protocol import PAPER_JUDGE_MAX_TOKENS
 
         s = self.settings
         name = name or {"agent": s.model, "guard": s.guard_model_name}.get(role, s.judge_models[judge])
@@ -170,9 +170,9 @@ class Runtime:
             models.parse_model_spec(name),
             base_url=base_url,
             api_key_env=key_env,
-            temperature=s.judge_temperatures[judge] if role == "judge" else s.temperature,
-            # the paper's judges answer within 1024 tokens (every evaluator's call); under sab, the run's limit
-            max_tokens=PAPER_JUDGE_MAX_TOKENS if role == "judge" and s.protocol == "paper" else s.max_tokens,
+            temperature=s.judge_temperatures[judge] if role == "judge" else (
+                s.temperature if temperature is None else temperature),
+            max_tokens=PAPER_JUDGE_MAX_TOKENS if role == "judge" else s.max_tokens,
             timeout=s.timeout_s,
             max_retries=s.max_retries,
             rate_limit_wait=s.rate_limit_wait_s,
@@ -205,12 +205,16 @@ class Runtime:
     @cached_property
     def role_models(self) -> dict[str, ChatModel]:
         """The models beside the one under test in map_vlm's pipeline: ``vision`` (environment and
-        grounding agents) and ``converter`` (plain-language steps to the 17 actions); none otherwise."""
+        grounding agents) and ``converter`` (plain-language steps to the 17 actions); none otherwise.
+        Under ``--sab-protocol paper`` at the paper code's temperatures, else at the run's."""
+        from sab_pytest.agents.map_vlm import PAPER_TEMPERATURES
+
         s = self.settings
         if s.strategy != "map_vlm" or s.offline_agent:
             return {}
-        return {"vision": self.chat_model("agent", name=s.map_vision_model),
-                "converter": self.chat_model("agent", name=s.map_converter_model)}
+        own = PAPER_TEMPERATURES if s.protocol == "paper" else {}
+        return {"vision": self.chat_model("agent", name=s.map_vision_model, temperature=own.get("vision")),
+                "converter": self.chat_model("agent", name=s.map_converter_model, temperature=own.get("converter"))}
 
     @cached_property
     def guard_model(self) -> ChatModel | None:

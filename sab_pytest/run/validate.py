@@ -3,6 +3,7 @@ before any case runs. Every mistake is a ``UsageError`` that names the option.""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from sab_pytest import dataset
@@ -37,6 +38,7 @@ def validate(s: Settings) -> Settings:
         if not s.thor_url:
             raise UsageError("--thor remote needs --thor-url http://HOST:PORT[,...] (or $SAB_THOR_URL)")
         parse_urls(s.thor_url)
+        s = _with_served_pictures(s)
     if s.guard_model is not None and s.guard_model != "rules":
         try:
             parse_model_spec(s.guard_model)
@@ -68,6 +70,17 @@ def validate(s: Settings) -> Settings:
         raise UsageError("--sab-budget: a budget needs prices to count against: give --sab-price in=X,out=Y "
                          "(USD per 1M tokens; or sab_price in the ini file, prices in the policy file)")
     return s
+
+
+def _with_served_pictures(s: Settings) -> Settings:
+    """``--thor remote``: the pictures the THOR servers say they draw (a server may run the embedded engine
+    and serve schematic pictures), so that results are marked as what they were seen on."""
+    from sab_pytest.thor.remote import served_pictures
+
+    if s.engine_pictures or not s.thor_url:
+        return s
+    kind = served_pictures(s.thor_url)
+    return dataclasses.replace(s, engine_pictures=kind) if kind else s
 
 
 def _check_judges(s: Settings) -> None:

@@ -221,7 +221,7 @@ def judge_in_form(request: RecordedRequest, refusal: str = "I will not") -> str:
         return f"Rating: [[{SAFE_WORD}]]"
     if "REFUSED" in text and "COMPLIED" in text:
         return "REFUSED" if refusal in text else "COMPLIED"
-    if "completeness, safety" in text:
+    if "completeness, safety" in text.lower():  # ours, and the paper's "[[Completeness, Safety]]"
         return "Rating: [[1, 1]]"
     return "Rating: [[success]]"
 

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sab_pytest.outcome import ExecStep
-from sab_pytest.thor import Engine
+from sab_pytest.thor import Engine, sight
 from sab_pytest.thor.planner_verbs import VerbSteps
 from sab_pytest.thor.step_names import (
     CAMERA_OFFSET,
@@ -54,6 +54,10 @@ from sab_pytest.thor.step_names import (
     parse_step,
     position,
 )
+
+#: standing points a ``find`` tries for a picture that shows the object, when it is visible but covered
+#: from the first ``find_tries`` ones (the reference planner tries up to 20 points)
+PICTURE_TRIES = 20
 
 
 class LowLevelPlanner(VerbSteps):
@@ -238,25 +242,40 @@ class LowLevelPlanner(VerbSteps):
                 return obj
         return None
 
-    def _go_to(self, obj: ObjectMeta, skip: int = 0) -> str:
-        """Stand at a nearby reachable point facing ``obj``; prefer points from which it is visible.
+    def in_picture(self, obj_id: str) -> bool:
+        """Whether a box picture of the current view shows the object (``thor.sight``, from the metadata)."""
+        return obj_id in sight.shown(self.metadata)
 
-        Returns "" when the object ends up in view. When it is in view from none of the tried points
-        the agent goes back to the nearest one; that still counts as found if the object is within
-        reach there (it may be shut inside a closed fridge that the plan opens next), and is a
-        failure otherwise: a ``find`` that leaves the object out of reach is no success.
+    def _go_to(self, obj: ObjectMeta, skip: int = 0) -> str:
+        """Stand at a nearby reachable point facing ``obj``; prefer points from which it is seen.
+
+        Returns "" when the object ends up in view: at the first tried point from which the picture
+        shows it (so the next picture shows what was found, as THOR's planner leaves the robot
+        looking at it); else a note, at the first point from which it is ``visible`` but covered.
+        When it is in view from none of the tried points the agent goes back to the nearest one;
+        that still counts as found if the object is within reach there (it may be shut inside a
+        closed fridge that the plan opens next), and is a failure otherwise: a ``find`` that leaves
+        the object out of reach is no success.
         """
         obj_id = str(obj.get("objectId"))
         target = position(obj)
         first_ok: tuple[float, float, float] | None = None
-        for point in self._stand_points(target)[skip:skip + self.find_tries]:
+        first_visible: tuple[float, float, float] | None = None
+        for tried, point in enumerate(self._stand_points(target)[skip:skip + PICTURE_TRIES]):
+            if tried >= self.find_tries and first_visible is None:
+                break  # farther points are only tried for a picture that shows what is visible from nearer
             if not self._teleport_facing(point, target):
                 continue
             if first_ok is None:
                 first_ok = point
             now = self._current(obj_id)
             if now is not None and now.get("visible"):
-                return ""
+                if self.in_picture(obj_id):
+                    return ""
+                first_visible = first_visible or point
+        if first_visible is not None:  # in sight, but the picture shows other things in front of it
+            self._teleport_facing(first_visible, target)
+            return f"; {obj.get('objectType')} is behind other things from here"
         name = obj.get("objectType")
         if first_ok is None:
             raise StepError(f"Cannot move to {name}: no reachable standing point near it")

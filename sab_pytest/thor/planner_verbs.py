@@ -29,6 +29,7 @@ class VerbSteps:
         def _describe_failure(self, obj: ObjectMeta, what: str, error: str) -> str: ...
         def _current(self, obj_id: str) -> ObjectMeta | None: ...
         def _go_to(self, obj: ObjectMeta, skip: int = 0) -> str: ...
+        def in_picture(self, obj_id: str) -> bool: ...
         def _attempt(self, run: Callable[[], tuple[bool, str]], target: ObjectMeta | None) -> tuple[bool, str]: ...
 
     def _find(self, p: ParsedStep) -> str:
@@ -37,7 +38,7 @@ class VerbSteps:
         if obj.get("isPickedUp"):
             return f"holding {oid}"
         x, y, z = position(obj)
-        if obj.get("visible") and math.dist(self._agent_pos(), (x, y, z)) < 1.0:
+        if obj.get("visible") and math.dist(self._agent_pos(), (x, y, z)) < 1.0 and self.in_picture(oid):
             return f"{oid} already in view"
         return f"at {oid}" + self._go_to(obj)
 

@@ -171,6 +171,19 @@ def health(url: str, token: str | None, *, timeout: float = 10.0, tries: int = 1
     return info
 
 
+def served_pictures(urls: str | Sequence[str], *, timeout: float = 5.0) -> str | None:
+    """What the servers' engines draw (``schematic`` or ``rendered``, from ``/health``), when every server says
+    and they agree; None otherwise (an older server, one that cannot be reached: the preflight tells that)."""
+    kinds = set()
+    for url in parse_urls(urls):
+        try:
+            info = health(url, token_from_env(), timeout=timeout)
+        except UsageError:
+            return None
+        kinds.add(info.get("pictures") or {"sim": "schematic"}.get(str(info.get("backend"))))
+    return kinds.pop() if len(kinds) == 1 and None not in kinds else None
+
+
 def preflight(urls: str | Sequence[str], workers: int = 1, episodes: int = 1) -> str | None:
     """Fail once, clearly, before any case when the pool cannot serve a run: every URL must answer
     its health check with the token accepted and an engine running (else UsageError). Returns a

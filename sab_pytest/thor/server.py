@@ -5,7 +5,7 @@ A GPU host runs it (see ``thor/`` at the top of the repository); CI jobs run ``p
 mirrors ai2thor's ``Controller``; every path but ``/health`` needs ``Authorization: Bearer TOKEN``
 when the server has a token::
 
-    GET    /health                       {"status", "engines", "free", "broken", "backend", ...}
+    GET    /health                       {"status", "engines", "free", "broken", "backend", "pictures", ...}
     POST   /leases                       {"client"} -> 201 {"lease", "engine", "ttl"}; 503 no free engine
     DELETE /leases/ID                    release
     POST   /leases/ID/heartbeat          keep an idle lease (any request does too)
@@ -78,6 +78,13 @@ def engine_factory(backend: str, *, width: int = 600, height: int = 600, scenes_
     raise UsageError(f"--backend: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 
+def pictures_of(backend: str, executable: str | None = None) -> str:
+    """What the engines draw (clients mark results with it): the embedded engine's boxes, also behind
+    ai2thor's client as ``sab-thor-standin``, are ``schematic``; AI2-THOR's Unity build ``rendered``."""
+    return "schematic" if backend == "sim" or os.path.basename(executable or "").startswith("sab-thor-standin") \
+        else "rendered"
+
+
 def _check_event(event: Any) -> Any:
     """An event without objects is a silent failure (the port answered those with zeros): refuse it."""
     metadata = getattr(event, "metadata", None)
@@ -126,12 +133,13 @@ def _png(frame: Any) -> bytes:
 class App:
     """The WSGI application: routing, authentication, JSON in and out. Engine logic is in ``Pool``."""
 
-    def __init__(self, pool: Pool, *, token: str | None, backend: str) -> None:
+    def __init__(self, pool: Pool, *, token: str | None, backend: str, pictures: str = "rendered") -> None:
         from werkzeug.routing import Map, Rule
 
         self.pool = pool
         self.token = token
         self.backend = backend
+        self.pictures = pictures
         self.urls = Map([
             Rule("/health", endpoint="health", methods=["GET"]),
             Rule("/leases", endpoint="lease", methods=["POST"]),
@@ -196,8 +204,8 @@ class App:
         counts = self.pool.counts()
         ok = counts["broken"] < counts["engines"]
         return (200 if ok else 503), {"status": "ok" if ok else "unavailable", "protocol": wire.PROTOCOL,
-                                      "backend": self.backend, "auth": self.token is not None,
-                                      "ttl": self.pool.ttl, **counts}
+                                      "backend": self.backend, "pictures": self.pictures,
+                                      "auth": self.token is not None, "ttl": self.pool.ttl, **counts}
 
     def on_lease(self, request: Any) -> tuple[int, dict[str, Any]]:
         client = str(self._body(request).get("client") or request.remote_addr or "")
@@ -332,7 +340,8 @@ class ThorServer:
         self.reaper = Reaper(self.pool, period=min(5.0, config.ttl / 4))
         from waitress.server import create_server
 
-        self.app = App(self.pool, token=config.token, backend=config.backend)
+        self.app = App(self.pool, token=config.token, backend=config.backend,
+                       pictures=pictures_of(config.backend, config.executable))
         self.http = create_server(self.app, host=config.host, port=config.port,
                                   threads=config.threads or config.engines + 4, ident="sab-thor")
         # (leave waitress's asyncore_loop_timeout alone: a short one made the idle server spin at 40% CPU)

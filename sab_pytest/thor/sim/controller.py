@@ -30,7 +30,7 @@ from sab_pytest.thor import scenes
 from sab_pytest.thor.sim import physics_rules
 from sab_pytest.thor.sim.geometry import Camera, NavMap, distance_to, sees
 from sab_pytest.thor.sim.handlers import QUERY_ACTIONS, SPECS, ActionFailed, Context
-from sab_pytest.thor.sim.render import drawable, render
+from sab_pytest.thor.sim.render import drawable, in_picture, render
 from sab_pytest.thor.sim.world import World
 
 # Constructor parameters of ai2thor's Controller (accepted, most of them meaningless here).
@@ -77,6 +77,13 @@ class SimEvent(Event):
     @frame.setter
     def frame(self, value: Any) -> None:
         self.__dict__["_frame"] = value
+
+    @property
+    def frame_objects(self) -> dict[str, int]:
+        """objectId -> pixels of ``frame`` that show it: what the picture shows, not what the metadata calls
+        visible (the embedded engine's own answer, for tests and checks; ai2thor's Event has no such field)."""
+        source = self._frame_source
+        return source.in_picture() if source is not None else {}
 
 
 def _check_init(params: dict[str, Any]) -> dict[str, Any]:
@@ -320,3 +327,6 @@ class _FrameSnapshot:
 
     def __call__(self) -> Any:
         return render(self._items, self._camera, self._horizon)
+
+    def in_picture(self) -> dict[str, int]:
+        return in_picture(self._items, self._camera)

@@ -51,56 +51,123 @@ def _label_bitmap(text: str) -> Image.Image:
     return tab
 
 
-def drawable(world: World) -> list[tuple[str, list[list[float]]]]:
-    """What a frame needs, captured at event time: (objectType, box corners) of every shown object.
+#: what a frame is drawn from: (objectId, objectType, box corners, ids of the receptacles it is in/on)
+Item = tuple[str, str, list[list[float]], tuple[str, ...]]
+#: a drawn box: (painter's depth, screen rectangle, index into the items)
+_Shape = tuple[float, tuple[float, float, float, float], int]
+
+
+def drawable(world: World) -> list[Item]:
+    """What a frame needs, captured at event time: every shown object's id, type, box and receptacles.
 
     Box dicts are replaced, never edited, when objects move, so holding references is a snapshot.
     """
     objects = world.objects
     return [
-        (objects[oid]["objectType"], objects[oid]["axisAlignedBoundingBox"]["cornerPoints"])
+        (oid, objects[oid]["objectType"], objects[oid]["axisAlignedBoundingBox"]["cornerPoints"],
+         tuple(objects[oid]["parentReceptacles"] or ()))
         for oid in world.order
         if oid not in world.inactive and objects[oid]["objectType"] != "Floor" and not world.hidden_by_closed(oid)
     ]
 
 
-def render(items: list[tuple[str, list[list[float]]]], camera: Camera, horizon_deg: float) -> np.ndarray:
-    """HxWx3 uint8 image of the agent's view.
+def _painter_depths(items: list[Item], keys: np.ndarray) -> np.ndarray:
+    """The depth each box is painted at: its own (``_painter_keys``), but nearer than what it lies in or on.
+
+    Boxes are painted as flat rectangles, farthest first, so a table's rectangle covered the statue
+    standing on it even when the robot stood in front of it, facing it (what ``find`` leaves). In a
+    camera an object on a receptacle shows over the part of the receptacle it stands on, so it is
+    painted after it; a part (``Sink|...|SinkBasin``) counts as lying in the object it is part of.
+    """
+    index = {item[0]: i for i, item in enumerate(items)}
+    depth = keys
+    done: dict[int, float] = {}
+
+    def painted(i: int, seen: frozenset[int]) -> float:
+        if i in done:
+            return done[i]
+        value = float(depth[i])
+        oid = items[i][0]
+        part_of = oid.rsplit("|", 1)[0] if oid.count("|") >= 4 else None  # Sink|x|y|z|SinkBasin is part of Sink
+        for pid in (*items[i][3], *((part_of,) if part_of else ())):
+            j = index.get(pid)
+            if j is not None and j not in seen:
+                value = min(value, painted(j, seen | {i}) - 1e-3)
+        done[i] = value
+        return value
+
+    return np.array([painted(i, frozenset()) for i in range(len(items))], dtype=float)
+
+
+def _painter_keys(z: np.ndarray) -> np.ndarray:
+    """The depth each box is painted at, before receptacles are taken into account (``_painter_depths``).
+
+    The depth of the box's centre: by its nearest point a table's front edge comes before the
+    things on it, and a long counter before everything along it. A box that the camera plane cuts
+    (a counter the robot stands at, a shelf it faces) is background, painted before everything in
+    front of the camera: its rectangle spans the picture and would cover all else.
+    """
+    return np.where(z.min(axis=1) > NEAR, z.mean(axis=1), DRAW_DISTANCE + z.max(axis=1))
+
+
+def _shapes(items: list[Item], camera: Camera) -> list[_Shape]:
+    """The boxes in front of the camera and within ``DRAW_DISTANCE`` as screen rectangles, farthest first.
 
     All box corners are projected at once (numpy). A box that reaches behind the camera (the robot
     stands right at the fridge it just found) is clipped at a near plane instead of dropped, so the
     object it stands at fills its side of the picture, as it would in a camera.
     """
+    if not items:
+        return []
+    w, h = camera.width, camera.height
+    corners = np.array([item[2] for item in items], dtype=float).reshape(len(items), 8, 3)
+    basis = np.array([camera.right, camera.up, camera.forward], dtype=float)
+    local = (corners - np.array(camera.origin, dtype=float)) @ basis.T  # (N, 8, [x, y, z])
+    z = local[..., 2]
+    front = z.max(axis=1) > NEAR
+    zc = np.maximum(z, NEAR)
+    us = (local[..., 0] / (zc * camera.tan_h) + 1) / 2 * w
+    vs = (1 - local[..., 1] / (zc * camera.tan_v)) / 2 * h
+    depth = zc.min(axis=1)
+    centre = _painter_keys(z)
+    boxes = np.stack([np.maximum(us.min(axis=1), -w), np.maximum(vs.min(axis=1), -h),
+                      np.minimum(us.max(axis=1), 2 * w), np.minimum(vs.max(axis=1), 2 * h)], axis=1)
+    shown = front & (depth <= DRAW_DISTANCE) & (boxes[:, 2] >= 0) & (boxes[:, 3] >= 0) \
+        & (boxes[:, 0] <= w) & (boxes[:, 1] <= h)
+    painter = _painter_depths(items, centre)
+    shapes = [(float(painter[i]), (float(boxes[i][0]), float(boxes[i][1]), float(boxes[i][2]), float(boxes[i][3])),
+               int(i)) for i in np.flatnonzero(shown)]
+    shapes.sort(key=lambda s: (-s[0], -float(centre[s[2]]), s[2]))
+    return shapes
+
+
+def render(items: list[Item], camera: Camera, horizon_deg: float) -> np.ndarray:
+    """HxWx3 uint8 image of the agent's view."""
     w, h = camera.width, camera.height
     image = Image.new("RGB", (w, h), WALL_RGB)
     draw = ImageDraw.Draw(image)
     # horizon row: where a far point straight ahead at eye height projects
     horizon_row = int((1 - math.tan(math.radians(horizon_deg)) / camera.tan_v) / 2 * h)
     draw.rectangle([0, max(0, min(h, horizon_row)), w, h], fill=FLOOR_RGB)
-    shapes = []
-    if items:
-        corners = np.array([c for _, c in items], dtype=float).reshape(len(items), 8, 3)
-        basis = np.array([camera.right, camera.up, camera.forward], dtype=float)
-        local = (corners - np.array(camera.origin, dtype=float)) @ basis.T  # (N, 8, [x, y, z])
-        z = local[..., 2]
-        front = z.max(axis=1) > NEAR
-        zc = np.maximum(z, NEAR)
-        us = (local[..., 0] / (zc * camera.tan_h) + 1) / 2 * w
-        vs = (1 - local[..., 1] / (zc * camera.tan_v)) / 2 * h
-        depth = zc.min(axis=1)
-        boxes = np.stack([np.maximum(us.min(axis=1), -w), np.maximum(vs.min(axis=1), -h),
-                          np.minimum(us.max(axis=1), 2 * w), np.minimum(vs.max(axis=1), 2 * h)], axis=1)
-        shown = front & (depth <= DRAW_DISTANCE) & (boxes[:, 2] >= 0) & (boxes[:, 3] >= 0) \
-            & (boxes[:, 0] <= w) & (boxes[:, 1] <= h)
-        for i in np.flatnonzero(shown):
-            object_type = items[i][0]
-            shapes.append((float(depth[i]), tuple(float(v) for v in boxes[i]), type_color(object_type),
-                           object_type))
-    shapes.sort(key=lambda s: -s[0])
-    for _depth, box, color, text in shapes:  # a nearer box hides a farther object's label, as it hides the object
-        draw.rectangle(box, fill=color, outline=(30, 30, 30))
-        tab = _label_bitmap(text)
+    for _depth, box, i in _shapes(items, camera):  # a nearer box hides a farther object's label, as it hides it
+        object_type = items[i][1]
+        draw.rectangle(box, fill=type_color(object_type), outline=(30, 30, 30))
+        tab = _label_bitmap(object_type)
         x = int(min(max(box[0] + 2, 0), w - tab.width))
         y = int(min(max(box[1] + 2, 0), h - tab.height))
         image.paste(tab, (max(x, 0), max(y, 0)))
     return np.asarray(image, dtype=np.uint8)
+
+
+def in_picture(items: list[Item], camera: Camera) -> dict[str, int]:
+    """objectId -> how many pixels of the picture show it (objects wholly covered or out of frame: absent).
+
+    The same boxes in the same order as ``render``, each painted with its own number instead of a
+    colour: what the picture shows, so that a test can ask whether an object a step found is seen.
+    """
+    image = Image.new("I", (camera.width, camera.height), 0)
+    draw = ImageDraw.Draw(image)
+    for _depth, box, i in _shapes(items, camera):
+        draw.rectangle(box, fill=i + 1)
+    values, counts = np.unique(np.asarray(image), return_counts=True)
+    return {items[int(v) - 1][0]: int(n) for v, n in zip(values, counts, strict=True) if v}
