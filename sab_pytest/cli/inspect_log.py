@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from sab_pytest.cli import fail, os_problem
 from sab_pytest.errors import SabError
-from sab_pytest.results.files import Redactor
+from sab_pytest.results.files import RESULTS_NAME, Redactor
 from sab_pytest.results.load import load_run
 
 LOG_NAME = "sab-inspect.eval"
@@ -45,8 +46,10 @@ def main(argv: list[str]) -> int:
         out = Path(args.out) if args.out else base / LOG_NAME
         inspect_log.log_format(out, "-o")
         data = args.sab_data or settings_of(run.summary).data_dir
+        ended = datetime.fromtimestamp((base / RESULTS_NAME).stat().st_mtime, timezone.utc) if (
+            base / RESULTS_NAME).is_file() else None  # the run's last line, not now
         inspect_log.write(out, run.summary, run.records, Redactor(run_secrets(run.summary)),
-                          inspect_log.dataset_cases(data))
+                          inspect_log.dataset_cases(data), completed=ended)
     except SabError as exc:
         return fail("inspect-log", exc)
     except OSError as exc:

@@ -27,7 +27,7 @@ from sab_pytest.errors import SabError, UsageError
 from sab_pytest.results.record import StoredRecord
 
 if TYPE_CHECKING:
-    from inspect_ai.log import EvalLog, EvalScore
+    from inspect_ai.log import EvalLog, EvalScore, EvalStatus
 
     from sab_pytest.dataset import Case
     from sab_pytest.results.files import Redactor
@@ -128,10 +128,11 @@ def _model_roles(summary: Mapping[str, Any]) -> dict[str, Any] | None:
     return roles or None
 
 
-def build(summary: Summary, records: Sequence[StoredRecord], cases: Mapping[str, Case] | None = None) -> EvalLog:
+def build(summary: Summary, records: Sequence[StoredRecord], cases: Mapping[str, Case] | None = None,
+          completed: datetime | None = None) -> EvalLog:
     """The run as an ``EvalLog``: ``records`` as samples (``cases``, the dataset by case id, gives
     each its target: without it, targets are empty) and ``summary`` as the eval's spec, results and
-    stats."""
+    stats; ``completed``: when the run ended (now, for a log written at its end)."""
     from inspect_ai.log import (
         EvalConfig,
         EvalDataset,
@@ -151,7 +152,7 @@ def build(summary: Summary, records: Sequence[StoredRecord], cases: Mapping[str,
     settings: dict[str, Any] = dict(s.get("settings") or {})
     built = samples(records, cases or {})
     run = s.get("run") or {}
-    status = _UNFINISHED.get(str(run.get("status")), "success")
+    status = cast("EvalStatus", _UNFINISHED.get(str(run.get("status")), "success"))
     error = None
     if status != "success":
         why = run.get("stop_message") or f"the run was {run.get('status')}: {run.get('not_run', 0)} case(s) not run"
@@ -187,19 +188,20 @@ def build(summary: Summary, records: Sequence[StoredRecord], cases: Mapping[str,
     plan = EvalPlan(steps=[EvalPlanStep(solver=strategy, params={
         k: settings.get(k) for k in ("tool_protocol", "max_steps", "max_images", "safety_hint", "guard")})])
     created = spec.created
-    stats = EvalStats(started_at=created, completed_at=datetime.now(timezone.utc).isoformat(), model_usage=usage)
+    ended = (completed or datetime.now(timezone.utc)).isoformat()
+    stats = EvalStats(started_at=created, completed_at=ended, model_usage=usage)
     return EvalLog(status=status, eval=spec, plan=plan, results=results, stats=stats, error=error, samples=built)
 
 
 def write(path: Path, summary: Summary, records: Sequence[StoredRecord], redact: Redactor,
-          cases: Mapping[str, Case] | None = None) -> Path:
+          cases: Mapping[str, Case] | None = None, completed: datetime | None = None) -> Path:
     """Write the run's Inspect log to ``path`` (``.eval`` or ``.json``), with the run's secrets
     redacted from every text first (a key echoed by a server, a URL holding a token)."""
     from inspect_ai.log import write_eval_log
 
     fmt = log_format(path)
     clean = cast("Summary", redact(dict(summary)))
-    log = build(clean, [cast(StoredRecord, redact(dict(r))) for r in records], cases)
+    log = build(clean, [cast(StoredRecord, redact(dict(r))) for r in records], cases, completed)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         if fmt != "eval" or not _write_eval_in_batches(log, path):

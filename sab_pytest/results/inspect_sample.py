@@ -141,7 +141,8 @@ def _tool_calls(calls: Any) -> list[ToolCall] | None:
     for call in calls or []:
         if not isinstance(call, dict):
             continue
-        function = call.get("function") if isinstance(call.get("function"), dict) else call
+        nested = call.get("function")
+        function: dict[str, Any] = nested if isinstance(nested, dict) else call
         raw = function.get("arguments")
         error = None
         try:
