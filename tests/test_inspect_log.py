@@ -167,6 +167,21 @@ def test_json_format_and_an_unfinished_run(tmp_path: Path) -> None:
         inspect_log.write(tmp_path / "run.txt", _summary(records), records, Redactor())
 
 
+def test_the_batched_eval_writer_and_inspects_own_write_the_same_log(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    records = _records()
+    inspect_log.write(tmp_path / "batched.eval", _summary(records), records, Redactor())
+    monkeypatch.setattr(inspect_log, "BATCH", 3)  # several batches of the 12 samples
+    inspect_log.write(tmp_path / "small.eval", _summary(records), records, Redactor())
+    monkeypatch.setattr(inspect_log, "_write_eval_in_batches", lambda log, path: False)  # another inspect_ai
+    inspect_log.write(tmp_path / "plain.eval", _summary(records), records, Redactor())
+    logs = [inspect_ai_log.read_eval_log(str(tmp_path / f"{name}.eval")) for name in ("batched", "small", "plain")]
+    seen = [sorted((s.id, s.epoch, json.dumps(s.scores["passed"].model_dump(mode="json"))) for s in log.samples)
+            for log in logs]
+    assert len(seen[0]) == 12 and seen[0] == seen[1] == seen[2]
+    assert len({json.dumps(log.results.model_dump(mode="json"), sort_keys=True) for log in logs}) == 1
+
+
 def test_without_inspect_ai_the_option_and_the_command_are_usage_errors(monkeypatch: pytest.MonkeyPatch,
                                                                          tmp_path: Path) -> None:
     from sab_pytest.cli import inspect_log as cli
