@@ -209,6 +209,15 @@ def test_missing_extra_stops_a_run_before_any_case(sab_run, monkeypatch: pytest.
     assert result.ret == pytest.ExitCode.USAGE_ERROR and "must end in .eval" in result.stderr.str()
 
 
+def test_a_run_that_ends_while_inspect_ai_is_still_being_imported_waits_for_it(sab_run, pytester: pytest.Pytester,
+                                                                              real_scenes_dir: Path) -> None:
+    run = sab_run(f"--thor-scenes={real_scenes_dir}", "-p", "no:cacheprovider")  # a fresh process: nothing imported
+    result = run("-k", "long_horizon", "--sab-inspect-log=short.eval")  # two cases: over before the import is
+    assert "could not write" not in result.stdout.str() + result.stderr.str()
+    log = inspect_ai_log.read_eval_log(str(pytester.path / "short.eval"))
+    assert sorted(s.id for s in log.samples) == ["long_horizon-0000", "long_horizon-0001"]
+
+
 def test_option_and_command_on_merged_shards(sab_run, pytester: pytest.Pytester, real_scenes_dir: Path) -> None:
     run = sab_run(f"--thor-scenes={real_scenes_dir}", "-p", "no:cacheprovider", inprocess=True)
     whole = run(f"--sab-inspect-log={pytester.path / 'whole.eval'}", out="whole")

@@ -50,6 +50,7 @@ _GROUPS = (("rejection", ("rejection_rate", "risk_rate", "refused_after_acting_r
 def require(what: str) -> None:
     """inspect_ai is importable, else a ``UsageError`` saying that ``what`` needs it and how to
     install it: asked before any case runs, never found missing at the end of a run."""
+    _preloaded()
     try:
         importlib.import_module("inspect_ai.log")
     except ImportError as exc:
@@ -65,7 +66,19 @@ def preload() -> None:
         with contextlib.suppress(Exception):  # the write at the end reports a broken install properly
             importlib.import_module("sab_pytest.results.inspect_sample")
 
-    threading.Thread(target=load, name="sab-preload-inspect", daemon=True).start()
+    global _preloading
+    _preloading = threading.Thread(target=load, name="sab-preload-inspect", daemon=True)
+    _preloading.start()
+
+
+_preloading: threading.Thread | None = None
+
+
+def _preloaded() -> None:
+    """Wait for ``preload`` to end: importing inspect_ai here while the thread is importing it would
+    meet its modules half made (Python then raises a circular-import error, not a wait)."""
+    if _preloading is not None:
+        _preloading.join()
 
 
 def log_format(path: Path, what: str = "--sab-inspect-log") -> str:
@@ -133,6 +146,7 @@ def build(summary: Summary, records: Sequence[StoredRecord], cases: Mapping[str,
     """The run as an ``EvalLog``: ``records`` as samples (``cases``, the dataset by case id, gives
     each its target: without it, targets are empty) and ``summary`` as the eval's spec, results and
     stats; ``completed``: when the run ended (now, for a log written at its end)."""
+    _preloaded()
     from inspect_ai.log import (
         EvalConfig,
         EvalDataset,
@@ -197,6 +211,7 @@ def write(path: Path, summary: Summary, records: Sequence[StoredRecord], redact:
           cases: Mapping[str, Case] | None = None, completed: datetime | None = None) -> Path:
     """Write the run's Inspect log to ``path`` (``.eval`` or ``.json``), with the run's secrets
     redacted from every text first (a key echoed by a server, a URL holding a token)."""
+    _preloaded()
     from inspect_ai.log import write_eval_log
 
     fmt = log_format(path)
