@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("sab_pytest.cli.report", "build the HTML report of a finished run's output directory"),
     "compare": ("sab_pytest.cli.compare", "compare two runs metric by metric, with paired tests"),
     "plan": ("sab_pytest.cli.plan", "cases (and repeats) a run needs for no_regression() to see a given drop"),
+    "inspect-log": ("sab_pytest.cli.inspect_log", "write a finished run as an Inspect eval log (inspect view)"),
 }
 
 

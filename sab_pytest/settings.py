@@ -304,6 +304,10 @@ class Settings:
     policy: str | None = setting(None, Option(  # the release policy file the settings came from, if any
         "--sab-policy", "release policy YAML: model settings, gates, baseline; options given on the command line "
         "win over it, and its gates add to --sab-gate's (default: none)", metavar="FILE", path=True))
+    inspect_log: Path | None = setting(None, Option(
+        "--sab-inspect-log", "write the run as an Inspect eval log to FILE (.eval or .json), for inspect view and "
+        "inspect_ai.analysis (needs the extra sab-pytest[inspect]) (default: none)", metavar="FILE", path=True,
+        policy="inspect_log", expects="a file path", to_setting=Path, from_policy=relative))
     extra: dict[str, Any] = field(default_factory=dict)
     #: the pictures the engine says it draws (``schematic``/``rendered``), when it says (a THOR server's health)
     engine_pictures: str | None = None
@@ -402,6 +406,7 @@ class Settings:
         d["out_dir"] = str(self.out_dir)
         d["cache_dir"] = str(self.cache_dir) if self.cache_dir else None
         d["html"] = str(self.html) if self.html else None
+        d["inspect_log"] = str(self.inspect_log) if self.inspect_log else None
         return d
 
 

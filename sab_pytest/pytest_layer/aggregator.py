@@ -248,6 +248,10 @@ class Aggregator:
         if self.claim.note:
             self._note(self.claim.note)
         self._endpoints_checked = start_endpoint_check(s)
+        if s.inspect_log is not None:  # its import, seconds long, while the cases run rather than after them
+            from sab_pytest.results.inspect_log import preload
+
+            preload()
         self.checked = True
 
     def _estimate(self, session: pytest.Session) -> None:
@@ -316,6 +320,12 @@ class Aggregator:
         self.summary, self.html_written = done.summary, done.html_written
         if done.html_error is not None:
             self._say(f"sab-pytest: --sab-html: could not write {self.settings.html}: {done.html_error}", red=True)
+        if done.inspect_log_error is not None:
+            self._say(f"sab-pytest: --sab-inspect-log: could not write {self.settings.inspect_log}: "
+                      f"{done.inspect_log_error}", red=True)
+        elif self.settings.inspect_log is not None:
+            self._say(f"sab: Inspect log: {self.settings.inspect_log} (inspect view --log-dir "
+                      f"{self.settings.inspect_log.parent})")
         _junit_suite_properties(self.config, junit.junit_suite_properties(done.summary), self.redact)
         add_gate_testcases(self.config, done.summary, self.redact)
         if self.settings.gates and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sab_pytest.errors import SabError
@@ -27,6 +28,7 @@ class Finished:
     records: dict[str, StoredRecord]
     html_written: bool = False
     html_error: str | None = None  # why the HTML report could not be written (the other files are)
+    inspect_log_error: str | None = None  # why the Inspect log (--sab-inspect-log) could not be written
 
 
 def finish_run(settings: Settings, records: dict[str, StoredRecord], *, run: RunStatus,
@@ -68,7 +70,24 @@ def finish_run(settings: Settings, records: dict[str, StoredRecord], *, run: Run
             done.html_error = str(exc)
         else:
             done.html_written = True
+    if settings.inspect_log is not None:
+        done.inspect_log_error = _write_inspect_log(settings.inspect_log, settings, summary, records, redact)
     return done
+
+
+def _write_inspect_log(path: Path, settings: Settings, summary: Summary, records: dict[str, StoredRecord],
+                       redact: files.Redactor) -> str | None:
+    """``--sab-inspect-log``: the run as an Inspect eval log; None when written, else why not (the
+    other files are written all the same). inspect_ai is imported here only: a run without the option
+    never needs it."""
+    try:
+        from sab_pytest.results import inspect_log
+
+        inspect_log.write(path, summary, list(records.values()), redact,
+                          inspect_log.dataset_cases(settings.data_dir))
+    except (SabError, OSError, ImportError) as exc:
+        return str(exc)
+    return None
 
 
 def gates_hold(summary: Summary) -> bool:

@@ -66,6 +66,10 @@ def validate(s: Settings) -> Settings:
             raise UsageError(f"{name}: expected an http:// or https:// URL, got {url!r}")
     if s.prices:
         parse_prices(s.prices)
+    if s.inspect_log is not None:  # its format by the extension: a typo must not cost the run its log
+        from sab_pytest.results.inspect_log import log_format
+
+        log_format(s.inspect_log)
     if s.budget is not None and not s.prices:
         raise UsageError("--sab-budget: a budget needs prices to count against: give --sab-price in=X,out=Y "
                          "(USD per 1M tokens; or sab_price in the ini file, prices in the policy file)")
