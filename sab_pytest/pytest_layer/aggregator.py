@@ -55,6 +55,7 @@ class Aggregator:
         self.session: pytest.Session | None = None
         self._output_stop: Stop | None = None  # set when the results file could not be written
         self._sigterm: Any = None  # SIGTERM's handler before the run made it stop like Ctrl-C
+        self._unreported = 0  # records adopted from the run directory: pytest never reported their tests
         if settings.baseline:  # read once, on the controller, before any case runs
             from sab_pytest.results.load import load_run
 
@@ -124,7 +125,7 @@ class Aggregator:
         stop = self.run_state.stopped() if self._run_state is not None else None
         return run_status(self.records, selected=self.selected, full=self._full_selection(),
                           stop=stop if stop is not None and stop.reason != INTERRUPTED else self._output_stop,
-                          interrupted=self.interrupted)
+                          interrupted=self.interrupted, unreported=self._unreported)
 
     # results -----------------------------------------------------------------------------------
     def _keep(self, case_id: str, record: StoredRecord) -> None:
@@ -304,6 +305,7 @@ class Aggregator:
             case_id = sample_id(record)
             if case_id not in self.records and (wanted is None or case_id in wanted):
                 self._keep(case_id, record)
+                self._unreported += case_id in self.records
 
     def _finish(self, session: pytest.Session) -> None:
         from sab_pytest.run.finish import finish_run, gates_hold
