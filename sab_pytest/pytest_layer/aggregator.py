@@ -55,6 +55,7 @@ class Aggregator:
         self.session: pytest.Session | None = None
         self._output_stop: Stop | None = None  # set when the results file could not be written
         self._sigterm: Any = None  # SIGTERM's handler before the run made it stop like Ctrl-C
+        self._announced: set[str] = set()  # the tool-protocol fallbacks already said on the terminal
         self._unreported = 0  # records adopted from the run directory: pytest never reported their tests
         if settings.baseline:  # read once, on the controller, before any case runs
             from sab_pytest.results.load import load_run
@@ -175,6 +176,15 @@ class Aggregator:
             self._note(f"the results file ended in a line cut short (a crash mid-write); it was moved to "
                        f"{self.writer.set_aside} and the case is run again")
 
+    def _announce_fallback(self, record: StoredRecord) -> None:
+        """Say once on the terminal that the interactive agents fell back to the text protocol (a
+        worker found that the server ignores tools; its records carry the sentence)."""
+        agent = record.get("agent") or {}
+        reason = (agent.get("episode") or {}).get("fallback") if isinstance(agent, dict) else None
+        if reason and reason not in self._announced:
+            self._announced.add(reason)
+            self._note(reason)
+
     def _note(self, text: str) -> None:
         self._say(f"sab: note: {text}")
 
@@ -200,6 +210,7 @@ class Aggregator:
             case_id = sample_id(sent)
             if case_id not in self.records:
                 self._keep(case_id, sent)
+                self._announce_fallback(sent)
             return
         match = CASE_ID.search(report.nodeid)
         if match and report.failed and report.when in ("setup", "???") and match.group(1) not in self.records:
