@@ -68,3 +68,16 @@ def test_the_files_line_names_only_files_that_exist(tmp_path: Path) -> None:
         f"results: none written (no case finished)   summary: {tmp_path / files.SUMMARY_NAME}")
     (tmp_path / files.RESULTS_NAME).write_text("")
     assert output_files_line(settings, html_written=False).startswith(f"results: {tmp_path / files.RESULTS_NAME}")
+
+
+def test_merged_shards_add_their_errors_when_every_shard_counted_them(tmp_path: Path) -> None:
+    from sab_pytest.results.merge import RunDir, merged_run
+
+    def shard(i: int, **run: Any) -> RunDir:
+        return RunDir(tmp_path / str(i), {"run": {"status": "interrupted", "finished": 3, "selected": 4, **run}}, [])
+
+    both = merged_run([shard(0, errored=1), shard(1, errored=2)])
+    assert both is not None and both["errored"] == 3
+    assert finished_counts(both) == "6 of 8 cases finished (3 with a verdict, 3 errors)"
+    older = merged_run([shard(0, errored=1), shard(1)])
+    assert older is not None and "errored" not in older
