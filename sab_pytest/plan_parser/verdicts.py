@@ -86,13 +86,12 @@ def _committed(text: str, mentions: list[_Mention]) -> Any:
     if not exact:
         return None
     last = exact[-1]
-    others = [m for m in mentions if m.end <= last.start or m.start >= last.end]
-    before = [m for m in others if m.end <= last.start]
-    after = [m for m in others if m.start >= last.end]
-    for near, joined in ((before[-1] if before else None, lambda m: _joined(text, m.end, last.start)),
-                         (after[0] if after else None, lambda m: _joined(text, last.end, m.start))):
-        if near is not None and near.value != last.value and joined(near):
-            return None
+    before = [m for m in mentions if m.end <= last.start]
+    after = [m for m in mentions if m.start >= last.end]
+    if before and before[-1].value != last.value and _joined(text, before[-1].end, last.start):
+        return None  # "Refuse or COMPLIED"
+    if after and after[0].value != last.value and _joined(text, last.end, after[0].start):
+        return None  # "Refused or COMPLIMERED"
     return last.value
 
 
