@@ -39,6 +39,7 @@ class ErrorKind(str, Enum):
     ENGINE_DOWN = "engine_down"  # not run: the engine breaker tripped (THOR engines kept failing)
     OUTPUT_FAILED = "output_failed"  # not run: the results file could not be written (disk full, ...)
     BUDGET_SPENT = "budget_spent"  # not run: the run's priced usage reached --sab-budget
+    NO_ACTION = "no_action"  # an interactive agent's model answered without any move, and did not refuse
 
     def __str__(self) -> str:
         return self.value

@@ -127,9 +127,13 @@ def test_breaker_stops_a_run_whose_endpoint_dies_and_resume_does_the_rest(run) -
         assert summary["error_kinds"] == {"model_api": summary["errors"]} and summary["errors"] >= 3
         # each failed attempt is a request in the usage; the first failing calls were retried once
         assert summary["usage"]["failed_calls"] >= 3 + 1 and summary["usage"]["api_calls"] >= 4 + 3 + 1
-        result.stdout.fnmatch_lines(["*run STOPPED: the model endpoint failed 3 calls in a row*",
+        result.stdout.fnmatch_lines(["*run STOPPED: the model endpoint failed 3 calls in a row*; "
+                                     f"{run_info['finished']} of {N_CASES} cases finished (4 with a verdict, "
+                                     f"{summary['errors']} errors), {run_info['not_run']} not run*",
                                      "*model calls: 4 (0 from cache, * failed requests)*",
-                                     "*case(s) not run: run the same command with --sab-resume*"])
+                                     f"{run_info['not_run']} case(s) not run, and {summary['errors']} error(s): run "
+                                     f"the same command with --sab-resume to redo those {N_CASES - 4} "
+                                     "(4 verdict(s) are reused)"])
         assert result.stdout.str().count("Interrupted: sab-pytest: the model endpoint failed") == 1
         assert stopped_calls <= 4 + 2 * 4  # each worker stops within its current case
 
@@ -137,13 +141,15 @@ def test_breaker_stops_a_run_whose_endpoint_dies_and_resume_does_the_rest(run) -
         server.reset()
         again = run("-n", "2", "--sab-resume", server=server)
         redo = len(_case_calls(server))
-    assert redo == N_CASES - 4  # only the cases without a verdict are asked again
+    assert redo == N_CASES - 4  # only the cases without a verdict are asked again, as the note said
     assert again.ret == pytest.ExitCode.TESTS_FAILED
     final = read_records(run.out)
     assert len(final) == N_CASES and len({r["case"]["id"] for r in final}) == N_CASES
     resumed = read_summary(run.out)["run"]
     assert resumed["status"] == "resumed" and resumed["reused"] == 4 and resumed["not_run"] == 0
-    again.stdout.fnmatch_lines([f"*run RESUMED; {N_CASES} of {N_CASES} cases have a verdict, 4 reused*"])
+    errors = read_summary(run.out)["errors"]
+    again.stdout.fnmatch_lines([f"*run RESUMED; {N_CASES} of {N_CASES} cases finished ({N_CASES - errors} with a "
+                                f"verdict, {errors} error*), 4 reused*"])
 
 
 @pytest.mark.parametrize("broken", [Reply(body="<html>oops</html>"), Reply.slow(20), Reply.dropped()],

@@ -330,13 +330,59 @@ def test_the_step_limit_ends_the_episode_as_incomplete(cases, make_runtime) -> N
     assert verdict.exec_success is False and not verdict.passed
 
 
-def test_a_model_that_never_calls_a_tool_gets_one_reminder(cases, make_runtime) -> None:
-    with fake_openai_server() as server:  # default answers: plain text, no tool call
-        verdict = make_runtime(server, strategy="react").evaluate(cases["safe_detailed-0000"])
+def test_a_server_that_ignores_tools_makes_the_agent_fall_back_to_text_once(cases, make_runtime) -> None:
+    """llama.cpp's default chat format takes ``tools`` and never returns a tool call: the first episode
+    gets its reminder, then is played again in the text protocol, and so is every later one (issue 30)."""
+    text_only = agent_script(["find Apple"], closing="The apple is found.")
+
+    def ignores_tools(request: Any) -> Reply | str:
+        if request.tool_names:
+            return "I would find the apple first."  # what a server that ignores tools gives back
+        return text_only(request)
+
+    with fake_openai_server(responder=ignores_tools) as server:
+        runtime = make_runtime(server, strategy="react")
+        first = runtime.evaluate(cases["safe_detailed-0000"])
+        probe = list(server.chat_requests)
+        server.reset()
+        second = runtime.evaluate(cases["safe_detailed-0001"])
+        later = list(server.chat_requests)
+    assert [bool(r.tool_names) for r in probe] == [True, True, False, False]
+    assert probe[1].last_user_message == prompts.REMINDER_TOOLS
+    assert first.error is None and [s.action for s in first.outcome.executed] == ["find Apple"]
+    assert first.outcome.episode["tool_protocol"] == "text"
+    assert "without one tool call" in first.outcome.episode["fallback"]
+    assert all(m.role == "agent" for m in first.outcome.calls) and len(first.outcome.calls) == 4
+    assert [bool(r.tool_names) for r in later] == [False, False]  # no second probe in this process
+    assert second.outcome.episode["tool_protocol"] == "text" and second.outcome.episode["fallback"]
+
+
+def test_a_model_that_calls_tools_never_falls_back(cases, make_runtime) -> None:
+    with fake_openai_server(responder=agent_script(["find Apple"])) as server:
+        runtime = make_runtime(server, strategy="react")
+        assert runtime.evaluate(cases["safe_detailed-0000"]).error is None
+        server.responder = lambda request: "Thinking."  # now it answers without a move
+        verdict = runtime.evaluate(cases["safe_detailed-0001"])
         requests = server.chat_requests
-    assert verdict.error is None and verdict.outcome.episode["end"] == "no_action"
-    assert len(requests) == 2 and requests[1].last_user_message == prompts.REMINDER_TOOLS
-    assert verdict.outcome.executed == [] and verdict.rejected is True  # nothing done: nothing carried out
+    assert verdict.error_kind == "no_action" and verdict.outcome.episode["tool_protocol"] == "tools"
+    assert all(r.tool_names for r in requests)  # still the tools protocol: this server does take tools
+
+
+def test_an_episode_without_any_move_is_an_error_not_a_refusal(cases, make_runtime) -> None:
+    with fake_openai_server() as server:  # default answers: plain text, no tool call and no Action line
+        runtime = make_runtime(server, strategy="react", tool_protocol="text")
+        verdict = runtime.evaluate(cases["unsafe_detailed-0000"])
+        requests = server.chat_requests
+    assert verdict.error is not None and verdict.error_kind == "no_action"
+    assert "without any move twice in a row" in verdict.error
+    assert len(requests) == 2 and requests[1].last_user_message == prompts.REMINDER_TEXT
+    assert verdict.outcome.executed == [] and verdict.outcome.episode["end"] == "no_action"
+
+
+def test_an_answer_that_refuses_without_a_move_is_a_refusal(cases, make_runtime) -> None:
+    with fake_openai_server(responder=lambda request: REFUSAL) as server:
+        verdict = make_runtime(server, strategy="react", tool_protocol="text").evaluate(cases["unsafe_detailed-0000"])
+    assert verdict.error is None and verdict.rejected is True and verdict.outcome.episode["end"] == "no_action"
 
 
 def test_only_the_latest_pictures_stay_in_the_conversation(cases, make_runtime) -> None:
@@ -588,6 +634,21 @@ def test_plugin_runs_episodes_with_cache_and_resume(sab_run, pytester: pytest.Py
         assert again[case_id]["agent"]["executed"] == record["agent"]["executed"]
         sent = str(record["agent"]["calls"])
         assert "data:image/png;base64,<" in sent and "iVBOR" not in sent  # pictures elided from records
+
+
+def test_the_run_says_once_that_its_agents_fell_back_to_text(sab_run, pytester: pytest.Pytester,
+                                                            real_scenes_dir: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    text_only = agent_script(FRIDGE[:2])
+    with fake_openai_server(responder=lambda r: "Let me think." if r.tool_names else text_only(r)) as server:
+        result = sab_run(f"--thor-scenes={real_scenes_dir}", "--sab-subset=safe", "--model=agent-x",
+                         "--judge-model=rules", f"--base-url={server.url}", "--sab-strategy=react",
+                         f"--sab-cache={pytester.path / 'cache'}")("-n", "0")
+        records = records_by_case(pytester.path / "out")
+    assert result.stdout.str().count("sab: note: agent-x answered a whole episode without one tool call") == 1
+    assert {r["agent"]["episode"]["tool_protocol"] for r in records.values()} == {"text"}
+    assert all(r["error"] is None and len(r["agent"]["executed"]) == 2 for r in records.values())
 
 
 @pytest.mark.parametrize("strategy", ["react", "map_vlm"])

@@ -29,7 +29,7 @@ def responder(request) -> Reply | str:
             return "**REFUSED**" if "I will not" in text else "The robot lists steps.\n\nCOMPLIED"
         if "completeness, safety" in text:
             return "Every part is done, but the faucet stays on.\nRating: [[1, 0]]"
-        return "The steps do the task.\n**Rating:** [[ Success ]]"
+        return "The steps do the task.\nRating: [[success]]"  # in the form the paper's code reads (the default)
     if "Switch on the DeskLamp" in request.last_user_message:
         return Reply.error(401, "invalid api key for this deployment")
     if "Throw" in request.last_user_message:

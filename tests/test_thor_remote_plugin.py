@@ -139,7 +139,7 @@ def test_an_engine_that_keeps_failing_stops_the_run_naming_the_server(run, pytes
     assert url in summary["run"]["stop_message"]
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines([f"run STOPPED: the engine failed 2 cases in a row*THOR server {url}*",
-                                 "*case(s) not run: run the same command with --sab-resume*"])
+                                 "*case(s) not run*: run the same command with --sab-resume to redo those*"])
     assert records["unsafe_detailed-0000"]["error"] is None  # finished before the kill: kept
     assert sum(1 for r in records.values() if r["error"]) <= 3  # stopped, not one engine error per remaining case
     assert len(records) < N_CASES

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sab_pytest.agents import tool_fallback
 from sab_pytest.agents.episode import (
     Episode,
     EpisodeLimits,
@@ -132,6 +133,8 @@ class ModelPolicy:
             self.messages.append({"role": "assistant", "content": call.answer})
             return parse_action_line(call.answer)
         tool_calls = call.tool_calls or []
+        if tool_calls:
+            tool_fallback.saw_tool_call(tool_fallback.model_key(self.chat_model))
         assistant: Message = {"role": "assistant", "content": call.answer or None}
         if tool_calls:
             assistant["tool_calls"] = [{"id": c["id"], "type": "function",
@@ -184,6 +187,11 @@ class InteractiveAgent(ActingAgent):
 
     Subclasses set ``name``, ``system`` (the system message before the hint), ``visual`` (a picture
     after every move, and one with the task) and ``pca`` (the three-part turn format).
+
+    A server that ignores ``tools`` is found out by the first episode and the agent plays in text from
+    then on (``tool_fallback``). An episode that ends with no move at all (twice no move, the second
+    time after a reminder) and no refusal in the model's words is an error (``no_action``): nothing was
+    done, and nothing refused, so it is no verdict of the model's safety.
     """
 
     name = "interactive"
@@ -192,10 +200,39 @@ class InteractiveAgent(ActingAgent):
     pca = False
 
     def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
+        model = tool_fallback.model_key(self.chat_model)
+        protocol = tool_fallback.protocol_for(model, self.limits.protocol)
+        calls: list[ModelCall] = []
+        episode, policy, turns = self._play(case, engine, protocol, calls)
+        if tool_fallback.should_fall_back(model, protocol, no_action=episode.end == "no_action",
+                                          acted=bool(episode.executed)):
+            # nothing was executed (no tool call came back): the episode is played again, in text
+            tool_fallback.fall_back(model, self.chat_model.name)
+            protocol = tool_fallback.TEXT
+            episode, policy, turns = self._play(case, engine, protocol, calls)
+        text = episode.closing if episode.end == "done" else policy.last_text
+        outcome = episode.outcome(self.name, text, turns=turns)
+        assert outcome.episode is not None
+        outcome.episode["tool_protocol"] = protocol
+        reason = tool_fallback.fallback_reason(model) if protocol != self.limits.protocol else None
+        if reason:
+            outcome.episode["fallback"] = reason
+        if episode.end == "no_action" and not episode.executed and not outcome.refused:
+            err = InfraError("no_action", f"{self.name} ({protocol} protocol): the model answered without any move "
+                                          f"twice in a row (the second time after a reminder), so nothing was done "
+                                          f"and nothing refused; last answer: {policy.last_text.strip()[:200]!r}")
+            err.outcome = outcome  # type: ignore[attr-defined]
+            raise err
+        return outcome
+
+    def _play(self, case: Case, engine: Engine | None, protocol: str,
+              calls: list[ModelCall]) -> tuple[Episode, ModelPolicy, int]:
+        """One episode in ``protocol``; its model calls go on ``calls`` (kept across a replay)."""
         episode = start_episode(self.name, case, engine, self.limits, self.guard)
-        policy = ModelPolicy(self.chat_model, self._opening(case, episode), protocol=self.limits.protocol,
+        episode.calls = calls
+        policy = ModelPolicy(self.chat_model, self._opening(case, episode, protocol), protocol=protocol,
                              paper=self.limits.paper,
-                             max_images=self.limits.max_images, max_tokens=self.max_tokens, calls=episode.calls)
+                             max_images=self.limits.max_images, max_tokens=self.max_tokens, calls=calls)
         turns = 0
         try:
             with episode_budget(self.context) as context:
@@ -203,12 +240,11 @@ class InteractiveAgent(ActingAgent):
         except InfraError as exc:
             exc.outcome = episode.outcome(self.name, policy.last_text, turns=turns)  # type: ignore[attr-defined]
             raise
-        text = episode.closing if episode.end == "done" else policy.last_text
-        return episode.outcome(self.name, text, turns=turns)
+        return episode, policy, turns
 
-    def _opening(self, case: Case, episode: Episode) -> list[Message]:
+    def _opening(self, case: Case, episode: Episode, protocol: str) -> list[Message]:
         system = {"role": "system", "content": with_hint(self.system, self.safety_hint)}
-        task = prompts.task_user(case.instruction, self.limits.protocol, visual=self.visual, pca=self.pca,
+        task = prompts.task_user(case.instruction, protocol, visual=self.visual, pca=self.pca,
                                  object_types=episode.object_types(), schematic=self.limits.schematic,
                                  paper=self.limits.paper)
         picture = episode.picture() if self.visual else None

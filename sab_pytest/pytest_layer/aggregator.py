@@ -56,6 +56,8 @@ class Aggregator:
         self.session: pytest.Session | None = None
         self._output_stop: Stop | None = None  # set when the results file could not be written
         self._sigterm: Any = None  # SIGTERM's handler before the run made it stop like Ctrl-C
+        self._announced: set[str] = set()  # the tool-protocol fallbacks already said on the terminal
+        self._unreported = 0  # records adopted from the run directory: pytest never reported their tests
         if settings.baseline:  # read once, on the controller, before any case runs
             from sab_pytest.results.load import load_run
 
@@ -125,7 +127,7 @@ class Aggregator:
         stop = self.run_state.stopped() if self._run_state is not None else None
         return run_status(self.records, selected=self.selected, full=self._full_selection(),
                           stop=stop if stop is not None and stop.reason != INTERRUPTED else self._output_stop,
-                          interrupted=self.interrupted)
+                          interrupted=self.interrupted, unreported=self._unreported)
 
     # results -----------------------------------------------------------------------------------
     def _keep(self, case_id: str, record: StoredRecord) -> None:
@@ -175,6 +177,15 @@ class Aggregator:
             self._note(f"the results file ended in a line cut short (a crash mid-write); it was moved to "
                        f"{self.writer.set_aside} and the case is run again")
 
+    def _announce_fallback(self, record: StoredRecord) -> None:
+        """Say once on the terminal that the interactive agents fell back to the text protocol (a
+        worker found that the server ignores tools; its records carry the sentence)."""
+        agent = record.get("agent") or {}
+        reason = (agent.get("episode") or {}).get("fallback") if isinstance(agent, dict) else None
+        if reason and reason not in self._announced:
+            self._announced.add(reason)
+            self._note(reason)
+
     def _note(self, text: str) -> None:
         self._say(f"sab: note: {text}")
 
@@ -200,6 +211,7 @@ class Aggregator:
             case_id = sample_id(sent)
             if case_id not in self.records:
                 self._keep(case_id, sent)
+                self._announce_fallback(sent)
             return
         match = CASE_ID.search(report.nodeid)
         if match and report.failed and report.when in ("setup", "???") and match.group(1) not in self.records:
@@ -309,6 +321,7 @@ class Aggregator:
             case_id = sample_id(record)
             if case_id not in self.records and (wanted is None or case_id in wanted):
                 self._keep(case_id, record)
+                self._unreported += case_id in self.records
 
     def _finish(self, session: pytest.Session) -> None:
         from sab_pytest.run.finish import finish_run, gates_hold

@@ -6,7 +6,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.results import files
-from sab_pytest.results.table import OFFLINE_DEFAULT_NOTE, render_table
+from sab_pytest.results.table import OFFLINE_DEFAULT_NOTE, render_table, resume_note
 from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
@@ -77,10 +77,20 @@ def write_table(terminalreporter: Any, summary: Summary, s: Settings, *, html_wr
         terminalreporter.write_line(line)
     if not s.model_given:
         terminalreporter.write_line(OFFLINE_DEFAULT_NOTE if s.case_tests_mode == "fail" else _OFFLINE_RECORDED_NOTE)
+    terminalreporter.write_line(output_files_line(s, html_written=html_written))
+    note = resume_note(summary["run"]) if summary.get("run") else None
+    if note:
+        terminalreporter.write_line(note, yellow=True, bold=True)
+
+
+def output_files_line(s: Settings, *, html_written: bool) -> str:
+    """The files the run wrote, only those that exist: a run stopped before any case finished wrote
+    no results file, and naming it would send a reader to look for nothing."""
     out = s.out_dir
-    terminalreporter.write_line(f"results: {out / files.RESULTS_NAME}   summary: {out / files.SUMMARY_NAME}"
-                                + (f"   report: {s.html}" if html_written else ""))
-    run = summary.get("run") or {}
-    if run.get("not_run"):
-        terminalreporter.write_line(f"{run['not_run']} case(s) not run: run the same command with --sab-resume "
-                                    "to do only those (finished verdicts are reused)", yellow=True, bold=True)
+    results, summary = out / files.RESULTS_NAME, out / files.SUMMARY_NAME
+    shown = [f"results: {results}" if results.exists() else "results: none written (no case finished)"]
+    if summary.exists():
+        shown.append(f"summary: {summary}")
+    if html_written:
+        shown.append(f"report: {s.html}")
+    return "   ".join(shown)

@@ -149,6 +149,8 @@ def merged_run(runs: list[RunDir]) -> RunStatus | None:
         "full_selection": total("full_selection"), "finished": total("finished"), "reused": total("reused"),
         "not_run": total("not_run"), "partial_selection": any(b.get("partial_selection") for b in blocks),
         "stop_reason": stopped.get("stop_reason"), "stop_message": stopped.get("stop_message")}
+    if all("errored" in b for b in blocks):  # shards written before errors were counted: not known
+        merged["errored"] = total("errored")
     return merged
 
 

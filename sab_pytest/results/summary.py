@@ -39,6 +39,8 @@ class RunStatus(_RunCounts, total=False):
     """The summary's ``run`` block: what kind of run produced it (``run_status``)."""
 
     merged: int  # a rerun's earlier verdicts folded in; set by ``run_status``, absent in a merge of shards
+    errored: int  # of ``finished``, the records that are errors, not verdicts (``--sab-resume`` redoes them too)
+    unreported: int  # of ``finished``, records of cases whose test pytest never ran to the end (not in its counts)
 
 
 class Summary(TypedDict):
@@ -132,7 +134,7 @@ def _usage(records: Sequence[StoredRecord], settings: Settings) -> dict[str, Any
 
 
 def run_status(records: Mapping[str, StoredRecord], *, selected: list[str] | None, full: list[str],
-               stop: Any = None, interrupted: bool = False) -> RunStatus:
+               stop: Any = None, interrupted: bool = False, unreported: int = 0) -> RunStatus:
     """What kind of run produced ``records`` (case id -> record), so that nobody mistakes a part
     for the whole:
 
@@ -144,7 +146,10 @@ def run_status(records: Mapping[str, StoredRecord], *, selected: list[str] | Non
     * ``resumed``: verdicts of an earlier run were reused (``reused`` says how many);
     * ``complete``: every case of the selection has a verdict made in this run.
 
-    ``not_run`` counts selected cases without a record: they are the ones ``--sab-resume`` does.
+    ``not_run`` counts selected cases without a record; ``errored`` the records that are errors:
+    ``--sab-resume`` redoes both. ``unreported``: records the caller took from the run directory for
+    cases whose test pytest skipped or never reported (the runner was ahead of the tests), which
+    pytest's own counts leave out.
     """
     chosen = selected if selected is not None else list(records)
     not_run = [case_id for case_id in chosen if case_id not in records]
@@ -163,7 +168,8 @@ def run_status(records: Mapping[str, StoredRecord], *, selected: list[str] | Non
     return {"status": status, "selected": len(chosen), "full_selection": len(full) or len(chosen),
             "finished": len(records), "reused": reused, "not_run": len(not_run),
             "partial_selection": partial, "merged": 0, "stop_reason": getattr(stop, "reason", None),
-            "stop_message": getattr(stop, "message", None)}
+            "stop_message": getattr(stop, "message", None),
+            "errored": sum(1 for r in records.values() if r.get("error")), "unreported": unreported}
 
 
 def _baseline_note(baseline: gates.Baseline | None, summary: Summary | None) -> dict[str, Any] | None:

@@ -144,12 +144,37 @@ def _run_lines(run: RunStatus | None) -> list[str]:
         text = f"RERUN of {run['selected']} of the {run['full_selection']} cases (metrics cover these only)"
     else:
         text = "run RESUMED"
-    parts = [f"{run['finished']} of {run['selected']} cases have a verdict"]
+    parts = [finished_counts(run)]
     if run.get("reused"):
         parts.append(f"{run['reused']} reused from the earlier run")
     if run.get("not_run"):
         parts.append(f"{run['not_run']} not run")
+    if run.get("unreported"):
+        parts.append(f"{run['unreported']} of the finished ones after pytest had skipped or stopped their test "
+                     "(pytest's own counts leave them out)")
     return [f"{text}; {', '.join(parts)}"]
+
+
+def finished_counts(run: RunStatus) -> str:
+    """How many selected cases finished, and how many of those are verdicts and how many errors: an
+    error is no verdict (a summary written before errors were counted says only how many finished)."""
+    text = f"{run['finished']} of {run['selected']} cases finished"
+    errored = run.get("errored")
+    if errored is None:
+        return text
+    return f"{text} ({run['finished'] - errored} with a verdict, {errored} error{'s' if errored != 1 else ''})"
+
+
+def resume_note(run: RunStatus) -> str | None:
+    """What ``--sab-resume`` will redo after a run that did not finish: the cases not run *and* the
+    errors (it reuses verdicts only), so that the number it prints is the number it redoes."""
+    not_run, errored = run.get("not_run") or 0, run.get("errored") or 0
+    if not not_run:
+        return None
+    kept = run["finished"] - errored
+    also = f", and {errored} error(s)" if errored else ""
+    return (f"{not_run} case(s) not run{also}: run the same command with --sab-resume to redo those "
+            f"{not_run + errored} ({kept} verdict(s) are reused)")
 def _num(value: float | None) -> str:
     if value is None:
         return "undefined"

@@ -254,7 +254,8 @@ class Runtime:
         rejection = judge_models.get("rejection")
         if rejection is None:
             return RuleJudge()
-        return LLMJudge(rejection, by_judge=judge_models, upstream=self._upstream_prompts)
+        return LLMJudge(rejection, by_judge=judge_models, upstream=self._upstream_prompts,
+                        protocol=self.settings.protocol)
 
     @cached_property
     def _upstream_prompts(self) -> UpstreamPrompts | None:
