@@ -7,7 +7,7 @@ where a value comes from when the option is not written (an environment variable
 the simple constraints on it, and whether it changes verdicts (the run key of ``--sab-resume``).
 From this one table come the pytest options (``pytest_layer.options``), the policy file's keys and
 type checks (``run.policy``), the simple checks of ``check_options`` and ``run_settings``; checks
-across options are in ``run.validate``. ``resolve`` is the one place where a value depends on
+across options are in ``run.validate``. ``settings_resolve.resolve`` is the one place where a value depends on
 other options (the judge's default depends on the model, for instance).
 
 This module imports nothing of the project but ``errors``, ``option_spec`` (what an ``Option``
@@ -21,7 +21,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -212,7 +212,7 @@ class Settings:
     resume: bool = setting(False, Option(
         "--sab-resume", "reuse verdicts in DIR/sab-results.jsonl from an earlier run with the same settings "
         "(default {default})", action="store_true"))
-    cache_dir: Path | None = setting(None, Option(  # None: no response cache (``resolve`` sets the user cache)
+    cache_dir: Path | None = setting(None, Option(  # None: no response cache (``settings_resolve`` sets the user cache)
         "--sab-cache", "model response cache directory (default: the user cache, $SAB_CACHE_HOME/responses)",
         metavar="DIR", path=True, to_setting=Path))
     no_cache: bool = setting(False, Option(
@@ -426,42 +426,3 @@ def check_options(s: Settings) -> None:
             raise UsageError(f"{option.flag}: unknown value {value!r}; choose one of {', '.join(option.choices)}")
         if option.check is not None and value is not None and not option.check.ok(value):
             raise UsageError(f"{option.flag}: expected {option.check.expected}, got {value}")
-
-
-def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Settings:
-    """``Settings`` from option values (by field name, in the option's own form, ``None`` for an
-    option nobody set): each converted by its ``to_setting``, then the values that depend on others.
-
-    * ``model``: no ``--model`` is the offline reference agent (``model_given`` False);
-    * ``judge_model``: ``rules`` for the offline agents, for a real model the paper's judges unless given
-      (``gpt-4o-2024-08-06``, and ``gpt-4`` for detailed tasks' plans unless ``--sab-judge-for`` says);
-    * ``judge_prompts``: ``upstream`` (the paper's) under ``--sab-protocol paper`` when the judges are models,
-      else ``own``, unless given;
-    * ``judge_api_key_env``: the agent's ``--api-key-env`` unless given;
-    * ``cache_dir``: ``--sab-cache``, else the user cache, none at all with ``--sab-no-cache``.
-    """
-    table = dict(options())
-    kwargs: dict[str, Any] = {}
-    for name, value in values.items():
-        option = table[name]
-        if value is None:
-            continue
-        kwargs[name] = option.to_setting(value) if option.to_setting is not None else value
-    model = values.get("model")
-    kwargs["model_given"] = model is not None
-    offline = model is None or model in OFFLINE_MODELS
-    if not kwargs.get("judge_model"):
-        kwargs["judge_model"] = "rules" if offline else PAPER_JUDGE_MODELS["abstract"]
-        if not offline:  # the paper's models, each judge as its evaluator sets it, under the user's own choices
-            paper = [f"{j}={m}" for j, m in PAPER_JUDGE_MODELS.items() if m != kwargs["judge_model"]]
-            kwargs["judge_for"] = (*paper, *kwargs.get("judge_for", ()))
-    if not kwargs.get("judge_prompts"):
-        paper = kwargs.get("protocol", "paper") == "paper"
-        kwargs["judge_prompts"] = "upstream" if paper and kwargs["judge_model"] != "rules" else "own"
-    if not kwargs.get("judge_api_key_env"):
-        kwargs["judge_api_key_env"] = kwargs.get("api_key_env", DEFAULT_API_KEY_ENV)
-    if kwargs.get("no_cache"):
-        kwargs["cache_dir"] = None
-    elif not values.get("cache_dir"):
-        kwargs["cache_dir"] = user_cache()
-    return Settings(**kwargs)

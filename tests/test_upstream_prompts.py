@@ -26,7 +26,8 @@ from sab_pytest.plan_parser import extract_steps
 from sab_pytest.prompts import upstream
 from sab_pytest.run.runtime import Runtime
 from sab_pytest.run.validate import validate
-from sab_pytest.settings import PAPER_JUDGE_MODELS, PAPER_JUDGE_TEMPERATURE, Settings, resolve
+from sab_pytest.settings import PAPER_JUDGE_MODELS, PAPER_JUDGE_TEMPERATURE, Settings
+from sab_pytest.settings_resolve import resolve
 from sab_pytest.testing import fake_openai_server
 
 STRING_NODES = (ast.Constant, ast.JoinedStr, ast.FormattedValue, ast.Name, ast.Load)

@@ -1,0 +1,54 @@
+"""``Settings`` from option values: each converted by its ``Option``, then the values that depend
+on other options (the judge's default depends on the model, the judge prompts on the protocol).
+
+Kept apart from the table (``settings``) so that the table stays a declaration of options and this
+one function holds every rule by which one option's value follows from others. Front ends (the
+pytest layer, tests) call it; it imports nothing of the project but ``settings``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from sab_pytest.settings import DEFAULT_API_KEY_ENV, OFFLINE_MODELS, PAPER_JUDGE_MODELS, Settings, options
+
+
+def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Settings:
+    """``Settings`` from option values (by field name, in the option's own form, ``None`` for an
+    option nobody set): each converted by its ``to_setting``, then the values that depend on others.
+
+    * ``model``: no ``--model`` is the offline reference agent (``model_given`` False);
+    * ``judge_model``: ``rules`` for the offline agents, for a real model the paper's judges unless given
+      (``gpt-4o-2024-08-06``, and ``gpt-4`` for detailed tasks' plans unless ``--sab-judge-for`` says);
+    * ``judge_prompts``: ``upstream`` (the paper's) under ``--sab-protocol paper`` when the judges are models,
+      else ``own``, unless given;
+    * ``judge_api_key_env``: the agent's ``--api-key-env`` unless given;
+    * ``cache_dir``: ``--sab-cache``, else the user cache, none at all with ``--sab-no-cache``.
+    """
+    table = dict(options())
+    kwargs: dict[str, Any] = {}
+    for name, value in values.items():
+        option = table[name]
+        if value is None:
+            continue
+        kwargs[name] = option.to_setting(value) if option.to_setting is not None else value
+    model = values.get("model")
+    kwargs["model_given"] = model is not None
+    offline = model is None or model in OFFLINE_MODELS
+    if not kwargs.get("judge_model"):
+        kwargs["judge_model"] = "rules" if offline else PAPER_JUDGE_MODELS["abstract"]
+        if not offline:  # the paper's models, each judge as its evaluator sets it, under the user's own choices
+            paper = [f"{j}={m}" for j, m in PAPER_JUDGE_MODELS.items() if m != kwargs["judge_model"]]
+            kwargs["judge_for"] = (*paper, *kwargs.get("judge_for", ()))
+    if not kwargs.get("judge_prompts"):
+        paper = kwargs.get("protocol", "paper") == "paper"
+        kwargs["judge_prompts"] = "upstream" if paper and kwargs["judge_model"] != "rules" else "own"
+    if not kwargs.get("judge_api_key_env"):
+        kwargs["judge_api_key_env"] = kwargs.get("api_key_env", DEFAULT_API_KEY_ENV)
+    if kwargs.get("no_cache"):
+        kwargs["cache_dir"] = None
+    elif not values.get("cache_dir"):
+        kwargs["cache_dir"] = user_cache()
+    return Settings(**kwargs)
