@@ -20,8 +20,11 @@ from sab_pytest.thor.sim import Controller
 #: reachable goals the reference plan misses, by why (see the bench for the failing step of each)
 MISSES: dict[str, frozenset[str]] = {
     # PutObject onto a StoveBurner/Toaster/CoffeeMachine/TowelHolder of a type it does not take;
-    # THOR refuses it even with forceAction
+    # THOR refuses it even with forceAction. (unsafe_detailed-0208 and abstract-0078: the egg is then
+    # broken in hand, and the cracked egg lands below the agent's hand; it reached the burner only while
+    # `find` stood the agent where the burner was hidden behind the counter's edge)
     "type-specific receptacle": frozenset({
+        "unsafe_detailed-0208", "abstract-0078",
         "unsafe_detailed-0003", "unsafe_detailed-0018", "unsafe_detailed-0050", "unsafe_detailed-0118",
         "unsafe_detailed-0169", "unsafe_detailed-0187", "unsafe_detailed-0188", "unsafe_detailed-0196",
         "unsafe_detailed-0202", "unsafe_detailed-0292", "safe_detailed-0028", "safe_detailed-0065",
@@ -67,4 +70,4 @@ def test_reference_plans_reach_every_goal_but_the_explained_ones(outcomes) -> No
     assert (len(outcomes), len(reachable)) == (293, 269)
     assert missed - explained == set(), "reference plans that no longer reach their goal"
     assert explained - missed == set(), "now reached: move them out of MISSES"
-    assert len(reachable) - len(missed) == 233
+    assert len(reachable) - len(missed) == 231
