@@ -39,6 +39,7 @@ class ErrorKind(str, Enum):
     ENGINE_DOWN = "engine_down"  # not run: the engine breaker tripped (THOR engines kept failing)
     OUTPUT_FAILED = "output_failed"  # not run: the results file could not be written (disk full, ...)
     BUDGET_SPENT = "budget_spent"  # not run: the run's priced usage reached --sab-budget
+    CONTEXT_OVERFLOW = "context_overflow"  # the prompt does not fit the model server's context window
 
     def __str__(self) -> str:
         return self.value

@@ -171,7 +171,9 @@ class OpenAIChatModel:
 
     def _record(self, params: Mapping[str, Any], answer: Answer, role: str, started: float, *,
                 cache_hit: bool) -> ModelCall:
+        # the latency is the server's (and the cache's): the wait for a free call slot is not counted
+        latency = max(0.0, time.perf_counter() - started - answer.queued_s)
         return ModelCall(model=self.name, messages=elide_images(params["messages"]), answer=answer.text,
                          prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
-                         latency_s=round(time.perf_counter() - started, 6), cache_hit=cache_hit,
+                         latency_s=round(latency, 6), cache_hit=cache_hit,
                          finish_reason=answer.finish_reason, role=role, tool_calls=answer.tool_calls)
