@@ -123,10 +123,13 @@ class OpenAIChatModel:
             params["tools"] = tools
         ctx.check()
         if self.cache is None:
-            return self._record(params, self._call(params, ctx), role, started, cache_hit=False)
-        answer, hit = cached_answer(self.cache, self._key_material(params), ctx, lambda: self._call(params, ctx),
-                                    lock_budget=lambda: self._lock_budget(ctx), name=self.name)
-        return self._record(params, answer, role, started, cache_hit=hit)
+            call = self._record(params, self._call(params, ctx), role, started, cache_hit=False)
+        else:
+            answer, hit = cached_answer(self.cache, self._key_material(params), ctx, lambda: self._call(params, ctx),
+                                        lock_budget=lambda: self._lock_budget(ctx), name=self.name)
+            call = self._record(params, answer, role, started, cache_hit=hit)
+        ctx.made.append(call)
+        return call
 
     def preflight(self, timeout: float = PREFLIGHT_TIMEOUT_S, attempts: int = 2) -> None:
         """One tiny chat completion at session start (see ``models.preflight.check_endpoint``)."""

@@ -16,6 +16,7 @@ word ``SAME_FAILURE_ATTEMPTS`` times ends the call sooner: the server fails dete
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -113,8 +114,9 @@ class RetryLoop:
             left = ctx.left()
             per_try = self.timeout if left is None else max(0.01, min(self.timeout, left))
             sent = time.time()
+            own: list[bool] = []  # a byte came for this attempt itself
             try:
-                return self.transport.attempt(params, per_try, lambda: self._alive(ctx))
+                return self.transport.attempt(params, per_try, functools.partial(self._alive, ctx, own))
             except Failure as failure:
                 if failure.rate_limited:
                     throttled = self._throttle(failure, throttled, rounds, ctx)
@@ -126,7 +128,7 @@ class RetryLoop:
                     continue
                 if failure.overflow is not None:
                     raise self._overflow(failure) from None
-                if failure.timed_out and self.breaker is not None and self.breaker.answered_since(sent):
+                if failure.timed_out and not own and self.breaker is not None and self.breaker.heard_during(sent):
                     self._busy(failure, ctx)  # queued behind other calls: ask again, no retry used up
                     silent = 0
                     continue
@@ -136,9 +138,11 @@ class RetryLoop:
                 self._give_up_or_wait(failure, attempt, silent, sent, ctx, same + 1)
                 attempt += 1
 
-    def _alive(self, ctx: CallContext) -> None:
-        """At each chunk of an answer: the server is alive (the run hears it); a cancelled case or a
-        spent budget leaves the stream, which closes it and so stops the server's work for it."""
+    def _alive(self, ctx: CallContext, own: list[bool]) -> None:
+        """At each chunk of an answer: the server is alive (the run hears it, ``own`` notes that this
+        attempt was being answered, so a stall in it is no queue); a cancelled case or a spent
+        budget leaves the stream, which closes it and so stops the server's work for it."""
+        own.append(True)
         if self.breaker is not None:
             self.breaker.heard()
         ctx.check()

@@ -201,6 +201,14 @@ class RunState:
         self._heard_at = now
         self._update(lambda state: state.update(heard=max(now, float(state.get("heard", 0.0) or 0.0))))
 
+    def heard_during(self, when: float) -> bool:
+        """Whether the server sent something (an answer, a chunk) to any call of the run after
+        ``when``, with no allowance: the evidence that a call which timed out meanwhile sat in a
+        busy server's queue. A streaming server is heard at least every ``ANSWERED_EVERY_S``."""
+        data = self._state()
+        times = [t for t in (data.get("answered"), data.get("heard")) if isinstance(t, (int, float))]
+        return bool(times) and max(times) > when
+
     def answered_since(self, when: float) -> bool:
         """Whether any model call of the run (any process) got an answer after ``when`` (``time.time()``).
 
@@ -255,6 +263,21 @@ class RunState:
             self.request_stop(BUDGET_SPENT, f"the priced usage reached --sab-budget ${budget:g} "
                               f"(${total:.4f} spent)")
         return total
+
+    def unrecorded(self, usage: dict[str, Any]) -> None:
+        """Add the usage of a case that the run's stop cut short (it has no record) to the run's."""
+        def add(state: dict[str, Any]) -> None:
+            totals = state.setdefault("unrecorded_usage", {})
+            for key, value in usage.items():
+                if isinstance(value, (int, float)):
+                    totals[key] = totals.get(key, 0) + value
+
+        self._update(add)
+
+    def unrecorded_usage(self) -> dict[str, Any]:
+        """The usage of every case the run's stop cut short, in all processes."""
+        found = self._state().get("unrecorded_usage")
+        return found if isinstance(found, dict) else {}
 
     def failures(self) -> int:
         """Model calls that failed for good in this run, in all processes."""

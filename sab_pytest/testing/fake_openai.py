@@ -20,10 +20,10 @@ sent as OpenAI ``tool_calls`` with ``finish_reason: "tool_calls"``) or a fault: 
 ``retry-after-ms``, a slow answer, a dropped connection, an invalid JSON body, empty content or
 ``finish_reason: "length"``, with chosen usage numbers.
 
-Two server-wide behaviours come before the script (``fake_limits``): ``rpm=`` (with ``burst=``) limits
-chat requests per minute, answering HTTP 429 with ``Retry-After``, ``retry-after-ms`` and OpenAI's
-``x-ratelimit-*`` headers; ``hang_after=N`` answers N chat requests and then never answers again
-(the connection stays open until the server stops).
+Streaming (``stream=True``) and one-slot answering (``slots=1``): see ``fake_stream``. Two server-wide
+behaviours come before the script (``fake_limits``): ``rpm=`` (with ``burst=``) limits chat requests per
+minute, answering HTTP 429 with ``Retry-After``, ``retry-after-ms`` and OpenAI's ``x-ratelimit-*``
+headers; ``hang_after=N`` answers N chat requests and then never again (the connection stays open).
 
 Run ``python -m sab_pytest.testing.fake_openai --port 8099 --script demo.json`` for a manual demo;
 the script is JSON with the keys ``latency``, ``api_key``, ``models``, ``queue``, ``rules``
@@ -138,13 +138,14 @@ class _Handler(BaseHTTPRequestHandler):
             if not mine:
                 self.close_connection = True
                 return
-            self._send_now(reply, time.monotonic(), slots.answer_s if reply.delay is None else reply.delay)
+            self._send_now(reply, time.monotonic(), slots.answer_s if reply.delay is None else reply.delay, spread=True)
 
     def _send_now(self, reply: Reply | tuple[int, dict[str, str], bytes], arrived: float,
-                  delay: float | None = None) -> None:
+                  delay: float | None = None, spread: bool = False) -> None:
         """Answer ``delay`` seconds after the request ``arrived``: the time this server spent
         reading and scripting it is part of the latency, as it is for a real API (under load, a
-        busy test process would otherwise make every answer late by its own work)."""
+        busy test process would otherwise make every answer late by its own work). Streamed, the
+        first chunk comes after ``delay`` (``spread``: the chunks share it, as a generating server's)."""
         owner = self.server.owner
         if isinstance(reply, tuple):
             status, headers, payload, delay = *reply, 0.0
@@ -154,7 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
             status, headers, payload = reply.status, reply.headers, b""
             streamed, usage = wants_stream(reply.request.body if reply.request else None)
             if streamed and owner.streaming is True and status == 200 and reply.body is None and not reply.drop:
-                self._stream(reply, delay - (time.monotonic() - arrived), usage)
+                self._stream(reply, delay - (time.monotonic() - arrived), usage, spread)
                 return
         delay -= time.monotonic() - arrived
         if delay > 0 and owner._stopping.wait(delay):
@@ -181,13 +182,15 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:  # the client gave up (timeout) before we answered
             self.close_connection = True
 
-    def _stream(self, reply: Reply, seconds: float, usage: bool) -> None:
-        """Stream ``reply`` as server-sent events spread over ``seconds`` (or ``token_s`` apart),
-        stopping as soon as the client closes the stream (counted in ``one_slot.closed``)."""
+    def _stream(self, reply: Reply, seconds: float, usage: bool, spread: bool) -> None:
+        """Stream ``reply`` as server-sent events, the first after ``seconds`` (``spread``: the
+        chunks share them), then ``token_s`` apart; stop as soon as the client closes the stream."""
         owner = self.server.owner
         chunks = stream_chunks(completion_of(reply), usage)
-        gap = owner.token_s if owner.token_s is not None else max(0.0, seconds) / len(chunks)
-        if owner._stopping.wait(gap):
+        gap = owner.token_s or 0.0
+        if spread and owner.token_s is None:
+            seconds = gap = max(0.0, seconds) / len(chunks)
+        if owner._stopping.wait(max(0.0, seconds)):
             self.close_connection = True
             return
         self._answered()
@@ -225,9 +228,8 @@ class FakeOpenAIServer:
         self.verbose = verbose
         self.rate_limit = RateLimit(rpm, burst) if rpm else None  # 429s beyond ``rpm`` chat requests a minute
         self.hang = HangAfter(hang_after) if hang_after is not None else None  # no answer after N chat requests
-        # stream=True: True streams (server-sent events), False answers one JSON body anyway, "error": HTTP 400
-        self.streaming = streaming
-        self.token_s = token_s  # seconds between streamed chunks (None: the answer's delay spread over them)
+        self.streaming = streaming  # for stream=True: True streams, False answers one JSON body, "error": HTTP 400
+        self.token_s = token_s  # seconds between streamed chunks (None: 0, or one-slot's answer_s spread)
         self.one_slot = OneSlot(slots, answer_s) if slots else None  # answers in turn, ``answer_s`` each
         self.streams_closed = 0  # streams the client closed before their end
         self.requests: list[RecordedRequest] = []
