@@ -78,7 +78,8 @@ def main() -> None:
           f"{sum(kinds.values())} errors {dict(kinds)}; {len(records)} of {args.sample} cases recorded")
     print(f"server: {requests} chat requests, {turns} answers (turns), {skipped} dropped from the queue "
           f"(client closed), {closed} streams closed by the client")
-    ok = proc.returncode == 0 and not kinds and len(records) == args.sample and wall <= target
+    ok = proc.returncode in (0, 1) and not kinds  # 1: some cases failed, which is the model's behaviour
+    ok = ok and len(records) == args.sample and wall <= target
     print(f"target: wall <= 1.3 x {turns} answers x {args.answer_s:g}s + 12s = {target:.1f}s, complete, 0 errors: "
           f"{'met' if ok else 'NOT met'}")
     print(f"last line: {last}")

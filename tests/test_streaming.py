@@ -264,3 +264,16 @@ class _QueuedSlots:
 def test_latency_does_not_count_the_wait_for_a_call_slot(server: FakeOpenAIServer) -> None:
     call = make_model(server, slots=_QueuedSlots()).complete(USER)
     assert call.latency_s == 0.0  # the 1000 s reported queued are taken off, never below zero
+
+
+def test_an_error_event_in_a_stream_is_read_for_overflow_too() -> None:
+    """llama.cpp may send its refusal as an error event inside the stream (the SDK raises APIError)."""
+    import httpx2
+    import openai
+
+    from sab_pytest.models.transport import classify
+
+    error = openai.APIError("Requested tokens (2843) exceed context window of 512",
+                            httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions"), body=None)
+    failure = classify(error, secret=None, timeout=1.0)
+    assert failure.overflow is not None and failure.overflow.prompt == 2843 and not failure.retryable

@@ -78,6 +78,9 @@ def classify(exc: BaseException, *, secret: str | None, timeout: float, answered
         return Failure(f"connection failed: {reason}", retryable=True, cause=CAUSE_GONE if answered else CAUSE_URL,
                        kind="connection", detail=reason)
     detail = f"{type(exc).__name__}: {scrub(str(exc), secret)}"
+    overflow = parse_overflow(detail) if isinstance(exc, openai.APIError) else None  # an error event in a stream
+    if overflow is not None:
+        return Failure(detail, retryable=False, cause=CAUSE_CONTEXT, kind="sdk", overflow=overflow)
     return Failure(detail, retryable=False, kind="sdk")
 
 
