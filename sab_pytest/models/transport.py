@@ -152,11 +152,13 @@ class Transport:
                 self.streams = False
                 return None
             raise
-        with stream:  # closed however the reading ends: the server stops generating for us
-            if each is not None:
-                each()
+        # closed however the reading ends: the server stops generating for us. Headers alone are no
+        # sign of life (a server may send them for a request it has only queued); a chunk is
+        with stream:
             if "event-stream" not in str(stream.response.headers.get("content-type", "")):
                 body = stream.response.read().decode("utf-8", "replace")
+                if each is not None:
+                    each()
                 if is_completion(body):  # the server ignored stream=True: fine, just not streamed
                     self.streams = False
                 return parse_answer(body, params.get("max_tokens"))
