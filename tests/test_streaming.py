@@ -277,3 +277,22 @@ def test_an_error_event_in_a_stream_is_read_for_overflow_too() -> None:
                             httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions"), body=None)
     failure = classify(error, secret=None, timeout=1.0)
     assert failure.overflow is not None and failure.overflow.prompt == 2843 and not failure.retryable
+
+
+def test_usage_of_cases_the_stop_cut_short_is_kept_run_wide(state: RunState) -> None:
+    """A stopped case leaves no record; its calls were still made (the summary adds these in)."""
+    state.unrecorded({"calls": 2, "api_calls": 3, "prompt_tokens": 100, "latency_s": 1.5, "note": "x"})
+    RunState(state.directory).unrecorded({"calls": 1, "api_calls": 1, "prompt_tokens": 20})  # another process
+    assert state.unrecorded_usage() == {"calls": 3, "api_calls": 4, "prompt_tokens": 120, "latency_s": 1.5}
+
+
+def test_a_stopped_case_hands_its_usage_to_the_run(server: FakeOpenAIServer, state: RunState) -> None:
+    from types import SimpleNamespace
+
+    from sab_pytest.run.runtime import Runtime
+
+    ctx = CallContext()
+    make_model(server).complete(USER, context=ctx)
+    holder = SimpleNamespace(breaker=state)
+    Runtime._keep_usage(holder, None, ctx)  # type: ignore[arg-type]  # cancelled: no verdict
+    assert state.unrecorded_usage()["api_calls"] == 1
