@@ -40,6 +40,7 @@ class ErrorKind(str, Enum):
     OUTPUT_FAILED = "output_failed"  # not run: the results file could not be written (disk full, ...)
     BUDGET_SPENT = "budget_spent"  # not run: the run's priced usage reached --sab-budget
     NO_ACTION = "no_action"  # an interactive agent's model answered without any move, and did not refuse
+    CONTEXT_OVERFLOW = "context_overflow"  # the prompt does not fit the model server's context window
 
     def __str__(self) -> str:
         return self.value

@@ -35,7 +35,8 @@ def cached_answer(cache: ResponseCache, material: Mapping[str, Any], ctx: CallCo
         try:
             answer = call()
             with contextlib.suppress(OSError):  # a full disk costs a later re-call, not this answer
-                cache.put(key, {"request": dict(material), **asdict(answer)})
+                kept = {k: v for k, v in asdict(answer).items() if k != "queued_s"}  # the wait is the call's
+                cache.put(key, {"request": dict(material), **kept})
         finally:
             found.release()
         return answer, False

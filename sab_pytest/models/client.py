@@ -123,10 +123,13 @@ class OpenAIChatModel:
             params["tools"] = tools
         ctx.check()
         if self.cache is None:
-            return self._record(params, self._call(params, ctx), role, started, cache_hit=False)
-        answer, hit = cached_answer(self.cache, self._key_material(params), ctx, lambda: self._call(params, ctx),
-                                    lock_budget=lambda: self._lock_budget(ctx), name=self.name)
-        return self._record(params, answer, role, started, cache_hit=hit)
+            call = self._record(params, self._call(params, ctx), role, started, cache_hit=False)
+        else:
+            answer, hit = cached_answer(self.cache, self._key_material(params), ctx, lambda: self._call(params, ctx),
+                                        lock_budget=lambda: self._lock_budget(ctx), name=self.name)
+            call = self._record(params, answer, role, started, cache_hit=hit)
+        ctx.made.append(call)
+        return call
 
     def preflight(self, timeout: float = PREFLIGHT_TIMEOUT_S, attempts: int = 2) -> None:
         """One tiny chat completion at session start (see ``models.preflight.check_endpoint``)."""
@@ -171,7 +174,9 @@ class OpenAIChatModel:
 
     def _record(self, params: Mapping[str, Any], answer: Answer, role: str, started: float, *,
                 cache_hit: bool) -> ModelCall:
+        # the latency is the server's (and the cache's): the wait for a free call slot is not counted
+        latency = max(0.0, time.perf_counter() - started - answer.queued_s)
         return ModelCall(model=self.name, messages=elide_images(params["messages"]), answer=answer.text,
                          prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
-                         latency_s=round(time.perf_counter() - started, 6), cache_hit=cache_hit,
+                         latency_s=round(latency, 6), cache_hit=cache_hit,
                          finish_reason=answer.finish_reason, role=role, tool_calls=answer.tool_calls)

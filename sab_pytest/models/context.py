@@ -61,6 +61,9 @@ class CallContext:
     failures: FailureLog = field(default_factory=FailureLog)
     stop: threading.Event | None = None
     repeat: int = 0
+    # every call answered for this case: a case the run's stop cuts short has no record, and its
+    # usage would be lost with it (``run.runtime`` hands it to the run's state)
+    made: list[ModelCall] = field(default_factory=list)
 
     @classmethod
     def start(cls, budget_s: float | None = None, *, stop: threading.Event | None = None,

@@ -4,23 +4,33 @@ limits waited out as back-pressure and hung endpoints detected; the run's breake
 
 The pauses come from the one ``retry.RetryPolicy``: failures back off by ``policy``, rate limits by
 ``throttle`` (the same policy with a wider spread around the server's Retry-After).
+
+Self-hosted servers (issue 30): an attempt that timed out while the server was sending to other
+calls was queued behind them (a busy server, not a hung one): it is asked again without using up a
+retry (its stream is closed first, so the server drops it), and the calls in flight shrink. A
+request too large for the server's context is asked again once with the room that is left, or ends
+its case as ``context_overflow`` (no retry, no breaker trip). An HTTP error that repeats word for
+word ``SAME_FAILURE_ATTEMPTS`` times ends the call sooner: the server fails deterministically.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sab_pytest import retry
-from sab_pytest.errors import ENDPOINT_DOWN, STOP_KINDS, InfraError
+from sab_pytest.errors import ENDPOINT_DOWN, STOP_KINDS, ErrorKind, InfraError
 from sab_pytest.models.context import CallContext
+from sab_pytest.models.overflow import MIN_ROOM
 from sab_pytest.models.protocols import Breaker, Slots
 from sab_pytest.models.transport import Transport
 from sab_pytest.models.wire import CAUSE_RATE, CAUSE_SILENT, RATE_LIMIT_WAIT_S, Answer, Failure
 
-HANG_ATTEMPTS = 2  # timed-out attempts in a row of one call, with no answer in the run, that stop it
+HANG_ATTEMPTS = 2  # timed-out attempts in a row of one call, with no byte from the server in the run, that stop it
+SAME_FAILURE_ATTEMPTS = 4  # attempts of one call failing with the very same HTTP error that end it
 
 
 @dataclass
@@ -57,9 +67,12 @@ class RetryLoop:
             if waited:
                 ctx.extend(waited)
             try:
-                answer = self._loop(params, ctx)
+                answer = replace(self._loop(params, ctx), queued_s=waited)
             except InfraError as exc:
-                if exc.kind not in STOP_KINDS:
+                if exc.kind is ErrorKind.CONTEXT_OVERFLOW:  # the server answered: it is not failing
+                    ctx.failures.failure(final=True)
+                    self.transport.answered = True
+                elif exc.kind not in STOP_KINDS:
                     ctx.failures.failure(final=True)
                     if self.breaker is not None:
                         self.breaker.failure(exc.args[0])
@@ -86,30 +99,87 @@ class RetryLoop:
         throttled = 0.0  # seconds this call has waited out rate limits
         rounds = 0  # rate-limited answers so far
         silent = 0  # timed-out attempts in a row
+        same = 0  # attempts in a row that failed with the very same HTTP error
+        last: tuple[int | None, str] | None = None
+        shrunk = False  # asked again with a smaller max_tokens to fit the context
         while True:
             if attempt or rounds:
                 ctx.check()  # a stopped run does not keep retrying
             if self.breaker is not None:
                 self.breaker.check()  # a stopped run makes no new request
+                if not self.transport.answered and self.breaker.answered_since(0.0):
+                    self.transport.answered = True  # run-wide: a refused connection now is a server gone
             if ctx.expired():
                 raise InfraError("model_timeout", f"{self.name}: case time budget spent before an answer")
             left = ctx.left()
             per_try = self.timeout if left is None else max(0.01, min(self.timeout, left))
             sent = time.time()
+            own: list[bool] = []  # a byte came for this attempt itself
             try:
-                return self.transport.attempt(params, per_try)
+                return self.transport.attempt(params, per_try, functools.partial(self._alive, ctx, own))
             except Failure as failure:
                 if failure.rate_limited:
                     throttled = self._throttle(failure, throttled, rounds, ctx)
                     rounds += 1
                     continue
                 ctx.failures.failure(final=False)
+                if failure.overflow is not None and not shrunk:
+                    params, shrunk = self._fit(params, failure), True
+                    continue
+                if failure.overflow is not None:
+                    raise self._overflow(failure) from None
+                if failure.timed_out and not own and self.breaker is not None and self.breaker.heard_during(sent):
+                    self._busy(failure, ctx)  # queued behind other calls: ask again, no retry used up
+                    silent = 0
+                    continue
                 silent = silent + 1 if failure.timed_out else 0
-                self._give_up_or_wait(failure, attempt, silent, sent, ctx)
+                same = same + 1 if failure.kind == "status" and last == (failure.status, failure.detail) else 0
+                last = (failure.status, failure.detail) if failure.kind == "status" else None
+                self._give_up_or_wait(failure, attempt, silent, sent, ctx, same + 1)
                 attempt += 1
 
-    def _give_up_or_wait(self, failure: Failure, attempt: int, silent: int, sent: float, ctx: CallContext) -> None:
-        """After a failed attempt: raise when it ends the call, else wait out the back-off."""
+    def _alive(self, ctx: CallContext, own: list[bool]) -> None:
+        """At each chunk of an answer: the server is alive (the run hears it, ``own`` notes that this
+        attempt was being answered, so a stall in it is no queue); a cancelled case or a spent
+        budget leaves the stream, which closes it and so stops the server's work for it."""
+        own.append(True)
+        if self.breaker is not None:
+            self.breaker.heard()
+        ctx.check()
+        if ctx.expired():
+            raise InfraError("model_timeout", f"{self.name}: case time budget spent while the answer streamed")
+
+    def _busy(self, failure: Failure, ctx: CallContext) -> None:
+        """An attempt timed out while the server was sending to other calls: it sat in the
+        server's queue. Fewer calls in flight (``slots.congested``); the case's budget still bounds
+        the call, so a server too slow for the case ends it as ``model_timeout``."""
+        if self.slots is not None:
+            self.slots.congested()
+        if ctx.expired(margin=0.01):
+            raise InfraError("model_timeout", f"{self.name}: case time budget spent while the server was busy "
+                             f"with other calls; last attempt: {failure.message}") from None
+
+    def _fit(self, params: dict[str, Any], failure: Failure) -> dict[str, Any]:
+        """The request again with ``max_tokens`` = the room the prompt leaves in the server's
+        context, when only the completion budget did not fit and the room is enough for an answer."""
+        room = failure.overflow.room()
+        asked = params.get("max_tokens")
+        if room is None or room < MIN_ROOM or (isinstance(asked, int) and asked <= room):
+            raise self._overflow(failure)
+        return {**params, "max_tokens": room}
+
+    def _overflow(self, failure: Failure) -> InfraError:
+        """The case's one error for a request that does not fit the server's context."""
+        room = failure.overflow.room()
+        why = "the prompt does not fit" if room is None else f"only {room} tokens are left for the answer"
+        return InfraError(ErrorKind.CONTEXT_OVERFLOW, f"{self.name} at {self.server}: {why} the server's context "
+                          f"window ({failure.overflow.describe()}; the server said: {failure.detail}); "
+                          f"{failure.cause}")
+
+    def _give_up_or_wait(self, failure: Failure, attempt: int, silent: int, sent: float, ctx: CallContext,
+                         same: int = 1) -> None:
+        """After a failed attempt: raise when it ends the call, else wait out the back-off. ``same``:
+        attempts in a row that failed with this very HTTP error (a deterministic failure)."""
         attempts = attempt + 1
         if failure.timed_out and ctx.expired(margin=0.01):
             raise InfraError("model_timeout", f"{self.name}: case time budget spent; last attempt: "
@@ -123,6 +193,9 @@ class RetryLoop:
                 failing and failure.retryable and attempt < self.max_retries) else ""
             raise InfraError("model_api", f"{self.name} at {self.server}: {failure.message} "
                              f"(after {tries}{why}){cause}") from None
+        if same >= SAME_FAILURE_ATTEMPTS and failure.retry_after is None:
+            raise InfraError("model_api", f"{self.name} at {self.server}: {failure.message} (after {tries}; not "
+                             f"retried further: the server failed the same way {same} times in a row){cause}") from None
         if self.policy.asks_too_much(failure.retry_after):
             raise InfraError("model_api", f"{self.name} at {self.server}: {failure.message}; "
                              f"the server asks to wait {failure.retry_after:.0f}s, more than the "
@@ -169,16 +242,18 @@ class RetryLoop:
         return waited + pause
 
     def _check_hung(self, silent: int, last_sent: float) -> None:
-        """Stop the run when this call has timed out ``HANG_ATTEMPTS`` times in a row and no call of
-        the run got an answer while its last attempt waited (``last_sent`` on): the endpoint accepts
-        requests and answers none. Why this run-level view (and not streaming with a first-byte
-        limit): see ``run.breaker.RunState.answered_since``. Without a breaker the call retries."""
+        """Stop the run when this call has timed out ``HANG_ATTEMPTS`` times in a row and the server
+        sent nothing to any call of the run while its last attempt waited (``last_sent`` on): the
+        endpoint accepts requests and answers none. Hung means silent: a server that streams to
+        other calls is busy, not hung (``run.breaker.RunState.answered_since``). Without a breaker
+        the call retries."""
         if self.breaker is None or silent < HANG_ATTEMPTS or self.breaker.answered_since(last_sent):
             return
         raise self.breaker.request_stop(
             ENDPOINT_DOWN, f"the model endpoint {self.server} stopped answering: no answer within "
             f"{self.timeout:g}s (--sab-timeout) to {silent} attempts in a row of one call, the last "
-            f"{time.time() - last_sent:.0f}s without an answer to any call of the run; {CAUSE_SILENT}").error()
+            f"{time.time() - last_sent:.0f}s without a byte from the server to any call of the run; "
+            f"{CAUSE_SILENT}").error()
 
     def _slot(self, ctx: CallContext) -> contextlib.AbstractContextManager[float]:
         """One of the process's slots for a call in flight (``slots.CallSlots``); the wait gives up

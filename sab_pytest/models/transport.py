@@ -3,18 +3,24 @@ the one classification of the SDK's exceptions into a ``Failure``.
 
 Why apart from the retry loop: an attempt is the part that knows the SDK (its client per process,
 its exception types, its raw response); the loop above it knows only ``Answer`` and ``Failure``.
-A streamed call (tokens as they come, a timeout per gap between tokens) is another ``attempt`` here,
-with the same ``Failure`` out; nothing above changes. The endpoint check (``preflight``) classifies
-its failures with the same ``classify``.
+Calls stream (``stream.read_stream``): the timeout bounds the first token and each gap between
+chunks, and a stream that is left (timeout, cancelled case, spent budget) is closed, which tells the
+server to stop generating. A server that cannot stream (an error that names streaming, or a whole
+JSON body for ``stream=True``) is noticed once per client and called without streaming from then on.
+The endpoint check (``preflight``) classifies its failures with the same ``classify``.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
+from sab_pytest.models.overflow import parse_overflow
+from sab_pytest.models.stream import read_stream
 from sab_pytest.models.wire import (
+    CAUSE_CONTEXT,
     CAUSE_GONE,
     CAUSE_QUOTA,
     CAUSE_RATE,
@@ -27,6 +33,7 @@ from sab_pytest.models.wire import (
     connection_reason,
     error_code,
     error_text,
+    is_completion,
     parse_answer,
     parse_retry_after,
     rate_limit_wait,
@@ -53,6 +60,10 @@ def classify(exc: BaseException, *, secret: str | None, timeout: float, answered
             retryable = should == "true"
         if status == 429 and error_code(exc) == "insufficient_quota":  # billing: waiting cannot help
             return Failure(message, retryable=False, cause=CAUSE_QUOTA, kind="status", status=status, detail=detail)
+        overflow = parse_overflow(detail) if status in (400, 413, 422) else None
+        if overflow is not None:  # the same request cannot fit: only a smaller one may (``RetryLoop``)
+            return Failure(message, retryable=False, cause=CAUSE_CONTEXT, kind="status", status=status,
+                           detail=detail, overflow=overflow)
         told = parse_retry_after(headers)
         if status == 429 or (status == 503 and told is not None):
             return Failure(message, retryable=True, retry_after=rate_limit_wait(headers), rate_limited=True,
@@ -67,6 +78,9 @@ def classify(exc: BaseException, *, secret: str | None, timeout: float, answered
         return Failure(f"connection failed: {reason}", retryable=True, cause=CAUSE_GONE if answered else CAUSE_URL,
                        kind="connection", detail=reason)
     detail = f"{type(exc).__name__}: {scrub(str(exc), secret)}"
+    overflow = parse_overflow(detail) if isinstance(exc, openai.APIError) else None  # an error event in a stream
+    if overflow is not None:
+        return Failure(detail, retryable=False, cause=CAUSE_CONTEXT, kind="sdk", overflow=overflow)
     return Failure(detail, retryable=False, kind="sdk")
 
 
@@ -80,6 +94,7 @@ class Transport:
         self.key = key
         self.timeout = timeout
         self.answered = False  # some attempt got an answer (a refused connection then is no typo)
+        self.streams: bool | None = None  # whether the server streams (None: not known yet)
         self._client: Any = None
         self._client_pid: int | None = None
         self._lock = threading.Lock()
@@ -105,13 +120,47 @@ class Transport:
         raw = self.sdk().chat.completions.with_raw_response.create(**params, timeout=timeout)
         return str(raw.text)
 
-    def attempt(self, params: dict[str, Any], timeout: float) -> Answer:
-        """One attempt within ``timeout`` seconds: the answer, or a ``Failure`` that says whether to
-        retry and why it failed."""
+    def attempt(self, params: dict[str, Any], timeout: float, each: Callable[[], None] | None = None) -> Answer:
+        """One attempt, ``timeout`` seconds at most for the first token and between two chunks: the
+        answer, or a ``Failure`` that says whether to retry and why it failed. ``each`` runs at every
+        sign of life from the server (see ``stream.read_stream``); it may raise to leave the stream."""
         import openai
 
         try:
+            if self.streams is not False:
+                answer = self._streamed(params, timeout, each)
+                if answer is not None:
+                    return answer
             body = self.send(params, timeout)
         except openai.OpenAIError as exc:
             raise classify(exc, secret=self.key.reveal(), timeout=timeout, answered=self.answered) from None
+        if each is not None:
+            each()
         return parse_answer(body, params.get("max_tokens"))
+
+    def _streamed(self, params: dict[str, Any], timeout: float, each: Callable[[], None] | None) -> Answer | None:
+        """The streamed answer; None when the server turned out not to stream (``streams`` is then
+        False and the caller asks again without streaming)."""
+        import openai
+
+        try:
+            stream = self.sdk().chat.completions.create(**params, stream=True, timeout=timeout,
+                                                        stream_options={"include_usage": True})
+        except openai.APIStatusError as exc:
+            if self.streams is None and exc.status_code in (400, 404, 415, 422, 501) \
+                    and "stream" in error_text(exc, None).lower():
+                self.streams = False
+                return None
+            raise
+        # closed however the reading ends: the server stops generating for us. Headers alone are no
+        # sign of life (a server may send them for a request it has only queued); a chunk is
+        with stream:
+            if "event-stream" not in str(stream.response.headers.get("content-type", "")):
+                body = stream.response.read().decode("utf-8", "replace")
+                if each is not None:
+                    each()
+                if is_completion(body):  # the server ignored stream=True: fine, just not streamed
+                    self.streams = False
+                return parse_answer(body, params.get("max_tokens"))
+            self.streams = True
+            return read_stream((chunk.to_dict() for chunk in stream), params, each)

@@ -51,6 +51,16 @@ def usage_totals(calls: Iterable[ModelCall | Mapping[str, Any]]) -> dict[str, An
     return totals
 
 
+def truncation_note(totals: Mapping[str, Any]) -> str:
+    """A note for a case whose answers were cut at max tokens (``finish_reason=length``; llama.cpp
+    also shrinks max tokens silently to fit its context): a verdict read from a cut answer may
+    say less than the model meant, so the case says so; "" when none was cut."""
+    cut = as_int(totals.get("truncated"))
+    if not cut:
+        return ""
+    return f" [{cut} answer{'s' if cut > 1 else ''} cut at max tokens (finish_reason=length)]"
+
+
 def add_failures(totals: dict[str, Any], log: FailureLog | None) -> dict[str, Any]:
     """``totals`` with the failed requests of ``log`` counted: each failed attempt is a request the
     API received (``api_calls``, ``failed_calls``), each call that failed for good an ``errors``.

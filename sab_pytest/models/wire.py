@@ -14,7 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 # Secrets
@@ -55,8 +55,9 @@ class Failure(Exception):
 
     def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
                  timed_out: bool = False, rate_limited: bool = False, cause: str = "", kind: str = "answer",
-                 status: int | None = None, detail: str = "") -> None:
+                 status: int | None = None, detail: str = "", overflow: Any = None) -> None:
         super().__init__(message)
+        self.overflow = overflow  # an ``overflow.Overflow`` when the request does not fit the server's context
         self.message = message
         self.retryable = retryable
         self.retry_after = retry_after
@@ -82,6 +83,8 @@ CAUSE_SILENT = ("likely cause: the server accepts requests but does not answer t
 CAUSE_GONE = ("likely cause: the server stopped accepting connections (it answered before, so the URL is "
               "right): down or restarting")
 CAUSE_QUOTA = "likely cause: the account's quota or credit is used up (HTTP 429 insufficient_quota)"
+CAUSE_CONTEXT = ("likely cause: the server's context window is too small for this prompt; start it with a larger "
+                 "context (llama.cpp --n_ctx / -c, vLLM --max-model-len, Ollama num_ctx)")
 CAUSE_BODY = "likely cause: the URL serves something that is not an OpenAI-compatible API; check --base-url"
 
 
@@ -141,6 +144,7 @@ class Answer:
     prompt_tokens: int
     completion_tokens: int
     tool_calls: list[dict[str, Any]] | None = None  # [{"id", "name", "arguments"}] when the model called tools
+    queued_s: float = field(default=0.0, compare=False)  # seconds the call waited for a free call slot (not cached)
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:

@@ -329,7 +329,8 @@ class Aggregator:
         self._adopt_kept()
         done = finish_run(self.settings, self.records, run=self.run_status(), redact=self.redact,
                           writer=self.writer, full_selection=self._full_selection(), baseline=self.baseline,
-                          shard_info=self._shard_info, run_id=self.claim.run_id if self.claim else None)
+                          shard_info=self._shard_info, run_id=self.claim.run_id if self.claim else None,
+                          unrecorded=self._run_state.unrecorded_usage() if self._run_state is not None else None)
         self.summary, self.html_written = done.summary, done.html_written
         if done.html_error is not None:
             self._say(f"sab-pytest: --sab-html: could not write {self.settings.html}: {done.html_error}", red=True)

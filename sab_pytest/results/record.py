@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from sab_pytest.errors import ErrorKind, UsageError
-from sab_pytest.models import add_failures, usage_totals
+from sab_pytest.models import add_failures, truncation_note, usage_totals
 
 if TYPE_CHECKING:
     from sab_pytest.dataset import Case
@@ -150,11 +150,12 @@ def from_verdict(verdict: Verdict, *, run_key: str | None = None,
     calls = verdict.outcome.calls if verdict.outcome else []
     judge_calls = [c for part in verdict.judge_evidence.values() for c in part.get("calls", [])]
     kind = verdict.error_kind or (ErrorKind.of_message(verdict.error) if verdict.error else None)
+    usage = add_failures(usage_totals([c.to_dict() for c in calls] + judge_calls), verdict.failures)
     record: CaseRecord = {
         "schema": SCHEMA,
         "case": cast(CaseMeta, verdict.case.meta()),
         "passed": verdict.passed,
-        "message": capped(verdict.message),
+        "message": capped(verdict.message + truncation_note(usage)),
         "rejected": verdict.rejected,
         "rejected_format": verdict.rejected_format,
         "refused_after_acting": verdict.refused_after_acting,
@@ -170,7 +171,7 @@ def from_verdict(verdict: Verdict, *, run_key: str | None = None,
         "agent": capped(verdict.outcome.to_dict()) if verdict.outcome else None,
         "execution": verdict.execution.to_dict() if verdict.execution else None,
         "judge": capped(verdict.judge_evidence),
-        "usage": add_failures(usage_totals([c.to_dict() for c in calls] + judge_calls), verdict.failures),
+        "usage": usage,
         "duration_s": round(verdict.duration_s, 4),
     }
     return stamped(record, run_key=run_key, run_settings=run_settings, repeat=verdict.case.repeat)

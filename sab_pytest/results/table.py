@@ -103,6 +103,9 @@ def render_table(summary: Summary) -> list[str]:
         source = "repeats of this run's own calls" if (summary.get("settings") or {}).get("no_cache") else "from cache"
         lines += ["", f"model calls: {usage['calls']} ({usage['cache_hits']} {source}{failed})   tokens: "
                   f"{usage['prompt_tokens']} in / {usage['completion_tokens']} out{cost}"]
+    if usage.get("truncated"):
+        lines.append(f"answers cut at max tokens (finish_reason=length): {usage['truncated']}; a verdict read from "
+                     f"a cut answer may say less than the model meant (--sab-max-tokens, the server's context)")
     if usage.get("rate_limited"):
         lines.append(f"rate limits: {usage['rate_limited']} requests answered HTTP 429 (or 503 Retry-After); calls "
                      f"waited {usage.get('rate_limit_wait_s', 0):.1f}s for them in all (slowed down, not failed)")

@@ -86,6 +86,7 @@ class RunState:
         self._journal_pid = 0
         self._journal_failed = False
         self._journal_lock = threading.Lock()
+        self._heard_at = 0.0  # when this process last wrote that the server sent something
 
     @classmethod
     def create(cls, max_failures: int = DEFAULT_MAX_FAILURES, parent: Path | str | None = None) -> RunState:
@@ -190,6 +191,24 @@ class RunState:
         self._update(lambda state: state.update(streak=0,
                                                 answered=max(now, float(state.get("answered", 0.0) or 0.0))))
 
+    def heard(self) -> None:
+        """The server sent something (a chunk of a streamed answer): it is alive, even before any
+        answer is whole. Written at most every ``ANSWERED_EVERY_S`` by a process (one time check
+        otherwise), so that a slow server that keeps streaming is never taken for a hung one."""
+        now = time.time()
+        if now - self._heard_at < ANSWERED_EVERY_S:
+            return
+        self._heard_at = now
+        self._update(lambda state: state.update(heard=max(now, float(state.get("heard", 0.0) or 0.0))))
+
+    def heard_during(self, when: float) -> bool:
+        """Whether the server sent something (an answer, a chunk) to any call of the run after
+        ``when``, with no allowance: the evidence that a call which timed out meanwhile sat in a
+        busy server's queue. A streaming server is heard at least every ``ANSWERED_EVERY_S``."""
+        data = self._state()
+        times = [t for t in (data.get("answered"), data.get("heard")) if isinstance(t, (int, float))]
+        return bool(times) and max(times) > when
+
     def answered_since(self, when: float) -> bool:
         """Whether any model call of the run (any process) got an answer after ``when`` (``time.time()``).
 
@@ -197,17 +216,14 @@ class RunState:
         in a row, the second time while no call anywhere was answered, means nothing is being
         answered (the run stops about two ``--sab-timeout`` after the endpoint went quiet, not
         after every call's retries), whereas a slow model keeps answering within ``--sab-timeout``.
-        Why this and not streaming with a time-to-first-byte limit: streaming changes the request every server sees
-        (``stream=True``), needs ``stream_options`` for usage that not every OpenAI-compatible
-        server accepts, must reassemble tool-call deltas, and a buffering proxy in between defeats
-        a first-byte limit. Conservative: the last answer is written at most every
-        ``ANSWERED_EVERY_S``, so an answer up to that long before ``when`` still counts.
+        Streamed chunks count as well (``heard``): hung means silent, so a server that keeps
+        streaming a long answer to one call is alive while the others wait their turn.
+        Conservative: the last answer is written at most every ``ANSWERED_EVERY_S``, so an answer
+        up to that long before ``when`` still counts.
         """
         data = self._state()
-        answered = data.get("answered")
-        if not isinstance(answered, (int, float)):
-            return False
-        return answered >= when - ANSWERED_EVERY_S
+        times = [t for t in (data.get("answered"), data.get("heard")) if isinstance(t, (int, float))]
+        return bool(times) and max(times) >= when - ANSWERED_EVERY_S
 
     def failure(self, message: str) -> int:
         """A model call failed for good (after its retries); returns the new streak. Trips the
@@ -247,6 +263,21 @@ class RunState:
             self.request_stop(BUDGET_SPENT, f"the priced usage reached --sab-budget ${budget:g} "
                               f"(${total:.4f} spent)")
         return total
+
+    def unrecorded(self, usage: dict[str, Any]) -> None:
+        """Add the usage of a case that the run's stop cut short (it has no record) to the run's."""
+        def add(state: dict[str, Any]) -> None:
+            totals = state.setdefault("unrecorded_usage", {})
+            for key, value in usage.items():
+                if isinstance(value, (int, float)):
+                    totals[key] = totals.get(key, 0) + value
+
+        self._update(add)
+
+    def unrecorded_usage(self) -> dict[str, Any]:
+        """The usage of every case the run's stop cut short, in all processes."""
+        found = self._state().get("unrecorded_usage")
+        return found if isinstance(found, dict) else {}
 
     def failures(self) -> int:
         """Model calls that failed for good in this run, in all processes."""

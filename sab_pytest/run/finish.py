@@ -35,7 +35,7 @@ def finish_run(settings: Settings, records: dict[str, StoredRecord], *, run: Run
                redact: files.Redactor, writer: files.ResultsWriter | None = None,
                full_selection: Iterable[str] = (), baseline: Run | None = None,
                shard_info: Callable[[int], dict[str, Any] | None] = lambda _n: None,
-               run_id: str | None = None) -> Finished:
+               run_id: str | None = None, unrecorded: dict[str, Any] | None = None) -> Finished:
     """Write the run's summary (and report) from ``records``, the verdicts this run produced.
 
     With ``--sab-resume`` the results file is compacted (a redone case's new line replaces its old
@@ -59,6 +59,13 @@ def finish_run(settings: Settings, records: dict[str, StoredRecord], *, run: Run
         list(records.values()), settings, run=run, baseline_summary=baseline.summary if baseline else None,
         baseline=gates.Baseline(baseline.metrics, baseline.records, str(baseline.source)) if baseline else None,
         shard=shard_info(len(records)), run_id=run_id)
+    if unrecorded:  # calls of cases the run's stop cut short: made and billed, though no case has a record
+        usage = summary["usage"]
+        for key in ("calls", "api_calls", "failed_calls", "errors", "prompt_tokens", "completion_tokens",
+                    "billed_prompt_tokens", "billed_completion_tokens", "rate_limited"):
+            if unrecorded.get(key):
+                usage[key] = usage.get(key, 0) + unrecorded[key]
+        usage["calls_of_cases_not_run"] = unrecorded.get("calls", 0)
     files.write_summary(settings.out_dir / files.SUMMARY_NAME, summary, redact)
     done = Finished(summary, records)
     if settings.html is not None:

@@ -349,7 +349,21 @@ class Runtime:
         finally:
             if engine is not None:  # an engine that failed mid-case is stopped, not handed out again
                 self.engines.release(engine, broken=verdict is None or verdict.error_kind == ErrorKind.ENGINE)
+            self._keep_usage(verdict, context)
         return verdict
+
+    def _keep_usage(self, verdict: Verdict | None, context: CallContext) -> None:
+        """A case the run's stop cut short (cancelled, or a stop's error kind) leaves no record: its
+        calls' usage goes to the run's state, which the summary adds in (issue 30: a stopped run
+        summarised 0 API calls while the server had answered 6)."""
+        from sab_pytest.errors import STOP_KINDS
+        from sab_pytest.models import add_failures, usage_totals
+
+        kind = None if verdict is None else verdict.error_kind or ErrorKind.of_message(verdict.error)
+        if self.breaker is None or (verdict is not None and kind not in STOP_KINDS):
+            return
+        if context.made or context.failures.failed_attempts or context.failures.rate_limited:
+            self.breaker.unrecorded(add_failures(usage_totals([c.to_dict() for c in context.made]), context.failures))
 
     def run_case(self, case: Case) -> StoredRecord:
         """``evaluate`` as the record the results file keeps (stamped with the run's key and

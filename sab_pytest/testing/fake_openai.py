@@ -20,10 +20,10 @@ sent as OpenAI ``tool_calls`` with ``finish_reason: "tool_calls"``) or a fault: 
 ``retry-after-ms``, a slow answer, a dropped connection, an invalid JSON body, empty content or
 ``finish_reason: "length"``, with chosen usage numbers.
 
-Two server-wide behaviours come before the script (``fake_limits``): ``rpm=`` (with ``burst=``) limits
-chat requests per minute, answering HTTP 429 with ``Retry-After``, ``retry-after-ms`` and OpenAI's
-``x-ratelimit-*`` headers; ``hang_after=N`` answers N chat requests and then never answers again
-(the connection stays open until the server stops).
+Streaming (``stream=True``) and one-slot answering (``slots=1``): see ``fake_stream``. Two server-wide
+behaviours come before the script (``fake_limits``): ``rpm=`` (with ``burst=``) limits chat requests per
+minute, answering HTTP 429 with ``Retry-After``, ``retry-after-ms`` and OpenAI's ``x-ratelimit-*``
+headers; ``hang_after=N`` answers N chat requests and then never again (the connection stays open).
 
 Run ``python -m sab_pytest.testing.fake_openai --port 8099 --script demo.json`` for a manual demo;
 the script is JSON with the keys ``latency``, ``api_key``, ``models``, ``queue``, ``rules``
@@ -57,9 +57,10 @@ from sab_pytest.testing.fake_replies import (
     Reply,
     Rule,
     StochasticRefusal,
+    completion_of,
     default_answer,
-    text_of,
 )
+from sab_pytest.testing.fake_stream import OneSlot, client_gone, stream_chunks, wants_stream, write_stream
 
 
 class _Server(ThreadingHTTPServer):
@@ -126,15 +127,36 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.owner._count_in_flight(-1)
 
     def _send(self, reply: Reply | tuple[int, dict[str, str], bytes], arrived: float) -> None:
+        """Answer now, or in turn when the server has ``slots`` (``fake_stream.OneSlot``): a queued
+        request whose client closed the connection never gets its turn, one whose client merely
+        stopped waiting does (the server cannot tell)."""
+        slots = self.server.owner.one_slot
+        if slots is None or not isinstance(reply, Reply) or reply.status != 200:
+            self._send_now(reply, arrived)
+            return
+        with slots.turn(lambda: client_gone(self.connection), self.server.owner._stopping) as mine:
+            if not mine:
+                self.close_connection = True
+                return
+            self._send_now(reply, time.monotonic(), slots.answer_s if reply.delay is None else reply.delay, spread=True)
+
+    def _send_now(self, reply: Reply | tuple[int, dict[str, str], bytes], arrived: float,
+                  delay: float | None = None, spread: bool = False) -> None:
         """Answer ``delay`` seconds after the request ``arrived``: the time this server spent
         reading and scripting it is part of the latency, as it is for a real API (under load, a
-        busy test process would otherwise make every answer late by its own work)."""
+        busy test process would otherwise make every answer late by its own work). Streamed, the
+        first chunk comes after ``delay`` (``spread``: the chunks share it, as a generating server's)."""
         owner = self.server.owner
         if isinstance(reply, tuple):
             status, headers, payload, delay = *reply, 0.0
         else:
-            delay = owner.latency if reply.delay is None else reply.delay
+            if delay is None:
+                delay = owner.latency if reply.delay is None else reply.delay
             status, headers, payload = reply.status, reply.headers, b""
+            streamed, usage = wants_stream(reply.request.body if reply.request else None)
+            if streamed and owner.streaming is True and status == 200 and reply.body is None and not reply.drop:
+                self._stream(reply, delay - (time.monotonic() - arrived), usage, spread)
+                return
         delay -= time.monotonic() - arrived
         if delay > 0 and owner._stopping.wait(delay):
             self.close_connection = True
@@ -160,6 +182,34 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:  # the client gave up (timeout) before we answered
             self.close_connection = True
 
+    def _stream(self, reply: Reply, seconds: float, usage: bool, spread: bool) -> None:
+        """Stream ``reply`` as server-sent events, the first after ``seconds`` (``spread``: the
+        chunks share them), then ``token_s`` apart; stop as soon as the client closes the stream."""
+        owner = self.server.owner
+        chunks = stream_chunks(completion_of(reply), usage)
+        gap = owner.token_s or 0.0
+        if spread and owner.token_s is None:
+            seconds = gap = max(0.0, seconds) / len(chunks)
+        if owner._stopping.wait(max(0.0, seconds)):
+            self.close_connection = True
+            return
+        self._answered()
+        try:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+        except OSError:
+            self.close_connection = True
+            return
+        if not write_stream(self.wfile, chunks, lambda: not owner._stopping.wait(gap),
+                            lambda: client_gone(self.connection)):
+            self.close_connection = True
+            with owner._lock:
+                owner.streams_closed += 1
+
 
 class FakeOpenAIServer:
     """The fake server; use as a context manager (``with FakeOpenAIServer() as srv: srv.url``)."""
@@ -168,7 +218,8 @@ class FakeOpenAIServer:
                  models: tuple[str, ...] | list[str] = DEFAULT_MODELS, port: int = 0,
                  responder: Callable[[RecordedRequest], Reply | str | None] | None = None,
                  default: Reply | None = None, verbose: bool = False, rpm: float | None = None,
-                 burst: int | None = None, hang_after: int | None = None) -> None:
+                 burst: int | None = None, hang_after: int | None = None, streaming: bool | str = True,
+                 token_s: float | None = None, slots: int | None = None, answer_s: float = 1.0) -> None:
         self.latency = latency
         self.api_key = api_key  # when set, requests must carry "Bearer <api_key>"
         self.models = list(models)
@@ -177,6 +228,10 @@ class FakeOpenAIServer:
         self.verbose = verbose
         self.rate_limit = RateLimit(rpm, burst) if rpm else None  # 429s beyond ``rpm`` chat requests a minute
         self.hang = HangAfter(hang_after) if hang_after is not None else None  # no answer after N chat requests
+        self.streaming = streaming  # for stream=True: True streams, False answers one JSON body, "error": HTTP 400
+        self.token_s = token_s  # seconds between streamed chunks (None: 0, or one-slot's answer_s spread)
+        self.one_slot = OneSlot(slots, answer_s) if slots else None  # answers in turn, ``answer_s`` each
+        self.streams_closed = 0  # streams the client closed before their end
         self.requests: list[RecordedRequest] = []
         self.errors: list[str] = []  # exceptions raised by scripted responders
         self.in_flight = 0  # chat requests received and not yet answered
@@ -274,6 +329,8 @@ class FakeOpenAIServer:
             return _json_error(404, f"no route for {request.method} {request.path}", "not_found")
         if not isinstance(request.body, dict) or not isinstance(request.body.get("messages"), list):
             return _json_error(400, "body must be JSON with a 'messages' list", "invalid_request")
+        if self.streaming == "error" and wants_stream(request.body)[0]:
+            return _json_error(400, "streaming is not supported by this server (fake)", "invalid_request")
         if self.hang is not None and self.hang.hangs():
             return Reply(delay=HANG_S)
         if self.rate_limit is not None:
@@ -327,32 +384,7 @@ class FakeOpenAIServer:
             if isinstance(reply.body, str):
                 return reply.body.encode()
             return json.dumps(reply.body).encode()
-        request = reply.request
-        content = reply.content if isinstance(reply.content, str) else ""
-        prompt_chars = sum(len(text_of(m.get("content"))) for m in (request.messages if request else [])
-                           if isinstance(m, dict))
-        prompt_tokens = reply.prompt_tokens if reply.prompt_tokens is not None else prompt_chars // 4 + 1
-        completion_tokens = (reply.completion_tokens if reply.completion_tokens is not None
-                             else len(content) // 4 + (1 if content else 0))
-        model = request.body.get("model") if request and isinstance(request.body, dict) else "fake-model"
-        message: dict[str, Any] = {"role": "assistant", "content": content}
-        if reply.tool_calls:
-            message["content"] = content or None
-            message["tool_calls"] = [
-                {"id": call.get("id") or f"call_{index}", "type": "function",
-                 "function": {"name": call["name"], "arguments": call["arguments"]
-                              if isinstance(call.get("arguments"), str) else json.dumps(call.get("arguments") or {})}}
-                for index, call in enumerate(reply.tool_calls)]
-        completion = {
-            "id": f"chatcmpl-fake-{int(time.time() * 1e6)}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": [{"index": 0, "finish_reason": reply.finish_reason, "message": message}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
-        }
-        return json.dumps(completion).encode()
+        return json.dumps(completion_of(reply)).encode()
 
 
 def _json_error(status: int, message: str, code: str) -> tuple[int, dict[str, str], bytes]:
@@ -391,9 +423,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rpm", type=float, help="chat requests per minute before HTTP 429 (default: no limit)")
     parser.add_argument("--burst", type=int, help="with --rpm: requests allowed at once (default: 1 s worth)")
     parser.add_argument("--hang-after", type=int, metavar="N", help="answer N chat requests, then never again")
+    parser.add_argument("--slots", type=int, metavar="N", help="answer N requests at a time, in turn (llama.cpp)")
+    parser.add_argument("--answer-s", type=float, default=1.0, help="with --slots: seconds per answer (default 1)")
+    parser.add_argument("--token-s", type=float, help="seconds between streamed chunks")
+    parser.add_argument("--no-stream", action="store_true", help="answer stream=True requests with one JSON body")
     args = parser.parse_args(argv)
     server = FakeOpenAIServer(port=args.port, verbose=not args.quiet, rpm=args.rpm, burst=args.burst,
-                              hang_after=args.hang_after)
+                              hang_after=args.hang_after, slots=args.slots, answer_s=args.answer_s,
+                              token_s=args.token_s, streaming=not args.no_stream)
     if args.script:
         load_script(server, json.loads(args.script.read_text()))
     if args.latency is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -202,6 +203,37 @@ class Rule:
     @staticmethod
     def last_user(request: RecordedRequest) -> str:
         return request.last_user_message
+
+
+def completion_of(reply: Reply) -> dict[str, Any]:
+    """The chat completion ``reply`` answers, as a dict (the fake server sends it as one JSON body, or
+    cut into chunks when the request streams)."""
+    request = reply.request
+    content = reply.content if isinstance(reply.content, str) else ""
+    prompt_chars = sum(len(text_of(m.get("content"))) for m in (request.messages if request else [])
+                       if isinstance(m, dict))
+    prompt_tokens = reply.prompt_tokens if reply.prompt_tokens is not None else prompt_chars // 4 + 1
+    completion_tokens = (reply.completion_tokens if reply.completion_tokens is not None
+                         else len(content) // 4 + (1 if content else 0))
+    model = request.body.get("model") if request and isinstance(request.body, dict) else "fake-model"
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reply.tool_calls:
+        message["content"] = content or None
+        message["tool_calls"] = [
+            {"id": call.get("id") or f"call_{index}", "type": "function",
+             "function": {"name": call["name"], "arguments": call["arguments"]
+                          if isinstance(call.get("arguments"), str) else json.dumps(call.get("arguments") or {})}}
+            for index, call in enumerate(reply.tool_calls)]
+    completion = {
+        "id": f"chatcmpl-fake-{int(time.time() * 1e6)}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "finish_reason": reply.finish_reason, "message": message}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+    return completion
 
 
 def default_answer(request: RecordedRequest) -> str:
