@@ -50,6 +50,12 @@ SCENARIOS: dict[str, tuple[dict, str, tuple[str, ...]]] = {
                ("-n", "4", "--sab-concurrency", "16", "--judge-model", "rules")),
     "rpm120": ({"rpm": 120, "burst": 50, "latency": 0.5}, "mixed",
                ("-n", "4", "--sab-concurrency", "16", "--judge-model", "rules")),
+    # issue 30's side by side: 130 cases, an LLM judge on the same endpoint (about 2.8 calls a case),
+    # the server's default burst (one second's worth), at the concurrency asked
+    "rpm600c4": ({"rpm": 600, "latency": 0.5}, "mixed",
+                 ("-n", "4", "--sab-concurrency", "4", "--judge-model", "judge")),
+    "rpm600c16": ({"rpm": 600, "latency": 0.5}, "mixed",
+                  ("-n", "4", "--sab-concurrency", "16", "--judge-model", "judge")),
     "hang40": ({"hang_after": 41, "latency": 0.5}, "all", ("-n", "4", "--judge-model", "judge")),
     "slow45": ({"slow": 45.0}, "mixed", ("-n", "4", "--sab-concurrency", "2", "--sab-sample", "8",
                                             "--judge-model", "judge")),

@@ -16,6 +16,7 @@ from typing import Any
 from sab_pytest import retry
 from sab_pytest.errors import ENDPOINT_DOWN, STOP_KINDS, InfraError
 from sab_pytest.models.context import CallContext
+from sab_pytest.models.pacing import RatePacer
 from sab_pytest.models.protocols import Breaker, Slots
 from sab_pytest.models.transport import Transport
 from sab_pytest.models.wire import CAUSE_RATE, CAUSE_SILENT, RATE_LIMIT_WAIT_S, Answer, Failure
@@ -28,7 +29,8 @@ class RetryLoop:
     """One endpoint's calls with retries. ``name`` and ``server`` word the messages; ``timeout``
     bounds each attempt; ``max_retries`` bounds failed attempts (rate limits not counted), and
     ``rate_limit_wait`` the back-off one call may spend on rate limits. ``breaker`` is the run's
-    shared breaker and stop signal and ``slots`` the process's calls in flight (None: alone)."""
+    shared breaker and stop signal and ``slots`` the process's calls in flight (None: alone);
+    ``pacer`` the run's send schedule of this endpoint under its rate limit (``models.pacing``)."""
 
     transport: Transport
     name: str
@@ -39,6 +41,7 @@ class RetryLoop:
     rate_limit_wait: float = RATE_LIMIT_WAIT_S
     breaker: Breaker | None = None
     slots: Slots | None = None
+    pacer: RatePacer | None = None
 
     @property
     def throttle_policy(self) -> retry.RetryPolicy:
@@ -95,10 +98,13 @@ class RetryLoop:
                 raise InfraError("model_timeout", f"{self.name}: case time budget spent before an answer")
             left = ctx.left()
             per_try = self.timeout if left is None else max(0.01, min(self.timeout, left))
+            self._pace(ctx)
             sent = time.time()
             try:
-                return self.transport.attempt(params, per_try)
+                answer = self.transport.attempt(params, per_try)
             except Failure as failure:
+                if failure.timed_out and self.slots is not None:
+                    self.slots.timed_out()
                 if failure.rate_limited:
                     throttled = self._throttle(failure, throttled, rounds, ctx)
                     rounds += 1
@@ -107,6 +113,23 @@ class RetryLoop:
                 silent = silent + 1 if failure.timed_out else 0
                 self._give_up_or_wait(failure, attempt, silent, sent, ctx)
                 attempt += 1
+                continue
+            if self.slots is not None:  # how long the server took shows its queue (``run.capacity``)
+                self.slots.measured(f"{self.server} {params.get('model')}", time.time() - sent,
+                                    answer.completion_tokens)
+            return answer
+
+    def _pace(self, ctx: CallContext) -> None:
+        """Wait for this request's turn in the run's schedule under the endpoint's rate limit
+        (``models.pacing``); the wait is not the case's work, and the run's stop ends it."""
+        wait = self.pacer.reserve() if self.pacer is not None else 0.0
+        if wait > self.rate_limit_wait:
+            raise InfraError("model_api", f"{self.name} at {self.server}: the rate limit's schedule asks to "
+                             f"wait {wait:.0f}s, more than the {self.rate_limit_wait:g}s one call may wait "
+                             f"(--sab-rate-limit-wait); {CAUSE_RATE}")
+        if wait > 0:
+            ctx.extend(wait)
+            retry.wait(wait, self.breaker)
 
     def _give_up_or_wait(self, failure: Failure, attempt: int, silent: int, sent: float, ctx: CallContext) -> None:
         """After a failed attempt: raise when it ends the call, else wait out the back-off."""

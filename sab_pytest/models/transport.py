@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sab_pytest.models.wire import (
@@ -80,6 +81,8 @@ class Transport:
         self.key = key
         self.timeout = timeout
         self.answered = False  # some attempt got an answer (a refused connection then is no typo)
+        # hears the headers of every answer and HTTP error (the rate-limit pacing, ``models.pacing``)
+        self.observe: Callable[[Mapping[str, str]], None] | None = None
         self._client: Any = None
         self._client_pid: int | None = None
         self._lock = threading.Lock()
@@ -103,6 +106,8 @@ class Transport:
         """One request; the raw body of the answer. The SDK's exceptions propagate unclassified
         (the endpoint check reads them its own way)."""
         raw = self.sdk().chat.completions.with_raw_response.create(**params, timeout=timeout)
+        if self.observe is not None:
+            self.observe(raw.headers)
         return str(raw.text)
 
     def attempt(self, params: dict[str, Any], timeout: float) -> Answer:
@@ -113,5 +118,7 @@ class Transport:
         try:
             body = self.send(params, timeout)
         except openai.OpenAIError as exc:
+            if self.observe is not None and isinstance(exc, openai.APIStatusError):
+                self.observe(exc.response.headers)
             raise classify(exc, secret=self.key.reveal(), timeout=timeout, answered=self.answered) from None
         return parse_answer(body, params.get("max_tokens"))

@@ -177,6 +177,7 @@ class Runtime:
             cache=ResponseCache(store) if store else None,
             breaker=self.breaker,
             slots=self.call_slots,
+            pace_dir=self.breaker.directory if self.breaker is not None else None,
         )
 
     @cached_property
