@@ -9,13 +9,15 @@ the server is still doing for the call that gave up. The server's pace cannot be
 in flight must come down to what it serves at once.
 
 How (TCP Vegas' idea, as in Netflix's concurrency-limits): the time of a call without queueing is
-the quickest seen (``base``, per endpoint and model); a call that took more than ``TOLERANCE`` times
-that waited in a queue, so the limit shrinks (multiplicatively, ``DECREASE``); a call near the base
-time found a free slot, so the limit grows by about one call per round trip (additive, ``1/limit``
-per answer), never past ``--sab-concurrency``. A timed-out attempt is the strongest sign of a queue
-and halves the limit. Against a one-slot server the limit settles at one or two calls (with two,
-each waits for at most one other); a server with free slots answers as fast at N calls as at one,
-so the limit stays at N.
+the quickest seen (``base``, per kind of call: endpoint, model, token limit, tools or not, so that
+an agent's prompt and a judge's are not weighed against each other); a call that took more than
+``TOLERANCE`` times that waited in a queue, so the limit shrinks in proportion (``TOLERANCE x base
+/ time``, at most halved: Gradient2's rule), once per round trip (answers to calls sent before the
+last cut carry old news); a call near the base time found a free slot, so the limit grows by about
+one call per round trip (additive, ``1/limit`` per answer), never past ``--sab-concurrency``. A
+timed-out attempt is the strongest sign of a queue and halves the limit. Against a one-slot server
+the limit settles at one or two calls (with two, each waits for at most one other); a server with
+free slots answers as fast at N calls as at one, so the limit stays at N.
 
 What a call takes is normalised by its answer's length (seconds per ``SIZE_OFFSET`` + completion
 tokens): a long plan takes longer than a short verdict without any queue. Streamed calls should
@@ -33,11 +35,11 @@ killed worker would leak its count. Rate limits (429s) are handled beside this, 
 from __future__ import annotations
 
 import threading
+import time
 
-TOLERANCE = 2.0  # a call up to this many times the base time is not counted as queued
-DECREASE = 0.9  # the limit's factor per queued answer (a queue of N answers shrinks it by 0.9**N)
+TOLERANCE = 1.5  # a call up to this many times the base time is not counted as queued (Gradient2 uses 1.5)
 SIZE_OFFSET = 32  # tokens' worth of fixed cost per call (the request, the prompt's processing)
-FORGET = 0.002  # the base creeps up by this share per answer, so that a lucky quick one ages out
+FORGET = 0.001  # the base creeps up by this share per answer, so that a lucky quick one ages out
 
 
 class Capacity:
@@ -49,6 +51,8 @@ class Capacity:
         self.base: dict[str, float] = {}
         self.queued = 0  # answers that came back queued (tests and the bench)
         self.lowest = float(size)  # the lowest the limit went
+        self._cut_at = float("-inf")  # ``clock()`` of the last decrease
+        self.clock = time.monotonic  # a test may drive its own
         self._lock = threading.Lock()
 
     def allowed(self) -> int:
@@ -61,6 +65,7 @@ class Capacity:
         if seconds <= 0:
             return
         cost = seconds / (SIZE_OFFSET + max(0, tokens))
+        sent_at = self.clock() - seconds
         with self._lock:
             base = self.base.get(key)
             if base is None or cost < base:
@@ -69,7 +74,8 @@ class Capacity:
                 self.base[key] = base = base * (1.0 + FORGET)
             if cost > TOLERANCE * base:
                 self.queued += 1
-                self._set(self.limit * DECREASE)
+                if sent_at >= self._cut_at:
+                    self._cut(max(0.5, TOLERANCE * base / cost))
             elif in_flight is None or in_flight + 1 >= self.allowed():
                 # only a limit that is used grows: idle slots tell nothing about the server
                 self._set(self.limit + 1.0 / max(1.0, self.limit))
@@ -77,7 +83,11 @@ class Capacity:
     def timed_out(self) -> None:
         """An attempt got no answer in time: the server's queue is longer than it serves."""
         with self._lock:
-            self._set(self.limit * 0.5)
+            self._cut(0.5)
+
+    def _cut(self, factor: float) -> None:
+        self._cut_at = self.clock()
+        self._set(self.limit * factor)
 
     def _set(self, value: float) -> None:
         self.limit = max(1.0, min(float(self.size), value))
