@@ -22,8 +22,8 @@ Without a directory (a client used alone) the same schedule is kept in the proce
 
 The key is the server (its base URL): a limit counts every model of an endpoint that shares it
 (OpenAI counts per model, so two models there are paced at the lower of their two limits; safe).
-Until a server sends limit headers nothing is paced, so an endpoint without limits costs one
-unlocked read per request.
+Once the endpoint answered without limit headers nothing is paced, so an endpoint without limits
+costs one unlocked read per request.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ from sab_pytest.fetch import atomic_write_bytes
 from sab_pytest.models.wire import parse_duration, parse_retry_after
 
 MARGIN = 0.95  # the share of the stated rate the run sends at: clock jitter must not cost a 429
+PROBE_S = 5.0  # before any answer of the endpoint, one call goes first; another after this long
+POLL_S = 0.05  # how often calls held back for the first answer look again
 WINDOW_S = 60.0  # x-ratelimit-limit-requests counts requests per minute (OpenAI's RPM)
 
 
@@ -57,9 +59,11 @@ class RatePacer:
     """The send schedule of one endpoint (see the module docstring).
 
     ``observe(headers)`` learns from any answer or refusal; ``reserve()`` books the next send time
-    and returns the seconds to wait for it (0: send now). State: ``rate`` (requests a second, None
-    until the server states a limit), ``next`` (the earliest ``time.time()`` of the next send) and
-    ``hold`` (no send before this ``time.time()``).
+    and returns the seconds to wait for it (0: send now; None: the endpoint's first answer is
+    awaited, ask again after ``POLL_S``). State: ``seen`` (an answer came), ``probe`` (when the
+    first call went), ``rate`` (requests a second, absent until the server states a limit),
+    ``next`` (the earliest ``time.time()`` of the next send) and ``hold`` (no send before this
+    ``time.time()``).
     """
 
     def __init__(self, server: str, directory: Path | None = None) -> None:
@@ -70,6 +74,7 @@ class RatePacer:
         self._local: dict[str, Any] = {}
         self._thread_lock = threading.Lock()
         self.paced = 0  # requests of this process that waited for their time (tests and the bench)
+        self.booked = 0.0  # the send time last booked by this process
 
     def observe(self, headers: Mapping[str, str]) -> None:
         """Learn the limit from an answer's (or refusal's) headers: the rate, and a hold until the
@@ -89,26 +94,34 @@ class RatePacer:
         if told is not None:
             hold = max(hold, now + told)
         known = self._read()
-        if (rate is None or rate == known.get("rate")) and hold <= float(known.get("hold", 0.0)):
+        if known.get("seen") and (rate is None or rate == known.get("rate")) and hold <= float(known.get("hold", 0.0)):
             return  # nothing new: most answers restate the same limit, and cost no lock
         with self._state() as state:
+            state["seen"] = 1
             if rate is not None:
                 state["rate"] = rate
             if hold > float(state.get("hold", 0.0)):
                 state["hold"] = hold
 
-    def reserve(self) -> float:
-        """Book the next send time of the run for this request; the seconds to wait until then."""
+    def reserve(self) -> float | None:
+        """Book the next send time of the run for this request; the seconds to wait until then
+        (None: wait for the endpoint's first answer, then ask again)."""
         now = time.time()
         known = self._read()
-        if not known.get("rate") and float(known.get("hold", 0.0)) <= now:
+        if known.get("seen") and not known.get("rate") and float(known.get("hold", 0.0)) <= now:
             return 0.0  # no limit stated: the common case of a local server costs one read
         with self._state() as state:
             now = time.time()
+            if not state.get("seen"):
+                if now - float(state.get("probe", 0.0)) < PROBE_S:
+                    return None
+                state["probe"] = now  # this call goes first
+                return 0.0
             rate = state.get("rate")
             at = max(now, float(state.get("hold", 0.0)), float(state.get("next", 0.0)))
             if rate:
                 state["next"] = at + 1.0 / float(rate)
+        self.booked = at
         wait = at - now
         if wait > 0:
             self.paced += 1

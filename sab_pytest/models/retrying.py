@@ -16,7 +16,7 @@ from typing import Any
 from sab_pytest import retry
 from sab_pytest.errors import ENDPOINT_DOWN, STOP_KINDS, InfraError
 from sab_pytest.models.context import CallContext
-from sab_pytest.models.pacing import RatePacer
+from sab_pytest.models.pacing import POLL_S, RatePacer
 from sab_pytest.models.protocols import Breaker, Slots
 from sab_pytest.models.transport import Transport
 from sab_pytest.models.wire import CAUSE_RATE, CAUSE_SILENT, RATE_LIMIT_WAIT_S, Answer, Failure
@@ -122,7 +122,14 @@ class RetryLoop:
     def _pace(self, ctx: CallContext) -> None:
         """Wait for this request's turn in the run's schedule under the endpoint's rate limit
         (``models.pacing``); the wait is not the case's work, and the run's stop ends it."""
-        wait = self.pacer.reserve() if self.pacer is not None else 0.0
+        if self.pacer is None:
+            return
+        wait = self.pacer.reserve()
+        while wait is None:  # the endpoint's first answer of the run is awaited
+            ctx.check()
+            ctx.extend(POLL_S)
+            retry.wait(POLL_S, self.breaker)
+            wait = self.pacer.reserve()
         if wait > self.rate_limit_wait:
             raise InfraError("model_api", f"{self.name} at {self.server}: the rate limit's schedule asks to "
                              f"wait {wait:.0f}s, more than the {self.rate_limit_wait:g}s one call may wait "
