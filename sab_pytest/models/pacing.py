@@ -8,7 +8,9 @@ can get its key throttled harder. The server tells its limit on every answer, in
 time until the limit is whole again, ``"1s"``, ``"6m0s"``, ``"20ms"``), the same for ``-tokens``,
 and ``Retry-After`` on a refusal. ``RatePacer`` turns them into a schedule that every call of the
 run follows before it sends: one request per ``1 / rate`` seconds (a little under the stated rate,
-``MARGIN``), a hold until the reset when the server says nothing is left (requests or tokens), and
+``MARGIN``; a schedule up to ``CATCH_UP_S`` behind, because a loaded machine woke its threads late,
+is made up at once, as the server's own bucket refilled meanwhile; after an idle time it starts
+afresh, with no burst), a hold until the reset when the server says nothing is left (requests or tokens), and
 a hold for ``Retry-After`` when it refused one.
 
 Why one schedule for the whole run and not 1/N of the limit per xdist worker: workers do not run
@@ -42,6 +44,7 @@ from sab_pytest.fetch import atomic_write_bytes
 from sab_pytest.models.wire import parse_duration, parse_retry_after
 
 MARGIN = 0.95  # the share of the stated rate the run sends at: clock jitter must not cost a 429
+CATCH_UP_S = 0.25  # a schedule behind by at most this much (threads woken late) is made up at once
 PROBE_S = 5.0  # before any answer of the endpoint, one call goes first; another after this long
 POLL_S = 0.05  # how often calls held back for the first answer look again
 WINDOW_S = 60.0  # x-ratelimit-limit-requests counts requests per minute (OpenAI's RPM)
@@ -118,11 +121,14 @@ class RatePacer:
                 state["probe"] = now  # this call goes first
                 return 0.0
             rate = state.get("rate")
-            at = max(now, float(state.get("hold", 0.0)), float(state.get("next", 0.0)))
+            at = float(state.get("next", 0.0))
+            if at < now - CATCH_UP_S:  # idle since: start afresh
+                at = now
+            at = max(at, float(state.get("hold", 0.0)))
             if rate:
                 state["next"] = at + 1.0 / float(rate)
         self.booked = at
-        wait = at - now
+        wait = max(0.0, at - now)
         if wait > 0:
             self.paced += 1
         return wait
