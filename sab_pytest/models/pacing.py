@@ -1,5 +1,5 @@
 """Rate limits paced, not hammered: one run-wide schedule of requests per endpoint, set from what the
-server says about its limit.
+server says about its limit, and the wait of a call the server refused anyway (``throttle``).
 
 Why: hosted APIs count a refused request against the per-minute limit, so a client that learns the
 limit only from HTTP 429s (and then waits and tries again) spends part of the limit on refusals and
@@ -40,8 +40,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from sab_pytest import retry
+from sab_pytest.errors import InfraError
 from sab_pytest.fetch import atomic_write_bytes
-from sab_pytest.models.wire import parse_duration, parse_retry_after
+from sab_pytest.models.context import CallContext
+from sab_pytest.models.protocols import Breaker, Slots
+from sab_pytest.models.wire import CAUSE_RATE, Failure, parse_duration, parse_retry_after
 
 MARGIN = 0.95  # the share of the stated rate the run sends at: clock jitter must not cost a 429
 CATCH_UP_S = 0.25  # a schedule behind by at most this much (threads woken late) is made up at once
@@ -175,3 +179,36 @@ class RatePacer:
                 yield state
                 with contextlib.suppress(OSError):
                     atomic_write_bytes(self.path, json.dumps(state).encode())
+
+
+def throttle(failure: Failure, waited: float, rounds: int, ctx: CallContext, *, where: str, ceiling: float,
+             policy: retry.RetryPolicy, slots: Slots | None, breaker: Breaker | None) -> float:
+    """Wait out one rate-limited answer (HTTP 429, or 503 with Retry-After) of the call ``where``
+    names; returns the call's back-off so far (``waited`` before it).
+
+    Why apart from retries: a 429 says "slow down", not "broken". So the wait is what the server
+    asked (``Retry-After``, else the ``x-ratelimit-reset-*`` of the used-up limit, else exponential
+    backoff by ``policy``), with a spread so that calls told the same instant do not all come back
+    at it (the run's schedule, ``RatePacer``, has heard the same headers and holds every call); the
+    process's calls in flight shrink (``slots.congested``); the case's budget is not charged; the
+    breaker neither hears of it nor cuts it short (its wait still wakes when the run stops). The one
+    bound is the ``ceiling`` of back-off per call (``--sab-rate-limit-wait``), after which the call
+    fails for good, saying so (and counts for the breaker like any call that failed for good: an
+    endpoint that serves nobody for that long is not serving the run).
+    """
+    if slots is not None:
+        slots.congested()
+    told = failure.retry_after
+    least = told if told is not None else policy.step(rounds)
+    left = ceiling - waited
+    if least > left:
+        ctx.failures.rate_limit(0.0)
+        asks = f"the server asks to wait {told:.0f}s, more than" if told is not None else "no time left of"
+        raise InfraError("model_api", f"{where}: still rate limited after {waited:.0f}s of back-off for this "
+                         f"call ({failure.message}); {asks} the {left:.0f}s left of the {ceiling:g}s one call "
+                         f"may wait (--sab-rate-limit-wait); {CAUSE_RATE}") from None
+    pause = min(left, policy.pause(rounds, told))
+    ctx.failures.rate_limit(pause)
+    ctx.extend(pause)  # back-pressure is not the case's work
+    retry.wait(pause, breaker)
+    return waited + pause

@@ -3,7 +3,10 @@ case's budget or the run's stop, holding one of the process's call slots through
 limits waited out as back-pressure and hung endpoints detected; the run's breaker hears the outcome.
 
 The pauses come from the one ``retry.RetryPolicy``: failures back off by ``policy``, rate limits by
-``throttle`` (the same policy with a wider spread around the server's Retry-After).
+``throttle`` (the same policy with a wider spread around the server's Retry-After). Rate limits and
+queueing are ``models.pacing``'s and ``run.capacity``'s: each attempt waits for its turn in the
+run's schedule under the endpoint's limit (``_pace``), and reports how long the server took
+(``slots.measured``) or that it took too long (``slots.timed_out``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 from sab_pytest import retry
 from sab_pytest.errors import ENDPOINT_DOWN, STOP_KINDS, InfraError
 from sab_pytest.models.context import CallContext
-from sab_pytest.models.pacing import POLL_S, RatePacer
+from sab_pytest.models.pacing import POLL_S, RatePacer, throttle
 from sab_pytest.models.protocols import Breaker, Slots
 from sab_pytest.models.transport import Transport
 from sab_pytest.models.wire import CAUSE_RATE, CAUSE_SILENT, RATE_LIMIT_WAIT_S, Answer, Failure
@@ -167,36 +170,10 @@ class RetryLoop:
                              f"{tries}; not retried: other calls to this endpoint are failing too){cause}") from None
 
     def _throttle(self, failure: Failure, waited: float, rounds: int, ctx: CallContext) -> float:
-        """Wait out one rate-limited answer (HTTP 429, or 503 with Retry-After); returns the call's
-        back-off so far.
-
-        Why apart from retries: a 429 says "slow down", not "broken". So the wait is what the server
-        asked (``Retry-After``, else the ``x-ratelimit-reset-*`` of the used-up limit, else
-        exponential backoff), with a spread so that calls told the same instant do not all come
-        back at it; the process's calls in flight shrink (``slots.congested``); the case's budget
-        is not charged; the breaker neither hears of it nor cuts it short (its wait still wakes
-        when the run stops). The one bound is the ceiling ``rate_limit_wait`` of back-off per call,
-        after which the call fails for good, saying so (and counts for the breaker like any call
-        that failed for good: an endpoint that serves nobody for that long is not serving the run).
-        """
-        if self.slots is not None:
-            self.slots.congested()
-        told = failure.retry_after
-        policy = self.throttle_policy
-        least = told if told is not None else policy.step(rounds)
-        left = self.rate_limit_wait - waited
-        if least > left:
-            ctx.failures.rate_limit(0.0)
-            asks = f"the server asks to wait {told:.0f}s, more than" if told is not None else "no time left of"
-            raise InfraError("model_api", f"{self.name} at {self.server}: still rate limited after {waited:.0f}s "
-                             f"of back-off for this call ({failure.message}); {asks} the {left:.0f}s left of the "
-                             f"{self.rate_limit_wait:g}s one call may wait (--sab-rate-limit-wait); "
-                             f"{CAUSE_RATE}") from None
-        pause = min(left, policy.pause(rounds, told))
-        ctx.failures.rate_limit(pause)
-        ctx.extend(pause)  # back-pressure is not the case's work
-        retry.wait(pause, self.breaker)
-        return waited + pause
+        """Wait out one rate-limited answer (``models.pacing.throttle``); the call's back-off so far."""
+        return throttle(failure, waited, rounds, ctx, where=f"{self.name} at {self.server}",
+                        ceiling=self.rate_limit_wait, policy=self.throttle_policy, slots=self.slots,
+                        breaker=self.breaker)
 
     def _check_hung(self, silent: int, last_sent: float) -> None:
         """Stop the run when this call has timed out ``HANG_ATTEMPTS`` times in a row and no call of
