@@ -47,7 +47,7 @@ from sab_pytest.models.context import CallContext
 from sab_pytest.models.protocols import Breaker, Slots
 from sab_pytest.models.wire import CAUSE_RATE, Failure, parse_duration, parse_retry_after
 
-MARGIN = 0.95  # the share of the stated rate the run sends at: clock jitter must not cost a 429
+MARGIN = 0.97  # the share of the stated rate the run sends at: clock jitter must not cost a 429
 CATCH_UP_S = 0.25  # a schedule behind by at most this much (threads woken late) is made up at once
 PROBE_S = 5.0  # before any answer of the endpoint, one call goes first; another after this long
 POLL_S = 0.05  # how often calls held back for the first answer look again

@@ -15,7 +15,11 @@ an agent's prompt and a judge's are not weighed against each other); a call that
 / time``, at most halved: Gradient2's rule), once per round trip (answers to calls sent before the
 last cut carry old news); a call near the base time found a free slot, so the limit grows by about
 one call per round trip (additive, ``1/limit`` per answer), never past ``--sab-concurrency``. A
-timed-out attempt is the strongest sign of a queue and halves the limit. Against a one-slot server
+timed-out attempt is the strongest sign of a queue and halves the limit. A run starts at one call
+(``start``) and adds one per answer until the first sign of a queue (TCP's slow start: doubling
+each round trip): a burst of ``--sab-concurrency`` calls into a one-slot server at the start would
+queue past ``--sab-timeout`` before a single answer could tell the limit to come down, and the
+server would go on working for the calls that gave up. Against a one-slot server
 the limit settles at one or two calls (with two, each waits for at most one other); a server with
 free slots answers as fast at N calls as at one, so the limit stays at N.
 
@@ -45,9 +49,10 @@ FORGET = 0.001  # the base creeps up by this share per answer, so that a lucky q
 class Capacity:
     """The limit (1..``size``) on calls in flight that the server's times say it can take."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, start: int | None = None) -> None:
         self.size = size
-        self.limit = float(size)
+        self.limit = float(min(size, start or size))
+        self.slow_start = start is not None and start < size  # +1 per answer until the first queue
         self.base: dict[str, float] = {}
         self.queued = 0  # answers that came back queued (tests and the bench)
         self.lowest = float(size)  # the lowest the limit went
@@ -78,7 +83,7 @@ class Capacity:
                     self._cut(max(0.5, TOLERANCE * base / cost))
             elif in_flight is None or in_flight + 1 >= self.allowed():
                 # only a limit that is used grows: idle slots tell nothing about the server
-                self._set(self.limit + 1.0 / max(1.0, self.limit))
+                self._set(self.limit + (1.0 if self.slow_start else 1.0 / max(1.0, self.limit)))
 
     def timed_out(self) -> None:
         """An attempt got no answer in time: the server's queue is longer than it serves."""
@@ -86,6 +91,7 @@ class Capacity:
             self._cut(0.5)
 
     def _cut(self, factor: float) -> None:
+        self.slow_start = False
         self._cut_at = self.clock()
         self._set(self.limit * factor)
 

@@ -107,14 +107,15 @@ class CallSlots:
     """``size`` slots for requests in flight; ``slot()`` holds one for the length of a block, and
     ``case()`` marks where a case starts on a thread (its calls are counted from there).
     ``pace`` (default: one of this process alone) opens fewer than ``size`` while the endpoint
-    rate-limits: ``congested()`` on a rate-limited answer, ``relieved()`` on an answer."""
+    rate-limits: ``congested()`` on a rate-limited answer, ``relieved()`` on an answer; ``capacity``
+    (default: starting at ``size``) while the server queues: ``measured()``, ``timed_out()``."""
 
-    def __init__(self, size: int, pace: Pace | None = None) -> None:
+    def __init__(self, size: int, pace: Pace | None = None, capacity: Capacity | None = None) -> None:
         if size < 1:
             raise ValueError("a call limit must be at least 1")
         self.size = size
         self.pace = pace or Pace()
-        self.capacity = Capacity(size)
+        self.capacity = capacity or Capacity(size)
         self._lock = threading.Lock()
         self._held = 0  # slots granted and not yet given back
         self._waiting: list[tuple[int, int, threading.Event]] = []  # a heap: (calls made, arrival, ticket)
