@@ -157,9 +157,9 @@ def test_a_client_settles_at_one_or_two_calls_on_a_one_slot_server() -> None:
 def test_a_run_starts_at_one_call_and_doubles_while_the_server_keeps_up() -> None:
     capacity = Capacity(16, start=1)
     assert capacity.allowed() == 1
-    for _ in range(15):
+    for _ in range(16):  # the first answer sets the base
         capacity.sample("vllm", 0.5, 10, capacity.allowed())
-    assert capacity.allowed() == 16  # one more per answer: a round trip doubles it
+    assert capacity.allowed() == 16  # then one more per answer: a round trip doubles it
     queued = Capacity(16, start=1)
     queued.sample("one-slot", 1.0, 10, 1)
     queued.sample("one-slot", 2.0, 10, 2)  # the second call waited for the first

@@ -118,8 +118,7 @@ class RetryLoop:
                 attempt += 1
                 continue
             if self.slots is not None:  # how long the server took shows its queue (``run.capacity``)
-                kind = f"{self.server} {params.get('model')} {params.get('max_tokens')} {'tools' in params}"
-                self.slots.measured(kind, time.time() - sent, answer.completion_tokens)
+                self.slots.measured(self.server, time.time() - sent, answer.completion_tokens)
             return answer
 
     def _pace(self, ctx: CallContext) -> None:

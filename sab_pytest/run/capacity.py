@@ -9,8 +9,9 @@ the server is still doing for the call that gave up. The server's pace cannot be
 in flight must come down to what it serves at once.
 
 How (TCP Vegas' idea, as in Netflix's concurrency-limits): the time of a call without queueing is
-the quickest seen (``base``, per kind of call: endpoint, model, token limit, tools or not, so that
-an agent's prompt and a judge's are not weighed against each other); a call that took more than
+the quickest seen (``base``, per endpoint: the agent's and the judges' calls meet in one queue
+there, and a base learnt per kind of call would take the first judge call, made while the agents'
+calls queue, for the server's own time); a call that took more than
 ``TOLERANCE`` times that waited in a queue, so the limit shrinks in proportion (``TOLERANCE x base
 / time``, at most halved: Gradient2's rule), once per round trip (answers to calls sent before the
 last cut carry old news); a call near the base time found a free slot, so the limit grows by about
@@ -65,7 +66,7 @@ class Capacity:
         return max(1, min(self.size, int(self.limit + 0.5)))
 
     def sample(self, key: str, seconds: float, tokens: int = 0, in_flight: int | None = None) -> None:
-        """One answer of ``key`` (an endpoint and model) took ``seconds`` for ``tokens`` completion
+        """One answer of ``key`` (an endpoint) took ``seconds`` for ``tokens`` completion
         tokens, with ``in_flight`` calls of this process in flight when it ended (None: unknown)."""
         if seconds <= 0:
             return
@@ -73,7 +74,10 @@ class Capacity:
         sent_at = self.clock() - seconds
         with self._lock:
             base = self.base.get(key)
-            if base is None or cost < base:
+            if base is None:  # the first answer sets the base and says nothing of a queue yet
+                self.base[key] = cost
+                return
+            if cost < base:
                 self.base[key] = base = cost
             else:
                 self.base[key] = base = base * (1.0 + FORGET)
