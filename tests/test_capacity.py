@@ -161,6 +161,7 @@ def test_a_run_starts_at_one_call_and_doubles_while_the_server_keeps_up() -> Non
         capacity.sample("vllm", 0.5, 10, capacity.allowed())
     assert capacity.allowed() == 16  # then one more per answer: a round trip doubles it
     queued = Capacity(16, start=1)
-    queued.sample("one-slot", 1.0, 10, 1)
+    queued.sample("one-slot", 1.0, 10, 1)  # the base
+    queued.sample("one-slot", 1.0, 10, 1)  # no queue: two calls
     queued.sample("one-slot", 2.0, 10, 2)  # the second call waited for the first
-    assert queued.allowed() == 2 and not queued.slow_start
+    assert queued.limit < 2 and not queued.slow_start  # and grows from here one call per round trip
