@@ -11,18 +11,19 @@ in flight must come down to what it serves at once.
 How (TCP Vegas' idea, as in Netflix's concurrency-limits): the time of a call without queueing is
 the quickest seen (``base``, per endpoint: the agent's and the judges' calls meet in one queue
 there, and a base learnt per kind of call would take the first judge call, made while the agents'
-calls queue, for the server's own time); a call that took more than
-``TOLERANCE`` times that waited in a queue, so the limit shrinks in proportion (``TOLERANCE x base
-/ time``, at most halved: Gradient2's rule), once per round trip (answers to calls sent before the
-last cut carry old news); a call near the base time found a free slot, so the limit grows by about
-one call per round trip (additive, ``1/limit`` per answer), never past ``--sab-concurrency``. A
-timed-out attempt is the strongest sign of a queue and halves the limit. A run starts at one call
-(``start``) and adds one per answer until the first sign of a queue (TCP's slow start: doubling
-each round trip): a burst of ``--sab-concurrency`` calls into a one-slot server at the start would
-queue past ``--sab-timeout`` before a single answer could tell the limit to come down, and the
-server would go on working for the calls that gave up. Against a one-slot server
-the limit settles at one or two calls (with two, each waits for at most one other); a server with
-free slots answers as fast at N calls as at one, so the limit stays at N.
+calls queue, for the server's own time); a call that took more than ``TOLERANCE`` times that
+waited in a queue, so the limit shrinks in proportion (``TOLERANCE x base / time``, at most
+halved: Gradient2's rule), once per round trip (answers to calls sent before the last cut carry
+old news); a call near the base time found a free slot, so the limit grows by about one call per
+round trip (additive, ``1/limit`` per answer), never past ``--sab-concurrency``. A timed-out
+attempt is the strongest sign of a queue and halves the limit. A run starts at two calls
+(``start``; one would leave the run standing while its first call is a long one) and adds one per
+answer until the first sign of a queue (TCP's slow start: doubling each round trip): a burst of
+``--sab-concurrency`` calls into a one-slot server at the start would queue past ``--sab-timeout``
+before a single answer could tell the limit to come down, and the server would go on working for
+the calls that gave up. Against a one-slot server the limit settles at one or two calls (with two,
+each waits for at most one other); a server with free slots answers as fast at N calls as at one,
+so the limit stays at N.
 
 What a call takes is normalised by its answer's length (seconds per ``SIZE_OFFSET`` + completion
 tokens): a long plan takes longer than a short verdict without any queue. Streamed calls should

@@ -139,7 +139,7 @@ class Runtime:
         # processes (``pace.json`` in the run directory) and shrinks while the endpoint rate-limits
         self.call_slots = CallSlots(settings.concurrency,
                                     Pace(breaker.directory / "pace.json" if breaker is not None else None),
-                                    Capacity(settings.concurrency, start=1))  # grows while the server keeps up
+                                    Capacity(settings.concurrency, start=2))  # grows while the server keeps up
         self.runner: CaseRunner[Case, StoredRecord] | None = None  # set by ``start_runner``
         # set when the run stops (the case runner's ``stop``): each case's model context watches it,
         # so running cases start no new model call or retry
