@@ -132,7 +132,7 @@ class OneSlot:
 
 
 def test_a_client_settles_at_one_or_two_calls_on_a_one_slot_server() -> None:
-    responder = OneSlot(0.3)  # far beyond the client's own time for a call on loopback
+    responder = OneSlot(0.5)  # far beyond the client's own time for a call on loopback
     slots = CallSlots(6)
     with fake_openai_server(responder=responder) as server:
         client = OpenAIChatModel("agent", base_url=server.url, api_key=KEY, timeout=HANG_S, max_retries=0,
@@ -140,7 +140,7 @@ def test_a_client_settles_at_one_or_two_calls_on_a_one_slot_server() -> None:
         client.transport.sdk()  # the SDK's import is not the server's time
 
         def case(n: int) -> None:
-            for i in range(6):
+            for i in range(5):
                 client.complete([{"role": "user", "content": f"case {n} call {i}"}], context=CallContext())
 
         threads = [threading.Thread(target=case, args=(n,)) for n in range(6)]
@@ -148,9 +148,9 @@ def test_a_client_settles_at_one_or_two_calls_on_a_one_slot_server() -> None:
             thread.start()
         for thread in threads:
             thread.join(HANG_S * 4)
-    assert len(responder.seen) == 36
+    assert len(responder.seen) == 30
     assert max(responder.seen[:8]) > 2  # it started with what was asked
-    late = sorted(responder.seen[-12:])
+    late = sorted(responder.seen[-10:])
     assert slots.capacity.lowest <= 2 and late[len(late) // 2] <= 2  # then mostly one or two
 
 

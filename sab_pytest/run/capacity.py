@@ -12,7 +12,8 @@ How (TCP Vegas' idea, as in Netflix's concurrency-limits): the time of a call wi
 the quickest seen (``base``, per endpoint: the agent's and the judges' calls meet in one queue
 there, and a base learnt per kind of call would take the first judge call, made while the agents'
 calls queue, for the server's own time); a call that took more than ``TOLERANCE`` times that
-waited in a queue, so the limit shrinks in proportion (``TOLERANCE x base / time``, at most
+waited in a queue (when longer by ``QUEUE_SLACK_S`` too: against a fast server, a loaded machine's
+jitter alone is 1.5 x), so the limit shrinks in proportion (``TOLERANCE x base / time``, at most
 halved: Gradient2's rule), once per round trip (answers to calls sent before the last cut carry
 old news); a call near the base time found a free slot, so the limit grows by about one call per
 round trip (additive, ``1/limit`` per answer), never past ``--sab-concurrency``. A timed-out
@@ -45,6 +46,7 @@ import time
 
 TOLERANCE = 1.5  # a call up to this many times the base time is not counted as queued (Gradient2 uses 1.5)
 SIZE_OFFSET = 32  # tokens' worth of fixed cost per call (the request, the prompt's processing)
+QUEUE_SLACK_S = 0.1  # and by more than this: the scheduling jitter of a loaded machine is no queue
 FORGET = 0.001  # the base creeps up by this share per answer, so that a lucky quick one ages out
 
 
@@ -82,7 +84,7 @@ class Capacity:
                 self.base[key] = base = cost
             else:
                 self.base[key] = base = base * (1.0 + FORGET)
-            if cost > TOLERANCE * base:
+            if seconds > TOLERANCE * base * (SIZE_OFFSET + max(0, tokens)) + QUEUE_SLACK_S:
                 self.queued += 1
                 if sent_at >= self._cut_at:
                     self._cut(max(0.5, TOLERANCE * base / cost))
