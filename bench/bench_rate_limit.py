@@ -8,6 +8,12 @@ empty, ``--no-sab-exec``):
   cases), ``-n 4 --sab-concurrency 16``, rule judge (one call per case). Target: 0 errors, the
   time from the first case call to the run's end <= 1.15 x the limit's floor.
 * ``rpm120``: the same at 120 requests per minute on the 130 cases of ``mixed``. Target <= 1.2 x.
+* ``rpm600c4`` / ``rpm600c16``: 600 requests per minute (burst: one second's worth), 0.5 s per call,
+  the 130 cases of ``mixed`` with an LLM judge on the same endpoint, ``-n 4`` at ``--sab-concurrency``
+  4 / 16 (issue 30: 429s <= 10 % of the answered calls, the case phase <= 1.2 x the floor).
+* ``slot1``: a server that answers one request at a time, 1 s each; 16 cases, LLM judge, ``-n 2
+  --sab-concurrency 4 --sab-timeout 5``. The floor is one second per request; also printed: the
+  requests the server held at once (the calls in flight must come down to one or two a worker).
 * ``hang40``: answers the preflight and 40 calls, then never again; default settings
   (``-n 4``, --sab-timeout 60), 1050 cases, LLM judge on the same endpoint. Target: stopped in
   < 180 s, exit 2; then the same command with ``--sab-resume`` (and ``--sab-concurrency 16``, to
@@ -33,6 +39,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -50,6 +57,16 @@ SCENARIOS: dict[str, tuple[dict, str, tuple[str, ...]]] = {
                ("-n", "4", "--sab-concurrency", "16", "--judge-model", "rules")),
     "rpm120": ({"rpm": 120, "burst": 50, "latency": 0.5}, "mixed",
                ("-n", "4", "--sab-concurrency", "16", "--judge-model", "rules")),
+    # issue 30's side by side: 130 cases, an LLM judge on the same endpoint (about 2.8 calls a case),
+    # the server's default burst (one second's worth), at the concurrency asked
+    "rpm600c4": ({"rpm": 600, "latency": 0.5}, "mixed",
+                 ("-n", "4", "--sab-concurrency", "4", "--judge-model", "judge")),
+    "rpm600c16": ({"rpm": 600, "latency": 0.5}, "mixed",
+                  ("-n", "4", "--sab-concurrency", "16", "--judge-model", "judge")),
+    # a server that answers one request at a time, 1 s each (issue 30's one-slot target, here without
+    # streaming): calls in flight must come down to what it serves (``run.capacity``)
+    "slot1": ({"one_slot": 1.0}, "mixed", ("-n", "2", "--sab-concurrency", "4", "--sab-timeout", "5",
+                                          "--sab-sample", "16", "--judge-model", "judge")),
     "hang40": ({"hang_after": 41, "latency": 0.5}, "all", ("-n", "4", "--judge-model", "judge")),
     "slow45": ({"slow": 45.0}, "mixed", ("-n", "4", "--sab-concurrency", "2", "--sab-sample", "8",
                                             "--judge-model", "judge")),
@@ -70,6 +87,32 @@ def slow(seconds: float):
         return Reply(content=answer(request), delay=None if request.body.get("max_tokens") == 1 else seconds)
 
     return respond
+
+
+class OneSlot:
+    """Answers one request at a time, ``seconds`` each (a request waits for those before it, as at
+    llama.cpp with one slot); ``deepest`` is the most requests it held at once (queued or answered),
+    ``late`` the same over the second half of the run's requests."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.turn = threading.Lock()
+        self.count = threading.Lock()
+        self.inside = 0
+        self.depths: list[int] = []
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        with self.count:
+            self.inside += 1
+            self.depths.append(self.inside)
+        try:
+            with self.turn:
+                if request.body.get("max_tokens") != 1:
+                    time.sleep(self.seconds)
+        finally:
+            with self.count:
+                self.inside -= 1
+        return Reply(content=answer(request), delay=0.0)
 
 
 def command(url: str, out: Path, subset: str, *extra: str) -> list[str]:
@@ -102,7 +145,8 @@ def main() -> None:
                 extra = (*extra, "--sab-sample", str(args.sample))
             out = Path(tmp) / name
             options = dict(options)
-            responder = slow(options.pop("slow")) if "slow" in options else answer
+            one_slot = OneSlot(options.pop("one_slot")) if "one_slot" in options else None
+            responder = slow(options.pop("slow")) if "slow" in options else one_slot or answer
             with fake_openai_server(responder=responder, **options) as server:
                 started = time.monotonic()
                 proc = subprocess.run(command(server.url, out, subset, *extra), cwd=ROOT, capture_output=True,
@@ -124,9 +168,16 @@ def main() -> None:
                 floor, ratio = f"{floor_s:.1f}", f"{phase / floor_s:.2f}"
             if hang is not None and hang.hung_at is not None:
                 floor, ratio = f"{started + wall - hang.hung_at:.1f}", "hang"
+            if one_slot is not None:  # the floor: every request answered in turn
+                floor_s = len(cases_at) * one_slot.seconds
+                floor, ratio = f"{floor_s:.1f}", f"{phase / floor_s:.2f}"
             print(f"{name:<9}{wall:>8.1f}{startup:>9.1f}{phase:>9.1f}{floor:>9}{ratio:>7}{proc.returncode:>5}"
                   f"{f['cases']!s:>7}{f['errors']!s:>7}{f['not_run']!s:>8}{answered:>9}{f['rate_limited']:>7}"
                   f"{f['waited']:>9.1f}  {f['status']}", flush=True)
+            if one_slot is not None:
+                late = one_slot.depths[len(one_slot.depths) // 2:]
+                print(f"  requests in the server at once: at most {max(one_slot.depths)}, over the second half "
+                      f"at most {max(late)}, mostly {sorted(late)[len(late) // 2]}", flush=True)
             if name == "hang40" and f["not_run"]:
                 resume(server_options={"latency": 0.5}, port=port, out=out, subset=subset,
                        extra=(*extra, "--sab-concurrency", "16"))

@@ -55,11 +55,13 @@ def test_fake_server_limits_requests_per_minute_with_openai_headers() -> None:
         answers = [_post(server.url) for _ in range(3)]
     assert [status for status, _, _ in answers] == [200, 200, 429]
     assert answers[0][1]["x-ratelimit-limit-requests"] == "60"
-    assert answers[0][1]["x-ratelimit-remaining-requests"] == "1"
+    assert answers[0][1]["x-ratelimit-remaining-requests"] == "59"  # of the minute's 60, as OpenAI counts
+    assert 0 < (parse_duration(answers[0][1]["x-ratelimit-reset-requests"]) or 0) <= 1.0  # whole again in 1 s
     refused = answers[2][1]
     assert refused["Retry-After"] == "1" and 0 < int(refused["retry-after-ms"]) <= 1000
-    assert refused["x-ratelimit-remaining-requests"] == "0"
-    assert 0 < (parse_duration(refused["x-ratelimit-reset-requests"]) or 0) <= 1.0
+    # refused on the burst (the limit enforced over a second) while the minute still has requests left
+    assert refused["x-ratelimit-remaining-requests"] == "58"
+    assert 1.0 < (parse_duration(refused["x-ratelimit-reset-requests"]) or 0) <= 2.0
     assert "Rate limit reached" in answers[2][2]["error"]["message"]
 
 

@@ -14,7 +14,8 @@ The package's modules, one role each: ``protocols`` (what callers need of a mode
 call slots), ``spec`` (model names and prices), ``context`` (the per-case context: budget, failure
 log, stop signal, repeat; models bound to it), ``wire`` (answers parsed, secrets scrubbed),
 ``transport`` (the SDK client, one attempt, the one classification of its errors), ``retrying``
-(the retry loop: back-off from ``sab_pytest.retry``, rate limits, hung endpoints, the breaker),
+(the retry loop: back-off from ``sab_pytest.retry``, hung endpoints, the breaker), ``pacing`` (rate
+limits: the run-wide send schedule from the server's headers, the wait after a 429),
 ``cached`` (answers through the response cache), ``client`` (the façade), ``preflight`` (the
 endpoint check), ``usage`` (token and cost totals). The names below are the package's public API:
 the rest of the code imports them from here.

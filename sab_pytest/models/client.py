@@ -9,12 +9,14 @@ import os
 import re
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from sab_pytest.cache import ResponseCache, normalise_base_url
 from sab_pytest.errors import UsageError
 from sab_pytest.models.cached import cached_answer
 from sab_pytest.models.context import CallContext, CaseModel
+from sab_pytest.models.pacing import RatePacer
 from sab_pytest.models.protocols import Breaker, Slots
 from sab_pytest.models.retrying import RetryLoop
 from sab_pytest.models.spec import parse_model_spec
@@ -39,6 +41,8 @@ class OpenAIChatModel:
     talks to it through ``for_case(context)``, which carries the case's budget, failure log, stop
     signal and repeat. The API key is read at construction from ``api_key`` or the environment
     variable ``api_key_env`` and kept out of ``repr``, messages, records and the cache.
+    ``pace_dir`` (the run directory) shares the send schedule under the endpoint's rate limit with
+    the run's other processes (``models.pacing``).
     """
 
     def __init__(
@@ -61,6 +65,7 @@ class OpenAIChatModel:
         extra: Mapping[str, Any] | None = None,
         breaker: Breaker | None = None,
         slots: Slots | None = None,
+        pace_dir: Path | None = None,
     ) -> None:
         self.name = parse_model_spec(model)
         url = base_url if base_url is not None else os.environ.get("OPENAI_BASE_URL")
@@ -83,7 +88,10 @@ class OpenAIChatModel:
         self.retry = RetryLoop(self.transport, self.name, self.server, self.timeout, max_retries=int(max_retries),
                                policy=RetryPolicy(base=float(backoff_base), cap=float(backoff_max),
                                                   max_retry_after=float(max_retry_after)),
-                               rate_limit_wait=float(rate_limit_wait), breaker=breaker, slots=slots)
+                               rate_limit_wait=float(rate_limit_wait), breaker=breaker, slots=slots,
+                               pacer=RatePacer(self.server, pace_dir))
+        # the server's rate-limit headers set the pace of every call to it (run-wide with ``pace_dir``)
+        self.transport.observe = self.retry.pacer.observe if self.retry.pacer is not None else None
 
     def __repr__(self) -> str:
         return (f"OpenAIChatModel(name={self.name!r}, base_url={self.server!r}, "

@@ -50,6 +50,10 @@ class Slots(Protocol):
 
     def relieved(self) -> None: ...
 
+    def measured(self, key: str, seconds: float, tokens: int = 0) -> None: ...
+
+    def timed_out(self) -> None: ...
+
 
 class ChatModel(Protocol):
     """A chat model: messages in, one answer out (recorded as a ``ModelCall``).

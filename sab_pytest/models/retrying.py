@@ -3,9 +3,12 @@ case's budget or the run's stop, holding one of the process's call slots through
 limits waited out as back-pressure and hung endpoints detected; the run's breaker hears the outcome.
 
 The pauses come from the one ``retry.RetryPolicy``: failures back off by ``policy``, rate limits by
-``throttle`` (the same policy with a wider spread around the server's Retry-After).
+``throttle`` (the same policy with a wider spread around the server's Retry-After). Rate limits and
+queueing are ``models.pacing``'s and ``run.capacity``'s: each attempt waits for its turn in the
+run's schedule under the endpoint's limit (``_pace``), and reports how long the server took
+(``slots.measured``) or that it took too long (``slots.timed_out``).
 
-Self-hosted servers (issue 30): an attempt that timed out while the server was sending to other
+Self-hosted servers: an attempt that timed out while the server was sending to other
 calls was queued behind them (a busy server, not a hung one): it is asked again without using up a
 retry (its stream is closed first, so the server drops it), and the calls in flight shrink. A
 request too large for the server's context is asked again once with the room that is left, or ends
@@ -25,6 +28,7 @@ from sab_pytest import retry
 from sab_pytest.errors import ENDPOINT_DOWN, STOP_KINDS, ErrorKind, InfraError
 from sab_pytest.models.context import CallContext
 from sab_pytest.models.overflow import MIN_ROOM
+from sab_pytest.models.pacing import POLL_S, RatePacer, throttle
 from sab_pytest.models.protocols import Breaker, Slots
 from sab_pytest.models.transport import Transport
 from sab_pytest.models.wire import CAUSE_RATE, CAUSE_SILENT, RATE_LIMIT_WAIT_S, Answer, Failure
@@ -38,7 +42,8 @@ class RetryLoop:
     """One endpoint's calls with retries. ``name`` and ``server`` word the messages; ``timeout``
     bounds each attempt; ``max_retries`` bounds failed attempts (rate limits not counted), and
     ``rate_limit_wait`` the back-off one call may spend on rate limits. ``breaker`` is the run's
-    shared breaker and stop signal and ``slots`` the process's calls in flight (None: alone)."""
+    shared breaker and stop signal and ``slots`` the process's calls in flight (None: alone);
+    ``pacer`` the run's send schedule of this endpoint under its rate limit (``models.pacing``)."""
 
     transport: Transport
     name: str
@@ -49,6 +54,7 @@ class RetryLoop:
     rate_limit_wait: float = RATE_LIMIT_WAIT_S
     breaker: Breaker | None = None
     slots: Slots | None = None
+    pacer: RatePacer | None = None
 
     @property
     def throttle_policy(self) -> retry.RetryPolicy:
@@ -113,11 +119,14 @@ class RetryLoop:
                 raise InfraError("model_timeout", f"{self.name}: case time budget spent before an answer")
             left = ctx.left()
             per_try = self.timeout if left is None else max(0.01, min(self.timeout, left))
+            self._pace(ctx)
             sent = time.time()
             own: list[bool] = []  # a byte came for this attempt itself
             try:
-                return self.transport.attempt(params, per_try, functools.partial(self._alive, ctx, own))
+                answer = self.transport.attempt(params, per_try, functools.partial(self._alive, ctx, own))
             except Failure as failure:
+                if failure.timed_out and self.slots is not None:
+                    self.slots.timed_out()
                 if failure.rate_limited:
                     throttled = self._throttle(failure, throttled, rounds, ctx)
                     rounds += 1
@@ -137,6 +146,29 @@ class RetryLoop:
                 last = (failure.status, failure.detail) if failure.kind == "status" else None
                 self._give_up_or_wait(failure, attempt, silent, sent, ctx, same + 1)
                 attempt += 1
+                continue
+            if self.slots is not None:  # how long the server took shows its queue (``run.capacity``)
+                self.slots.measured(self.server, time.time() - sent, answer.completion_tokens)
+            return answer
+
+    def _pace(self, ctx: CallContext) -> None:
+        """Wait for this request's turn in the run's schedule under the endpoint's rate limit
+        (``models.pacing``); the wait is not the case's work, and the run's stop ends it."""
+        if self.pacer is None:
+            return
+        wait = self.pacer.reserve()
+        while wait is None:  # the endpoint's first answer of the run is awaited
+            ctx.check()
+            ctx.extend(POLL_S)
+            retry.wait(POLL_S, self.breaker)
+            wait = self.pacer.reserve()
+        if wait > self.rate_limit_wait:
+            raise InfraError("model_api", f"{self.name} at {self.server}: the rate limit's schedule asks to "
+                             f"wait {wait:.0f}s, more than the {self.rate_limit_wait:g}s one call may wait "
+                             f"(--sab-rate-limit-wait); {CAUSE_RATE}")
+        if wait > 0:
+            ctx.extend(wait)
+            retry.wait(wait, self.breaker)
 
     def _alive(self, ctx: CallContext, own: list[bool]) -> None:
         """At each chunk of an answer: the server is alive (the run hears it, ``own`` notes that this
@@ -210,36 +242,10 @@ class RetryLoop:
                              f"{tries}; not retried: other calls to this endpoint are failing too){cause}") from None
 
     def _throttle(self, failure: Failure, waited: float, rounds: int, ctx: CallContext) -> float:
-        """Wait out one rate-limited answer (HTTP 429, or 503 with Retry-After); returns the call's
-        back-off so far.
-
-        Why apart from retries: a 429 says "slow down", not "broken". So the wait is what the server
-        asked (``Retry-After``, else the ``x-ratelimit-reset-*`` of the used-up limit, else
-        exponential backoff), with a spread so that calls told the same instant do not all come
-        back at it; the process's calls in flight shrink (``slots.congested``); the case's budget
-        is not charged; the breaker neither hears of it nor cuts it short (its wait still wakes
-        when the run stops). The one bound is the ceiling ``rate_limit_wait`` of back-off per call,
-        after which the call fails for good, saying so (and counts for the breaker like any call
-        that failed for good: an endpoint that serves nobody for that long is not serving the run).
-        """
-        if self.slots is not None:
-            self.slots.congested()
-        told = failure.retry_after
-        policy = self.throttle_policy
-        least = told if told is not None else policy.step(rounds)
-        left = self.rate_limit_wait - waited
-        if least > left:
-            ctx.failures.rate_limit(0.0)
-            asks = f"the server asks to wait {told:.0f}s, more than" if told is not None else "no time left of"
-            raise InfraError("model_api", f"{self.name} at {self.server}: still rate limited after {waited:.0f}s "
-                             f"of back-off for this call ({failure.message}); {asks} the {left:.0f}s left of the "
-                             f"{self.rate_limit_wait:g}s one call may wait (--sab-rate-limit-wait); "
-                             f"{CAUSE_RATE}") from None
-        pause = min(left, policy.pause(rounds, told))
-        ctx.failures.rate_limit(pause)
-        ctx.extend(pause)  # back-pressure is not the case's work
-        retry.wait(pause, self.breaker)
-        return waited + pause
+        """Wait out one rate-limited answer (``models.pacing.throttle``); the call's back-off so far."""
+        return throttle(failure, waited, rounds, ctx, where=f"{self.name} at {self.server}",
+                        ceiling=self.rate_limit_wait, policy=self.throttle_policy, slots=self.slots,
+                        breaker=self.breaker)
 
     def _check_hung(self, silent: int, last_sent: float) -> None:
         """Stop the run when this call has timed out ``HANG_ATTEMPTS`` times in a row and the server

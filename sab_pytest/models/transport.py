@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sab_pytest.models.overflow import parse_overflow
@@ -95,6 +95,8 @@ class Transport:
         self.timeout = timeout
         self.answered = False  # some attempt got an answer (a refused connection then is no typo)
         self.streams: bool | None = None  # whether the server streams (None: not known yet)
+        # hears the headers of every answer and HTTP error (the rate-limit pacing, ``models.pacing``)
+        self.observe: Callable[[Mapping[str, str]], None] | None = None
         self._client: Any = None
         self._client_pid: int | None = None
         self._lock = threading.Lock()
@@ -118,6 +120,8 @@ class Transport:
         """One request; the raw body of the answer. The SDK's exceptions propagate unclassified
         (the endpoint check reads them its own way)."""
         raw = self.sdk().chat.completions.with_raw_response.create(**params, timeout=timeout)
+        if self.observe is not None:
+            self.observe(raw.headers)
         return str(raw.text)
 
     def attempt(self, params: dict[str, Any], timeout: float, each: Callable[[], None] | None = None) -> Answer:
@@ -133,6 +137,8 @@ class Transport:
                     return answer
             body = self.send(params, timeout)
         except openai.OpenAIError as exc:
+            if self.observe is not None and isinstance(exc, openai.APIStatusError):
+                self.observe(exc.response.headers)
             raise classify(exc, secret=self.key.reveal(), timeout=timeout, answered=self.answered) from None
         if each is not None:
             each()
@@ -152,6 +158,8 @@ class Transport:
                 self.streams = False
                 return None
             raise
+        if self.observe is not None:
+            self.observe(stream.response.headers)
         # closed however the reading ends: the server stops generating for us. Headers alone are no
         # sign of life (a server may send them for a request it has only queued); a chunk is
         with stream:

@@ -11,6 +11,8 @@ controller, its path handed to the workers) holds:
   atomically so that unlocked readers see a whole file;
 * ``pace.json``: the share of ``--sab-concurrency`` the run's processes use while the endpoint
   rate-limits them (``run.slots.Pace``);
+* ``rate-<endpoint>.json``: the send schedule under an endpoint's rate limit, learnt from its
+  headers (``models.pacing.RatePacer``);
 * ``stop.json``: present once the run must stop, with the reason: ``endpoint_down`` (the streak
   reached ``max_failures``), ``engine_down`` (cases kept failing on their engine, see
   ``engine_failure``), ``output_failed`` (the controller could not write the results file),

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from sab_pytest.errors import ErrorKind, InfraError, UsageError
 from sab_pytest.models import PREFLIGHT_TIMEOUT_S
 from sab_pytest.results.record import StoredRecord, from_verdict
+from sab_pytest.run.capacity import Capacity
 from sab_pytest.run.slots import CallSlots, Pace
 from sab_pytest.scoring import Verdict, evaluate, failed_verdict
 from sab_pytest.settings import PAPER_JUDGE_MAX_TOKENS, Settings
@@ -137,7 +138,8 @@ class Runtime:
         # every model request of this process takes one; how many are open is shared by the run's
         # processes (``pace.json`` in the run directory) and shrinks while the endpoint rate-limits
         self.call_slots = CallSlots(settings.concurrency,
-                                    Pace(breaker.directory / "pace.json" if breaker is not None else None))
+                                    Pace(breaker.directory / "pace.json" if breaker is not None else None),
+                                    Capacity(settings.concurrency, start=2))  # grows while the server keeps up
         self.runner: CaseRunner[Case, StoredRecord] | None = None  # set by ``start_runner``
         # set when the run stops (the case runner's ``stop``): each case's model context watches it,
         # so running cases start no new model call or retry
@@ -179,6 +181,7 @@ class Runtime:
             cache=ResponseCache(store) if store else None,
             breaker=self.breaker,
             slots=self.call_slots,
+            pace_dir=self.breaker.directory if self.breaker is not None else None,
         )
 
     @cached_property

@@ -19,7 +19,9 @@ How many of the N are open adapts to rate limits (``Pace``): a rate-limited answ
 of N the run's processes use, each answer adds a little back (additive increase, multiplicative
 decrease, as TCP does), so that the run settles just under the endpoint's limit instead of
 sending requests that come back 429. The share lives in one small file of the run directory, so
-the xdist workers slow down together.
+the xdist workers slow down together. They also adapt to queueing at a server that never says 429
+(a self-hosted one with few slots): ``capacity.Capacity`` lowers them while calls take longer than
+the server's time for one (``measured``, ``timed_out``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from sab_pytest.fetch import atomic_write_bytes
+from sab_pytest.run.capacity import Capacity
 
 POLL_S = 0.1  # how often a waiting request asks ``check`` whether it should give up
 CUT_EVERY_S = 2.0  # at most one decrease per this long: a burst of 429s is one congestion event
@@ -104,13 +107,15 @@ class CallSlots:
     """``size`` slots for requests in flight; ``slot()`` holds one for the length of a block, and
     ``case()`` marks where a case starts on a thread (its calls are counted from there).
     ``pace`` (default: one of this process alone) opens fewer than ``size`` while the endpoint
-    rate-limits: ``congested()`` on a rate-limited answer, ``relieved()`` on an answer."""
+    rate-limits: ``congested()`` on a rate-limited answer, ``relieved()`` on an answer; ``capacity``
+    (default: starting at ``size``) while the server queues: ``measured()``, ``timed_out()``."""
 
-    def __init__(self, size: int, pace: Pace | None = None) -> None:
+    def __init__(self, size: int, pace: Pace | None = None, capacity: Capacity | None = None) -> None:
         if size < 1:
             raise ValueError("a call limit must be at least 1")
         self.size = size
         self.pace = pace or Pace()
+        self.capacity = capacity or Capacity(size)
         self._lock = threading.Lock()
         self._held = 0  # slots granted and not yet given back
         self._waiting: list[tuple[int, int, threading.Event]] = []  # a heap: (calls made, arrival, ticket)
@@ -175,8 +180,9 @@ class CallSlots:
                 self._hand_on()
 
     def open_slots(self) -> int:
-        """How many of the ``size`` slots are open now: all, unless the endpoint rate-limits."""
-        return max(1, min(self.size, math.ceil(self.pace.current() * self.size - 1e-9)))
+        """How many of the ``size`` slots are open now: all, unless the endpoint rate-limits or queues."""
+        shared = math.ceil(self.pace.current() * self.size - 1e-9)
+        return max(1, min(self.size, shared, self.capacity.allowed()))
 
     def congested(self) -> None:
         """A request was rate-limited: fewer calls in flight (run-wide, see ``Pace``)."""
@@ -187,6 +193,17 @@ class CallSlots:
         self.pace.grow(self.open_slots(), self.size)
         with self._lock:
             self._hand_on()
+
+    def measured(self, key: str, seconds: float, tokens: int = 0) -> None:
+        """An answer of ``key`` (endpoint and model) took ``seconds`` for ``tokens`` completion
+        tokens: the server's queue, if any, shows in it (``capacity.Capacity``)."""
+        self.capacity.sample(key, seconds, tokens, self.in_flight)
+        with self._lock:
+            self._hand_on()
+
+    def timed_out(self) -> None:
+        """An attempt got no answer within its timeout: fewer calls in flight."""
+        self.capacity.timed_out()
 
     def _hand_on(self) -> None:
         """Give open slots to the first waiters (lock held)."""

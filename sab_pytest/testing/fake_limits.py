@@ -4,7 +4,14 @@ accepting requests and never answers them).
 
 Why a token bucket: it is how providers describe their limits (a rate plus a burst), and it gives
 a precise time until the next request is allowed, which is what ``Retry-After`` /
-``retry-after-ms`` / ``x-ratelimit-reset-requests`` carry.
+``retry-after-ms`` carry.
+
+The headers are OpenAI's, with their meanings: ``x-ratelimit-limit-requests`` is the limit per
+minute, ``-remaining-requests`` what is left of that minute's worth, ``-reset-requests`` the time
+until it is whole again (OpenAI's duration spelling, ``"6m0s"``, ``"1.2s"``, ``"20ms"``). Like
+OpenAI, which enforces a per-minute limit over shorter periods ("quantized"), the fake refuses on
+the burst bucket while the per-minute count still shows requests left: a client learns the rate
+from the headers, never the burst, and must spread its requests rather than spend the "remaining".
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ class RateLimit:
         self.burst = float(burst if burst is not None else max(1, math.ceil(self.rate)))
         self.retry_after_ms = retry_after_ms
         self.tokens = self.burst
+        self.minute = self.rpm  # the per-minute count the headers show (refilled at the same rate)
         self.refused = 0  # 429s sent
         self.allowed = 0
         self._at = time.monotonic()
@@ -50,6 +58,7 @@ class RateLimit:
     def _refill(self) -> None:
         now = time.monotonic()
         self.tokens = min(self.burst, self.tokens + (now - self._at) * self.rate)
+        self.minute = min(self.rpm, self.minute + (now - self._at) * self.rate)
         self._at = now
 
     def take(self) -> Reply | None:
@@ -57,11 +66,12 @@ class RateLimit:
             self._refill()
             if self.tokens >= 1.0:
                 self.tokens -= 1.0
+                self.minute = max(0.0, self.minute - 1.0)
                 self.allowed += 1
                 return None
             self.refused += 1
             wait = (1.0 - self.tokens) / self.rate
-            headers = self._headers_locked(wait)
+            headers = self._headers_locked()
         headers["Retry-After"] = str(max(1, math.ceil(wait)))
         if self.retry_after_ms:
             headers["retry-after-ms"] = str(math.ceil(wait * 1000))
@@ -71,13 +81,15 @@ class RateLimit:
     def headers(self) -> dict[str, str]:
         with self._lock:
             self._refill()
-            return self._headers_locked(max(0.0, (1.0 - self.tokens) / self.rate))
+            return self._headers_locked()
 
-    def _headers_locked(self, wait: float) -> dict[str, str]:
-        """OpenAI's request headers; ``reset-requests`` is the time until a request is allowed."""
+    def _headers_locked(self) -> dict[str, str]:
+        """OpenAI's request headers: the limit per minute, what is left of it, and the time until
+        it is whole again."""
+        whole = (self.rpm - self.minute) / self.rate
         return {"x-ratelimit-limit-requests": f"{self.rpm:g}",
-                "x-ratelimit-remaining-requests": str(int(self.tokens)),
-                "x-ratelimit-reset-requests": duration_text(wait) if wait > 0 else "0s"}
+                "x-ratelimit-remaining-requests": str(int(self.minute)),
+                "x-ratelimit-reset-requests": duration_text(whole) if whole > 0 else "0s"}
 
 
 class HangAfter:
