@@ -260,6 +260,10 @@ class _QueuedSlots:
 
     def relieved(self) -> None: ...
 
+    def measured(self, key: str, seconds: float, tokens: int = 0) -> None: ...
+
+    def timed_out(self) -> None: ...
+
 
 def test_latency_does_not_count_the_wait_for_a_call_slot(server: FakeOpenAIServer) -> None:
     call = make_model(server, slots=_QueuedSlots()).complete(USER)

@@ -89,6 +89,7 @@ class RunState:
         self._journal_failed = False
         self._journal_lock = threading.Lock()
         self._heard_at = 0.0  # when this process last wrote that the server sent something
+        self._seen_at = 0.0  # this process's latest answer or chunk, kept at every one (no file write)
 
     @classmethod
     def create(cls, max_failures: int = DEFAULT_MAX_FAILURES, parent: Path | str | None = None) -> RunState:
@@ -186,6 +187,7 @@ class RunState:
         """A model call got its answer: the streak starts again from zero, and the run's last
         answer is now (written at most every ``ANSWERED_EVERY_S`` by a process)."""
         now = time.time()
+        self._seen_at = max(self._seen_at, now)
         state = self._state()
         answered = state.get("answered", 0.0)
         if state.get("streak", 0) == 0 and isinstance(answered, (int, float)) and now - answered < ANSWERED_EVERY_S:
@@ -198,6 +200,7 @@ class RunState:
         answer is whole. Written at most every ``ANSWERED_EVERY_S`` by a process (one time check
         otherwise), so that a slow server that keeps streaming is never taken for a hung one."""
         now = time.time()
+        self._seen_at = max(self._seen_at, now)
         if now - self._heard_at < ANSWERED_EVERY_S:
             return
         self._heard_at = now
@@ -206,9 +209,11 @@ class RunState:
     def heard_during(self, when: float) -> bool:
         """Whether the server sent something (an answer, a chunk) to any call of the run after
         ``when``, with no allowance: the evidence that a call which timed out meanwhile sat in a
-        busy server's queue. A streaming server is heard at least every ``ANSWERED_EVERY_S``."""
+        busy server's queue. This process's own answers and chunks count at once (``_seen_at``: the
+        file is written at most every ``ANSWERED_EVERY_S``, so a call that times out sooner than
+        that would miss the chunks of the call ahead of it); other processes' after their write."""
         data = self._state()
-        times = [t for t in (data.get("answered"), data.get("heard")) if isinstance(t, (int, float))]
+        times = [t for t in (data.get("answered"), data.get("heard"), self._seen_at) if isinstance(t, (int, float))]
         return bool(times) and max(times) > when
 
     def answered_since(self, when: float) -> bool:
