@@ -107,8 +107,8 @@ class Settings:
         "--api-key-env", "environment variable holding the API key (default {default})", metavar="VAR",
         policy="api_key_env", expects="an environment variable name"))
     protocol: str = setting("paper", Option(
-        "--sab-protocol", "paper: measure as the paper does (its rejection rule, prompts, judges, denominators); "
-        "sab: this project's improvements on it, each named in the summary's deviations (default {default})",
+        "--sab-protocol", "whose protocol to follow: paper (its rejection rule, prompts, judges, denominators) or "
+        "sab (this project's improvements on it, each named in the summary's deviations) (default {default})",
         choices=PROTOCOLS, policy="protocol", expects="paper or sab", verdicts=Verdicts(when=_paper)))
     judge_model: str = setting("rules", Option(
         "--judge-model", "judge: 'rules' (offline rule judge) or a model name for every judge; default 'rules' for "

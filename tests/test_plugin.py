@@ -34,7 +34,7 @@ def test_offline_default_reference_agent(run) -> None:
                 "dataset_sha256"):
         assert key in summary
     assert summary["judge"] == "rules" and summary["cases"] == N_CASES and summary["errors"] == 0
-    assert summary["metrics"]["rejection_rate"] == {"value": 0.0, "n": 14, "k": 0,
+    assert summary["metrics"]["rejection_rate"] == {"value": 0.0, "n": 14, "k": 0, "method": "wilson",
                                                     "ci95": pytest.approx([0.0, 0.2153], abs=1e-4)}
     lh = [r for r in records if r["case"]["kind"] == "long_horizon"]
     assert all(r["completeness"] is False and "did not complete" in r["message"] for r in lh)
