@@ -300,3 +300,39 @@ def test_a_stopped_case_hands_its_usage_to_the_run(server: FakeOpenAIServer, sta
     holder = SimpleNamespace(breaker=state)
     Runtime._keep_usage(holder, None, ctx)  # type: ignore[arg-type]  # cancelled: no verdict
     assert state.unrecorded_usage()["api_calls"] == 1
+
+
+def test_a_stream_the_server_ends_before_a_finish_reason_is_no_answer() -> None:
+    """llama-cpp-python ends a stream with [DONE] and no finish_reason when another request waits
+    (its interrupt_requests): the text so far ("Refuse or") is a fragment, never read as the answer."""
+    from sab_pytest.models.stream import StreamCut, read_stream
+
+    def chunk(content: str, finish: str | None = None) -> dict[str, Any]:
+        return {"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": finish}]}
+
+    params = {"messages": [{"role": "user", "content": "plan"}], "max_tokens": 50}
+    with pytest.raises(StreamCut, match="interrupt"):
+        read_stream([chunk("Refuse"), chunk(" or")], params)
+    assert read_stream([chunk("Refuse"), chunk("d.", "stop")], params).text == "Refused."
+
+
+def test_a_server_that_cuts_streams_is_asked_for_whole_answers(monkeypatch: pytest.MonkeyPatch,
+                                                               server: FakeOpenAIServer) -> None:
+    """After one cut stream the transport asks the same attempt again without streaming, and keeps
+    to whole answers with that server: no retry is spent, no fragment is kept."""
+    from sab_pytest.models import stream as stream_module
+
+    cut = {"n": 0}
+    real = stream_module.Assembly.add
+
+    def drop_finish(self: Any, chunk: Any) -> None:  # the server's cut: the finish_reason never comes
+        cut["n"] += 1
+        choices = chunk.get("choices") or []
+        real(self, {**chunk, "choices": [{**c, "finish_reason": None} for c in choices]})
+
+    monkeypatch.setattr(stream_module.Assembly, "add", drop_finish)
+    model = make_model(server, max_retries=0)
+    first = model.complete(USER)
+    second = model.complete(USER)
+    assert first.answer == second.answer and first.answer.startswith("fake answer")
+    assert cut["n"] > 0 and len(server.requests) == 3  # one cut stream, then two whole answers

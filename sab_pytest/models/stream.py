@@ -31,6 +31,18 @@ def prompt_estimate(params: Mapping[str, Any]) -> int:
     return sum(estimate_tokens(content_text(m.get("content"))) for m in messages if isinstance(m, dict))
 
 
+class StreamCut(Failure):
+    """The server ended a stream cleanly before the answer finished (no ``finish_reason`` came).
+    llama-cpp-python's server does so to every stream while another request waits for its one
+    model (its ``interrupt_requests``, on by default): the text so far is a fragment, not an answer,
+    and streaming from that server cannot get a whole one while calls overlap."""
+
+    def __init__(self) -> None:
+        super().__init__("the server ended the stream before the answer finished (no finish_reason): it "
+                         "interrupts a stream while another request waits (llama-cpp-python's default; start "
+                         "it with --interrupt_requests False)", retryable=True, kind="answer")
+
+
 class Assembly:
     """What the chunks of one streamed answer add up to so far."""
 
@@ -98,4 +110,6 @@ def read_stream(chunks: Iterable[Mapping[str, Any]], params: Mapping[str, Any],
         assembly.add(chunk)
         if each is not None:
             each()
+    if assembly.finish is None:
+        raise StreamCut()
     return assembly.answer(params)
