@@ -318,8 +318,8 @@ def test_a_stream_the_server_ends_before_a_finish_reason_is_no_answer() -> None:
 
 def test_a_server_that_cuts_streams_is_asked_for_whole_answers(monkeypatch: pytest.MonkeyPatch,
                                                                server: FakeOpenAIServer) -> None:
-    """After one cut stream the transport asks the same attempt again without streaming, and keeps
-    to whole answers with that server: no retry is spent, no fragment is kept."""
+    """A cut stream is asked again in the server's one run-wide turn (``models.serial``); cut even
+    then, whole answers from that server on: no retry is spent (max_retries=0), no fragment kept."""
     from sab_pytest.models import stream as stream_module
 
     cut = {"n": 0}
@@ -335,4 +335,52 @@ def test_a_server_that_cuts_streams_is_asked_for_whole_answers(monkeypatch: pyte
     first = model.complete(USER)
     second = model.complete(USER)
     assert first.answer == second.answer and first.answer.startswith("fake answer")
-    assert cut["n"] > 0 and len(server.requests) == 3  # one cut stream, then two whole answers
+    assert model.retry.serial is not None and model.retry.serial.needed
+    assert cut["n"] > 0 and len(server.requests) == 4  # cut alone and cut in its turn, then two whole answers
+
+
+def test_a_server_that_cuts_overlapping_streams_gets_one_call_at_a_time_run_wide(tmp_path: Path) -> None:
+    """llama-cpp-python's way, acted by a fake: a stream is cut (no finish_reason) when it overlaps
+    another request. After the first cut, every process of the run (two clients on one run
+    directory here) sends one request at a time, and every call gets its whole streamed answer."""
+    from sab_pytest.models import stream as stream_module
+
+    with fake_openai_server(latency=0.2) as server:
+        in_flight, overlapped = [0], [0]
+        lock = threading.Lock()
+        real_read = stream_module.read_stream
+
+        def reading(chunks: Any, params: Any, each: Any = None) -> Any:  # a stream that overlaps is cut
+            with lock:
+                in_flight[0] += 1
+                crowded = in_flight[0] > 1
+            try:
+                answer = real_read(chunks, params, each)
+                if crowded:
+                    overlapped[0] += 1
+                    raise stream_module.StreamCut()
+                return answer
+            finally:
+                with lock:
+                    in_flight[0] -= 1
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("sab_pytest.models.transport.read_stream", reading)
+            models = [OpenAIChatModel("gpt-4o", base_url=server.url, api_key=SECRET, timeout=5, max_retries=0,
+                                      pace_dir=tmp_path) for _ in range(2)]
+            results: list[Any] = []
+
+            def one(model: OpenAIChatModel) -> None:
+                try:
+                    results.append(model.complete(USER).answer)
+                except Exception as exc:  # the assertion shows it
+                    results.append(exc)
+
+            threads = [threading.Thread(target=one, args=(models[i % 2],)) for i in range(6)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(HANG_S * 2)
+    assert len(results) == 6 and all(isinstance(r, str) and r.startswith("fake answer") for r in results), results
+    assert all(m.retry.serial is not None and m.retry.serial.needed for m in models)
+    assert all(m.transport.streams for m in models)  # still streaming: one at a time, nothing is cut

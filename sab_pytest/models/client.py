@@ -19,6 +19,7 @@ from sab_pytest.models.context import CallContext, CaseModel
 from sab_pytest.models.pacing import RatePacer
 from sab_pytest.models.protocols import Breaker, Slots
 from sab_pytest.models.retrying import RetryLoop
+from sab_pytest.models.serial import SerialTurn
 from sab_pytest.models.spec import parse_model_spec
 from sab_pytest.models.transport import Transport
 from sab_pytest.models.wire import (
@@ -89,7 +90,7 @@ class OpenAIChatModel:
                                policy=RetryPolicy(base=float(backoff_base), cap=float(backoff_max),
                                                   max_retry_after=float(max_retry_after)),
                                rate_limit_wait=float(rate_limit_wait), breaker=breaker, slots=slots,
-                               pacer=RatePacer(self.server, pace_dir))
+                               pacer=RatePacer(self.server, pace_dir), serial=SerialTurn(self.server, pace_dir))
         # the server's rate-limit headers set the pace of every call to it (run-wide with ``pace_dir``)
         self.transport.observe = self.retry.pacer.observe if self.retry.pacer is not None else None
 

@@ -30,6 +30,8 @@ from sab_pytest.models.context import CallContext
 from sab_pytest.models.overflow import MIN_ROOM
 from sab_pytest.models.pacing import POLL_S, RatePacer, throttle
 from sab_pytest.models.protocols import Breaker, Slots
+from sab_pytest.models.serial import SerialTurn
+from sab_pytest.models.stream import StreamCut
 from sab_pytest.models.transport import Transport
 from sab_pytest.models.wire import CAUSE_RATE, CAUSE_SILENT, RATE_LIMIT_WAIT_S, Answer, Failure
 
@@ -43,7 +45,8 @@ class RetryLoop:
     bounds each attempt; ``max_retries`` bounds failed attempts (rate limits not counted), and
     ``rate_limit_wait`` the back-off one call may spend on rate limits. ``breaker`` is the run's
     shared breaker and stop signal and ``slots`` the process's calls in flight (None: alone);
-    ``pacer`` the run's send schedule of this endpoint under its rate limit (``models.pacing``)."""
+    ``pacer`` the run's send schedule of this endpoint under its rate limit (``models.pacing``);
+    ``serial`` its run-wide one turn, once a cut stream showed it cannot overlap (``models.serial``)."""
 
     transport: Transport
     name: str
@@ -55,6 +58,7 @@ class RetryLoop:
     breaker: Breaker | None = None
     slots: Slots | None = None
     pacer: RatePacer | None = None
+    serial: SerialTurn | None = None
 
     @property
     def throttle_policy(self) -> retry.RetryPolicy:
@@ -122,8 +126,19 @@ class RetryLoop:
             self._pace(ctx)
             sent = time.time()
             own: list[bool] = []  # a byte came for this attempt itself
+            in_turn = self.serial is not None and self.serial.needed
             try:
-                answer = self.transport.attempt(params, per_try, functools.partial(self._alive, ctx, own))
+                with self._turn(ctx):
+                    sent = time.time()
+                    answer = self.transport.attempt(params, per_try, functools.partial(self._alive, ctx, own))
+            except StreamCut:
+                # the server cut the stream for a waiting request: ask again in the server's one turn,
+                # run-wide (``models.serial``); cut even in its turn, whole answers. No retry is used up.
+                if self.serial is not None and not in_turn:
+                    self.serial.mark()
+                else:
+                    self.transport.streams = False
+                continue
             except Failure as failure:
                 if failure.timed_out and self.slots is not None:
                     self.slots.timed_out()
@@ -150,6 +165,10 @@ class RetryLoop:
             if self.slots is not None:  # how long the server took shows its queue (``run.capacity``)
                 self.slots.measured(self.server, time.time() - sent, answer.completion_tokens)
             return answer
+
+    def _turn(self, ctx: CallContext) -> contextlib.AbstractContextManager[None]:
+        """The server's one turn when it cannot overlap streams (``models.serial``), else nothing to wait for."""
+        return self.serial.turn(ctx) if self.serial is not None else contextlib.nullcontext()
 
     def _pace(self, ctx: CallContext) -> None:
         """Wait for this request's turn in the run's schedule under the endpoint's rate limit

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from sab_pytest.models.overflow import parse_overflow
-from sab_pytest.models.stream import StreamCut, read_stream
+from sab_pytest.models.stream import read_stream
 from sab_pytest.models.wire import (
     CAUSE_CONTEXT,
     CAUSE_GONE,
@@ -170,12 +170,6 @@ class Transport:
                 if is_completion(body):  # the server ignored stream=True: fine, just not streamed
                     self.streams = False
                 return parse_answer(body, params.get("max_tokens"))
-            try:
-                answer = read_stream((chunk.to_dict() for chunk in stream), params, each)
-            except StreamCut:
-                # the server cuts streams while calls overlap (llama-cpp-python): whole answers from now on,
-                # asked at once in this attempt (its waits and retries are for a server that fails)
-                self.streams = False
-                return None
+            answer = read_stream((chunk.to_dict() for chunk in stream), params, each)  # may raise StreamCut
             self.streams = True
             return answer

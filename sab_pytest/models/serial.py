@@ -1,0 +1,90 @@
+"""One call at a time to a server that cannot overlap streams, run-wide.
+
+Why: llama-cpp-python's server (one model, one generation at a time) ends a running stream as soon
+as another request waits for the model (its ``interrupt_requests``, on by default). With two calls
+in flight, anywhere in the run, every stream is cut; asked whole instead, a long answer outlasts
+``--sab-timeout`` and slow can no longer be told from hung. So once a stream was cut
+(``stream.StreamCut``), the run sends that server one request at a time: a marker file in the run
+directory tells every process, and a lock file held for the length of each request is the one turn.
+Waiting for the turn is not the case's work (the case budget is extended by it) and ends when the
+run stops. Without a run directory the turn is this process's alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from sab_pytest.models.context import CallContext
+
+POLL_S = 0.05  # how often a waiting call looks for its turn (and whether its case was stopped)
+
+
+class SerialTurn:
+    """The run-wide turn of one server, used once ``mark()`` said the server needs it."""
+
+    def __init__(self, server: str, directory: Path | None = None) -> None:
+        name = hashlib.sha256(server.encode()).hexdigest()[:12]
+        self.marker = directory / f"serial-{name}" if directory is not None else None
+        self.lock_path = directory / f"serial-{name}.lock" if directory is not None else None
+        self._marked = False
+        self._local = threading.Lock()  # the turn within this process (and the whole turn without a directory)
+
+    @property
+    def needed(self) -> bool:
+        """Whether requests to this server go one at a time (some process of the run saw a cut stream)."""
+        if not self._marked and self.marker is not None and self.marker.exists():
+            self._marked = True
+        return self._marked
+
+    def mark(self) -> None:
+        """From now on, run-wide, one request at a time to this server."""
+        self._marked = True
+        if self.marker is not None:
+            with contextlib.suppress(OSError):
+                self.marker.touch()
+
+    @contextlib.contextmanager
+    def turn(self, ctx: CallContext) -> Iterator[None]:
+        """Hold the server's one turn for a request (at once when the server does not need turns)."""
+        if not self.needed:
+            yield
+            return
+        while not self._local.acquire(timeout=POLL_S):
+            ctx.check()
+            ctx.extend(POLL_S)
+        try:
+            with self._file_turn(ctx):
+                yield
+        finally:
+            self._local.release()
+
+    @contextlib.contextmanager
+    def _file_turn(self, ctx: CallContext) -> Iterator[None]:
+        """The turn across processes: an exclusive lock on the run directory's lock file."""
+        handle: IO[bytes] | None = None
+        if self.lock_path is not None:
+            with contextlib.suppress(OSError):
+                handle = open(self.lock_path, "a+b")  # noqa: SIM115 - held for the whole request
+        if handle is None:  # no run directory (left): this process's turn is all there is
+            yield
+            return
+        try:
+            import fcntl
+
+            while True:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    ctx.check()
+                    ctx.extend(POLL_S)
+                    time.sleep(POLL_S)
+            yield
+        finally:
+            handle.close()  # releases the lock
