@@ -6,9 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import io
-import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from support.browser import find_chromium
 from support.made_up_runs import hazard_run, record, write_run
 from support.timing import PROCESS_S
 
@@ -130,15 +129,7 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 @pytest.fixture(scope="module")
 def chromium() -> str:
     """Debian's chromium; .ci/run installs it. Skips only where it could not be installed, saying why."""
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found:
-        return found
-    why = os.environ.get("SAB_CHROMIUM_UNAVAILABLE")
-    if why:
-        pytest.skip(f"chromium could not be installed here: {why}")
-    if os.environ.get("CI"):
-        pytest.fail("chromium is missing in CI although .ci/run installs it (apt-get install chromium)", pytrace=False)
-    pytest.skip("chromium is not installed (apt-get install chromium; .ci/run does this in CI)")
+    return find_chromium()
 
 
 def _browse(chromium: str, profile: Path, url: str, *args: str) -> str:

@@ -84,8 +84,8 @@ def visible_text_and_screenshot(chromium: str, url: str, until: str, shot: Path,
 
 
 def find_chromium() -> str:
-    """Debian's chromium (``.ci/run`` installs it), as tests/test_html_report.py's fixture finds it:
-    skips only where it could not be installed, saying why; missing in CI is a failure."""
+    """Debian's chromium (``.ci/run`` installs it), for every test that opens a page in it: skips
+    only where it could not be installed, saying why; missing in CI is a failure."""
     import os
     import shutil
 
