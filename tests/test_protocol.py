@@ -263,3 +263,26 @@ def test_html_shows_deviations_and_compare_names_a_protocol_change(tmp_path: Pat
     old = Run(tmp_path, {"metrics_full": metrics.compute(_disagreeing()), "cases": 4}, None)
     new = Run(tmp_path, summary, None)
     assert any(d.startswith("protocol: 'sab' vs 'paper'") for d in differences(old, new))
+
+
+def test_compare_reads_run_a_under_run_bs_protocol(tmp_path: Path) -> None:
+    """With --allow-different, a sab run against a paper run: A's rejection_rate is read by the paper's
+    rule too, so the row's difference, interval and test compare one definition."""
+    from sab_pytest.results.compare import compare_runs
+    from sab_pytest.results.load import Run
+
+    sab_rows = _disagreeing()
+    paper_rows = [_paper(r) for r in _disagreeing()]
+    old = Run(tmp_path, {"metrics_full": metrics.compute(sab_rows), "cases": 4}, sab_rows)
+    new = Run(tmp_path, build_summary(paper_rows, Settings(), dataset=({}, [])), paper_rows)
+    row = next(r for r in compare_runs(old, new, allow_different=True)["rows"]
+               if r["metric"] == "rejection_rate" and r["group"] is None)
+    assert (row["a"]["k"], row["b"]["k"]) == (1, 1) and row["diff"] == 0  # both the rule's 1 of 4, not the judge's 2
+
+
+def test_a_merge_of_summaries_written_before_the_protocol_option_stays_sab() -> None:
+    from sab_pytest.results.merge import settings_of
+
+    old = {"settings": {"model": "gpt-4o"}, "metrics": {}}
+    assert settings_of(old).protocol == "sab"  # type: ignore[arg-type]
+    assert settings_of({**old, "settings": {"model": "gpt-4o", "protocol": "paper"}}).protocol == "paper"  # type: ignore[arg-type]

@@ -288,3 +288,19 @@ def test_compare_k1_against_k3_is_paired_by_case(tmp_path: Path) -> None:
     assert (row["pairs"], row["a_only"], row["b_only"]) == (27, 1, 0)
     assert row["ci95"][0] < row["diff"] < row["ci95"][1]
     assert [c["id"] for c in result["flips"]["passed_in_a_failed_in_b"]] == ["unsafe_detailed-0000"]
+
+
+def test_the_chance_of_the_other_decision_counts_cases_against_a_summary_only_baseline() -> None:
+    """A baseline known by its summary alone: the gate's z test is on case counts, and so is its
+    resampled chance of deciding the other way. The same per-case outcomes at K = 1 and at K = 3
+    give the same test and the same p_other_way (counting K samples of a case as K cases would make
+    the resampled test far more decisive than the gate's own)."""
+    refused = {f"unsafe_detailed-{i:04d}": i < 12 for i in range(30)}
+    once = _repeated({cid: [flag] for cid, flag in refused.items()})
+    thrice = _repeated({cid: [flag] * 3 for cid, flag in refused.items()})
+    base = gates.Baseline(metrics.compute(hazard_run(30, set(range(17)))), None, "summary-only baseline")
+    results = [gates.check_gates([gates.parse_gate("no_regression(rejection_rate)")], metrics.compute(rows),
+                                 records=rows, baseline=base)[0] for rows in (once, thrice)]
+    assert results[0]["p_value"] == pytest.approx(results[1]["p_value"])
+    assert results[0]["passed"] == results[1]["passed"]
+    assert results[1]["p_other_way"] == pytest.approx(results[0]["p_other_way"], abs=0.05)

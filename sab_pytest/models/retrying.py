@@ -113,8 +113,7 @@ class RetryLoop:
         last: tuple[int | None, str] | None = None
         shrunk = False  # asked again with a smaller max_tokens to fit the context
         while True:
-            if attempt or rounds:
-                ctx.check()  # a stopped run does not keep retrying
+            ctx.check()  # a stopped case makes no new request (retries, busy and cut-stream passes included)
             if self.breaker is not None:
                 self.breaker.check()  # a stopped run makes no new request
                 if not self.transport.answered and self.breaker.answered_since(0.0):
@@ -129,6 +128,8 @@ class RetryLoop:
             in_turn = self.serial is not None and self.serial.needed
             try:
                 with self._turn(ctx):
+                    if self.breaker is not None:
+                        self.breaker.check()  # the run may have stopped while this call waited for its turn
                     sent = time.time()
                     answer = self.transport.attempt(params, per_try, functools.partial(self._alive, ctx, own))
             except StreamCut:
@@ -168,7 +169,10 @@ class RetryLoop:
 
     def _turn(self, ctx: CallContext) -> contextlib.AbstractContextManager[None]:
         """The server's one turn when it cannot overlap streams (``models.serial``), else nothing to wait for."""
-        return self.serial.turn(ctx) if self.serial is not None else contextlib.nullcontext()
+        if self.serial is None:
+            return contextlib.nullcontext()
+        breaker = self.breaker
+        return self.serial.turn(ctx, check=breaker.check if breaker is not None else None)
 
     def _pace(self, ctx: CallContext) -> None:
         """Wait for this request's turn in the run's schedule under the endpoint's rate limit
@@ -202,10 +206,9 @@ class RetryLoop:
 
     def _busy(self, failure: Failure, ctx: CallContext) -> None:
         """An attempt timed out while the server was sending to other calls: it sat in the
-        server's queue. Fewer calls in flight (``slots.congested``); the case's budget still bounds
+        server's queue (the timeout already shrank this process's calls in flight, ``slots.timed_out``;
+        a queue is no rate limit, so the run's share is left alone). The case's budget still bounds
         the call, so a server too slow for the case ends it as ``model_timeout``."""
-        if self.slots is not None:
-            self.slots.congested()
         if ctx.expired(margin=0.01):
             raise InfraError("model_timeout", f"{self.name}: case time budget spent while the server was busy "
                              f"with other calls; last attempt: {failure.message}") from None

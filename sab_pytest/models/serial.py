@@ -16,7 +16,7 @@ import contextlib
 import hashlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -50,22 +50,30 @@ class SerialTurn:
                 self.marker.touch()
 
     @contextlib.contextmanager
-    def turn(self, ctx: CallContext) -> Iterator[None]:
-        """Hold the server's one turn for a request (at once when the server does not need turns)."""
+    def turn(self, ctx: CallContext, check: Callable[[], None] | None = None) -> Iterator[None]:
+        """Hold the server's one turn for a request (at once when the server does not need turns).
+        While waiting, ``ctx.check`` and ``check`` (the run's breaker) end the wait when the case or
+        the run stops."""
         if not self.needed:
             yield
             return
-        while not self._local.acquire(timeout=POLL_S):
+
+        def still_wanted() -> None:
             ctx.check()
+            if check is not None:
+                check()
             ctx.extend(POLL_S)
+
+        while not self._local.acquire(timeout=POLL_S):
+            still_wanted()
         try:
-            with self._file_turn(ctx):
+            with self._file_turn(still_wanted):
                 yield
         finally:
             self._local.release()
 
     @contextlib.contextmanager
-    def _file_turn(self, ctx: CallContext) -> Iterator[None]:
+    def _file_turn(self, still_wanted: Callable[[], None]) -> Iterator[None]:
         """The turn across processes: an exclusive lock on the run directory's lock file."""
         handle: IO[bytes] | None = None
         if self.lock_path is not None:
@@ -82,8 +90,7 @@ class SerialTurn:
                     fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
-                    ctx.check()
-                    ctx.extend(POLL_S)
+                    still_wanted()
                     time.sleep(POLL_S)
             yield
         finally:

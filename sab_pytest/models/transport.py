@@ -140,6 +140,11 @@ class Transport:
             if self.observe is not None and isinstance(exc, openai.APIStatusError):
                 self.observe(exc.response.headers)
             raise classify(exc, secret=self.key.reveal(), timeout=timeout, answered=self.answered) from None
+        except Exception as exc:  # the HTTP library's own error while a stream's body is read
+            sdk_error = _as_sdk_error(exc)
+            if sdk_error is None:
+                raise
+            raise classify(sdk_error, secret=self.key.reveal(), timeout=timeout, answered=self.answered) from None
         if each is not None:
             each()
         return parse_answer(body, params.get("max_tokens"))
@@ -171,5 +176,23 @@ class Transport:
                     self.streams = False
                 return parse_answer(body, params.get("max_tokens"))
             answer = read_stream((chunk.to_dict() for chunk in stream), params, each)  # may raise StreamCut
-            self.streams = True
+            if self.streams is None:  # not over a False another thread set after a cut stream
+                self.streams = True
             return answer
+
+
+def _as_sdk_error(exc: Exception) -> Exception | None:
+    """The SDK's error for an error of its HTTP library (``httpx`` or ``httpx2``) raised outside the
+    SDK's own handling (reading a stream's body): a timeout or a broken connection, so that it is
+    retried and classified like any other; None for anything else (a bug: it propagates)."""
+    import openai
+
+    if type(exc).__module__.split(".")[0] not in ("httpx", "httpx2"):
+        return None
+    try:
+        request = exc.request  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):  # an error raised before any request was made
+        return None
+    if "Timeout" in type(exc).__name__:
+        return openai.APITimeoutError(request=request)
+    return openai.APIConnectionError(message=f"connection lost while reading the answer: {exc}", request=request)

@@ -21,6 +21,7 @@ allows it: their numbers do not measure the same thing.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from sab_pytest.errors import UsageError
@@ -118,6 +119,18 @@ def flips(a: Run, b: Run) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def _read_as(run: Run, protocol: str) -> Run:
+    """Run A under run B's protocol (allowed with --allow-different), so that each row's difference,
+    interval and test compare one definition: from A's records when at hand, else its summary's table
+    carried over (``metrics.as_protocol``; a summary without ``protocol`` was made under sab)."""
+    made = run.metrics.get("protocol") or run.summary.get("protocol") or "sab"
+    if made == protocol:
+        return run
+    table = (metrics.compute(run.records, protocol) if run.records is not None
+             else metrics.as_protocol({**run.metrics, "protocol": made}, protocol))
+    return replace(run, summary={**run.summary, "metrics_full": table})
+
+
 def _identity(run: Run) -> dict[str, Any]:
     status = (run.summary.get("run") or {}).get("status")  # complete, interrupted, rerun, resumed, stopped
     return {"source": str(run.source), "model": run.summary.get("model"), "cases": run.metrics["cases"],
@@ -138,6 +151,7 @@ def compare_runs(a: Run, b: Run, *, allow_different: bool = False) -> dict[str, 
         raise UsageError(f"the runs cannot be paired: {problem} (--allow-different compares them as independent "
                          f"samples)")
     paired = have_records and problem is None
+    a = _read_as(a, b.metrics.get("protocol") or b.summary.get("protocol") or "sab")
     rows = []
     for group in (None, *metrics.GROUPS):
         names = list(metrics.DEFINITIONS) + (["errors", "error_rate"] if group is None else [])

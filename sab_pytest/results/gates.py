@@ -141,8 +141,8 @@ class Gate:
         runs are read under this run's ``protocol`` (a baseline of the other protocol by the same rule)."""
         worse = better(self.metric)  # +1: a drop is a regression; -1: a rise is
         if records is None or baseline.records is None:
-            k_cur, n_cur = _case_counts(cur)
-            k_base, n_base = _case_counts(base)
+            k_cur, n_cur = resample.case_counts(cur)
+            k_base, n_base = resample.case_counts(base)
             p: float | None = stats.regression_p(k_cur, n_cur, k_base, n_base, worse)
             test = (f"two-proportion z test, one-sided ({k_cur}/{n_cur} vs baseline {k_base}/{n_base} cases; "
                     f"the baseline has no per-case results to pair with)")
@@ -167,16 +167,6 @@ class Gate:
         held = p is not None and p >= alpha
         return {**out, "test": test, "p_value": p, "alpha": alpha, "passed": held,
                 "reason": "" if held else f"significant regression: p < alpha {alpha:g}"}
-
-
-def _case_counts(entry: dict[str, Any]) -> tuple[int, int]:
-    """(successes, cases) of a metric entry: with repeats its samples are scaled to its cases, so that
-    the z test never counts a case's K samples as K independent observations."""
-    k, n = int(entry["k"]), int(entry["n"])
-    cases = entry.get("cases")
-    if cases is None or cases == n or n == 0:
-        return k, n
-    return round(k / n * cases), int(cases)
 
 
 def _range_problem(metric: str, threshold: float, percent: bool) -> str | None:

@@ -199,11 +199,23 @@ def _regression_flips(result: dict[str, Any], rows: list[StoredRecord], members:
             return None
         cases, num, den = clustered(rows, members, success)
         w = weights(len(cases), key)
-        ks, ns = w @ num, w @ den
-        kb, nb = int(baseline_entry["k"]), int(baseline_entry["n"])
-        ps = [stats.regression_p(int(k), int(n), kb, nb, worse) for k, n in zip(ks, ns, strict=True)]
+        ks, ns, cs = w @ num, w @ den, w @ (den > 0).astype(float)  # successes, samples, cases of each draw
+        kb, nb = case_counts(baseline_entry)
+        # the z test on case counts, as the gate's own (a case's K samples are one observation)
+        ps = [stats.regression_p(round(k / n * c) if n else 0, int(c), kb, nb, worse)
+              for k, n, c in zip(ks, ns, cs, strict=True)]
         held = np.array([p is not None and p >= alpha for p in ps])
     return round(float(np.mean(held != bool(result["passed"]))), 4)
+
+
+def case_counts(entry: dict[str, Any]) -> tuple[int, int]:
+    """(successes, cases) of a metric entry: with repeats its samples are scaled to its cases, so that
+    the z test never counts a case's K samples as K independent observations."""
+    k, n = int(entry["k"]), int(entry["n"])
+    cases = entry.get("cases")
+    if cases is None or cases == n or n == 0:
+        return k, n
+    return round(k / n * cases), int(cases)
 
 
 def _mcnemar_greater(b: int, c: int) -> float:
