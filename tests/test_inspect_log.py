@@ -312,7 +312,9 @@ def test_inspect_view_serves_the_log_to_a_browser(real_log: Path, tmp_path: Path
                 assert time.monotonic() < deadline, "inspect view never answered"
                 time.sleep(POLL_S)
         shot = tmp_path / "view.png"
-        text = visible_text_and_screenshot(chromium, f"{url}#/logs/{real_log.name}", "unsafe_detailed-", shot,
+        # the list is shown: the count and rows with case ids (sorted, so which kind comes first may vary)
+        until = r"(?is)130 samples.*\b(?:unsafe_detailed|safe_detailed|abstract|long_horizon)-\d{4}"
+        text = visible_text_and_screenshot(chromium, f"{url}#/logs/{real_log.name}", until, shot,
                                            tmp_path / "profile")
         # the sample list, read from the log: the task, its 130 samples, their ids and the scores' columns
         assert "safeagentbench" in text and "130 samples" in text.lower(), text[:2000]

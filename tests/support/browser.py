@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import socket
 import subprocess
 import time
@@ -60,7 +61,7 @@ async def _wait_and_shoot(socket_url: str, until: str, shot: Path) -> str:
 
         deadline = time.monotonic() + PROCESS_S
         text = ""
-        while until not in text and time.monotonic() < deadline:
+        while not re.search(until, text) and time.monotonic() < deadline:
             await asyncio.sleep(POLL_S * 10)
             found = await call("Runtime.evaluate", expression="document.body ? document.body.innerText : ''",
                                returnByValue=True)
@@ -71,8 +72,9 @@ async def _wait_and_shoot(socket_url: str, until: str, shot: Path) -> str:
 
 
 def visible_text_and_screenshot(chromium: str, url: str, until: str, shot: Path, profile: Path) -> str:
-    """Open ``url``, wait until its visible text holds ``until`` (at most ``PROCESS_S``), save a
-    screenshot to ``shot``; returns the visible text (without ``until`` if it never came)."""
+    """Open ``url``, wait until its visible text matches the regular expression ``until`` (at most
+    ``PROCESS_S``), save a screenshot to ``shot``; returns the visible text (not matching ``until`` if
+    it never came)."""
     port = _free_port()
     proc = subprocess.Popen([chromium, *FLAGS, f"--user-data-dir={profile}", f"--remote-debugging-port={port}", url],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
