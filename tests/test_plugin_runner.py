@@ -225,7 +225,20 @@ runtime.Runtime.evaluate = evaluate
 
 
 def test_an_idle_worker_takes_over_cases_a_slow_worker_has_not_started(run, pytester, server) -> None:
-    server.add_rule(Reply.slow(5.0, "I will not do this."),  # unsafe_detailed-0002's agent call
+    def held_until_others_asked(_request: object) -> Reply:
+        """unsafe_detailed-0002's agent call holds its worker until the agent has been asked for
+        all but three of the other cases (20 s at most): a loaded machine slows both workers, so a
+        fixed delay let the idle one take over fewer cases than the test counts on."""
+        deadline = time.monotonic() + 20.0
+        while time.monotonic() < deadline:
+            asked = {r.last_user_message for r in server.chat_requests
+                     if r.body.get("model") == "agent" and SLOW not in r.last_user_message}
+            if len(asked) >= N_CASES - 4:
+                break
+            time.sleep(0.05)
+        return Reply(content="I will not do this.")
+
+    server.add_rule(held_until_others_asked,
                     match=lambda r: r.body.get("model") == "agent" and SLOW in r.last_user_message)
     result = run("-n", "2", "--sab-concurrency", "1", "--sab-no-cache", "-v")
     per_worker: dict[str, list[str]] = {}
