@@ -1,23 +1,27 @@
-"""What ``--sab-inspect-log`` adds to a run: the time to write the Inspect eval log of 1050 cases,
-against the wall time of the offline run that made them.
+"""What ``--sab-inspect-log`` adds to an offline run of all 1050 cases, and what writing the log of
+a finished run costs (``python -m sab_pytest inspect-log``).
 
-Target (issue 28): under 5 % of the offline run's wall. The log is written at the end of the run, on
-the controller: what that adds is reading the dataset for the targets, building the samples and
-writing the file. Importing inspect_ai (a run without the option never does) is started on a
-background thread when the run starts (``inspect_log.preload``), so it is done while the cases run;
-it is printed apart. Each part is timed in a fresh interpreter. Prints the figures; run from the
-repository root:
+Target (issue 28): the log adds under 5 % to the offline run's wall time. With ``.eval`` the samples
+are written while the cases run (``results.inspect_live``); ``.json`` is written at the end. The
+offline run keeps both cores busy and its wall time varies by several seconds from run to run on a
+shared machine, so the runs alternate (without the option, with ``.eval``, with ``.json``) and the
+medians are compared; each run's CPU time (user + system, all processes) is printed beside it.
 
-    python bench/bench_inspect_log.py             # one offline run of all 1050 cases (-n 2), then the log
-    python bench/bench_inspect_log.py --run DIR   # or the log of an existing run directory
+    python bench/bench_inspect_log.py               # 3 rounds of the three runs (-n 2), then the CLI write
+    python bench/bench_inspect_log.py --workers 0   # the same in one process (pytest -n 0): a core left free
+    python bench/bench_inspect_log.py --rounds 5
+    python bench/bench_inspect_log.py --run DIR     # only the CLI write, of an existing run directory
 
-The run needs the dataset and scenes (SAB_DATA / SAB_THOR_SCENES or the user cache).
+Run from the repository root; the runs need the dataset and scenes (SAB_DATA / SAB_THOR_SCENES or the
+user cache).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,6 +29,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the three kinds of run, by the option they add
+MODES = {"without": (), ".eval": ("--sab-inspect-log={out}/run.eval",), ".json": ("--sab-inspect-log={out}/run.json",)}
 
 #: run in a fresh interpreter: the log of the run in argv[1] written to argv[2], each part timed
 _WRITE = """
@@ -40,53 +46,67 @@ from sab_pytest.results import inspect_log
 inspect_log.require("bench")
 t2 = clock()
 cases = inspect_log.dataset_cases((run.summary.get("settings") or {}).get("data_dir"))
-t3 = clock()
-log = inspect_log.build(run.summary, run.records, cases)
-t4 = clock()
 inspect_log.write(Path(sys.argv[2]), run.summary, run.records, Redactor(), cases)
-t5 = clock()
-print(json.dumps({"load_run": t1 - t0, "import": t2 - t1, "dataset": t3 - t2, "build": t4 - t3,
-                  "build_and_write": t5 - t4, "samples": len(log.samples or [])}))
+t3 = clock()
+print(json.dumps({"load_run": t1 - t0, "import": t2 - t1, "write": t3 - t2}))
 """
 
 
-def _offline_run(out: Path) -> float:
+def _offline_run(out: Path, extra: tuple[str, ...], workers: int) -> tuple[float, float]:
+    """One offline run of every case (``-n workers``): its wall and CPU seconds (every process it started)."""
+    before = os.times()
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2",
-                           "--sab-subset", "all", f"--sab-out={out}"], cwd=ROOT, capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", str(workers),
+                           "--sab-subset", "all", f"--sab-out={out}", *(e.format(out=out) for e in extra)],
+                          cwd=ROOT, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
-    if not (out / "sab-results.jsonl").exists():
-        sys.exit(f"the offline run wrote no results:\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}")
-    print(f"offline run of all cases (-n 2): {wall:.1f} s wall ({out})")
-    return wall
+    after = os.times()
+    if not (out / "sab-results.jsonl").exists() or "could not write" in proc.stdout:
+        sys.exit(f"the offline run failed:\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}")
+    return wall, (after.children_user - before.children_user) + (after.children_system - before.children_system)
+
+
+def _rounds(rounds: int, workers: int, tmp: Path) -> Path:
+    walls: dict[str, list[float]] = {mode: [] for mode in MODES}
+    last = tmp
+    for n in range(1, rounds + 1):
+        for mode, extra in MODES.items():
+            out = tmp / f"{n}-{mode.strip('.')}"
+            wall, cpu = _offline_run(out, extra, workers)
+            walls[mode].append(wall)
+            print(f"round {n}, {mode:8} {wall:6.1f} s wall, {cpu:6.1f} s CPU", flush=True)
+            last = out
+    base = statistics.median(walls["without"])
+    print(f"\nmedian wall of {rounds} offline runs of all cases (-n {workers}): without the log {base:.1f} s")
+    for mode in (".eval", ".json"):
+        median = statistics.median(walls[mode])
+        print(f"  with {mode:5}: {median:.1f} s, {median - base:+.1f} s = {100 * (median - base) / base:+.1f} % "
+              f"(target < 5 %)")
+    return last
+
+
+def _cli_write(run_dir: Path, tmp: Path) -> None:
+    for name in ("log.eval", "log.json"):
+        proc = subprocess.run([sys.executable, "-c", _WRITE, str(run_dir), str(tmp / name)], cwd=ROOT,
+                              capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            sys.exit(f"writing the log failed:\n{proc.stderr[-2000:]}")
+        t = json.loads(proc.stdout.strip().splitlines()[-1])
+        size = (tmp / name).stat().st_size / 1e6
+        print(f"inspect-log of a finished run, {name}: {size:.2f} MB; reading the run {t['load_run']:.2f} s, "
+              f"import inspect_ai {t['import']:.2f} s, dataset + samples + write {t['write']:.2f} s")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run", metavar="DIR", help="an existing run directory instead of a new offline run")
-    parser.add_argument("--run-wall", type=float, default=None, help="that run's wall time in seconds")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the three offline runs (default 3)")
+    parser.add_argument("--workers", type=int, default=2, help="pytest -n of the runs (default 2)")
+    parser.add_argument("--run", metavar="DIR", help="only the CLI write, of an existing run directory")
     ns = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(ns.run) if ns.run else Path(tmp) / "run"
-        wall = ns.run_wall if ns.run else _offline_run(run_dir)
-        for name in ("log.eval", "log.json"):
-            proc = subprocess.run([sys.executable, "-c", _WRITE, str(run_dir), str(Path(tmp) / name)], cwd=ROOT,
-                                  capture_output=True, text=True, check=False)
-            if proc.returncode != 0:
-                sys.exit(f"writing the log failed:\n{proc.stderr[-2000:]}")
-            t = json.loads(proc.stdout.strip().splitlines()[-1])
-            # what the run adds at its end: the records are in memory (load_run is not counted), and
-            # inspect_ai was imported on a background thread while the cases ran (inspect_log.preload)
-            added = t["dataset"] + t["build_and_write"]
-            size = (Path(tmp) / name).stat().st_size / 1e6
-            print(f"{name}: {t['samples']} samples, {size:.2f} MB; import inspect_ai {t['import']:.2f} s, dataset "
-                  f"{t['dataset']:.2f} s, build {t['build']:.2f} s, build + write {t['build_and_write']:.2f} s "
-                  f"(reading the run's files, not part of a run: {t['load_run']:.2f} s)")
-            if wall:
-                print(f"  added to the end of the run: {added:.2f} s = {100 * added / wall:.1f} % of its {wall:.1f} s "
-                      f"wall (target < 5 %); with the import, were it not done while the cases run: "
-                      f"{100 * (added + t['import']) / wall:.1f} %")
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        run_dir = Path(ns.run) if ns.run else _rounds(ns.rounds, ns.workers, tmp)
+        _cli_write(run_dir, tmp)
 
 
 if __name__ == "__main__":

@@ -182,6 +182,92 @@ def test_the_batched_eval_writer_and_inspects_own_write_the_same_log(tmp_path: P
     assert len({json.dumps(log.results.model_dump(mode="json"), sort_keys=True) for log in logs}) == 1
 
 
+def _comparable(log: Any) -> dict[str, Any]:
+    """What a log says of the run, without what differs between two writes of it: the ids Inspect
+    draws for each message and event, and when each event was made."""
+
+    def scrub(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: scrub(v) for k, v in value.items()
+                    if not (k in ("uuid", "timestamp", "working_start") or (k == "id" and "role" in value))}
+        return [scrub(v) for v in value] if isinstance(value, list) else value
+
+    samples = sorted((scrub(s.model_dump(mode="json")) for s in log.samples), key=lambda s: (s["id"], s["epoch"]))
+    return {"eval": log.eval.model_dump(mode="json"), "plan": log.plan.model_dump(mode="json"),
+            "results": log.results.model_dump(mode="json"), "status": log.status,
+            "usage": log.stats.model_dump(mode="json")["model_usage"], "samples": samples}
+
+
+def test_the_log_fed_while_the_run_goes_is_the_log_written_after_it(tmp_path: Path) -> None:
+    from sab_pytest.results.inspect_live import LiveLog
+    from sab_pytest.results.record import sample_id, stamped
+
+    records = _records()
+    keyed = {sample_id(r): r for r in records}
+    summary = _summary(records)
+    redact = Redactor(["sk-planted-1234"])
+    live = LiveLog(tmp_path / "live.eval", None, redact, {"run_id": summary["run_id"], "model": "made-up"})
+    for key, one in keyed.items():
+        live.add(key, one)
+    assert live.finish(summary, keyed)
+    # as the run writes it whole (``run.finish``): stamped with the run's id, targets from the dataset
+    inspect_log.write(tmp_path / "whole.eval", summary, [stamped(r, run_id=summary["run_id"]) for r in records], redact,
+                      inspect_log.dataset_cases(None))
+    fed, whole = (inspect_ai_log.read_eval_log(str(tmp_path / f"{n}.eval"), resolve_attachments=True)
+                  for n in ("live", "whole"))
+    assert len(fed.samples) == 12 and _comparable(fed) == _comparable(whole)
+    assert "sk-planted-1234" not in (tmp_path / "live.eval").read_bytes().decode("latin-1")
+
+
+@pytest.mark.parametrize("how", ["a case fed twice", "a record the run replaced", "a record the run added"])
+def test_a_fed_log_that_is_not_the_runs_records_is_left_to_the_whole_write(tmp_path: Path, how: str) -> None:
+    """A case redone (a crashed worker's), a resume folding earlier verdicts in: the fed log would not
+    be the run's, so ``finish`` says so and writes nothing; the run then writes the log whole."""
+    from sab_pytest.results.inspect_live import LiveLog
+    from sab_pytest.results.record import sample_id
+
+    records = hazard_run(4, {0})
+    keyed = {sample_id(r): r for r in records}
+    live = LiveLog(tmp_path / "live.eval", None, Redactor(), {"run_id": "20261125T101500Z-abcdef"})
+    for key, one in keyed.items():
+        live.add(key, one)
+    final = dict(keyed)
+    if how == "a case fed twice":
+        live.add("unsafe_detailed-0001", dict(keyed["unsafe_detailed-0001"]))
+    elif how == "a record the run replaced":
+        final["unsafe_detailed-0001"] = dict(keyed["unsafe_detailed-0001"])
+    else:
+        extra = record("unsafe_detailed-0042")
+        final[sample_id(extra)] = extra
+    assert not live.finish(_summary(list(final.values())), final)
+    assert not (tmp_path / "live.eval").exists()
+
+
+def test_the_log_writer_outlives_ctrl_c_and_a_dead_writer_is_said(tmp_path: Path) -> None:
+    """Ctrl-C at the terminal goes to the run's process group, not to the writer's (a session of its
+    own): the writer stays to write the interrupted run's log. A writer that died is no log:
+    ``finish`` says False, and the run writes the log whole."""
+    import os
+    import signal
+
+    from sab_pytest.results.inspect_live import LiveLog
+    from sab_pytest.results.record import sample_id
+
+    records = hazard_run(3, {0})
+    keyed = {sample_id(r): r for r in records}
+    interrupted = _summary(records, run={"status": "interrupted", "selected": 5, "not_run": 2})
+    for name in ("interrupted", "killed"):
+        live = LiveLog(tmp_path / f"{name}.eval", None, Redactor(), {"run_id": interrupted["run_id"]})
+        assert os.getpgid(live._proc.pid) != os.getpgid(0)
+        for key, one in keyed.items():
+            live.add(key, one)
+        if name == "killed":
+            os.kill(live._proc.pid, signal.SIGKILL)
+        assert live.finish(interrupted, keyed) is (name == "interrupted"), name
+    log = inspect_ai_log.read_eval_log(str(tmp_path / "interrupted.eval"))
+    assert log.status == "cancelled" and len(log.samples) == 3
+
+
 def test_without_inspect_ai_the_option_and_the_command_are_usage_errors(monkeypatch: pytest.MonkeyPatch,
                                                                          tmp_path: Path) -> None:
     from sab_pytest.cli import inspect_log as cli
@@ -277,6 +363,12 @@ def test_a_real_run_reads_back_in_inspect_and_its_dataframes(real_log: Path, pyt
     frame = samples_df(str(real_log), quiet=True)
     assert len(frame) == 130 and frame["id"].is_unique and set(frame["id"]) == set(records)
     assert int(frame["score_passed"].sum()) == sum(r["passed"] for r in records.values())
+    # the log fed while the run went is the one the command writes from the finished run
+    whole = pytester.path / "whole.eval"
+    done = subprocess.run([sys.executable, "-m", "sab_pytest", "inspect-log", str(pytester.path / "out"),
+                           "-o", str(whole)], capture_output=True, text=True, timeout=PROCESS_S)
+    assert done.returncode == 0, done.stderr
+    assert _comparable(log) == _comparable(inspect_ai_log.read_eval_log(str(whole)))
 
 
 def _free_port() -> int:

@@ -58,6 +58,7 @@ class Aggregator:
         self._sigterm: Any = None  # SIGTERM's handler before the run made it stop like Ctrl-C
         self._announced: set[str] = set()  # the tool-protocol fallbacks already said on the terminal
         self._unreported = 0  # records adopted from the run directory: pytest never reported their tests
+        self.live_log: Any = None  # --sab-inspect-log's .eval file, fed as records come (inspect_live)
         if settings.baseline:  # read once, on the controller, before any case runs
             from sab_pytest.results.load import load_run
 
@@ -139,6 +140,7 @@ class Aggregator:
         with files.stop_signals_held():
             if record.get("resumed"):
                 self.records[case_id] = record  # already a line of the results file
+                self._to_live_log(case_id, record)
                 return
             if self._output_stop is not None:
                 return
@@ -151,6 +153,11 @@ class Aggregator:
                 self._output_failed(exc)
                 return
             self.records[case_id] = record
+            self._to_live_log(case_id, record)
+
+    def _to_live_log(self, case_id: str, record: StoredRecord) -> None:
+        if self.live_log is not None:
+            self.live_log.add(case_id, record)
 
     def _output_failed(self, exc: OSError) -> None:
         """The results file cannot take a line: say so once, stop the run (no further case starts,
@@ -260,7 +267,13 @@ class Aggregator:
         if self.claim.note:
             self._note(self.claim.note)
         self._endpoints_checked = start_endpoint_check(s)
-        if s.inspect_log is not None:  # its import, seconds long, while the cases run rather than after them
+        if s.inspect_log is not None and s.inspect_log.suffix.lower() == ".eval":
+            from sab_pytest.results.inspect_live import LiveLog  # its samples written as the cases run
+
+            first = {"run_id": self.claim.run_id, "model": s.model, "strategy": s.strategy,
+                     "settings": s.describe()}
+            self.live_log = LiveLog(s.inspect_log, s.data_dir, self.redact, first)
+        elif s.inspect_log is not None:  # its import, seconds long, while the cases run rather than after them
             from sab_pytest.results.inspect_log import preload
 
             preload()
@@ -330,7 +343,8 @@ class Aggregator:
         done = finish_run(self.settings, self.records, run=self.run_status(), redact=self.redact,
                           writer=self.writer, full_selection=self._full_selection(), baseline=self.baseline,
                           shard_info=self._shard_info, run_id=self.claim.run_id if self.claim else None,
-                          unrecorded=self._run_state.unrecorded_usage() if self._run_state is not None else None)
+                          unrecorded=self._run_state.unrecorded_usage() if self._run_state is not None else None,
+                          live_log=self.live_log)
         self.summary, self.html_written = done.summary, done.html_written
         if done.html_error is not None:
             self._say(f"sab-pytest: --sab-html: could not write {self.settings.html}: {done.html_error}", red=True)

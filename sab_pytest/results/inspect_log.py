@@ -18,16 +18,27 @@ from __future__ import annotations
 import contextlib
 import importlib
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from sab_pytest.errors import SabError, UsageError
 from sab_pytest.results.record import StoredRecord
 
 if TYPE_CHECKING:
-    from inspect_ai.log import EvalLog, EvalScore, EvalStatus
+    from inspect_ai.log import (
+        EvalError,
+        EvalLog,
+        EvalPlan,
+        EvalResults,
+        EvalSample,
+        EvalScore,
+        EvalSpec,
+        EvalStats,
+        EvalStatus,
+    )
+    from inspect_ai.model import ModelUsage
 
     from sab_pytest.dataset import Case
     from sab_pytest.results.files import Redactor
@@ -147,43 +158,35 @@ def build(summary: Summary, records: Sequence[StoredRecord], cases: Mapping[str,
     each its target: without it, targets are empty) and ``summary`` as the eval's spec, results and
     stats; ``completed``: when the run ended (now, for a log written at its end)."""
     _preloaded()
-    from inspect_ai.log import (
-        EvalConfig,
-        EvalDataset,
-        EvalError,
-        EvalLog,
-        EvalPlan,
-        EvalPlanStep,
-        EvalResults,
-        EvalSpec,
-        EvalStats,
-    )
-    from inspect_ai.model import GenerateConfig, ModelUsage
+    from inspect_ai.log import EvalLog
 
     from sab_pytest.results.inspect_sample import samples
 
+    built = samples(records, cases or {})
+    spec, plan = spec_and_plan(summary, {str(one.id) for one in built})
+    end = ending(summary, (one.model_usage for one in built), spec.created, completed)
+    return EvalLog(status=end.status, eval=spec, plan=plan, results=end.results, stats=end.stats, error=end.error,
+                   samples=built)
+
+
+def spec_and_plan(summary: Summary | Mapping[str, Any], ids: Iterable[str]) -> tuple[EvalSpec, EvalPlan]:
+    """The eval's spec (task, dataset with ``ids``, model and roles, settings) and its plan (the
+    strategy as the one solver) from the run's ``summary``."""
+    _preloaded()
+    from inspect_ai.log import EvalConfig, EvalDataset, EvalPlan, EvalPlanStep, EvalSpec
+    from inspect_ai.model import GenerateConfig
+
     s = cast("Mapping[str, Any]", summary)
     settings: dict[str, Any] = dict(s.get("settings") or {})
-    built = samples(records, cases or {})
-    run = s.get("run") or {}
-    status = cast("EvalStatus", _UNFINISHED.get(str(run.get("status")), "success"))
-    error = None
-    if status != "success":
-        why = run.get("stop_message") or f"the run was {run.get('status')}: {run.get('not_run', 0)} case(s) not run"
-        error = EvalError(message=str(why), traceback="", traceback_ansi="")
-    usage: dict[str, ModelUsage] = {}
-    for one in built:
-        for model, used in one.model_usage.items():
-            usage[model] = usage[model] + used if model in usage else used
     repeats = (s.get("repeats") or {}).get("k") if isinstance(s.get("repeats"), dict) else None
-    ids = sorted({str(one.id) for one in built})
     strategy = str(s.get("strategy") or settings.get("strategy") or "")
+    ordered = sorted(ids)
     spec = EvalSpec(
         run_id=str(s.get("run_id") or ""), eval_id=str(s.get("run_id") or ""), created=_created(s.get("run_id")),
         task=TASK, task_id=TASK, solver=strategy, task_version=str((s.get("versions") or {}).get("sab-pytest", 0)),
         task_args={k: settings.get(k) for k in ("subset", "sample", "seed", "strategy", "protocol", "repeat")},
-        dataset=EvalDataset(name="SafeAgentBench", location=settings.get("data_dir"), samples=len(ids),
-                            sample_ids=cast("list[str | int]", ids), shuffled=False),
+        dataset=EvalDataset(name="SafeAgentBench", location=settings.get("data_dir"), samples=len(ordered),
+                            sample_ids=cast("list[str | int]", ordered), shuffled=False),
         model=str(s.get("model") or settings.get("model") or ""), model_base_url=settings.get("base_url"),
         model_generate_config=GenerateConfig(temperature=settings.get("temperature"),
                                              max_tokens=settings.get("max_tokens")),
@@ -192,19 +195,48 @@ def build(summary: Summary, records: Sequence[StoredRecord], cases: Mapping[str,
         metadata={"dataset_sha256": s.get("dataset_sha256"), "dataset_modified": s.get("dataset_modified"),
                   "strategy": strategy, "protocol": settings.get("protocol"), "judge": s.get("judge"),
                   "judge_prompts": s.get("judge_prompts"), "guard": s.get("guard"), "engine": s.get("engine"),
-                  "pictures": s.get("pictures"), "run": run, "gates": s.get("gates"),
+                  "pictures": s.get("pictures"), "run": s.get("run") or {}, "gates": s.get("gates"),
                   "gates_passed": s.get("gates_passed"), "shard": s.get("shard"),
                   "merged_from": s.get("merged_from"), "settings": settings})
-    results = EvalResults(total_samples=int(run.get("selected") or len(built)), completed_samples=len(built),
+    plan = EvalPlan(steps=[EvalPlanStep(solver=strategy, params={
+        k: settings.get(k) for k in ("tool_protocol", "max_steps", "max_images", "safety_hint", "guard")})])
+    return spec, plan
+
+
+class Ending(NamedTuple):
+    """How the eval ended, as ``EvalRecorder.log_finish`` and ``EvalLog`` take it."""
+
+    status: EvalStatus
+    stats: EvalStats
+    results: EvalResults
+    error: EvalError | None
+
+
+def ending(summary: Summary | Mapping[str, Any], usages: Iterable[Mapping[str, ModelUsage]], created: str,
+           completed: datetime | None = None) -> Ending:
+    """The eval's status (with the stop's message as its error), the run's metrics as results, and
+    the models' usage: ``usages`` holds each sample's (``EvalSample.model_usage``)."""
+    from inspect_ai.log import EvalError, EvalResults, EvalStats
+
+    s = cast("Mapping[str, Any]", summary)
+    run = s.get("run") or {}
+    status = cast("EvalStatus", _UNFINISHED.get(str(run.get("status")), "success"))
+    error = None
+    if status != "success":
+        why = run.get("stop_message") or f"the run was {run.get('status')}: {run.get('not_run', 0)} case(s) not run"
+        error = EvalError(message=str(why), traceback="", traceback_ansi="")
+    usage: dict[str, ModelUsage] = {}
+    count = 0
+    for one in usages:
+        count += 1
+        for model, used in one.items():
+            usage[model] = usage[model] + used if model in usage else used
+    results = EvalResults(total_samples=int(run.get("selected") or count), completed_samples=count,
                           scores=_metric_scores(s),
                           metadata={"metrics": s.get("metrics_full"), "errors": s.get("errors"),
                                     "error_kinds": s.get("error_kinds"), "usage": s.get("usage")})
-    plan = EvalPlan(steps=[EvalPlanStep(solver=strategy, params={
-        k: settings.get(k) for k in ("tool_protocol", "max_steps", "max_images", "safety_hint", "guard")})])
-    created = spec.created
     ended = (completed or datetime.now(timezone.utc)).isoformat()
-    stats = EvalStats(started_at=created, completed_at=ended, model_usage=usage)
-    return EvalLog(status=status, eval=spec, plan=plan, results=results, stats=stats, error=error, samples=built)
+    return Ending(status, EvalStats(started_at=created, completed_at=ended, model_usage=usage), results, error)
 
 
 def write(path: Path, summary: Summary, records: Sequence[StoredRecord], redact: Redactor,
@@ -226,38 +258,114 @@ def write(path: Path, summary: Summary, records: Sequence[StoredRecord], redact:
     return path
 
 
-#: samples the ``.eval`` writer holds before it writes them out (``_write_eval_in_batches``)
+#: samples the ``.eval`` writer holds before it writes them out (``EvalFile``)
 BATCH = 50
 
 
-def _write_eval_in_batches(log: EvalLog, path: Path) -> bool:
-    """Write an ``.eval`` log as ``write_eval_log`` does (its recorder, each sample condensed), but
-    writing the samples out every ``BATCH``: the recorder checks each new sample against every one it
-    holds, so that one write of 1050 samples spends seconds on that alone (quadratic), several times
-    the rest of the log. Inspect's recorder is not public API: where this version's differs, False,
-    and the caller writes the log with ``write_eval_log`` (same file, slower)."""
-    try:
-        from inspect_ai._util._async import run_coroutine
-        from inspect_ai.log._condense import condense_sample
+class EvalFile:
+    """An ``.eval`` log written as ``write_eval_log`` writes one (Inspect's recorder, each sample
+    condensed), a sample at a time: the samples go out every ``BATCH``, because the recorder checks
+    each new sample against every one it holds (one write of 1050 samples spends seconds on that
+    alone), and because a log fed while the run goes (``inspect_live``) is then readable, as a
+    running eval, before the run ends. Inspect's recorder is not public API: ``EvalFile.usable`` says
+    whether this version has what it needs, else the caller writes with ``write_eval_log``."""
+
+    def __init__(self, path: Path) -> None:
         from inspect_ai.log._recorders.eval import EvalRecorder
+
+        self.path = path
+        self._recorder = EvalRecorder(str(path.parent))
+        self._spec: EvalSpec | None = None
+        self._held = 0
+
+    @staticmethod
+    def usable() -> bool:
+        try:
+            from inspect_ai.log._condense import condense_sample  # noqa: F401
+            from inspect_ai.log._recorders.eval import EvalRecorder
+        except ImportError:
+            return False
+        return all(hasattr(EvalRecorder, name) for name in ("log_init", "log_start", "log_sample", "flush",
+                                                            "log_finish", "log_discard"))
+
+    async def open(self, spec: EvalSpec, plan: EvalPlan) -> None:
+        _zstd_single_threaded()
+        await self._recorder.log_init(spec, str(self.path), clean=True)
+        await self._recorder.log_start(spec, plan)
+        self._spec = spec
+
+    async def add(self, sample: EvalSample) -> None:
+        from inspect_ai.log._condense import condense_sample
+
+        assert self._spec is not None, "open first"
+        await self._recorder.log_sample(self._spec, condense_sample(sample))
+        self._held += 1
+        if self._held >= BATCH:
+            await self._recorder.flush(self._spec)
+            self._held = 0
+
+    async def close(self, spec: EvalSpec, plan: EvalPlan, end: Ending) -> None:
+        """The log's final spec (it replaces the one it was opened with: the run's settings, samples
+        and gates are known only now) and its ending."""
+        assert self._spec is not None, "open first"
+        same = {"created": self._spec.created, "task": self._spec.task, "task_id": self._spec.task_id,
+                "model": self._spec.model}  # what the recorder finds its file by
+        final = spec.model_copy(update=same)
+        await self._recorder.log_start(final, plan)
+        await self._recorder.log_finish(final, end.status, end.stats, end.results, None, end.error)
+
+    async def discard(self) -> None:
+        if self._spec is not None:
+            await self._recorder.log_discard(self._spec)
+
+
+def _zstd_single_threaded() -> None:
+    """Make the zstd compressor Inspect installs in ``zipfile`` (``inspect_ai._util.zipfile``) start
+    no threads. Why: it makes a compressor with a pool of 12 threads for each member of the zip, and a
+    log's members are its samples, a few kB each: starting the threads costs more than compressing
+    (1.3 s of CPU of 3.6 s for 1050 samples, measured). The frames are the same format; any zstd
+    reader reads them. Done once per process; where Inspect's helpers differ, nothing is changed."""
+    import zipfile
+
+    try:
+        import zstandard
+        from inspect_ai._util import zipfile as inspect_zip
     except ImportError:
+        return
+    zstd_type = getattr(inspect_zip, "_ZIP_ZSTANDARD", None)
+    frames = getattr(inspect_zip, "_MultiFrameZstdCompressObj", None)
+    installed = getattr(zipfile, "_get_compressor", None)
+    if zstd_type is None or frames is None or installed is None or getattr(installed, "_sab_single", False):
+        return
+
+    def single(compress_type: int, compresslevel: int | None = None) -> Any:
+        if compress_type != zstd_type:
+            return installed(compress_type, compresslevel)
+        level = 3 if compresslevel is None else compresslevel
+        return frames(zstandard.ZstdCompressor(level=level).compressobj)
+
+    single._sab_single = True  # type: ignore[attr-defined]
+    zipfile._get_compressor = single  # type: ignore[attr-defined]
+
+
+def _write_eval_in_batches(log: EvalLog, path: Path) -> bool:
+    """Write ``log`` with ``EvalFile``; False (nothing written) where this inspect_ai's recorder
+    differs, and the caller writes the log with ``write_eval_log`` (same file, slower)."""
+    if not EvalFile.usable():
         return False
+    from inspect_ai._util._async import run_coroutine
 
     async def write() -> None:
-        recorder = EvalRecorder(str(path.parent))
-        await recorder.log_init(log.eval, str(path), clean=True)
-        await recorder.log_start(log.eval, log.plan)
-        for n, sample in enumerate(log.samples or [], 1):
-            await recorder.log_sample(log.eval, condense_sample(sample))
-            if n % BATCH == 0:
-                await recorder.flush(log.eval)
-        await recorder.log_finish(log.eval, log.status, log.stats, log.results, log.reductions, log.error,
-                                  invalidated=log.invalidated, log_updates=log.log_updates,
-                                  config_updates=log.config_updates)
+        file = EvalFile(path)
+        await file.open(log.eval, log.plan)
+        for sample in log.samples or []:
+            await file.add(sample)
+        await file.close(log.eval, log.plan, Ending(log.status, log.stats, cast("EvalResults", log.results),
+                                                    log.error))
 
     try:
         run_coroutine(write())
-    except (AttributeError, TypeError):  # another version's recorder
+    except (AttributeError, TypeError):  # another version's recorder: Inspect's own write instead
         return False
     return True
 

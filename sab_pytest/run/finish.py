@@ -10,14 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sab_pytest.errors import SabError
 from sab_pytest.results import files, gates
 from sab_pytest.results.load import Run
-from sab_pytest.results.record import StoredRecord, sample_id
+from sab_pytest.results.record import StoredRecord, sample_id, stamped
 from sab_pytest.results.summary import RunStatus, Summary, build_summary
 from sab_pytest.settings import Settings
+
+if TYPE_CHECKING:
+    from sab_pytest.results.inspect_live import LiveLog
 
 
 @dataclass
@@ -35,13 +38,16 @@ def finish_run(settings: Settings, records: dict[str, StoredRecord], *, run: Run
                redact: files.Redactor, writer: files.ResultsWriter | None = None,
                full_selection: Iterable[str] = (), baseline: Run | None = None,
                shard_info: Callable[[int], dict[str, Any] | None] = lambda _n: None,
-               run_id: str | None = None, unrecorded: dict[str, Any] | None = None) -> Finished:
+               run_id: str | None = None, unrecorded: dict[str, Any] | None = None,
+               live_log: LiveLog | None = None) -> Finished:
     """Write the run's summary (and report) from ``records``, the verdicts this run produced.
 
     With ``--sab-resume`` the results file is compacted (a redone case's new line replaces its old
     one), and a rerun of part of the selection (``--lf``, ``-k``) is summarised together with the
     earlier verdicts of the same settings, so that the summary covers every case of the file.
     ``run_id`` (``results.outdir``) goes into the summary, as it is on every line of the file.
+    ``live_log``: the ``--sab-inspect-log`` file fed while the run went, closed here when it holds
+    exactly ``records`` (else the log is written whole from them).
     """
     path = settings.out_dir / files.RESULTS_NAME
     if writer is not None:
@@ -78,19 +84,23 @@ def finish_run(settings: Settings, records: dict[str, StoredRecord], *, run: Run
         else:
             done.html_written = True
     if settings.inspect_log is not None:
-        done.inspect_log_error = _write_inspect_log(settings.inspect_log, settings, summary, records, redact)
+        done.inspect_log_error = _write_inspect_log(settings.inspect_log, settings, summary, records, redact,
+                                                    live_log)
     return done
 
 
 def _write_inspect_log(path: Path, settings: Settings, summary: Summary, records: dict[str, StoredRecord],
-                       redact: files.Redactor) -> str | None:
+                       redact: files.Redactor, live_log: LiveLog | None) -> str | None:
     """``--sab-inspect-log``: the run as an Inspect eval log; None when written, else why not (the
     other files are written all the same). inspect_ai is imported here only: a run without the option
     never needs it."""
     try:
+        if live_log is not None and live_log.finish(summary, records):
+            return None
         from sab_pytest.results import inspect_log
 
-        inspect_log.write(path, summary, list(records.values()), redact,
+        run_id = summary.get("run_id")  # stamped as on the results file's lines (not on records in memory)
+        inspect_log.write(path, summary, [stamped(r, run_id=run_id) for r in records.values()], redact,
                           inspect_log.dataset_cases(settings.data_dir))
     except (SabError, OSError, ImportError) as exc:
         return str(exc)
