@@ -116,9 +116,9 @@ def run_setup(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Run
 
 @pytest.mark.slow
 def test_a_run_against_a_rate_limit_is_paced(run) -> None:
-    """Two workers, four calls each in flight, agent and judge on one endpoint limited to 120 a
+    """Two workers, four calls each in flight, agent and judge on one endpoint limited to 240 a
     minute with a burst of 2: the workers share one schedule, so 429s stay a small share."""
-    with fake_openai_server(rpm=120, burst=2) as server:
+    with fake_openai_server(rpm=240, burst=2) as server:
         run("-n", "2", "--sab-concurrency", "4", server=server)
         calls = case_calls(server.chat_requests)
         limit = server.rate_limit
