@@ -304,6 +304,35 @@ def test_a_run_that_ends_while_inspect_ai_is_still_being_imported_waits_for_it(s
     assert sorted(s.id for s in log.samples) == ["long_horizon-0000", "long_horizon-0001"]
 
 
+def _live_writers() -> list[int]:
+    """This process's children that are Inspect log writers (``inspect_live``), by /proc."""
+    import os
+
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            status = (entry / "status").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if f"\nPPid:\t{os.getpid()}\n" in status and b"inspect_live" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_run_stopped_before_its_first_case_leaves_no_log_and_no_writer(sab_run, pytester: pytest.Pytester,
+                                                                         real_scenes_dir: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-made-up")
+    run = sab_run(f"--thor-scenes={real_scenes_dir}", "-p", "no:cacheprovider", inprocess=True)
+    result = run("--model", "openai/x", f"--base-url=http://127.0.0.1:{_free_port()}/v1", "--sab-retries", "0",
+                 "--sab-protocol", "sab", "--sab-inspect-log=never.eval")  # nothing listens there
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "127.0.0.1" in result.stderr.str()  # the endpoint check
+    assert not read_records(run.out)
+    assert not list(pytester.path.rglob("*.eval"))
+    assert _live_writers() == []  # this process goes on (an IDE, a notebook): its writer has ended
+
+
 def test_option_and_command_on_merged_shards(sab_run, pytester: pytest.Pytester, real_scenes_dir: Path) -> None:
     run = sab_run(f"--thor-scenes={real_scenes_dir}", "-p", "no:cacheprovider", inprocess=True)
     whole = run(f"--sab-inspect-log={pytester.path / 'whole.eval'}", out="whole")

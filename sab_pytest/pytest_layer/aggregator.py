@@ -319,6 +319,8 @@ class Aggregator:
                 self._say(f"sab-pytest: could not write the summary and reports: {what}", red=True)
         if self._output_stop is not None and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = pytest.ExitCode.INTERRUPTED  # not every case has its line: never a pass
+        if self.live_log is not None:  # no summary closed it (no case ran, or the files could not be written)
+            self.live_log.drop()
         return (yield)
 
     def _adopt_kept(self) -> None:

@@ -63,6 +63,7 @@ class LiveLog:
         self._again = False  # a key fed twice: the writer would list both, the log is written whole
         self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._broken = False  # the writer stopped reading (it failed): finish says False
+        self._ended = False  # the last message was sent (finish, drop)
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "sab_pytest.results.inspect_live", str(path), str(data_dir or "")],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
@@ -87,7 +88,19 @@ class LiveLog:
         matches = (not self._again and len(records) == len(self._fed)
                    and all(self._fed.get(key) is record for key, record in records.items()))
         last = {"end": self._redact(dict(summary)), "completed": completed.isoformat() if completed else None}
-        self._lines.put(json.dumps(last if matches else {"drop": True}, default=str) + "\n")
+        return self._last(last if matches else {"drop": True}) and matches
+
+    def drop(self) -> None:
+        """The run ends without a summary (a usage error before its first case, a failure writing
+        its files): the writer removes its file and ends. Nothing after ``finish``."""
+        self._last({"drop": True})
+
+    def _last(self, message: dict[str, Any]) -> bool:
+        """Send the last message and wait for the writer to end: True when it closed the log."""
+        if self._ended:
+            return False
+        self._ended = True
+        self._lines.put(json.dumps(message, default=str) + "\n")
         self._lines.put(None)
         self._sender.join()
         try:
@@ -96,7 +109,7 @@ class LiveLog:
             self._proc.kill()
             self._proc.wait()
             return False
-        return matches and not self._broken and self._proc.returncode == 0
+        return not self._broken and self._proc.returncode == 0
 
     def _send(self) -> None:
         stdin = self._proc.stdin
