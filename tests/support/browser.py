@@ -55,7 +55,11 @@ async def _wait_and_shoot(socket_url: str, until: str, shot: Path) -> str:
             counter += 1
             await ws.send_json({"id": counter, "method": method, "params": params})
             while True:
-                message = await ws.receive_json(timeout=PROCESS_S)
+                # not receive_json: some aiohttp builds refuse a text frame their C reader typed as a
+                # plain 1 ("Received message 1 ... is not WSMsgType.TEXT"); the payload is the same
+                frame = await ws.receive(timeout=PROCESS_S)
+                assert isinstance(frame.data, (str, bytes)), f"the DevTools socket ended: {frame}"
+                message = json.loads(frame.data)
                 if message.get("id") == counter:
                     return dict(message.get("result") or {})
 
