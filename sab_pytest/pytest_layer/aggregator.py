@@ -3,6 +3,7 @@ case; at the end the summary, reports, JUnit properties, gates and exit status."
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -21,6 +22,7 @@ from sab_pytest.run.selection import select_cases
 from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
+    from sab_pytest.results.inspect_live import LiveLog
     from sab_pytest.results.summary import RunStatus, Summary
 
 
@@ -58,7 +60,7 @@ class Aggregator:
         self._sigterm: Any = None  # SIGTERM's handler before the run made it stop like Ctrl-C
         self._announced: set[str] = set()  # the tool-protocol fallbacks already said on the terminal
         self._unreported = 0  # records adopted from the run directory: pytest never reported their tests
-        self.live_log: Any = None  # --sab-inspect-log's .eval file, fed as records come (inspect_live)
+        self.live_log: LiveLog | None = None  # --sab-inspect-log's .eval file, fed as records come
         if settings.baseline:  # read once, on the controller, before any case runs
             from sab_pytest.results.load import load_run
 
@@ -272,8 +274,9 @@ class Aggregator:
 
             first = {"run_id": self.claim.run_id, "model": s.model, "strategy": s.strategy,
                      "settings": s.describe()}
-            self.live_log = LiveLog(s.inspect_log, s.data_dir, self.redact, first)
-        elif s.inspect_log is not None:  # its import, seconds long, while the cases run rather than after them
+            with contextlib.suppress(OSError):  # no writer process: the log is written whole at the end
+                self.live_log = LiveLog(s.inspect_log, s.data_dir, self.redact, first)
+        if s.inspect_log is not None and self.live_log is None:  # the import, seconds long, while the cases run
             from sab_pytest.results.inspect_log import preload
 
             preload()

@@ -65,7 +65,7 @@ class LiveLog:
         self._broken = False  # the writer stopped reading (it failed): finish says False
         self._ended = False  # the last message was sent (finish, drop)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "sab_pytest.results.inspect_live", str(path), str(data_dir or "")],
+            [sys.executable, "-m", "sab_pytest.results.inspect_live", str(path.absolute()), str(data_dir or "")],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
             encoding="utf-8", start_new_session=True)  # Ctrl-C at the terminal is the run's, not the writer's:
         # the interrupted run sends its summary, which the writer must still be here to write
