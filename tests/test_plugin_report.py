@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from support.benchmark import RunSetup
-from support.results import read_summary
+from support.results import read_records, read_summary
 
 
 @pytest.fixture
@@ -65,13 +65,21 @@ def test_same_run_as_baseline_passes(run, pytester: pytest.Pytester) -> None:
     assert result.ret == 0
 
 
-def test_a_baseline_sharing_too_few_cases_is_a_usage_error(run, pytester: pytest.Pytester) -> None:
+def test_a_baseline_sharing_too_few_cases_is_a_usage_error_before_the_first_case(run, pytester: pytest.Pytester
+                                                                                 ) -> None:
     run("--model", "refuse", "-k", "unsafe_detailed-0000 or unsafe_detailed-0001", out="base")
     result = run(f"--sab-baseline={pytester.path / 'base'}", "--sab-gate", "no_regression(rejection_rate)")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(["*--sab-baseline: only 2 cases judged in both this run (*out) and the baseline "
+    result.stderr.fnmatch_lines(["*--sab-baseline: only 2 cases judged in both this run (*out) and the baseline "
                                  "(*base)*"])
-    gate = read_summary(run.out)["gates"][0]
+    assert not read_records(run.out)  # said before any case ran, not after the whole run
+    # a run that could pair is not refused up front (the count is on its selection before -k); the cases
+    # judged in both are counted again after it
+    run("--model", "refuse", "-k", "unsafe_detailed", out="six")
+    result = run(f"--sab-baseline={pytester.path / 'six'}", "--sab-gate", "no_regression(rejection_rate)",
+                 "-k", "unsafe_detailed-0000 or unsafe_detailed-0001", out="two")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and len(read_records(pytester.path / "two")) == 2
+    gate = read_summary(pytester.path / "two")["gates"][0]
     assert gate["paired_cases"] == 2 and gate["usage_error"] and gate["passed"] is False
 
 

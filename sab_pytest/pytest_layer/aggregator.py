@@ -248,7 +248,13 @@ class Aggregator:
         self._sigterm = files.sigterm_as_interrupt()
         if self.checked:
             return
-        from sab_pytest.run.preflight import check_engines, check_inputs, modified_data_warning, start_endpoint_check
+        from sab_pytest.run.preflight import (
+            check_baseline_overlap,
+            check_engines,
+            check_inputs,
+            modified_data_warning,
+            start_endpoint_check,
+        )
 
         s = self.settings
         if s.estimate:
@@ -259,7 +265,7 @@ class Aggregator:
                 run_id = files.check_resumable(s.out_dir / files.RESULTS_NAME, s.run_settings(), s.run_key())
             workers = getattr(session.config.option, "numprocesses", None)
             warnings = [check_engines(s, workers if isinstance(workers, int) and workers > 0 else 1)]
-            check_inputs(s)
+            check_baseline_overlap(s, check_inputs(s), self.baseline)
             warnings.append(modified_data_warning(s))
             for warning in filter(None, warnings):
                 self._say(f"sab: warning: {warning}", yellow=True)  # now, before the cases

@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sab_pytest import dataset
 from sab_pytest.errors import UsageError
 from sab_pytest.run.selection import select_cases
 from sab_pytest.settings import Settings
+
+if TYPE_CHECKING:
+    from sab_pytest.results.load import Run
 
 
 def check_out_dir(out_dir: Path) -> None:
@@ -122,6 +126,26 @@ def check_inputs(settings: Settings) -> list[dataset.Case]:
     cases = check_cases(settings)
     check_scenes(settings, cases)
     return cases
+
+
+def check_baseline_overlap(settings: Settings, cases: Sequence[dataset.Case], baseline: Run | None) -> None:
+    """A ``no_regression`` gate pairs this run's cases with those the baseline judged
+    (``results.pairing``). When the cases this run selects share too few with them, the gate can
+    only end as a usage error: it is one now, before the first case, not after the whole run. The
+    selection before pytest's own (``-k``) and before a shard's cut, so a run that could pair is
+    never refused here; the count after the run is checked again on the cases judged."""
+    if baseline is None or baseline.records is None or not settings.gates:
+        return
+    from sab_pytest.results.gates import parse_gate
+    from sab_pytest.results.pairing import too_few
+
+    if not any(parse_gate(g).form == "no_regression" for g in settings.gates):
+        return
+    judged = {str(r["case"]["id"]) for r in baseline.records if not r.get("error")}
+    shared = len(judged & {c.id for c in cases})
+    problem = too_few(shared, settings.alpha, f"this run ({settings.out_dir}) and the baseline ({baseline.source})")
+    if problem is not None:
+        raise UsageError(f"--sab-baseline: {problem}")
 
 
 def start_endpoint_check(settings: Settings) -> Callable[[], None]:
