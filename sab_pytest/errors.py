@@ -20,6 +20,11 @@ class UsageError(SabError):
     """The user's input (option, ini value, dataset file) is wrong; the message says where."""
 
 
+#: the exit status of a usage error, pytest's (``pytest.ExitCode.USAGE_ERROR``), for commands that
+#: stand for a run (``merge``) outside pytest
+USAGE_EXIT = 4
+
+
 class DatasetError(UsageError):
     """A dataset file is missing, corrupt or malformed; the message names file, line and field."""
 

@@ -167,3 +167,6 @@ def test_merged_status_is_complete_only_if_every_shard_was(tmp_path: Path) -> No
     summary = {"run": {"status": "interrupted"}, "missing_results": 0, "gates": [{"passed": True}],
                "gates_passed": True, "errors": 0, "metrics": {"pass_rate": {"k": 3, "n": 3}}}
     assert exit_status(summary) == 1 and exit_status({**summary, "run": {"status": "complete"}}) == 0
+    undecided = {**summary, "gates": [{"passed": False, "usage_error": "only 2 cases judged in both ..."}],
+                 "gates_passed": False}
+    assert exit_status(undecided) == pytest.ExitCode.USAGE_ERROR  # as the single run would exit

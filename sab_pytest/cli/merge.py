@@ -2,12 +2,14 @@
 
 Exit status as the single run would have had it: with gates, 0 only if every gate holds and no case
 errored; without, 0 only if every case passed; 1 otherwise or when a shard's results are missing;
-2 when the shards cannot be merged (every reason is printed).
+2 when the shards cannot be merged (every reason is printed); 4, pytest's usage error, when a gate
+cannot be decided (a baseline sharing too few cases with the merged run).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from sab_pytest.cli import fail, os_problem
@@ -42,4 +44,7 @@ def main(argv: list[str]) -> int:
         print(f"incomplete: a shard's run is {status}")
     print(f"merged {len(inputs)} shards, {summary['cases']} cases -> {out / RESULTS_NAME}, "
           f"{out / SUMMARY_NAME}")
+    for gate in summary.get("gates") or []:
+        if gate.get("usage_error"):
+            print(f"python -m sab_pytest merge: --sab-baseline: {gate['usage_error']}", file=sys.stderr)
     return exit_status(summary)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sab_pytest.errors import UsageError
+from sab_pytest.errors import USAGE_EXIT, UsageError
 from sab_pytest.fetch import atomic_write_bytes
 from sab_pytest.results import files, outdir
 from sab_pytest.results.record import StoredRecord, sample_id, stamped
@@ -189,7 +189,10 @@ def merge(runs: list[RunDir], out_dir: Path) -> MergedSummary:
 
 def exit_status(summary: MergedSummary) -> int:
     """The single run's exit status: with gates, 0 only if every gate holds and nothing errored;
-    without, 0 only if every case passed. An incomplete merge (a shard interrupted) is never 0."""
+    without, 0 only if every case passed. An incomplete merge (a shard interrupted) is never 0; a
+    gate that cannot be decided (``usage_error``) is pytest's usage error, 4, as in the single run."""
+    if any(g.get("usage_error") for g in summary.get("gates") or []):
+        return USAGE_EXIT
     if summary.get("missing_results") or (summary.get("run") or {}).get("status", "complete") != "complete":
         return 1
     if summary.get("gates"):
