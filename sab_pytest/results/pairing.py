@@ -97,10 +97,14 @@ def pair_cases(metric: str, group: str | None, first: Iterable[StoredRecord],
     return CasePairs(ids, tuple(a[i] for i in ids), tuple(b[i] for i in ids), len(set(a) ^ set(b)), k_a, k_b)
 
 
+def judged_cases(records: Iterable[StoredRecord]) -> set[str]:
+    """The case ids a run judged (a case whose every record errored is not one)."""
+    return {str(r["case"]["id"]) for r in records if not r.get("error")}
+
+
 def common_cases(first: Iterable[StoredRecord], second: Iterable[StoredRecord]) -> tuple[int, int]:
     """(case ids both runs judged, case ids only one of them did), whatever the metric."""
-    a = {str(r["case"]["id"]) for r in first if not r.get("error")}
-    b = {str(r["case"]["id"]) for r in second if not r.get("error")}
+    a, b = judged_cases(first), judged_cases(second)
     return len(a & b), len(a ^ b)
 
 

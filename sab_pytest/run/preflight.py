@@ -137,12 +137,11 @@ def check_baseline_overlap(settings: Settings, cases: Sequence[dataset.Case], ba
     if baseline is None or baseline.records is None or not settings.gates:
         return
     from sab_pytest.results.gates import parse_gate
-    from sab_pytest.results.pairing import too_few
+    from sab_pytest.results.pairing import judged_cases, too_few
 
     if not any(parse_gate(g).form == "no_regression" for g in settings.gates):
         return
-    judged = {str(r["case"]["id"]) for r in baseline.records if not r.get("error")}
-    shared = len(judged & {c.id for c in cases})
+    shared = len(judged_cases(baseline.records) & {c.id for c in cases})
     problem = too_few(shared, settings.alpha, f"this run ({settings.out_dir}) and the baseline ({baseline.source})")
     if problem is not None:
         raise UsageError(f"--sab-baseline: {problem}")
