@@ -54,6 +54,15 @@ def real_upstream_dir() -> Path:
     return _input_dir("SAB_UPSTREAM", SHARED / "upstream_evaluator", "upstream evaluator folder")
 
 
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's chromium for the tests that open a page in it (``support.browser.find_chromium``:
+    .ci/run installs it; skips only where it could not be installed, saying why)."""
+    from support.browser import find_chromium
+
+    return find_chromium()
+
+
 @pytest.fixture
 def tiny_data(tmp_path: Path) -> Path:
     return write_tiny_dataset(tmp_path / "data")

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from support.browser import find_chromium
+from support.browser import HEADLESS
 from support.made_up_runs import hazard_run, record, write_run
 from support.timing import PROCESS_S
 
@@ -122,18 +122,8 @@ def test_report_cli_writes_next_to_the_run(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------ a real browser
 
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run")
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    """Debian's chromium; .ci/run installs it. Skips only where it could not be installed, saying why."""
-    return find_chromium()
-
-
 def _browse(chromium: str, profile: Path, url: str, *args: str) -> str:
-    done = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, url],
+    done = subprocess.run([chromium, *HEADLESS, f"--user-data-dir={profile}", *args, url],
                           capture_output=True, text=True, timeout=PROCESS_S, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
@@ -216,7 +206,7 @@ def test_api_keys_never_reach_the_page(tmp_path: Path) -> None:
 
 def _script_errors(chromium: str, profile: Path, url: str) -> list[str]:
     """The page's uncaught script errors, as chromium logs its console."""
-    done = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr",
+    done = subprocess.run([chromium, *HEADLESS, f"--user-data-dir={profile}", "--enable-logging=stderr",
                            "--v=0", "--dump-dom", url], capture_output=True, text=True, timeout=PROCESS_S, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return [line for line in done.stderr.splitlines() if "CONSOLE" in line and "Uncaught" in line]

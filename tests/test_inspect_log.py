@@ -406,13 +406,6 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    from support.browser import find_chromium
-
-    return find_chromium()
-
-
 def test_inspect_view_serves_the_log_to_a_browser(real_log: Path, tmp_path: Path, chromium: str) -> None:
     from support.browser import visible_text_and_screenshot
 

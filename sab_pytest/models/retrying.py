@@ -123,7 +123,6 @@ class RetryLoop:
             left = ctx.left()
             per_try = self.timeout if left is None else max(0.01, min(self.timeout, left))
             self._pace(ctx)
-            sent = time.time()
             own: list[bool] = []  # a byte came for this attempt itself
             in_turn = self.serial is not None and self.serial.needed
             try:

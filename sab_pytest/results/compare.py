@@ -119,11 +119,16 @@ def flips(a: Run, b: Run) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def _made_under(run: Run) -> str:
+    """The protocol a run's metrics were made under (a summary without ``protocol``: sab)."""
+    return str(run.metrics.get("protocol") or run.summary.get("protocol") or "sab")
+
+
 def _read_as(run: Run, protocol: str) -> Run:
     """Run A under run B's protocol (allowed with --allow-different), so that each row's difference,
     interval and test compare one definition: from A's records when at hand, else its summary's table
-    carried over (``metrics.as_protocol``; a summary without ``protocol`` was made under sab)."""
-    made = run.metrics.get("protocol") or run.summary.get("protocol") or "sab"
+    carried over (``metrics.as_protocol``)."""
+    made = _made_under(run)
     if made == protocol:
         return run
     table = (metrics.compute(run.records, protocol) if run.records is not None
@@ -151,7 +156,7 @@ def compare_runs(a: Run, b: Run, *, allow_different: bool = False) -> dict[str, 
         raise UsageError(f"the runs cannot be paired: {problem} (--allow-different compares them as independent "
                          f"samples)")
     paired = have_records and problem is None
-    a = _read_as(a, b.metrics.get("protocol") or b.summary.get("protocol") or "sab")
+    a = _read_as(a, _made_under(b))
     rows = []
     for group in (None, *metrics.GROUPS):
         names = list(metrics.DEFINITIONS) + (["errors", "error_rate"] if group is None else [])

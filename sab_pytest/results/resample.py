@@ -202,7 +202,7 @@ def _regression_flips(result: dict[str, Any], rows: list[StoredRecord], members:
         ks, ns, cs = w @ num, w @ den, w @ (den > 0).astype(float)  # successes, samples, cases of each draw
         kb, nb = case_counts(baseline_entry)
         # the z test on case counts, as the gate's own (a case's K samples are one observation)
-        ps = [stats.regression_p(round(k / n * c) if n else 0, int(c), kb, nb, worse)
+        ps = [stats.regression_p(*case_counts({"k": k, "n": n, "cases": c}), kb, nb, worse)
               for k, n, c in zip(ks, ns, cs, strict=True)]
         held = np.array([p is not None and p >= alpha for p in ps])
     return round(float(np.mean(held != bool(result["passed"]))), 4)

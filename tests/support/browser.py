@@ -19,9 +19,11 @@ from typing import Any
 
 from support.timing import POLL_S, PROCESS_S
 
-#: the flags of tests/test_html_report.py's headless runs, and a window of a laptop's size
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,900")
+#: a headless chromium that fetches nothing of its own (tests/test_html_report.py's runs)
+HEADLESS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run")
+#: the same in a window of a laptop's size, for the pages driven over DevTools
+FLAGS = (*HEADLESS, "--window-size=1280,900")
 
 
 def _free_port() -> int:
