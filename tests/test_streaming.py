@@ -355,6 +355,7 @@ def test_a_server_that_cuts_overlapping_streams_gets_one_call_at_a_time_run_wide
                 in_flight[0] += 1
                 crowded = in_flight[0] > 1
             try:
+                time.sleep(0.2)  # the answer streams for a while (the fake's chunks come at once otherwise)
                 answer = real_read(chunks, params, each)
                 if crowded:
                     overlapped[0] += 1
@@ -369,9 +370,11 @@ def test_a_server_that_cuts_overlapping_streams_gets_one_call_at_a_time_run_wide
             models = [OpenAIChatModel("gpt-4o", base_url=server.url, api_key=SECRET, timeout=5, max_retries=0,
                                       pace_dir=tmp_path) for _ in range(2)]
             results: list[Any] = []
+            together = threading.Barrier(6)  # sent at once: the calls overlap even on a loaded machine
 
             def one(model: OpenAIChatModel) -> None:
                 try:
+                    together.wait(HANG_S)
                     results.append(model.complete(USER).answer)
                 except Exception as exc:  # the assertion shows it
                     results.append(exc)

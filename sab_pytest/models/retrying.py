@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -37,6 +38,11 @@ from sab_pytest.models.wire import CAUSE_RATE, CAUSE_SILENT, RATE_LIMIT_WAIT_S, 
 
 HANG_ATTEMPTS = 2  # timed-out attempts in a row of one call, with no byte from the server in the run, that stop it
 SAME_FAILURE_ATTEMPTS = 4  # attempts of one call failing with the very same HTTP error that end it
+
+
+def _alone() -> bool:
+    """Without a serial turn, no request is known to have run beside another."""
+    return False
 
 
 @dataclass
@@ -125,16 +131,18 @@ class RetryLoop:
             self._pace(ctx)
             own: list[bool] = []  # a byte came for this attempt itself
             in_turn = self.serial is not None and self.serial.needed
+            crowded: Callable[[], bool] = _alone
             try:
-                with self._turn(ctx):
+                with self._turn(ctx) as crowded:
                     if self.breaker is not None:
                         self.breaker.check()  # the run may have stopped while this call waited for its turn
                     sent = time.time()
                     answer = self.transport.attempt(params, per_try, functools.partial(self._alive, ctx, own))
             except StreamCut:
                 # the server cut the stream for a waiting request: ask again in the server's one turn,
-                # run-wide (``models.serial``); cut even in its turn, whole answers. No retry is used up.
-                if self.serial is not None and not in_turn:
+                # run-wide (``models.serial``); cut even in its turn with nothing sent beside it, whole
+                # answers. No retry is used up.
+                if self.serial is not None and (not in_turn or crowded()):
                     self.serial.mark()
                 else:
                     self.transport.streams = False
@@ -166,10 +174,11 @@ class RetryLoop:
                 self.slots.measured(self.server, time.time() - sent, answer.completion_tokens)
             return answer
 
-    def _turn(self, ctx: CallContext) -> contextlib.AbstractContextManager[None]:
-        """The server's one turn when it cannot overlap streams (``models.serial``), else nothing to wait for."""
+    def _turn(self, ctx: CallContext) -> contextlib.AbstractContextManager[Callable[[], bool]]:
+        """The server's one turn when it cannot overlap streams (``models.serial``), else nothing to
+        wait for; what it yields says whether a request sent without the turn ran beside this one."""
         if self.serial is None:
-            return contextlib.nullcontext()
+            return contextlib.nullcontext(_alone)
         breaker = self.breaker
         return self.serial.turn(ctx, check=breaker.check if breaker is not None else None)
 

@@ -24,12 +24,20 @@ from sab_pytest.models.context import CallContext
 
 POLL_S = 0.05  # how often a waiting call looks for its turn (and whether its case was stopped)
 
+#: per server (by its name's hash), this process's requests sent without the turn: [in flight, ever sent].
+#: Why: requests sent just before the turn was needed still run when the first turns are taken, and
+#: cut the stream of the call in its turn; that cut says nothing about the server cutting lone streams.
+_outside: dict[str, list[int]] = {}
+_outside_lock = threading.Lock()
+
 
 class SerialTurn:
     """The run-wide turn of one server, used once ``mark()`` said the server needs it."""
 
     def __init__(self, server: str, directory: Path | None = None) -> None:
         name = hashlib.sha256(server.encode()).hexdigest()[:12]
+        with _outside_lock:
+            self._outside = _outside.setdefault(name, [0, 0])
         self.marker = directory / f"serial-{name}" if directory is not None else None
         self.lock_path = directory / f"serial-{name}.lock" if directory is not None else None
         self._marked = False
@@ -50,12 +58,20 @@ class SerialTurn:
                 self.marker.touch()
 
     @contextlib.contextmanager
-    def turn(self, ctx: CallContext, check: Callable[[], None] | None = None) -> Iterator[None]:
+    def turn(self, ctx: CallContext, check: Callable[[], None] | None = None) -> Iterator[Callable[[], bool]]:
         """Hold the server's one turn for a request (at once when the server does not need turns).
         While waiting, ``ctx.check`` and ``check`` (the run's breaker) end the wait when the case or
-        the run stops."""
+        the run stops. Yields ``crowded``: whether a request of this process sent without the turn
+        ran beside the one in the turn (a stream cut then is not the server cutting lone streams)."""
         if not self.needed:
-            yield
+            with _outside_lock:
+                self._outside[0] += 1
+                self._outside[1] += 1
+            try:
+                yield lambda: False
+            finally:
+                with _outside_lock:
+                    self._outside[0] -= 1
             return
 
         def still_wanted() -> None:
@@ -68,7 +84,14 @@ class SerialTurn:
             still_wanted()
         try:
             with self._file_turn(still_wanted):
-                yield
+                with _outside_lock:
+                    running, sent = self._outside
+
+                def crowded() -> bool:
+                    with _outside_lock:
+                        return running > 0 or self._outside[0] > 0 or self._outside[1] != sent
+
+                yield crowded
         finally:
             self._local.release()
 
