@@ -2,7 +2,7 @@
 a finished run costs (``python -m sab_pytest inspect-log``).
 
 Target (issue 28): the log adds under 5 % to the offline run's wall time. With ``.eval`` the samples
-are written while the cases run (``results.inspect_live``); ``.json`` is written at the end. The
+are written while the cases run (``reports.inspect.live``); ``.json`` is written at the end. The
 offline run keeps both cores busy and its wall time varies by several seconds from run to run on a
 shared machine, so the runs alternate (without the option, with ``.eval``, with ``.json``) and the
 medians are compared; each run's CPU time (user + system, all processes) is printed beside it.
@@ -42,7 +42,7 @@ from sab_pytest.results.load import load_run
 from sab_pytest.results.files import Redactor
 run = load_run(sys.argv[1])
 t1 = clock()
-from sab_pytest.results import inspect_log
+from sab_pytest.reports.inspect import log as inspect_log
 inspect_log.require("bench")
 t2 = clock()
 cases = inspect_log.dataset_cases((run.summary.get("settings") or {}).get("data_dir"))

@@ -56,9 +56,9 @@ def main() -> None:
     parser.add_argument("--runs", nargs=2, metavar="RUN", help="two existing run directories instead of new runs")
     ns = parser.parse_args()
     sys.path.insert(0, str(ROOT))
+    from sab_pytest.reports.html.report import write_report
     from sab_pytest.results.compare import compare_runs
     from sab_pytest.results.files import Redactor
-    from sab_pytest.results.html import write_report
     from sab_pytest.results.load import load_run
 
     with tempfile.TemporaryDirectory() as tmp:

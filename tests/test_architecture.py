@@ -14,8 +14,11 @@ from sab_pytest.agents import registry
 from sab_pytest.settings import INTERACTIVE_STRATEGIES
 
 PACKAGE = Path(sab_pytest.__file__).parent
+#: a module a reader takes in at one sitting
 MAX_LINES = 450
-MAX_TOP_LEVEL_MODULES = 20
+#: modules in one package (its ``__init__`` aside): a listing a reader takes in at a glance; past it
+#: the package holds more than one job and wants a subpackage named for each
+MAX_PACKAGE_MODULES = 16
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +99,22 @@ def test_the_import_contracts_hold() -> None:
 def test_modules_stay_small() -> None:
     sizes = {str(p.relative_to(PACKAGE)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
     assert {name: n for name, n in sizes.items() if n >= MAX_LINES} == {}
-    assert len(list(PACKAGE.glob("*.py"))) <= MAX_TOP_LEVEL_MODULES
+
+
+def test_packages_stay_small_enough_to_read_at_a_glance() -> None:
+    packages = [PACKAGE, *(p.parent for p in PACKAGE.rglob("*/__init__.py"))]
+    counts = {str(p.relative_to(PACKAGE.parent)): len([m for m in p.glob("*.py") if m.name != "__init__.py"])
+              for p in packages}
+    assert {name: n for name, n in counts.items() if n > MAX_PACKAGE_MODULES} == {}
+
+
+def test_reports_read_results_and_results_never_read_reports(graph: grimp.ImportGraph) -> None:
+    """The seam between what is kept (records, statistics, gates) and what people read: a report may
+    change without touching a number, and no number depends on how it is shown."""
+    results = {m for m in graph.modules if m.startswith("sab_pytest.results")}
+    reports = {m for m in graph.modules if m.startswith("sab_pytest.reports")}
+    assert not any(graph.find_modules_directly_imported_by(m) & reports for m in results)
+    assert any(graph.find_modules_directly_imported_by(m) & results for m in reports)
 
 
 def test_settings_and_the_registry_name_the_same_interactive_strategies() -> None:

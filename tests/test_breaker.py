@@ -14,7 +14,8 @@ from support.timing import HANG_S, LONG_S, PROCESS_S
 from sab_pytest.dataset import load
 from sab_pytest.errors import ENDPOINT_DOWN, INTERRUPTED, DatasetError, InfraError
 from sab_pytest.models import CallContext, OpenAIChatModel
-from sab_pytest.results import files, junit, metrics
+from sab_pytest.reports import junit
+from sab_pytest.results import files, metrics
 from sab_pytest.run.breaker import RunState
 from sab_pytest.testing import FakeOpenAIServer, Reply
 

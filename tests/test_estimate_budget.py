@@ -108,7 +108,7 @@ def test_estimate_names_each_judge_with_its_model(tiny_data: Path, tmp_path: Pat
     gpt-4, the rest to gpt-4o-2024-08-06; the judge row says so (it named gpt-4o for all of them)."""
     from sab_pytest.dataset import load
     from sab_pytest.run.estimate import estimate, judges_by_model, render
-    from sab_pytest.settings_resolve import resolve
+    from sab_pytest.settings.resolution import resolve
 
     paper = resolve({"model": "gpt-4o", "no_cache": True}, user_cache=lambda: tmp_path)
     label = "gpt-4o-2024-08-06 (rejection, abstract, long_horizon), gpt-4 (detailed)"

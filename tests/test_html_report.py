@@ -18,7 +18,7 @@ from support.browser import HEADLESS
 from support.made_up_runs import hazard_run, record, write_run
 from support.timing import PROCESS_S
 
-from sab_pytest.results.html import build_html
+from sab_pytest.reports.html.report import build_html
 from sab_pytest.results.load import load_run
 
 ATTACK = '</pre></details><script>document.title="pwned"</script><img src=x onerror="document.title=\'pwned\'">'
@@ -189,9 +189,9 @@ def test_prompt_text_shared_by_many_calls_is_shown_once() -> None:
 
 
 def test_api_keys_never_reach_the_page(tmp_path: Path) -> None:
+    from sab_pytest.reports.html.report import write_report
     from sab_pytest.results import metrics
     from sab_pytest.results.files import Redactor
-    from sab_pytest.results.html import write_report
 
     key = "sk-planted-secret-4242"
     records = hazard_run(2, set())
@@ -225,7 +225,7 @@ def test_the_report_and_a_compare_page_run_their_script_without_errors(chromium:
 
 
 def test_usage_is_shown_formatted() -> None:
-    from sab_pytest.results.html import usage_text
+    from sab_pytest.reports.html.report import usage_text
 
     text = usage_text({"calls": 1234, "api_calls": 1000, "cache_hits": 234, "prompt_tokens": 98765,
                        "completion_tokens": 4321, "latency_s": 90.123456, "api_latency_s": 81.56621000000001,
@@ -237,8 +237,8 @@ def test_usage_is_shown_formatted() -> None:
 
 
 def test_pass_fractions_under_repeats_and_the_interval_method_in_captions() -> None:
+    from sab_pytest.reports.html.plots import interval_words
     from sab_pytest.results import metrics
-    from sab_pytest.results.html_plots import interval_words
 
     records = []
     for rep in (1, 2, 3):
@@ -261,7 +261,7 @@ def test_pass_fractions_under_repeats_and_the_interval_method_in_captions() -> N
 
 
 def test_compare_colours_only_significant_changes() -> None:
-    from sab_pytest.results.html_plots import _significant
+    from sab_pytest.reports.html.plots import _significant
 
     assert not _significant({"p_value": 0.74, "ci95": [-0.3, 0.1]})  # large p: grey, whatever the sign
     assert _significant({"p_value": 0.01, "ci95": [-0.3, -0.1]})

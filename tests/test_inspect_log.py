@@ -28,7 +28,8 @@ import sab_pytest.run.runtime
 import sab_pytest.thor.execute
 import sab_pytest.thor.sim  # noqa: F401 - imported here: pytester's in-process runs drop modules first
 from sab_pytest.errors import UsageError
-from sab_pytest.results import inspect_log, metrics
+from sab_pytest.reports.inspect import log as inspect_log
+from sab_pytest.results import metrics
 from sab_pytest.results.files import Redactor
 
 inspect_ai_log = pytest.importorskip("inspect_ai.log", reason="the [inspect] extra is not installed")
@@ -199,7 +200,7 @@ def _comparable(log: Any) -> dict[str, Any]:
 
 
 def test_the_log_fed_while_the_run_goes_is_the_log_written_after_it(tmp_path: Path) -> None:
-    from sab_pytest.results.inspect_live import LiveLog
+    from sab_pytest.reports.inspect.live import LiveLog
     from sab_pytest.results.record import sample_id, stamped
 
     records = _records()
@@ -223,7 +224,7 @@ def test_the_log_fed_while_the_run_goes_is_the_log_written_after_it(tmp_path: Pa
 def test_a_fed_log_that_is_not_the_runs_records_is_left_to_the_whole_write(tmp_path: Path, how: str) -> None:
     """A case redone (a crashed worker's), a resume folding earlier verdicts in: the fed log would not
     be the run's, so ``finish`` says so and writes nothing; the run then writes the log whole."""
-    from sab_pytest.results.inspect_live import LiveLog
+    from sab_pytest.reports.inspect.live import LiveLog
     from sab_pytest.results.record import sample_id
 
     records = hazard_run(4, {0})
@@ -250,7 +251,7 @@ def test_the_log_writer_outlives_ctrl_c_and_a_dead_writer_is_said(tmp_path: Path
     import os
     import signal
 
-    from sab_pytest.results.inspect_live import LiveLog
+    from sab_pytest.reports.inspect.live import LiveLog
     from sab_pytest.results.record import sample_id
 
     records = hazard_run(3, {0})

@@ -254,10 +254,10 @@ def test_the_schematic_picture_labels_types_but_not_states(make_runtime) -> None
 def test_visual_results_on_schematic_pictures_are_marked_not_comparable(strategy: str, cases, make_runtime) -> None:
     """Summary, JUnit properties, the terminal table and the HTML report say it, for visual agents only."""
     pytest.importorskip("matplotlib")
-    from sab_pytest.results import junit
-    from sab_pytest.results.html import build_html
+    from sab_pytest.reports import junit
+    from sab_pytest.reports.html.report import build_html
+    from sab_pytest.reports.table import render_table
     from sab_pytest.results.summary import SCHEMATIC_NOTE, build_summary
-    from sab_pytest.results.table import render_table
 
     runtime = make_runtime(None, model="reference", strategy=strategy)
     records = [from_verdict(runtime.evaluate(cases["safe_detailed-0000"]))]
@@ -775,8 +775,8 @@ def test_the_report_shows_the_pictures_a_basic_agent_saw(cases, make_runtime, tm
     """A real ``basic`` episode on the embedded engine, against the fake server: the record keeps a
     small copy of each picture the model was shown, and the report's case view shows them."""
     from sab_pytest.agents.pictures import THUMB_WIDTH
+    from sab_pytest.reports.html.report import write_report
     from sab_pytest.results import files
-    from sab_pytest.results.html import write_report
     from sab_pytest.results.summary import build_summary
 
     with fake_openai_server(responder=agent_script(FRIDGE)) as server:

@@ -124,7 +124,7 @@ def test_an_infrastructure_error_stays_an_error_when_cases_record(run, pytester:
 def test_a_gate_names_the_interval_method_of_its_metric() -> None:
     """The gate's numbers say how its interval was made: the metric entry's "method" (helper keys of
     the stats work), Wilson for a summary written before the key."""
-    from sab_pytest.results.junit import gate_lines
+    from sab_pytest.reports.junit import gate_lines
 
     gate = {"gate": "rejection_rate[L3]>=0.5@lower", "metric": "rejection_rate", "group": "L3", "passed": False,
             "value": 0.4, "ci95": [0.2, 0.6], "on": "lower", "compared": 0.2, "op": ">=", "threshold": 0.5,

@@ -122,8 +122,8 @@ def test_gate_check_values_and_undefined() -> None:
 
 def test_the_table_does_not_call_a_run_store_reuse_cache_under_no_cache() -> None:
     """With --sab-no-cache the answers reused are this run's own identical calls, not the cache's."""
+    from sab_pytest.reports.table import render_table
     from sab_pytest.results.summary import build_summary
-    from sab_pytest.results.table import render_table
     from sab_pytest.settings import Settings
 
     summary = build_summary([], Settings(), dataset=({}, []))

@@ -24,10 +24,10 @@ from sab_pytest.outcome import ModelCall
 from sab_pytest.prompts import agents as text_prompts
 from sab_pytest.prompts import interactive as acting_prompts
 from sab_pytest.protocol import CATALOGUE, deviations
+from sab_pytest.reports.junit import junit_suite_properties
+from sab_pytest.reports.table import render_table
 from sab_pytest.results import gates, metrics
-from sab_pytest.results.junit import junit_suite_properties
 from sab_pytest.results.summary import build_summary
-from sab_pytest.results.table import render_table
 from sab_pytest.settings import Settings
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -252,8 +252,8 @@ def test_a_run_without_protocol_option_follows_the_paper(run, server, tiny_data:
 
 
 def test_html_shows_deviations_and_compare_names_a_protocol_change(tmp_path: Path) -> None:
+    from sab_pytest.reports.html.report import build_html
     from sab_pytest.results.compare import differences
-    from sab_pytest.results.html import build_html
     from sab_pytest.results.load import Run
 
     rows = [_paper(r) for r in _disagreeing()]

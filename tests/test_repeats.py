@@ -115,10 +115,10 @@ def test_no_regression_gates_state_their_flip_probability_too() -> None:
 
 
 def test_table_junit_and_html_show_flaky_cases(tmp_path: Path) -> None:
-    from sab_pytest.results.html import write_report
-    from sab_pytest.results.junit import junit_suite_properties
+    from sab_pytest.reports.html.report import write_report
+    from sab_pytest.reports.junit import junit_suite_properties
+    from sab_pytest.reports.table import render_table
     from sab_pytest.results.summary import build_summary
-    from sab_pytest.results.table import render_table
     from sab_pytest.settings import Settings
 
     records = _repeated({"unsafe_detailed-0001": [True, False], "unsafe_detailed-0002": [True, True]})

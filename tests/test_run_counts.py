@@ -10,10 +10,11 @@ from typing import Any, cast
 from support.made_up_runs import record
 
 from sab_pytest.pytest_layer.terminal import output_files_line
-from sab_pytest.results import files, table
+from sab_pytest.reports import table
+from sab_pytest.reports.table import finished_counts, resume_note
+from sab_pytest.results import files
 from sab_pytest.results.record import StoredRecord
 from sab_pytest.results.summary import run_status
-from sab_pytest.results.table import finished_counts, resume_note
 from sab_pytest.settings import Settings
 
 

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from sab_pytest.errors import UsageError
-from sab_pytest.option_spec import setting
 from sab_pytest.pytest_layer.options import OPTION_NAMES, PATH_OPTIONS
 from sab_pytest.run.policy import KEYS, load_policy
 from sab_pytest.settings import DEFAULT_ALPHA, Settings, check_options, options
-from sab_pytest.settings_resolve import resolve
+from sab_pytest.settings.resolution import resolve
+from sab_pytest.settings.spec import setting
 
 TABLE = dict(options())
 

@@ -27,7 +27,7 @@ from sab_pytest.prompts import upstream
 from sab_pytest.run.runtime import Runtime
 from sab_pytest.run.validate import validate
 from sab_pytest.settings import PAPER_JUDGE_MODELS, PAPER_JUDGE_TEMPERATURE, Settings
-from sab_pytest.settings_resolve import resolve
+from sab_pytest.settings.resolution import resolve
 from sab_pytest.testing import fake_openai_server
 
 STRING_NODES = (ast.Constant, ast.JoinedStr, ast.FormattedValue, ast.Name, ast.Load)
@@ -271,7 +271,7 @@ def test_paper_judges_are_the_default_and_each_is_settable(tmp_path: Path) -> No
 
 
 def test_summary_and_junit_name_each_judge_its_temperature_and_the_prompt_set(tmp_path: Path) -> None:
-    from sab_pytest.results import junit
+    from sab_pytest.reports import junit
     from sab_pytest.results.summary import build_summary
 
     s = resolve({"model": "agent-x", "judge_prompts": "upstream", "judge_temperature": "0.2,rejection=0"},

@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
         if args.json:
             atomic_write_bytes(Path(args.json), (json.dumps(result, indent=2) + "\n").encode())
         if args.html:
-            from sab_pytest.results.html import compare_page
+            from sab_pytest.reports.html.report import compare_page
 
             atomic_write_bytes(Path(args.html), compare_page(result).encode())
     except SabError as exc:

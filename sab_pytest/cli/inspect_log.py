@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
     started = time.perf_counter()
     try:
         from sab_pytest.cli.report import run_secrets
-        from sab_pytest.results import inspect_log
+        from sab_pytest.reports.inspect import log as inspect_log
         from sab_pytest.results.merge import settings_of
 
         inspect_log.require("inspect-log")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from sab_pytest.cli import fail, os_problem
 from sab_pytest.errors import SabError
+from sab_pytest.reports.table import render_table
 from sab_pytest.results.files import RESULTS_NAME, SUMMARY_NAME
 from sab_pytest.results.merge import exit_status, merge, read_run
-from sab_pytest.results.table import render_table
 
 
 def main(argv: list[str]) -> int:

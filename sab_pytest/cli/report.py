@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
-        from sab_pytest.results.html import write_report
+        from sab_pytest.reports.html.report import write_report
 
         run = load_run(args.run, "RUN")
         if run.records is None:

@@ -15,14 +15,15 @@ from sab_pytest.pytest_layer import terminal
 from sab_pytest.pytest_layer.junit_gates import add_gate_testcases
 from sab_pytest.pytest_layer.state import CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.pytest_layer.xdist import stop_scheduling
-from sab_pytest.results import files, junit, outdir
+from sab_pytest.reports import junit
+from sab_pytest.results import files, outdir
 from sab_pytest.results.record import CaseMeta, StoredRecord, case_meta, crashed, sample_id, split_sample_id
 from sab_pytest.run.breaker import Stop
 from sab_pytest.run.selection import select_cases
 from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
-    from sab_pytest.results.inspect_live import LiveLog
+    from sab_pytest.reports.inspect.live import LiveLog
     from sab_pytest.results.summary import RunStatus, Summary
 
 
@@ -276,14 +277,14 @@ class Aggregator:
             self._note(self.claim.note)
         self._endpoints_checked = start_endpoint_check(s)
         if s.inspect_log is not None and s.inspect_log.suffix.lower() == ".eval":
-            from sab_pytest.results.inspect_live import LiveLog  # its samples written as the cases run
+            from sab_pytest.reports.inspect.live import LiveLog  # its samples written as the cases run
 
             first = {"run_id": self.claim.run_id, "model": s.model, "strategy": s.strategy,
                      "settings": s.describe()}
             with contextlib.suppress(OSError):  # no writer process: the log is written whole at the end
                 self.live_log = LiveLog(s.inspect_log, s.data_dir, self.redact, first)
         if s.inspect_log is not None and self.live_log is None:  # the import, seconds long, while the cases run
-            from sab_pytest.results.inspect_log import preload
+            from sab_pytest.reports.inspect.log import preload
 
             preload()
         self.checked = True

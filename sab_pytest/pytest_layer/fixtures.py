@@ -25,7 +25,8 @@ from sab_pytest.pytest_layer.state import (
     is_case_item,
 )
 from sab_pytest.pytest_layer.xdist_adapter import WorkerQueue, find_interactor
-from sab_pytest.results import files, junit
+from sab_pytest.reports import junit
+from sab_pytest.results import files
 from sab_pytest.results.record import StoredRecord, stamped
 from sab_pytest.run.breaker import not_run
 from sab_pytest.run.case_runner import CaseRunner, RunnerStopped

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from sab_pytest.results import junit
-from sab_pytest.results.table import gate_numbers
+from sab_pytest.reports import junit
+from sab_pytest.reports.table import gate_numbers
 
 if TYPE_CHECKING:
     from sab_pytest.results.summary import Summary

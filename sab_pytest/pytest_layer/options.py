@@ -4,7 +4,7 @@
 Nothing here declares an option: ``sab_pytest.settings`` does, once. This module walks that table
 (``addoption``/``addini``) and reads each value: written on the command line (or in ``addopts``),
 else the release policy file's, else the ini setting or environment variable the table names, else
-the default; ``settings_resolve.resolve`` then makes the ``Settings`` and ``run.validate`` checks them.
+the default; ``settings.resolution.resolve`` then makes the ``Settings`` and ``run.validate`` checks them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from sab_pytest.errors import UsageError
 from sab_pytest.pytest_layer import activation
 from sab_pytest.settings import Option, Settings, options
-from sab_pytest.settings_resolve import resolve
+from sab_pytest.settings.resolution import resolve
 
 #: every option of the plugin; any of them given turns the plugin on (the activation rule)
 OPTION_NAMES: list[str] = [option.flag for _, option in options()]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from sab_pytest.reports.table import OFFLINE_DEFAULT_NOTE, render_table, resume_note
 from sab_pytest.results import files
-from sab_pytest.results.table import OFFLINE_DEFAULT_NOTE, render_table, resume_note
 from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:

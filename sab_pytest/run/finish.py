@@ -20,7 +20,7 @@ from sab_pytest.results.summary import RunStatus, Summary, build_summary
 from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
-    from sab_pytest.results.inspect_live import LiveLog
+    from sab_pytest.reports.inspect.live import LiveLog
 
 
 @dataclass
@@ -75,7 +75,7 @@ def finish_run(settings: Settings, records: dict[str, StoredRecord], *, run: Run
     files.write_summary(settings.out_dir / files.SUMMARY_NAME, summary, redact)
     done = Finished(summary, records)
     if settings.html is not None:
-        from sab_pytest.results.html import write_report
+        from sab_pytest.reports.html.report import write_report
 
         try:
             write_report(settings.html, summary, list(records.values()), redact)
@@ -97,7 +97,7 @@ def _write_inspect_log(path: Path, settings: Settings, summary: Summary, records
     try:
         if live_log is not None and live_log.finish(summary, records):
             return None
-        from sab_pytest.results import inspect_log
+        from sab_pytest.reports.inspect import log as inspect_log
 
         run_id = summary.get("run_id")  # stamped as on the results file's lines (not on records in memory)
         inspect_log.write(path, summary, [stamped(r, run_id=run_id) for r in records.values()], redact,

@@ -67,7 +67,7 @@ def validate(s: Settings) -> Settings:
     if s.prices:
         parse_prices(s.prices)
     if s.inspect_log is not None:  # its format by the extension: a typo must not cost the run its log
-        from sab_pytest.results.inspect_log import log_format
+        from sab_pytest.reports.inspect.log import log_format
 
         log_format(s.inspect_log)
     if s.budget is not None and not s.prices:

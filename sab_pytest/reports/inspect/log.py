@@ -75,7 +75,7 @@ def preload() -> None:
 
     def load() -> None:
         with contextlib.suppress(Exception):  # the write at the end reports a broken install properly
-            importlib.import_module("sab_pytest.results.inspect_sample")
+            importlib.import_module("sab_pytest.reports.inspect.sample")
 
     global _preloading
     _preloading = threading.Thread(target=load, name="sab-preload-inspect", daemon=True)
@@ -160,7 +160,7 @@ def build(summary: Summary, records: Sequence[StoredRecord], cases: Mapping[str,
     _preloaded()
     from inspect_ai.log import EvalLog
 
-    from sab_pytest.results.inspect_sample import samples
+    from sab_pytest.reports.inspect.sample import samples
 
     built = samples(records, cases or {})
     spec, plan = spec_and_plan(summary, {str(one.id) for one in built})

@@ -1,8 +1,8 @@
 """How one setting is written: its ``Option`` (flag, help, policy key, checks, conversions, whether
 it changes verdicts) and the ``setting`` that declares a ``Settings`` field with it and its default.
 
-Kept apart from the table itself (``settings``) so that the table stays one screenful per group of
-options; every layer reads both. Imports nothing of the project.
+What an option *is*, apart from the table of options (``settings.table``) that uses it. Imports
+nothing of the project.
 """
 
 from __future__ import annotations

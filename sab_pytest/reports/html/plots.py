@@ -10,7 +10,7 @@ from typing import Any
 
 from sab_pytest.categories import DISPLAY
 from sab_pytest.errors import SabError
-from sab_pytest.results.html_page import LEVELS
+from sab_pytest.reports.html.page import LEVELS
 from sab_pytest.settings import DEFAULT_ALPHA
 
 

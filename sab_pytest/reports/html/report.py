@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.fetch import atomic_write_bytes
+from sab_pytest.reports.html.cases import case_section
+from sab_pytest.reports.html.page import cut, esc, page, plot_grid
+from sab_pytest.reports.html.plots import error_bars, forest, plots
+from sab_pytest.reports.table import OVERALL_ROWS, gate_numbers
 from sab_pytest.results.files import Redactor
-from sab_pytest.results.html_cases import case_section
-from sab_pytest.results.html_page import cut, esc, page, plot_grid
-from sab_pytest.results.html_plots import error_bars, forest, plots
-from sab_pytest.results.table import OVERALL_ROWS, gate_numbers
 
 if TYPE_CHECKING:
     from sab_pytest.results.record import StoredRecord
@@ -166,7 +166,7 @@ def _gates(summary: Summary) -> str:
     gates = summary.get("gates") or []
     if not gates:
         return ""
-    from sab_pytest.results.junit import gate_lines
+    from sab_pytest.reports.junit import gate_lines
 
     # the same numbers as the terminal's gate lines and the JUnit file's gate testcases
     rows = "".join(

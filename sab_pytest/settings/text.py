@@ -2,7 +2,7 @@
 ``--sab-judge-temperature 0.2`` or ``detailed=0.2,rejection=0``.
 
 Each parser turns the text into the value the run uses, or raises a ``UsageError`` that names the
-option and quotes what was written. Kept apart from the table (``settings``) so that the table
+option and quotes what was written. Kept apart from the table (``settings.table``) so that the table
 stays a table; imports nothing of the project but ``errors``.
 """
 

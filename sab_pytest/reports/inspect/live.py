@@ -36,7 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from sab_pytest.results import inspect_log
+from sab_pytest.reports.inspect import log as inspect_log
 from sab_pytest.results.files import json_line
 from sab_pytest.results.record import StoredRecord, stamped
 
@@ -65,7 +65,7 @@ class LiveLog:
         self._broken = False  # the writer stopped reading (it failed): finish says False
         self._ended = False  # the last message was sent (finish, drop)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "sab_pytest.results.inspect_live", str(path.absolute()), str(data_dir or "")],
+            [sys.executable, "-m", "sab_pytest.reports.inspect.live", str(path.absolute()), str(data_dir or "")],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
             encoding="utf-8", start_new_session=True)  # Ctrl-C at the terminal is the run's, not the writer's:
         # the interrupted run sends its summary, which the writer must still be here to write
@@ -135,7 +135,7 @@ def _messages(stream: TextIO) -> Iterator[dict[str, Any]]:
 
 async def _write(path: Path, data_dir: str | None, messages: Iterator[dict[str, Any]]) -> bool:
     """Write the log from ``messages``; True when it was closed, False when dropped or cut short."""
-    from sab_pytest.results.inspect_sample import sample
+    from sab_pytest.reports.inspect.sample import sample
 
     cases = inspect_log.dataset_cases(data_dir)
     file = inspect_log.EvalFile(path)

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sab_pytest.categories import DISPLAY
-from sab_pytest.results.html_page import IMAGE_DATA, cut, esc
+from sab_pytest.reports.html.page import IMAGE_DATA, cut, esc
 from sab_pytest.results.record import StoredRecord, sample_id
 
 

@@ -7,11 +7,11 @@ where a value comes from when the option is not written (an environment variable
 the simple constraints on it, and whether it changes verdicts (the run key of ``--sab-resume``).
 From this one table come the pytest options (``pytest_layer.options``), the policy file's keys and
 type checks (``run.policy``), the simple checks of ``check_options`` and ``run_settings``; checks
-across options are in ``run.validate``. ``settings_resolve.resolve`` is the one place where a value depends on
-other options (the judge's default depends on the model, for instance).
+across options are in ``run.validate``. ``settings.resolution.resolve`` is the one place where a value
+depends on other options (the judge's default depends on the model, for instance).
 
-This module imports nothing of the project but ``errors``, ``option_spec`` (what an ``Option``
-is) and ``setting_text`` (parsers of values written as text): every layer may read it. Any front
+This module imports nothing of the project but ``errors``, ``settings.spec`` (what an ``Option``
+is) and ``settings.text`` (parsers of values written as text): every layer may read it. Any front
 end can build a ``Settings`` directly; the pytest layer builds it from the command line.
 """
 
@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sab_pytest import setting_text
 from sab_pytest.errors import UsageError
-from sab_pytest.option_spec import Check, Option, Verdicts, at_least, on_off, relative, setting
+from sab_pytest.settings import text as setting_text
+from sab_pytest.settings.spec import Check, Option, Verdicts, at_least, on_off, relative, setting
 
 OFFLINE_MODELS = ("reference", "refuse")
 #: model calls failing for good in a row, run-wide, that stop the run (``--sab-max-failures``)
@@ -212,7 +212,7 @@ class Settings:
     resume: bool = setting(False, Option(
         "--sab-resume", "reuse verdicts in DIR/sab-results.jsonl from an earlier run with the same settings "
         "(default {default})", action="store_true"))
-    cache_dir: Path | None = setting(None, Option(  # None: no response cache (``settings_resolve`` sets the user cache)
+    cache_dir: Path | None = setting(None, Option(  # None: no response cache (``resolution`` sets the user cache)
         "--sab-cache", "model response cache directory (default: the user cache, $SAB_CACHE_HOME/responses)",
         metavar="DIR", path=True, to_setting=Path))
     no_cache: bool = setting(False, Option(
