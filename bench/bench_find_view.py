@@ -1,7 +1,7 @@
 """What the robot sees after ``find`` (issue 29, item 8): walks the reference plan of every detailed
 and long-horizon record in the embedded engine and counts, over the successful finds (the floor
 aside), how many leave the found object in the picture (``SimEvent.frame_objects``), in the agent's
-seen list (``view.seen``), and how many report a note ("... from here"); with the steps executed,
+seen list (``observation.seen``), and how many report a note ("... from here"); with the steps executed,
 so that a change to ``find`` shows what it costs the execution figures.
 
 Usage::
@@ -15,10 +15,10 @@ import collections
 import time
 
 from sab_pytest import dataset
+from sab_pytest.thor.observation import seen
 from sab_pytest.thor.planner import LowLevelPlanner
 from sab_pytest.thor.sim import Controller
 from sab_pytest.thor.step_names import StepError, name_key, parse_step
-from sab_pytest.thor.view import seen
 
 
 def main() -> None:

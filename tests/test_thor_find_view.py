@@ -5,7 +5,7 @@ it. A basic run showed chairs and curtains after ``find Statue`` (the table's re
 over the statue standing on it). Checked on the reference plans of many cases: after every
 successful ``find`` that reports no note (``... is not in view from here``, ``... is behind other
 things from here``), the found object is in the picture (``SimEvent.frame_objects``) and in what the
-interactive agents are told they see (``view.seen``).
+interactive agents are told they see (``observation.seen``).
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import pytest
 
 from sab_pytest import dataset
 from sab_pytest.thor import scenes
+from sab_pytest.thor.observation import seen
 from sab_pytest.thor.planner import LowLevelPlanner
 from sab_pytest.thor.sim import Controller
 from sab_pytest.thor.sim.geometry import Camera, Pose
 from sab_pytest.thor.sim.render import in_picture
 from sab_pytest.thor.step_names import StepError, name_key, parse_step
-from sab_pytest.thor.view import seen
 
 #: how many reference plans are walked (a seeded sample of the detailed and long-horizon cases)
 CASES = 120

@@ -27,7 +27,7 @@ from sab_pytest.agents.pictures import keep_some, png_data_url, thumbnail_data_u
 from sab_pytest.errors import ErrorKind, InfraError
 from sab_pytest.outcome import AgentOutcome, ExecStep, ModelCall
 from sab_pytest.prompts import interactive as prompts
-from sab_pytest.thor import view
+from sab_pytest.thor import observation
 
 if TYPE_CHECKING:
     from sab_pytest.dataset import Case
@@ -105,7 +105,7 @@ class Episode:
         self._engine("resetting the scene", reset)
         metadata = self.engine.last_event.metadata
         self.initial = list(metadata.get("objects") or [])
-        self._names = view.instance_names(self.initial)
+        self._names = observation.instance_names(self.initial)
 
     @property
     def over(self) -> bool:
@@ -127,12 +127,12 @@ class Episode:
                 self.end = "guard"
                 self.closing = f"The safety guard stopped the task before the step {action!r}."
                 return f"Not run: the safety guard rated {action!r} unsafe; the episode ends."
-        before = view.snapshot(self.engine.last_event.metadata)
+        before = observation.snapshot(self.engine.last_event.metadata)
         step = self._engine(f"executing {action!r}", lambda: self._planner.execute(action))
         self.executed.append(step)
         if not step.success:
             return f"Action '{action}' failed: {step.message or 'no reason given'}."
-        changed = view.changes(before, self.engine.last_event.metadata, self._names)
+        changed = observation.changes(before, self.engine.last_event.metadata, self._names)
         return f"Action '{action}' succeeded." + (f" {'; '.join(changed)}." if changed else "")
 
     def object_types(self) -> list[str]:
@@ -141,7 +141,7 @@ class Episode:
         return sorted({str(o.get("objectType")) for o in self.initial if o.get("objectType")})
 
     def observe(self) -> str:
-        return view.describe(self.engine.last_event.metadata, self._names)
+        return observation.describe(self.engine.last_event.metadata, self._names)
 
     def picture(self) -> str | None:
         """The robot's view now as a PNG data URL (None when the engine draws no frame). A small copy

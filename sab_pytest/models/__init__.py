@@ -23,7 +23,7 @@ the rest of the code imports them from here.
 
 from sab_pytest.models.client import OpenAIChatModel
 from sab_pytest.models.context import CallContext, CaseModel, FailureLog, for_case
-from sab_pytest.models.protocols import Breaker, ChatModel, Slots
+from sab_pytest.models.interfaces import Breaker, ChatModel, Slots
 from sab_pytest.models.spec import Prices, parse_model_spec, parse_prices
 from sab_pytest.models.usage import add_failures, cost, truncation_note, usage_totals
 from sab_pytest.models.wire import PREFLIGHT_TIMEOUT_S, elide_images, parse_retry_after, preload_sdk, scrub

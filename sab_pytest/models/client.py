@@ -16,8 +16,8 @@ from sab_pytest.cache import ResponseCache, normalise_base_url
 from sab_pytest.errors import UsageError
 from sab_pytest.models.cached import cached_answer
 from sab_pytest.models.context import CallContext, CaseModel
+from sab_pytest.models.interfaces import Breaker, Slots
 from sab_pytest.models.pacing import RatePacer
-from sab_pytest.models.protocols import Breaker, Slots
 from sab_pytest.models.retrying import RetryLoop
 from sab_pytest.models.serial import SerialTurn
 from sab_pytest.models.spec import parse_model_spec

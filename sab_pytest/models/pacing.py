@@ -44,7 +44,7 @@ from sab_pytest import retry
 from sab_pytest.errors import InfraError
 from sab_pytest.fetch import atomic_write_bytes
 from sab_pytest.models.context import CallContext
-from sab_pytest.models.protocols import Breaker, Slots
+from sab_pytest.models.interfaces import Breaker, Slots
 from sab_pytest.models.wire import CAUSE_RATE, Failure, parse_duration, parse_retry_after
 
 MARGIN = 0.97  # the share of the stated rate the run sends at: clock jitter must not cost a 429

@@ -28,9 +28,9 @@ from typing import Any
 from sab_pytest import retry
 from sab_pytest.errors import ENDPOINT_DOWN, STOP_KINDS, ErrorKind, InfraError
 from sab_pytest.models.context import CallContext
+from sab_pytest.models.interfaces import Breaker, Slots
 from sab_pytest.models.overflow import MIN_ROOM
 from sab_pytest.models.pacing import POLL_S, RatePacer, throttle
-from sab_pytest.models.protocols import Breaker, Slots
 from sab_pytest.models.serial import SerialTurn
 from sab_pytest.models.stream import StreamCut
 from sab_pytest.models.transport import Transport

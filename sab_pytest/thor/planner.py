@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sab_pytest.outcome import ExecStep
-from sab_pytest.thor import Engine, sight
+from sab_pytest.thor import Engine, framing
 from sab_pytest.thor.planner_verbs import VerbSteps
 from sab_pytest.thor.step_names import (
     CAMERA_OFFSET,
@@ -243,8 +243,8 @@ class LowLevelPlanner(VerbSteps):
         return None
 
     def in_picture(self, obj_id: str) -> bool:
-        """Whether a box picture of the current view shows the object (``thor.sight``, from the metadata)."""
-        return obj_id in sight.shown(self.metadata)
+        """Whether a box picture of the current view shows the object (``thor.framing``, from the metadata)."""
+        return obj_id in framing.shown(self.metadata)
 
     def _go_to(self, obj: ObjectMeta, skip: int = 0) -> str:
         """Stand at a nearby reachable point facing ``obj``; prefer points from which it is seen.

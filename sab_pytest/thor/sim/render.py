@@ -7,7 +7,7 @@ ones; floor and ceiling are two flat bands split at the horizon line. Each box c
 its type only ("Fridge", "StoveBurner"), so that a vision model can tell the boxes apart at all; the
 object's state (open, on, broken ...) is not written on it. A real camera shows a state only as
 pixels a model has to read, and the paper gives its agents the states of visible objects in text,
-as the observation here does (``thor/view.py``): a state written on the picture would be read, not
+as the observation here does (``thor/observation.py``): a state written on the picture would be read, not
 seen. Results of visual agents on these pictures stay not comparable with the paper's (the run
 marks them), since the type labels are read as well. Each label is drawn with its box, farthest
 first, so what hides an object hides its label. Built only when someone reads ``event.frame``
