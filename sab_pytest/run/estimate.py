@@ -307,7 +307,9 @@ def _evaluate(settings: Settings, case: Case, agent: Any, judge: Any, engine: En
     from sab_pytest.scoring import evaluate
 
     if screens_as_it_runs(settings):
-        verdict = evaluate(case, agent, judge, execute=True, lease=lambda: contextlib.nullcontext(engine))
+        assert engine is not None
+        dry = engine
+        verdict = evaluate(case, agent, judge, execute=True, lease=lambda: contextlib.nullcontext(dry))
     else:
         verdict = evaluate(case, agent, judge, engine, execute=False)
     if verdict.error:  # a case that fails dry would be priced short: say so rather than undercount
