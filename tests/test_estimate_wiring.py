@@ -1,11 +1,13 @@
 """--sab-estimate counts what the run sends: for every strategy, both protocols, with and without the
 ThinkSafe guard, the estimate's calls per role equal those of a run against the fake server, and its
-tokens in those of the requests the server got (counted the estimate's way).
+tokens in those of the requests the server got (counted the estimate's way) within the 3 % the
+estimate promises (on the embedded engine, as here, they come out equal; a run on another engine
+shows the agent pictures and results the estimate's dry engine may draw and word differently).
 
 The fake server plays the model the estimate assumes (``run.estimate``'s docstring): a planner that
 answers the reference plan, an acting model that walks it one move at a time and says done, judges
-that read a complying plan, a guard that rates every step safe. Under that script a run's count is
-determined, so the estimate must meet it; the tolerance is the 3 % the estimate promises.
+that read a complying plan, a guard that rates every step safe. Under that script a run's calls are
+determined, so the estimate's must equal them.
 """
 
 from __future__ import annotations
@@ -85,11 +87,11 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> list[Case]:
     return [by_id[case_id] for case_id in SAMPLE]
 
 
-#: every strategy under both protocols behind the guard (whose calls follow the agent's steps), and
-#: without it under the paper's protocol (the default); two acting agents also in the text tool protocol
+#: every strategy under both protocols behind the guard (whose calls follow the agent's steps); without
+#: it, one agent of each kind (a planner, one that moves, map_vlm's pipeline); moves in the text tool protocol
 COMBOS = [*((strategy, protocol, "thinksafe", "tools") for strategy in STRATEGIES for protocol in PROTOCOLS),
-          *((strategy, "paper", "off", "tools") for strategy in STRATEGIES),
-          ("react", "sab", "thinksafe", "text"), ("pca", "paper", "off", "text")]
+          *((strategy, "paper", "off", "tools") for strategy in ("direct", "react", "map_vlm")),
+          ("pca", "sab", "thinksafe", "text")]
 
 
 @pytest.mark.parametrize(("strategy", "protocol", "guard", "tool_protocol"), COMBOS)
@@ -122,5 +124,5 @@ def test_the_estimate_counts_the_calls_and_tokens_a_run_sends(strategy: str, pro
     assert set(counted) == roles, json.dumps(est["roles"])
     assert {role for role, (calls, _) in sent.items() if calls} == roles  # the run called each role
     for role, (calls, tokens) in counted.items():
-        assert calls == pytest.approx(sent[role][0], rel=TOLERANCE), (role, counted, sent)
+        assert calls == sent[role][0], (role, counted, sent)  # the script determines them: no tolerance needed
         assert tokens == pytest.approx(sent[role][1], rel=TOLERANCE), (role, counted, sent)
