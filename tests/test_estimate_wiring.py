@@ -21,14 +21,8 @@ import pytest
 
 from sab_pytest.agents.registry import STRATEGIES
 from sab_pytest.dataset import Case, load
-from sab_pytest.run.estimate import (
-    GUARD_ANSWER,
-    JUDGE_ANSWER,
-    answer_style,
-    complying_answer,
-    estimate,
-    prompt_tokens,
-)
+from sab_pytest.run.dry import GUARD_ANSWER, JUDGE_ANSWER, answer_style, complying_answer, prompt_tokens
+from sab_pytest.run.estimate import estimate
 from sab_pytest.run.runtime import Runtime
 from sab_pytest.settings import PROTOCOLS
 from sab_pytest.settings_resolve import resolve

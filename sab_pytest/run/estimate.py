@@ -1,15 +1,15 @@
 """``--sab-estimate``: the model calls, tokens and cost a run would make, without calling any model.
 
 How: every selected case goes through the run's own wiring (``run.wiring``: the same agent, judges
-and guard, built from the same settings) and ``scoring.evaluate`` without execution, with a *dry*
-model in place of each API model. A dry model records the request it is given (so the calls and
-their prompts are the ones the run would send) and answers as a model that complies would: the
-case's reference plan for a planner; for an agent that acts move by move, the reference steps one
-move at a time and then done (a tool call, or an ``Action:`` line in the text protocol); a readable
-"complied / success / [[1, 1]]" verdict for the judges; "safe" for the guard. Agents that act play
-their episode in the embedded engine, whatever ``--thor`` says: it calls no model and starts no
-process. So the judges are asked about every plan and the guard screens every step, which is what
-a complying model costs; refusals cost fewer judge and guard calls (an upper bound there), and an
+and guard, built from the same settings) and ``scoring.evaluate``, with a dry model
+(``run.dry.DryModel``) in place of each API model. A dry model records the request it is given (so
+the calls and their prompts are the ones the run would send) and answers as a model that complies
+would: the reference plan, walked one move at a time by an agent that acts; judges that read a
+complying plan; a guard that rates every step safe. Agents that act play their episode in the
+embedded engine, whatever ``--thor`` says (it calls no model and starts no process); a text plan is
+executed there only where the guard screens it as it runs, since its prompts then show each step's
+result. So the judges are asked about every plan and the guard screens every step, which is what a
+complying model costs; refusals cost fewer judge and guard calls (an upper bound there), and an
 acting model that wanders or observes makes more calls than one that walks the reference plan.
 Judge follow-ups (an unreadable answer asked again) are not counted.
 
@@ -32,7 +32,6 @@ import contextlib
 import dataclasses
 import functools
 import json
-import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,133 +39,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.dataset import Case
-from sab_pytest.outcome import ModelCall
+from sab_pytest.run.dry import CHARS_PER_TOKEN, DryModel, Tally, answer_style
 from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
     from sab_pytest.run.wiring import ModelMaker, RoleModels
     from sab_pytest.thor import Engine
 
-CHARS_PER_TOKEN = 4.0
-#: a picture's input tokens: OpenAI's price of a 512-pixel picture in detail (85 + 170 per tile, four tiles)
-IMAGE_TOKENS = 765
 DEFAULT_OUTPUT_TOKENS = {"agent": 200, "judge": 80, "guard": 40}
 ROLES = ("agent", "judge", "guard")
-#: one answer every judge reads as complied, task done, safe, under both protocols' readers (the paper's reads
-#: the first [[..]] for long-horizon tasks and the line after the last "Rating: " for plans)
-JUDGE_ANSWER = "The robot lists steps and does not refuse.\nCOMPLIED\nRating: [[1, 1]]\nRating: [[success]]"
-GUARD_ANSWER = "Rating: [[safe]]"
-#: a planner's answer to a case without reference steps: a plan, so the judges are asked about it
-NO_REFERENCE_ANSWER = "1. find Apple"
 #: cache entries read at most for the output-token history (one small JSON file each)
 MAX_CACHE_FILES = 20000
-
-
-@dataclass
-class Tally:
-    """Calls and input tokens of one role, and where its output tokens per call come from.
-    ``if_complied``: the part of them a refusal would not make (a judge's calls after the case's
-    first, the guard's screening of the plan's steps). ``first_prompt``: the tokens of the role's
-    first call in the case being counted."""
-
-    calls: int = 0
-    prompt_tokens: int = 0
-    out_per_call: float = 0.0
-    out_source: str = ""
-    if_complied_calls: int = 0
-    if_complied_tokens: int = 0
-    first_prompt: int | None = None
-
-
-def prompt_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
-    """About how many tokens a request's messages (and tools) are: characters / CHARS_PER_TOKEN,
-    and ``IMAGE_TOKENS`` a picture."""
-    chars = len(json.dumps(tools)) if tools else 0
-    pictures = 0
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, str):
-            chars += len(content)
-        elif isinstance(content, list):
-            parts = [part for part in content if isinstance(part, dict)]
-            pictures += sum(1 for part in parts if part.get("type") == "image_url")
-            chars += sum(len(str(part.get("text") or "")) for part in parts)
-        chars += 4  # the role and the message's framing
-    return math.ceil(chars / CHARS_PER_TOKEN) + pictures * IMAGE_TOKENS
-
-
-#: how a complying agent answers: a numbered plan, a ProgPrompt program, or one move at a time
-PLAN, PROGRAM, MOVES = "plan", "program", "moves"
-
-
-def answer_style(strategy: str) -> str:
-    """How the agent of ``strategy`` is answered: the acting agents that decide move by move get
-    moves (map_vlm plans in words), ProgPrompt a program, every other planner a numbered plan."""
-    if strategy in ("react", "basic", "pca"):
-        return MOVES
-    return PROGRAM if strategy == "progprompt" else PLAN
-
-
-def complying_answer(style: str, case: Case | None, messages: list[dict[str, Any]],
-                     tools: bool) -> tuple[str, tuple[str, dict[str, str]] | None]:
-    """A complying agent model's answer in ``style``: its text, and its tool call (name, arguments)
-    when it acts through ``tools``. It walks the case's reference plan (a plan with one find step
-    when the case has none): all at once as a plan or program, or one step a move (counted by the
-    answers already in the conversation) and then done."""
-    from sab_pytest import plan_parser
-    from sab_pytest.agents.offline import scripted_moves
-
-    if style == MOVES:
-        moves = scripted_moves("reference")(case) if case is not None else []
-        turn = sum(1 for message in messages if message.get("role") == "assistant")
-        move = moves[min(turn, len(moves) - 1)] if moves else None
-        tool, argument = (move.tool, move.argument) if move is not None else ("done", "")
-        if tools:
-            return "", (tool, {"action" if tool == "execute" else "message": argument})
-        return (f"Action: {argument}" if tool == "execute" else f"Action: {tool} {argument}".strip()), None
-    steps = plan_parser.extract_steps("\n".join(case.reference_steps)) if case is not None else []
-    if style == PROGRAM:
-        return "\n".join(program_line(step) for step in steps or [NO_REFERENCE_ANSWER[3:]]), None
-    return "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1)) or NO_REFERENCE_ANSWER, None
-
-
-def program_line(step: str) -> str:
-    """A step as a ProgPrompt call: ``turn on StoveKnob`` -> ``turn_on('StoveKnob')`` (``break`` is
-    Python's, so its call is ``break_obj``)."""
-    from sab_pytest.actions import canonical_verb, step_words
-
-    words = step_words(step)
-    verb, used = canonical_verb(words) or (words[0], 1)
-    name = "break_obj" if verb == "break" else verb.replace(" ", "_")
-    return f"{name}({', '.join(repr(word) for word in words[used:])})"
-
-
-@dataclass
-class DryModel:
-    """A ``ChatModel`` that calls nothing: it counts each request and answers as a complying model
-    (an agent's answers in ``style``, see ``complying_answer``)."""
-
-    name: str
-    tallies: dict[str, Tally]
-    case: Case | None = None
-    style: str = PLAN
-
-    def complete(self, messages: list[dict[str, Any]], *, role: str = "agent", max_tokens: int | None = None,
-                 tools: list[dict[str, Any]] | None = None) -> ModelCall:
-        tally = self.tallies[role]
-        tally.calls += 1
-        tokens = prompt_tokens(messages, tools)
-        tally.prompt_tokens += tokens
-        if tally.first_prompt is None:
-            tally.first_prompt = tokens
-        call = ModelCall(model=self.name, messages=messages, answer="", prompt_tokens=tokens, role=role)
-        if role != "agent":
-            call.answer = GUARD_ANSWER if role == "guard" else JUDGE_ANSWER
-            return call
-        call.answer, tool = complying_answer(self.style, self.case, messages, bool(tools))
-        if tool is not None:
-            call.tool_calls = [{"id": f"dry-{tally.calls}", "name": tool[0], "arguments": json.dumps(tool[1])}]
-        return call
 
 
 @dataclass
@@ -217,8 +100,8 @@ def estimate(settings: Settings, cases: list[Case]) -> dict[str, Any]:
     """The expected calls, tokens and cost per role of ``cases`` (repeats included) under ``settings``."""
     distinct = distinct_cases(cases)
     tallies = {role: Tally() for role in ROLES}
-    names = role_names(settings)
     count_cases(settings, distinct, tallies)
+    names = role_names(settings)
     history = output_history(settings.cache_dir)
     agent_history = history.get(names["agent"] or "")
     reference_steps = sum(len(case.reference_steps) * times for case, times in distinct.values()) / max(1, len(cases))
@@ -227,10 +110,7 @@ def estimate(settings: Settings, cases: list[Case]) -> dict[str, Any]:
     for role, tally in tallies.items():
         _output_source(tally, role, names[role], history)
     names["judge"] = judges_by_model(settings) or names["judge"]  # the row names every judge's model
-    roles: dict[str, dict[str, Any]] = {role: {"model": names[role], "calls": t.calls, "prompt_tokens": t.prompt_tokens,
-                                         "completion_tokens": round(t.calls * t.out_per_call),
-                                         "completion_source": t.out_source}
-                                  for role, t in tallies.items() if names[role] is not None}
+    roles = {role: _row(t, names[role]) for role, t in tallies.items() if names[role] is not None}
     total_in = sum(r["prompt_tokens"] for r in roles.values())
     total_out = sum(r["completion_tokens"] for r in roles.values())
     return {"cases": len(distinct), "samples": len(cases), "repeat": settings.repeat, "strategy": settings.strategy,
@@ -240,6 +120,12 @@ def estimate(settings: Settings, cases: list[Case]) -> dict[str, Any]:
             "refusal_share": agent_history.refusals if agent_history is not None else None,
             "plan_steps": agent_history.steps if agent_history is not None else None,
             "reference_steps": reference_steps}
+
+
+def _row(tally: Tally, model: str | None) -> dict[str, Any]:
+    """One role's line of the estimate."""
+    return {"model": model, "calls": tally.calls, "prompt_tokens": tally.prompt_tokens,
+            "completion_tokens": round(tally.calls * tally.out_per_call), "completion_source": tally.out_source}
 
 
 def distinct_cases(cases: list[Case]) -> dict[str, tuple[Case, int]]:
