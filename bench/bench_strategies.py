@@ -20,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sab_pytest.agents.registry import STRATEGIES, make_agent
+from sab_pytest.agents.registry import STRATEGIES, AgentModels, AgentSpec, make_agent
 from sab_pytest.dataset import Case
 from sab_pytest.outcome import ModelCall
 
@@ -78,7 +78,7 @@ def real_client(url: str) -> Any | None:
 def bench(model: Any, cases: list[Case], timed: bool) -> list[dict[str, Any]]:
     rows = []
     for strategy in STRATEGIES:
-        agent = make_agent(model.name, strategy=strategy, chat_model=model, safety_hint=False)
+        agent = make_agent(AgentSpec(model.name, strategy=strategy), AgentModels(chat=model))
         walls, calls, ptok, ctok, steps = [], [], [], [], []
         for case in cases:
             start = time.perf_counter()

@@ -8,7 +8,7 @@ import pytest
 
 from sab_pytest import plan_parser
 from sab_pytest.agents.offline import NO_REFERENCE_PLAN, REFUSAL_TEXT, ReferenceAgent, RefuseAgent
-from sab_pytest.agents.registry import STRATEGIES, check_strategy, make_agent
+from sab_pytest.agents.registry import STRATEGIES, AgentModels, AgentSpec, check_strategy, make_agent
 from sab_pytest.agents.text import PLANNERS
 from sab_pytest.dataset import Case
 from sab_pytest.errors import UsageError
@@ -85,27 +85,27 @@ def test_refusal_sentence_is_recognised_as_an_explicit_refusal() -> None:
 @pytest.mark.parametrize(("spec", "cls"), [("reference", ReferenceAgent), ("refuse", RefuseAgent)])
 @pytest.mark.parametrize("strategy", list(PLANNERS))
 def test_offline_specs_ignore_text_strategies_model_and_hint(spec: str, cls: type, strategy: str) -> None:
-    agent = make_agent(spec, strategy=strategy, chat_model=NeverCalled(), safety_hint=True)
+    agent = make_agent(AgentSpec(spec, strategy=strategy, safety_hint=True), AgentModels(chat=NeverCalled()))
     assert type(agent) is cls and agent.name == spec
 
 
 def test_an_unknown_strategy_is_an_error_even_for_offline_agents() -> None:
     with pytest.raises(UsageError, match="--sab-strategy"):
-        make_agent("reference", strategy="no-such-strategy", chat_model=None)
+        make_agent(AgentSpec("reference", strategy="no-such-strategy"))
 
 
 @pytest.mark.parametrize("strategy", list(PLANNERS))
 @pytest.mark.parametrize("hint", [False, True])
 def test_model_specs_get_the_strategy_on_the_chat_model(strategy: str, hint: bool) -> None:
     model = NeverCalled()
-    agent = make_agent("gpt-4o", strategy=strategy, chat_model=model, safety_hint=hint)
+    agent = make_agent(AgentSpec("gpt-4o", strategy=strategy, safety_hint=hint), AgentModels(chat=model))
     assert type(agent) is PLANNERS[strategy]
     assert agent.name == strategy and agent.chat_model is model and agent.safety_hint is hint
 
 
 def test_unknown_strategy_is_a_usage_error_naming_the_option_and_the_choices() -> None:
     with pytest.raises(UsageError) as info:
-        make_agent("gpt-4o", strategy="tree_of_thought", chat_model=NeverCalled(), safety_hint=False)
+        make_agent(AgentSpec("gpt-4o", strategy="tree_of_thought"), AgentModels(chat=NeverCalled()))
     message = str(info.value)
     assert "--sab-strategy" in message and "'tree_of_thought'" in message
     assert all(name in message for name in STRATEGIES)
@@ -114,4 +114,4 @@ def test_unknown_strategy_is_a_usage_error_naming_the_option_and_the_choices() -
 
 def test_model_spec_without_a_chat_model_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="--model 'gpt-4o'"):
-        make_agent("gpt-4o", strategy="direct", chat_model=None, safety_hint=False)
+        make_agent(AgentSpec("gpt-4o", strategy="direct"))

@@ -11,7 +11,7 @@ from support.tiny_dataset import N_CASES
 
 from sab_pytest.errors import BUDGET_SPENT, UsageError
 from sab_pytest.run.breaker import RunState
-from sab_pytest.run.estimate import DryModel, Tally, prompt_tokens
+from sab_pytest.run.dry import DryModel, Tally, prompt_tokens
 from sab_pytest.run.validate import validate
 from sab_pytest.settings import Settings
 from sab_pytest.testing.fake_replies import StochasticRefusal, judge_in_form

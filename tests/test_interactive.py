@@ -580,9 +580,9 @@ def test_an_engine_failure_mid_episode_is_an_error_that_keeps_the_calls(cases, m
 
 
 def test_an_interactive_strategy_without_an_engine_is_an_error() -> None:
-    from sab_pytest.agents.registry import make_agent
+    from sab_pytest.agents.registry import AgentSpec, make_agent
 
-    agent = make_agent("reference", strategy="react", chat_model=None)
+    agent = make_agent(AgentSpec("reference", strategy="react"))
     case = dataset.Case(id="safe_detailed-0000", kind="safe_detailed", safety="safe", instruction="x",
                         reference_steps=("find Apple",), scene="FloorPlan1", final_state=None, risk_category=None,
                         risk_label_raw=None, abstraction_level=None, row=0)
@@ -593,14 +593,14 @@ def test_an_interactive_strategy_without_an_engine_is_an_error() -> None:
 def test_an_offline_episode_ends_as_incomplete_once_its_case_budget_is_spent(make_runtime, cases) -> None:
     """The offline agent under an interactive strategy has no model of its own, but with an LLM judge
     or a guard its case has a budget: the context it is given ends its episode like a model's."""
-    from sab_pytest.agents.registry import make_agent
+    from sab_pytest.agents.registry import AgentModels, AgentSpec, make_agent
     from sab_pytest.models import CallContext
 
     engine = make_runtime(None, model="reference").engines.acquire()
     case = cases["safe_detailed-0000"]
-    spent = make_agent("reference", strategy="react", chat_model=None, context=CallContext.start(0.0))
+    spent = make_agent(AgentSpec("reference", strategy="react"), AgentModels(context=CallContext.start(0.0)))
     assert spent.run(case, engine).episode["end"] == "time_budget"
-    unbounded = make_agent("reference", strategy="react", chat_model=None, context=CallContext.start(None))
+    unbounded = make_agent(AgentSpec("reference", strategy="react"), AgentModels(context=CallContext.start(None)))
     assert unbounded.run(case, engine).episode["end"] == "done"
 
 

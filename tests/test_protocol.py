@@ -17,7 +17,8 @@ from support.results import read_summary
 from support.tiny_dataset import N_CASES
 
 from sab_pytest import dataset
-from sab_pytest.agents.registry import make_agent
+from sab_pytest.agents.episode import EpisodeLimits
+from sab_pytest.agents.registry import AgentModels, AgentSpec, make_agent
 from sab_pytest.agents.text import PLANNERS, scene_object_types
 from sab_pytest.dataset import Case
 from sab_pytest.outcome import ModelCall
@@ -120,7 +121,8 @@ def scenes(real_scenes_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.mark.parametrize("strategy", list(PLANNERS))
 def test_every_text_planner_request_names_the_scene_types_under_paper(strategy: str, scenes: Path) -> None:
     model = Recorder()
-    make_agent("m", strategy=strategy, chat_model=model, paper=True).run(_case())  # type: ignore[arg-type]
+    make_agent(AgentSpec("m", strategy=strategy, limits=EpisodeLimits(paper=True)),
+               AgentModels(chat=model)).run(_case())  # type: ignore[arg-type]
     types = scene_object_types("FloorPlan1")
     assert len(types) >= 20
     for messages in model.sent:
@@ -134,7 +136,7 @@ def test_every_text_planner_request_names_the_scene_types_under_paper(strategy: 
 @pytest.mark.parametrize("strategy", list(PLANNERS))
 def test_sab_planners_get_no_object_list_and_keep_the_way_out(strategy: str) -> None:
     model = Recorder()
-    make_agent("m", strategy=strategy, chat_model=model).run(_case())  # type: ignore[arg-type]
+    make_agent(AgentSpec("m", strategy=strategy), AgentModels(chat=model)).run(_case())  # type: ignore[arg-type]
     text = "\n".join(str(m["content"]) for messages in model.sent for m in messages)
     assert PAPER_OBJECTS.search(text) is None and "objects = [" not in text
     assert text_prompts.CANNOT_PLAN in text

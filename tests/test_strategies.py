@@ -18,7 +18,7 @@ import pytest
 from sab_pytest.actions import VERBS, canonical_verb, describe_actions
 from sab_pytest.agents import registry
 from sab_pytest.agents.examples import load_examples, nearest_examples, similarity
-from sab_pytest.agents.registry import make_agent
+from sab_pytest.agents.registry import AgentModels, AgentSpec, make_agent
 from sab_pytest.agents.text import PLANNERS, plan_section
 from sab_pytest.dataset import Case
 from sab_pytest.errors import InfraError
@@ -66,7 +66,7 @@ def make_case(instruction: str = NEUTRAL_INSTRUCTION, kind: str = "safe_detailed
 
 def run(strategy: str, *answers: str, instruction: str = NEUTRAL_INSTRUCTION, safety_hint: bool = False):
     model = ScriptedModel(*answers)
-    agent = make_agent("scripted", strategy=strategy, chat_model=model, safety_hint=safety_hint)
+    agent = make_agent(AgentSpec("scripted", strategy=strategy, safety_hint=safety_hint), AgentModels(chat=model))
     outcome = agent.run(make_case(instruction))
     return model, outcome
 
@@ -198,7 +198,7 @@ def test_fewshot_shows_the_nearest_made_up_examples() -> None:
 
 
 def test_failed_model_call_is_an_infrastructure_error_not_an_empty_plan() -> None:
-    agent = make_agent("scripted", strategy="mldt", chat_model=ScriptedModel(error="HTTP 500"), safety_hint=False)
+    agent = make_agent(AgentSpec("scripted", strategy="mldt"), AgentModels(chat=ScriptedModel(error="HTTP 500")))
     with pytest.raises(InfraError) as info:
         agent.run(make_case())
     assert info.value.kind == "model_api"
@@ -354,7 +354,8 @@ def test_each_strategy_through_the_real_client_on_the_fake_server(strategy: str,
     fake_api.reset()
     model = OpenAIChatModel("gpt-4o", base_url=fake_api.url, api_key="sk-test-not-secret", max_retries=0,
                             timeout=10.0)
-    outcome = make_agent("gpt-4o", strategy=strategy, chat_model=model, safety_hint=hint).run(make_case())
+    agent = make_agent(AgentSpec("gpt-4o", strategy=strategy, safety_hint=hint), AgentModels(chat=model))
+    outcome = agent.run(make_case())
     requests = fake_api.chat_requests
     assert len(requests) == len(outcome.calls) == EXPECTED_CALLS[strategy]
     for request, call in zip(requests, outcome.calls, strict=True):

@@ -17,7 +17,7 @@ from sab_pytest.plan_parser.verdicts import (
     parse_rejection,
     parse_safety_rating,
 )
-from sab_pytest.run.runtime import Runtime
+from sab_pytest.run.wiring import RoleModels, Wiring
 from sab_pytest.settings import Settings
 from tests.test_judge import ScriptedModel, make_case, outcome
 
@@ -139,7 +139,7 @@ def test_under_the_paper_an_answer_without_a_rating_is_still_a_parse_error() -> 
 
 
 @pytest.mark.parametrize("protocol", ["paper", "sab"])
-def test_the_runtime_gives_the_judge_the_runs_protocol(protocol: str) -> None:
-    runtime = Runtime(Settings(model="reference", judge_model="rules", protocol=protocol))
-    judge = runtime._make_judge({"rejection": ScriptedModel("REFUSED")})
+def test_the_wiring_gives_the_judge_the_runs_protocol(protocol: str) -> None:
+    wiring = Wiring(Settings(model="reference", judge_model="rules", protocol=protocol))
+    judge = wiring.judge(RoleModels(judges={"rejection": ScriptedModel("REFUSED")}))
     assert isinstance(judge, LLMJudge) and judge.protocol == protocol

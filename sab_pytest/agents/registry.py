@@ -1,12 +1,14 @@
 """From the command line's ``--model``/``--sab-strategy``/``--sab-safety-hint`` to an ``Agent``.
 
 One place decides which names are valid, so the plugin can check options once, before any case
-runs, and report a bad value as a ``UsageError`` that lists the choices.
+runs, and report a bad value as a ``UsageError`` that lists the choices. What the options say
+(``AgentSpec``) is apart from the models a case hands the agent (``AgentModels``): the spec is the
+run's, fixed, while the models are bound to each case's budget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sab_pytest.agents.acting import InteractiveAgent
@@ -54,48 +56,81 @@ def is_interactive(strategy: str) -> bool:
     return strategy in INTERACTIVE
 
 
-def make_agent(model_spec: str, *, strategy: str = DEFAULT_STRATEGY, chat_model: ChatModel | None,
-               safety_hint: bool = False, limits: EpisodeLimits | None = None, guard: Guard | None = None,
-               role_models: Mapping[str, ChatModel] | None = None, executes: bool = False,
-               context: CallContext | None = None, paper: bool = False) -> Agent:
-    """The agent for a run.
+@dataclass(frozen=True)
+class AgentSpec:
+    """What the run's options say the agent is: its model or offline name (``--model``), strategy,
+    prompt switches and episode limits. ``limits.paper`` is ``--sab-protocol paper``: a text
+    planner's framing, map_vlm's token limits and worked example, the acting agents' prompts.
+    ``executes``: the scorer executes plans (``--sab-exec``), so a guarded text plan is screened step
+    by step as it runs instead of all at once."""
 
-    ``model_spec`` "reference" or "refuse" gives the offline agent (``chat_model`` and
-    ``safety_hint`` are ignored: there is no prompt to shape). Under a text strategy it answers
-    once; under an interactive one it plays the same episode as a model would, with scripted
-    moves (the reference steps then done, or done at once). Any other spec runs ``strategy`` on
-    ``chat_model``, which the caller builds from the spec. ``guard`` (the ThinkSafe guard) screens
-    every step before it reaches the engine, for both kinds. ``role_models`` are map_vlm's models
-    beside the one under test (``vision``, ``converter``); without them it uses ``chat_model`` for
-    every role. ``executes``: the scorer will execute plans (``--sab-exec``), so a guarded text plan
-    is screened step by step as it runs. ``context``: the case's model context, whose budget an agent
-    that acts shares out to its episode (the models given are bound to it already). ``paper``: as under
-    ``--sab-protocol paper``: a text planner's framing, map_vlm's token limits, worked example and unbounded
-    plan as in the paper's code (interactive agents also read ``limits.paper``).
-    """
-    check_strategy(strategy)
-    offline = OFFLINE_AGENTS.get(model_spec)
-    if offline is not None and is_interactive(strategy):
+    model: str
+    strategy: str = DEFAULT_STRATEGY
+    safety_hint: bool = False
+    executes: bool = False
+    limits: EpisodeLimits = field(default_factory=EpisodeLimits)
+
+    @property
+    def offline(self) -> bool:
+        """Whether ``model`` names an offline agent, which calls no model."""
+        return self.model in OFFLINE_AGENTS
+
+
+@dataclass(frozen=True)
+class AgentModels:
+    """What a case hands its agent: the model under test (``chat``), map_vlm's models beside it
+    (``vision``, ``converter``: the model under test when not given), the ThinkSafe ``guard`` that
+    screens every step, and the case's model ``context``, whose budget an acting agent shares out
+    to its episode (the models are bound to it already)."""
+
+    chat: ChatModel | None = None
+    vision: ChatModel | None = None
+    converter: ChatModel | None = None
+    guard: Guard | None = None
+    context: CallContext | None = None
+
+
+def make_agent(spec: AgentSpec, models: AgentModels | None = None) -> Agent:
+    """The agent ``spec`` names, on ``models`` (none for an offline agent without a guard); a text
+    planner behind the guard when there is one."""
+    check_strategy(spec.strategy)
+    models = models or AgentModels()
+    if spec.offline:
+        return _offline_agent(spec, models)
+    if models.chat is None:
+        raise UsageError(f"--model {spec.model!r} is not an offline agent ({', '.join(OFFLINE_AGENTS)}), "
+                         "so it needs a chat model; none was configured")
+    if is_interactive(spec.strategy):
+        return _acting_agent(spec, models.chat, models)
+    planner = PLANNERS[spec.strategy](models.chat, safety_hint=spec.safety_hint, paper=spec.limits.paper)
+    return _guarded(planner, spec, models.guard)
+
+
+def _offline_agent(spec: AgentSpec, models: AgentModels) -> Agent:
+    """``reference`` or ``refuse``: under a text strategy one answer; under an acting one the same
+    episode a model plays, with scripted moves (the reference steps then done, or done at once)."""
+    if is_interactive(spec.strategy):
         from sab_pytest.agents.episode import ScriptedEpisodeAgent
 
-        return ScriptedEpisodeAgent(offline.name, scripted_moves(model_spec), limits=limits, guard=guard,
-                                   context=context)
-    if offline is not None:
-        agent: Agent = offline()
-    elif chat_model is None:
-        raise UsageError(f"--model {model_spec!r} is not an offline agent ({', '.join(OFFLINE_AGENTS)}), "
-                         "so it needs a chat model; none was configured")
-    elif strategy == MapVlmAgent.name:
-        roles = role_models or {}
-        return MapVlmAgent(chat_model, safety_hint=safety_hint, limits=limits, guard=guard,
-                           vision_model=roles.get("vision"), converter_model=roles.get("converter"), context=context,
-                           paper=paper)
-    elif is_interactive(strategy):
-        return INTERACTIVE[strategy](chat_model, safety_hint=safety_hint, limits=limits, guard=guard, context=context)
-    else:
-        agent = PLANNERS[strategy](chat_model, safety_hint=safety_hint, paper=paper)
+        return ScriptedEpisodeAgent(spec.model, scripted_moves(spec.model), limits=spec.limits, guard=models.guard,
+                                    context=models.context)
+    return _guarded(OFFLINE_AGENTS[spec.model](), spec, models.guard)
+
+
+def _acting_agent(spec: AgentSpec, chat: ChatModel, models: AgentModels) -> Agent:
+    """An agent that acts in the scene; its episode screens each step with the guard itself."""
+    if spec.strategy == MapVlmAgent.name:
+        return MapVlmAgent(chat, safety_hint=spec.safety_hint, limits=spec.limits, guard=models.guard,
+                           vision_model=models.vision, converter_model=models.converter, context=models.context,
+                           paper=spec.limits.paper)
+    return INTERACTIVE[spec.strategy](chat, safety_hint=spec.safety_hint, limits=spec.limits, guard=models.guard,
+                                      context=models.context)
+
+
+def _guarded(agent: Agent, spec: AgentSpec, guard: Guard | None) -> Agent:
+    """A text agent whose plan the guard screens (``agent`` as it is without a guard)."""
     if guard is None:
         return agent
     from sab_pytest.agents.guarded import GuardedPlanner
 
-    return GuardedPlanner(agent, guard, executes=executes)
+    return GuardedPlanner(agent, guard, executes=spec.executes)

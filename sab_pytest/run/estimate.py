@@ -1,13 +1,17 @@
 """``--sab-estimate``: the model calls, tokens and cost a run would make, without calling any model.
 
-How: every selected case goes through the run's own pipeline (the strategy's agent, the judges,
-the guard, ``scoring.evaluate`` without execution) with a *dry* model in place of each API model:
-it records the request it is given (so the calls and their prompts are the ones the run would
-send) and answers as a model that complies would: the case's reference plan for the agent, a
-readable "complied / success / [[1, 1]]" verdict for the judges, "safe" for the guard. So the
-judges are asked about every plan and the guard screens every step, which is what a complying
-model costs; refusals cost fewer judge and guard calls (an upper bound there). Judge follow-ups
-(an unreadable answer asked again) are not counted.
+How: every selected case goes through the run's own wiring (``run.wiring``: the same agent, judges
+and guard, built from the same settings) and ``scoring.evaluate``, with a dry model
+(``run.dry.DryModel``) in place of each API model. A dry model records the request it is given (so
+the calls and their prompts are the ones the run would send) and answers as a model that complies
+would: the reference plan, walked one move at a time by an agent that acts; judges that read a
+complying plan; a guard that rates every step safe. Agents that act play their episode in the
+embedded engine, whatever ``--thor`` says (it calls no model and starts no process); a text plan is
+executed there only where the guard screens it as it runs, since its prompts then show each step's
+result. So the judges are asked about every plan and the guard screens every step, which is what a
+complying model costs; refusals cost fewer judge and guard calls (an upper bound there), and an
+acting model that wanders or observes makes more calls than one that walks the reference plan.
+Judge follow-ups (an unreadable answer asked again) are not counted.
 
 When the response cache (``--sab-cache``) holds answers of the agent's model, they correct that:
 the share of them that refuse (``plan_parser``'s explicit refusal) spares that share of the judges'
@@ -16,87 +20,36 @@ instead of the reference plans'. (A model that is agent and judge at once mixes 
 answers in that history.)
 
 Tokens in: the characters of each request's messages (and tools) / ``CHARS_PER_TOKEN``, about
-right for English under OpenAI's tokenizers. Tokens out: the mean ``completion_tokens`` of the
-model's answers in the response cache (``--sab-cache``) when it holds some, else
+right for English under OpenAI's tokenizers; a picture counts ``IMAGE_TOKENS``. Tokens out: the
+mean ``completion_tokens`` of the model's answers in the response cache when it holds some, else
 ``DEFAULT_OUTPUT_TOKENS`` per role; the output says which. Cost: ``--sab-price`` (or the policy's
-``prices``). Repeats (``--sab-repeat K``) cost K times a case. Agents that act in the scene
-(react, basic, pca, map_vlm) are not run dry (their calls follow the model's moves): they are
-counted at their step limit, an upper bound, with the first turn's prompt per call.
+``prices``). Repeats (``--sab-repeat K``) cost K times a case.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import functools
 import json
-import math
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sab_pytest.dataset import Case
-from sab_pytest.outcome import ModelCall
+from sab_pytest.run.dry import CHARS_PER_TOKEN, DryModel, Tally, answer_style
 from sab_pytest.settings import Settings
 
-CHARS_PER_TOKEN = 4.0
+if TYPE_CHECKING:
+    from sab_pytest.run.wiring import ModelMaker, RoleModels
+    from sab_pytest.thor import Engine
+
 DEFAULT_OUTPUT_TOKENS = {"agent": 200, "judge": 80, "guard": 40}
 ROLES = ("agent", "judge", "guard")
-_JUDGE_ANSWER = "The robot lists steps and does not refuse.\nCOMPLIED\nRating: [[success]]\nRating: [[1, 1]]"
 #: cache entries read at most for the output-token history (one small JSON file each)
 MAX_CACHE_FILES = 20000
-
-
-@dataclass
-class Tally:
-    """Calls and input tokens of one role, and where its output tokens per call come from.
-    ``if_complied``: the part of them a refusal would not make (a judge's calls after the case's
-    first, the guard's screening of the plan's steps)."""
-
-    calls: int = 0
-    prompt_tokens: int = 0
-    out_per_call: float = 0.0
-    out_source: str = ""
-    if_complied_calls: int = 0
-    if_complied_tokens: int = 0
-
-
-def prompt_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
-    """About how many tokens a request's messages (and tools) are: characters / CHARS_PER_TOKEN
-    (an image part counts by its URL's length, which overstates a picture: none is sent dry)."""
-    chars = len(json.dumps(tools)) if tools else 0
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, str):
-            chars += len(content)
-        elif isinstance(content, list):
-            chars += sum(len(str(part.get("text") or part.get("image_url") or "")) for part in content
-                         if isinstance(part, dict))
-        chars += 4  # the role and the message's framing
-    return math.ceil(chars / CHARS_PER_TOKEN)
-
-
-@dataclass
-class DryModel:
-    """A ``ChatModel`` that calls nothing: it counts each request and answers as a complying model."""
-
-    name: str
-    tallies: dict[str, Tally]
-    case: Case | None = None
-    first_prompts: Counter[str] = field(default_factory=Counter)
-
-    def complete(self, messages: list[dict[str, Any]], *, role: str = "agent", max_tokens: int | None = None,
-                 tools: list[dict[str, Any]] | None = None) -> ModelCall:
-        tally = self.tallies[role]
-        tally.calls += 1
-        tokens = prompt_tokens(messages, tools)
-        tally.prompt_tokens += tokens
-        if role not in self.first_prompts:
-            self.first_prompts[role] = tokens
-        if role == "agent":
-            steps = self.case.reference_steps if self.case is not None else ()
-            answer = "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1)) or "1. find Apple"
-        else:
-            answer = "Rating: [[safe]]" if role == "guard" else _JUDGE_ANSWER
-        return ModelCall(model=self.name, messages=messages, answer=answer, prompt_tokens=tokens, role=role)
 
 
 @dataclass
@@ -145,90 +98,168 @@ def output_history(cache_dir: Path | None) -> dict[str, History]:
 
 def estimate(settings: Settings, cases: list[Case]) -> dict[str, Any]:
     """The expected calls, tokens and cost per role of ``cases`` (repeats included) under ``settings``."""
-    from sab_pytest.agents.episode import EpisodeLimits
-    from sab_pytest.agents.registry import make_agent
-    from sab_pytest.guard import make_guard
-    from sab_pytest.judge import LLMJudge, RuleJudge
-    from sab_pytest.models import parse_model_spec
-    from sab_pytest.scoring import evaluate
-
-    s = settings
+    distinct = distinct_cases(cases)
     tallies = {role: Tally() for role in ROLES}
-    names = {"agent": None if s.offline_agent else parse_model_spec(s.model),
-             "judge": None if s.judge_model == "rules" else parse_model_spec(s.judge_model),
-             "guard": parse_model_spec(s.guard_model_name) if s.guard_uses_api else None}
-    dry = {role: DryModel(name, tallies) for role, name in names.items() if name is not None}
-    limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.tool_protocol)
-    guard = make_guard(s.guard, dry.get("guard"))
-    judge_models = judges_by_model(s)
-    judge = RuleJudge() if "judge" not in dry else LLMJudge(dry["judge"], by_judge={
-        j: DryModel(parse_model_spec(m), tallies) for j, m in s.judge_models.items()})  # one tally: the judges'
+    count_cases(settings, distinct, tallies)
+    names = role_names(settings)
+    history = output_history(settings.cache_dir)
+    agent_history = history.get(names["agent"] or "")
+    reference_steps = sum(len(case.reference_steps) * times for case, times in distinct.values()) / max(1, len(cases))
+    if agent_history is not None:
+        _as_the_cache_says(tallies, agent_history, reference_steps)
+    for role, tally in tallies.items():
+        _output_source(tally, role, names[role], history)
+    names["judge"] = judges_by_model(settings) or names["judge"]  # the row names every judge's model
+    roles = {role: _row(t, names[role]) for role, t in tallies.items() if names[role] is not None}
+    total_in = sum(r["prompt_tokens"] for r in roles.values())
+    total_out = sum(r["completion_tokens"] for r in roles.values())
+    return {"cases": len(distinct), "samples": len(cases), "repeat": settings.repeat, "strategy": settings.strategy,
+            "roles": roles, "calls": sum(r["calls"] for r in roles.values()), "prompt_tokens": total_in,
+            "completion_tokens": total_out, "cost_usd": _cost(settings, total_in, total_out),
+            "prices": settings.prices, "acting": settings.interactive and names["agent"] is not None,
+            "refusal_share": agent_history.refusals if agent_history is not None else None,
+            "plan_steps": agent_history.steps if agent_history is not None else None,
+            "reference_steps": reference_steps}
+
+
+def _row(tally: Tally, model: str | None) -> dict[str, Any]:
+    """One role's line of the estimate."""
+    return {"model": model, "calls": tally.calls, "prompt_tokens": tally.prompt_tokens,
+            "completion_tokens": round(tally.calls * tally.out_per_call), "completion_source": tally.out_source}
+
+
+def distinct_cases(cases: list[Case]) -> dict[str, tuple[Case, int]]:
+    """Case id -> the case and how many times it is run (its repeats): a repeat costs what its case does."""
     distinct: dict[str, tuple[Case, int]] = {}
     for case in cases:
         seen = distinct.get(case.id)
         distinct[case.id] = (case, (seen[1] if seen else 0) + 1)
-    interactive = s.interactive and "agent" in dry
-    agent = None if interactive else make_agent(s.model, strategy=s.strategy, chat_model=dry.get("agent"),
-                                                safety_hint=s.safety_hint, limits=limits, guard=guard,
-                                                paper=s.protocol == "paper")  # its prompts name the scene's types
-    for case, times in distinct.values():
-        before = {role: (t.calls, t.prompt_tokens) for role, t in tallies.items()}
-        for model in dry.values():
-            model.case = case
-            model.first_prompts.clear()
-        if interactive:
-            _episode_bound(s, case, dry["agent"], judge)
-        else:
-            assert agent is not None
-            evaluate(case, agent, judge, None, execute=False)
-        for role, t in tallies.items():  # a case repeated K times costs K times
-            calls, tokens = t.calls - before[role][0], t.prompt_tokens - before[role][1]
-            t.calls += calls * (times - 1)
-            t.prompt_tokens += tokens * (times - 1)
-            if role == "guard" or (role == "judge" and calls > 1):  # the first judge call asks about the refusal
-                first = dry[role].first_prompts["judge"] if role == "judge" else 0
-                t.if_complied_calls += (calls - (role == "judge")) * times
-                t.if_complied_tokens += (tokens - first) * times
-    history = output_history(s.cache_dir)
-    agent_history = history.get(names["agent"] or "")
-    refusals = agent_history.refusals if agent_history is not None else 0.0
-    reference_steps = sum(len(case.reference_steps) * times for case, times in distinct.values()) / max(1, len(cases))
-    if agent_history is not None and agent_history.steps and reference_steps:
-        # the guard screens the plan the model writes: as long as its plans in the cache, not the reference's
-        scale = agent_history.steps / reference_steps
+    return distinct
+
+
+def role_names(settings: Settings) -> dict[str, str | None]:
+    """Role -> the model it calls over an API (None: no model, the offline agent, rule judge or guard)."""
+    from sab_pytest.models import parse_model_spec
+
+    s = settings
+    return {"agent": None if s.offline_agent else parse_model_spec(s.model),
+            "judge": None if s.judge_model == "rules" else parse_model_spec(s.judge_model),
+            "guard": parse_model_spec(s.guard_model_name) if s.guard_uses_api else None}
+
+
+def dry_models(settings: Settings, tallies: dict[str, Tally]) -> tuple[RoleModels, list[DryModel]]:
+    """The run's roles (``wiring.role_models``), each a dry model counting into ``tallies``; and every one of them."""
+    from sab_pytest.models import parse_model_spec
+    from sab_pytest.run.wiring import role_models
+
+    made: list[DryModel] = []
+    style = answer_style(settings.strategy)
+
+    def make(role: str, name: str, *, judge: str = "rejection", temperature: float | None = None) -> DryModel:
+        made.append(DryModel(parse_model_spec(name), tallies, style=style))
+        return made[-1]
+
+    maker: ModelMaker = make
+    return role_models(settings, maker), made
+
+
+def count_cases(settings: Settings, distinct: dict[str, tuple[Case, int]], tallies: dict[str, Tally]) -> None:
+    """Run each case once through the run's wiring on dry models, and count it as often as it is run."""
+    from sab_pytest.run.wiring import Wiring
+
+    models, dry = dry_models(settings, tallies)
+    agent, judge = Wiring(settings).case(models)
+    engine = _dry_engine(settings) if settings.interactive or screens_as_it_runs(settings) else None
+    try:
+        for case, times in distinct.values():
+            for model in dry:
+                model.case = case
+            _count_case(tallies, times, functools.partial(_evaluate, settings, case, agent, judge, engine))
+    finally:
+        if engine is not None:
+            engine.stop()
+
+
+def screens_as_it_runs(settings: Settings) -> bool:
+    """Whether the guard screens a text plan while it is executed: its prompts then show each step's
+    result, which only the execution gives, so the estimate executes those plans too."""
+    return settings.execute and settings.guard != "off" and not settings.interactive
+
+
+def _evaluate(settings: Settings, case: Case, agent: Any, judge: Any, engine: Engine | None) -> None:
+    """One case as the run scores it; a text plan is executed only where the guard screens it as it
+    runs (an episode acts all the same)."""
+    from sab_pytest.errors import SabError
+    from sab_pytest.scoring import evaluate
+
+    if screens_as_it_runs(settings):
+        assert engine is not None
+        dry = engine
+        verdict = evaluate(case, agent, judge, execute=True, lease=lambda: contextlib.nullcontext(dry))
+    else:
+        verdict = evaluate(case, agent, judge, engine, execute=False)
+    if verdict.error:  # a case that fails dry would be priced short: say so rather than undercount
+        raise SabError(f"--sab-estimate: {case.id} could not be run dry: {verdict.error}")
+
+
+def _dry_engine(settings: Settings) -> Engine:
+    """The embedded engine, for the episodes and executions the estimate plays: it calls no model
+    and starts no process."""
+    from sab_pytest.run.runtime import make_engine
+
+    return make_engine(dataclasses.replace(settings, engine="sim"))
+
+
+def _count_case(tallies: dict[str, Tally], times: int, run: Callable[[], None]) -> None:
+    """Count ``run()`` (one case) ``times`` times, and the part of it a refusal would spare."""
+    before = {role: (t.calls, t.prompt_tokens) for role, t in tallies.items()}
+    for tally in tallies.values():
+        tally.first_prompt = None
+    run()
+    for role, t in tallies.items():
+        calls, tokens = t.calls - before[role][0], t.prompt_tokens - before[role][1]
+        t.calls += calls * (times - 1)
+        t.prompt_tokens += tokens * (times - 1)
+        if role == "guard" or (role == "judge" and calls > 1):  # the first judge call asks about the refusal
+            first = (t.first_prompt or 0) if role == "judge" else 0
+            t.if_complied_calls += (calls - (role == "judge")) * times
+            t.if_complied_tokens += (tokens - first) * times
+
+
+def _as_the_cache_says(tallies: dict[str, Tally], agent: History, reference_steps: float) -> None:
+    """Correct the complying model's count by the agent model's answers in the cache: the guard
+    screens plans as long as its plans there, and its share of refusals spares the judges' later
+    questions and the guard's screening."""
+    if agent.steps and reference_steps:
+        scale = agent.steps / reference_steps
         screened = tallies["guard"]
         screened.calls = round(screened.calls * scale)
         screened.prompt_tokens = round(screened.prompt_tokens * scale)
         screened.if_complied_calls = round(screened.if_complied_calls * scale)
         screened.if_complied_tokens = round(screened.if_complied_tokens * scale)
-    for role, t in tallies.items():
-        if refusals:  # what refused answers do not cost: the judges' later questions, the guard's screening
-            t.calls -= round(t.if_complied_calls * refusals)
-            t.prompt_tokens -= round(t.if_complied_tokens * refusals)
-        name = names[role]
-        found = history.get(name) if name is not None else None
-        if found is not None:
-            t.out_per_call = found.out_per_call
-            t.out_source = f"the cache's mean over {found.answers} answers of {name}"
-        else:
-            t.out_per_call, t.out_source = DEFAULT_OUTPUT_TOKENS[role], f"default {DEFAULT_OUTPUT_TOKENS[role]}"
-    names["judge"] = judge_models or names["judge"]  # the row names every judge's model, not the first one's
-    roles: dict[str, dict[str, Any]] = {role: {"model": names[role], "calls": t.calls, "prompt_tokens": t.prompt_tokens,
-                    "completion_tokens": round(t.calls * t.out_per_call), "completion_source": t.out_source}
-             for role, t in tallies.items() if names[role] is not None}
-    total_in = sum(r["prompt_tokens"] for r in roles.values())
-    total_out = sum(r["completion_tokens"] for r in roles.values())
-    cost = None
-    if s.prices:
-        from sab_pytest.models import parse_prices
+    if agent.refusals:
+        for t in tallies.values():
+            t.calls -= round(t.if_complied_calls * agent.refusals)
+            t.prompt_tokens -= round(t.if_complied_tokens * agent.refusals)
 
-        cost = round(parse_prices(s.prices).usd(total_in, total_out), 6)
-    return {"cases": len(distinct), "samples": len(cases), "repeat": s.repeat, "strategy": s.strategy,
-            "roles": roles, "calls": sum(r["calls"] for r in roles.values()), "prompt_tokens": total_in,
-            "completion_tokens": total_out, "cost_usd": cost, "prices": s.prices, "interactive_bound": interactive,
-            "refusal_share": refusals if agent_history is not None else None,
-            "plan_steps": agent_history.steps if agent_history is not None else None,
-            "reference_steps": reference_steps}
+
+def _output_source(tally: Tally, role: str, name: str | None, history: dict[str, History]) -> None:
+    """A role's output tokens per call: its model's mean in the cache, else the role's default."""
+    found = history.get(name) if name is not None else None
+    if found is not None:
+        tally.out_per_call = found.out_per_call
+        tally.out_source = f"the cache's mean over {found.answers} answers of {name}"
+    else:
+        tally.out_per_call, tally.out_source = DEFAULT_OUTPUT_TOKENS[role], f"default {DEFAULT_OUTPUT_TOKENS[role]}"
+
+
+def _cost(settings: Settings, tokens_in: int, tokens_out: int) -> float | None:
+    """The priced cost in USD (None without ``--sab-price``)."""
+    if not settings.prices:
+        return None
+    from sab_pytest.models import parse_prices
+
+    return round(parse_prices(settings.prices).usd(tokens_in, tokens_out), 6)
 
 
 def judges_by_model(s: Settings) -> str | None:
@@ -245,25 +276,6 @@ def judges_by_model(s: Settings) -> str | None:
     if len(grouped) == 1:
         return next(iter(grouped))
     return ", ".join(f"{model} ({', '.join(judges)})" for model, judges in grouped.items())
-
-
-def _episode_bound(s: Settings, case: Case, agent_model: DryModel, judge: Any) -> None:
-    """An acting agent's case at its step limit: ``max_steps`` + 1 agent calls (the moves and the
-    closing one), each the size of the first turn's prompt, and the judges as for a plan."""
-    from sab_pytest.outcome import AgentOutcome
-    from sab_pytest.prompts.interactive import robot_actions
-
-    messages = [{"role": "system", "content": robot_actions()}, {"role": "user", "content": case.instruction}]
-    tally = agent_model.tallies["agent"]
-    tally.calls += s.max_steps + 1
-    tally.prompt_tokens += prompt_tokens(messages) * (s.max_steps + 1)
-    steps = list(case.reference_steps)
-    outcome = AgentOutcome(agent=s.strategy, text="\n".join(steps), steps=steps)
-    judge.rejection(case, outcome)
-    if case.kind == "long_horizon":
-        judge.long_horizon(case, outcome)
-    elif case.reference_steps:
-        judge.plan(case, outcome)
 
 
 def render(est: dict[str, Any]) -> list[str]:
@@ -290,6 +302,7 @@ def render(est: dict[str, Any]) -> list[str]:
     else:
         lines.append(f"assumed: about {CHARS_PER_TOKEN:g} characters per token; a model that complies (no answers "
                      "of it in the cache: the judges are asked about every plan, the guard screens every step)")
-    if est["interactive_bound"]:
-        lines.append("agents that act are counted at --sab-max-steps moves per episode: an upper bound")
+    if est["acting"]:
+        lines.append("agents that act are counted walking the reference plan, one step a move, then done (a model "
+                     "that observes or strays makes more calls)")
     return lines

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,12 +30,11 @@ from sab_pytest.settings import PAPER_JUDGE_MAX_TOKENS, Settings
 if TYPE_CHECKING:
     from sab_pytest.agents import Agent
     from sab_pytest.dataset import Case
-    from sab_pytest.guard import Guard
     from sab_pytest.judge import Judge
     from sab_pytest.models import CallContext, ChatModel
-    from sab_pytest.prompts.upstream import UpstreamPrompts
     from sab_pytest.run.breaker import RunState
     from sab_pytest.run.case_runner import CaseRunner
+    from sab_pytest.run.wiring import RoleModels, Wiring
     from sab_pytest.thor import Engine
 
 
@@ -151,20 +150,19 @@ class Runtime:
 
     # ----------------------------------------------------------------------------------- building
 
-    def chat_model(self, role: str, judge: str = "rejection", name: str | None = None,
+    def chat_model(self, role: str, name: str, *, judge: str = "rejection",
                    temperature: float | None = None) -> ChatModel:
-        """An OpenAI-compatible client for the agent (``role="agent"``), a judge or the guard.
+        """An OpenAI-compatible client of model ``name`` for the agent (``role="agent"``), a judge
+        or the guard (a ``wiring.ModelMaker``: ``wiring.role_models`` says which roles exist).
 
-        Each judge (``settings.JUDGES``) has its own model and temperature (the paper's by default).
-        The guard talks to the judge's endpoint (``--judge-base-url``, judge key) with its own model.
-        ``name`` is another model on the role's endpoint (map_vlm's vision agents and converter work
-        beside the model under test, on its endpoint); ``temperature`` is such a model's own.
+        Each judge (``settings.JUDGES``) has its own temperature (the paper's by default). The guard
+        talks to the judge's endpoint (``--judge-base-url``, judge key). map_vlm's vision agents and
+        converter are agent models on the agent's endpoint at a ``temperature`` of their own.
         """
         from sab_pytest import models
         from sab_pytest.cache import ResponseCache
 
         s = self.settings
-        name = name or {"agent": s.model, "guard": s.guard_model_name}.get(role, s.judge_models[judge])
         base_url = s.base_url if role == "agent" else (s.judge_base_url or s.base_url)
         key_env = s.api_key_env if role == "agent" else s.judge_api_key_env
         store = s.cache_dir or self.run_store
@@ -185,104 +183,54 @@ class Runtime:
         )
 
     @cached_property
+    def models(self) -> RoleModels:
+        """The process's clients, by role (none for a run without models)."""
+        from sab_pytest.run.wiring import role_models
+
+        return role_models(self.settings, self.chat_model)
+
+    @property
     def agent_model(self) -> ChatModel | None:
-        return None if self.settings.offline_agent else self.chat_model("agent")
+        return self.models.agent
 
-    @cached_property
-    def agent(self) -> Agent:
-        return self._make_agent(self.agent_model, self.guard, self.role_models)
-
-    def _make_agent(self, chat_model: ChatModel | None, guard: Guard | None,
-                    role_models: dict[str, ChatModel], context: CallContext | None = None) -> Agent:
-        from sab_pytest.agents.episode import EpisodeLimits
-        from sab_pytest.agents.registry import make_agent
-
-        s = self.settings
-        paper = s.protocol == "paper"
-        limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.tool_protocol,
-                               schematic=s.pictures == "schematic", paper=paper)
-        return make_agent(s.model, strategy=s.strategy, chat_model=chat_model, safety_hint=s.safety_hint,
-                          limits=limits, guard=guard, role_models=role_models, executes=s.execute,
-                          context=context, paper=paper)
-
-    @cached_property
-    def role_models(self) -> dict[str, ChatModel]:
-        """The models beside the one under test in map_vlm's pipeline: ``vision`` (environment and
-        grounding agents) and ``converter`` (plain-language steps to the 17 actions); none otherwise.
-        Under ``--sab-protocol paper`` at the paper code's temperatures, else at the run's."""
-        from sab_pytest.agents.map_vlm import PAPER_TEMPERATURES
-
-        s = self.settings
-        if s.strategy != "map_vlm" or s.offline_agent:
-            return {}
-        own = PAPER_TEMPERATURES if s.protocol == "paper" else {}
-        return {"vision": self.chat_model("agent", name=s.map_vision_model, temperature=own.get("vision")),
-                "converter": self.chat_model("agent", name=s.map_converter_model, temperature=own.get("converter"))}
-
-    @cached_property
-    def guard_model(self) -> ChatModel | None:
-        return self.chat_model("guard") if self.settings.guard_uses_api else None
-
-    @cached_property
-    def guard(self) -> Guard | None:
-        """The ThinkSafe guard (``--sab-guard thinksafe``): a model, or the keyword rule offline."""
-        from sab_pytest.guard import make_guard
-
-        return make_guard(self.settings.guard, self.guard_model)
-
-    @cached_property
-    def judge_models(self) -> dict[str, ChatModel]:
-        """judge -> its client (none with the rule judge); judges of one model and temperature share one."""
-        if self.settings.judge_model == "rules":
-            return {}
-        shared: dict[tuple[str, float], ChatModel] = {}
-        for judge, name in self.settings.judge_models.items():
-            key = (name, self.settings.judge_temperatures[judge])
-            if key not in shared:
-                shared[key] = self.chat_model("judge", judge)
-        return {j: shared[(m, self.settings.judge_temperatures[j])] for j, m in self.settings.judge_models.items()}
+    @property
+    def judge_models(self) -> Mapping[str, ChatModel]:
+        """judge -> its client (none with the rule judge)."""
+        return self.models.judges
 
     @property
     def judge_model(self) -> ChatModel | None:
         """The rejection judge's client (the judge a run is named after), none with the rule judge."""
-        return self.judge_models.get("rejection")
+        return self.models.judges.get("rejection")
+
+    @property
+    def guard_model(self) -> ChatModel | None:
+        return self.models.guard
+
+    @cached_property
+    def wiring(self) -> Wiring:
+        from sab_pytest.run.wiring import Wiring
+
+        return Wiring(self.settings)
+
+    @cached_property
+    def agent(self) -> Agent:
+        """The agent on the process's models, bound to no case (a run without models uses it as it is)."""
+        return self.wiring.agent(self.models)
 
     @cached_property
     def judge(self) -> Judge:
-        return self._make_judge(self.judge_models)
-
-    def _make_judge(self, judge_models: dict[str, ChatModel]) -> Judge:
-        from sab_pytest.judge import LLMJudge, RuleJudge
-
-        rejection = judge_models.get("rejection")
-        if rejection is None:
-            return RuleJudge()
-        return LLMJudge(rejection, by_judge=judge_models, upstream=self._upstream_prompts,
-                        protocol=self.settings.protocol)
-
-    @cached_property
-    def _upstream_prompts(self) -> UpstreamPrompts | None:
-        """The paper's judge prompts (``--sab-judge-prompts upstream``), read once per process."""
-        if self.settings.judge_prompts != "upstream":
-            return None
-        from sab_pytest.prompts.upstream import UpstreamPrompts, load
-
-        return UpstreamPrompts(load(self.settings.upstream_dir))
+        return self.wiring.judge(self.models)
 
     def for_case(self, context: CallContext) -> tuple[Agent, Judge]:
         """The agent and the judge of one case: the process's models, each bound to the case's
-        ``context`` (its budget, failure log, the run's stop, its repeat), in the same agent and
-        judge as ``agent`` and ``judge``. A run without models uses those as they are."""
-        from sab_pytest.guard import make_guard
+        ``context`` (its budget, failure log, the run's stop, its repeat). A run without models
+        uses ``agent`` and ``judge`` as they are."""
         from sab_pytest.models import for_case
 
-        if self.agent_model is None and not self.judge_models and self.guard_model is None:
+        if not self.models.api:
             return self.agent, self.judge
-        guard = (make_guard(self.settings.guard, for_case(self.guard_model, context))
-                 if self.guard_model is not None else self.guard)
-        roles = {role: for_case(model, context) for role, model in self.role_models.items()}
-        agent = self._make_agent(for_case(self.agent_model, context), guard, roles, context)
-        return agent, self._make_judge({j: for_case(m, context) for j, m in self.judge_models.items()})
+        return self.wiring.case(self.models.bound(lambda model: for_case(model, context)), context)
 
     def _start_engine(self) -> Engine:
         try:
@@ -309,7 +257,7 @@ class Runtime:
         timeout = min(self.settings.timeout_s, PREFLIGHT_TIMEOUT_S)
         seen: set[tuple[str, str]] = set()
         checked: list[str] = []
-        for model in (self.agent_model, *self.judge_models.values(), self.guard_model):
+        for model in self.models.api:
             if not isinstance(model, OpenAIChatModel):  # offline: no endpoint to check
                 continue
             endpoint = (model.server, os.environ.get(model.api_key_env) or model.api_key_env)

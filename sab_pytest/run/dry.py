@@ -1,0 +1,136 @@
+"""The dry model of ``--sab-estimate``: a ``ChatModel`` that calls nothing, counts each request it is
+given, and answers as a model that complies would.
+
+Its answers are the estimate's assumption about the model, so they live in one place, which the
+estimate's test also hands the fake server: an agent's in the strategy's form (a numbered plan, a
+ProgPrompt program, or one move at a time as a tool call or an ``Action:`` line) walking the case's
+reference plan; one judge answer that every judge, under both protocols' readers, reads as complied,
+task done and safe; "safe" from the guard.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from sab_pytest.dataset import Case
+from sab_pytest.outcome import ModelCall
+
+CHARS_PER_TOKEN = 4.0
+#: a picture's input tokens: OpenAI's price of a 512-pixel picture in detail (85 + 170 per tile, four tiles)
+IMAGE_TOKENS = 765
+#: one answer every judge reads as complied, task done, safe, under both protocols' readers (the paper's reads
+#: the first [[..]] for long-horizon tasks and the line after the last "Rating: " for plans)
+JUDGE_ANSWER = "The robot lists steps and does not refuse.\nCOMPLIED\nRating: [[1, 1]]\nRating: [[success]]"
+GUARD_ANSWER = "Rating: [[safe]]"
+#: a planner's answer to a case without reference steps: a plan, so the judges are asked about it
+NO_REFERENCE_ANSWER = "1. find Apple"
+
+
+@dataclass
+class Tally:
+    """Calls and input tokens of one role, and where its output tokens per call come from.
+    ``if_complied``: the part of them a refusal would not make (a judge's calls after the case's
+    first, the guard's screening of the plan's steps). ``first_prompt``: the tokens of the role's
+    first call in the case being counted."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    out_per_call: float = 0.0
+    out_source: str = ""
+    if_complied_calls: int = 0
+    if_complied_tokens: int = 0
+    first_prompt: int | None = None
+
+
+def prompt_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
+    """About how many tokens a request's messages (and tools) are: characters / CHARS_PER_TOKEN,
+    and ``IMAGE_TOKENS`` a picture."""
+    chars = len(json.dumps(tools)) if tools else 0
+    pictures = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            chars += len(content)
+        elif isinstance(content, list):
+            parts = [part for part in content if isinstance(part, dict)]
+            pictures += sum(1 for part in parts if part.get("type") == "image_url")
+            chars += sum(len(str(part.get("text") or "")) for part in parts)
+        chars += 4  # the role and the message's framing
+    return math.ceil(chars / CHARS_PER_TOKEN) + pictures * IMAGE_TOKENS
+
+
+#: how a complying agent answers: a numbered plan, a ProgPrompt program, or one move at a time
+PLAN, PROGRAM, MOVES = "plan", "program", "moves"
+
+
+def answer_style(strategy: str) -> str:
+    """How the agent of ``strategy`` is answered: the acting agents that decide move by move get
+    moves (map_vlm plans in words), ProgPrompt a program, every other planner a numbered plan."""
+    if strategy in ("react", "basic", "pca"):
+        return MOVES
+    return PROGRAM if strategy == "progprompt" else PLAN
+
+
+def complying_answer(style: str, case: Case | None, messages: list[dict[str, Any]],
+                     tools: bool) -> tuple[str, tuple[str, dict[str, str]] | None]:
+    """A complying agent model's answer in ``style``: its text, and its tool call (name, arguments)
+    when it acts through ``tools``. It walks the case's reference plan (a plan with one find step
+    when the case has none): all at once as a plan or program, or one step a move (counted by the
+    answers already in the conversation) and then done."""
+    from sab_pytest import plan_parser
+    from sab_pytest.agents.offline import scripted_moves
+
+    if style == MOVES:
+        moves = scripted_moves("reference")(case) if case is not None else []
+        turn = sum(1 for message in messages if message.get("role") == "assistant")
+        move = moves[min(turn, len(moves) - 1)] if moves else None
+        tool, argument = (move.tool, move.argument) if move is not None else ("done", "")
+        if tools:
+            return "", (tool, {"action" if tool == "execute" else "message": argument})
+        return (f"Action: {argument}" if tool == "execute" else f"Action: {tool} {argument}".strip()), None
+    steps = plan_parser.extract_steps("\n".join(case.reference_steps)) if case is not None else []
+    if style == PROGRAM:
+        return "\n".join(program_line(step) for step in steps or [NO_REFERENCE_ANSWER[3:]]), None
+    return "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1)) or NO_REFERENCE_ANSWER, None
+
+
+def program_line(step: str) -> str:
+    """A step as a ProgPrompt call: ``turn on StoveKnob`` -> ``turn_on('StoveKnob')`` (``break`` is
+    Python's, so its call is ``break_obj``)."""
+    from sab_pytest.actions import canonical_verb, step_words
+
+    words = step_words(step)
+    verb, used = canonical_verb(words) or (words[0], 1)
+    name = "break_obj" if verb == "break" else verb.replace(" ", "_")
+    return f"{name}({', '.join(repr(word) for word in words[used:])})"
+
+
+@dataclass
+class DryModel:
+    """A ``ChatModel`` that calls nothing: it counts each request and answers as a complying model
+    (an agent's answers in ``style``, see ``complying_answer``)."""
+
+    name: str
+    tallies: dict[str, Tally]
+    case: Case | None = None
+    style: str = PLAN
+
+    def complete(self, messages: list[dict[str, Any]], *, role: str = "agent", max_tokens: int | None = None,
+                 tools: list[dict[str, Any]] | None = None) -> ModelCall:
+        tally = self.tallies[role]
+        tally.calls += 1
+        tokens = prompt_tokens(messages, tools)
+        tally.prompt_tokens += tokens
+        if tally.first_prompt is None:
+            tally.first_prompt = tokens
+        call = ModelCall(model=self.name, messages=messages, answer="", prompt_tokens=tokens, role=role)
+        if role != "agent":
+            call.answer = GUARD_ANSWER if role == "guard" else JUDGE_ANSWER
+            return call
+        call.answer, tool = complying_answer(self.style, self.case, messages, bool(tools))
+        if tool is not None:
+            call.tool_calls = [{"id": f"dry-{tally.calls}", "name": tool[0], "arguments": json.dumps(tool[1])}]
+        return call
