@@ -25,7 +25,7 @@ from sab_pytest.run.dry import GUARD_ANSWER, JUDGE_ANSWER, answer_style, complyi
 from sab_pytest.run.estimate import estimate
 from sab_pytest.run.runtime import Runtime
 from sab_pytest.settings import PROTOCOLS
-from sab_pytest.settings_resolve import resolve
+from sab_pytest.settings.resolution import resolve
 from sab_pytest.testing import Reply
 from sab_pytest.testing.fake_replies import RecordedRequest, text_of
 
