@@ -97,6 +97,21 @@ def test_base_url_and_key_come_from_the_environment(server: FakeOpenAIServer,
     assert server.chat_requests[0].authorization == "Bearer sk-from-env-123456"
 
 
+def test_clients_of_one_endpoint_share_a_connection_pool_but_keep_their_own_key_and_timeout(
+        server: FakeOpenAIServer) -> None:
+    """Roles (agent, judges, guard) build a client each; the clients of one endpoint are copies of
+    the first, so the CA bundle and the pool are built once per process, while every request still
+    carries its own client's key and deadline."""
+    agent = fast_model(server, "sk-agent-111111", timeout=7.0)
+    judge = fast_model(server, "sk-judge-222222", timeout=9.0)
+    agent.complete(USER)
+    judge.complete(USER)
+    first, second = agent.transport.sdk(), judge.transport.sdk()
+    assert first is not second and first._client is second._client
+    assert (first.timeout, second.timeout) == (7.0, 9.0)
+    assert [r.authorization for r in server.chat_requests] == ["Bearer sk-agent-111111", "Bearer sk-judge-222222"]
+
+
 def test_finish_reason_length_is_recorded_not_an_error(server: FakeOpenAIServer) -> None:
     server.enqueue(Reply.truncated("Step 1: find the"))
     call = make_model(server).complete(USER)

@@ -107,12 +107,7 @@ class Transport:
         if self._client is None or self._client_pid != pid:
             with self._lock:
                 if self._client is None or self._client_pid != pid:
-                    import openai
-
-                    kwargs: dict[str, Any] = {"api_key": self.key.reveal(), "max_retries": 0, "timeout": self.timeout}
-                    if self.base_url:
-                        kwargs["base_url"] = self.base_url
-                    self._client = openai.OpenAI(**kwargs)
+                    self._client = _sdk_client(self.base_url, self.key.reveal(), self.timeout)
                     self._client_pid = pid
         return self._client
 
@@ -179,6 +174,30 @@ class Transport:
             if self.streams is None:  # not over a False another thread set after a cut stream
                 self.streams = True
             return answer
+
+
+#: (process id, base URL) -> the first SDK client built for that endpoint in that process; later
+#: clients of the endpoint are its copies (``with_options``), sharing its HTTP connection pool. A new
+#: client loads the CA bundle and builds a connection pool, about 0.3 s each, and a run builds one
+#: per role (agent, judges, guard, vision) in every worker.
+_FIRST_CLIENTS: dict[tuple[int, str | None], Any] = {}
+_FIRST_CLIENTS_LOCK = threading.Lock()
+
+
+def _sdk_client(base_url: str | None, api_key: str | None, timeout: float) -> Any:
+    """An ``openai.OpenAI`` client for ``base_url`` (None: the SDK's default) with its own key and
+    timeout; the SDK's retries are off (the retry loop owns them)."""
+    import openai
+
+    options: dict[str, Any] = {"api_key": api_key, "max_retries": 0, "timeout": timeout}
+    key = (os.getpid(), base_url)
+    with _FIRST_CLIENTS_LOCK:
+        first = _FIRST_CLIENTS.get(key)
+        if first is None:
+            endpoint: dict[str, Any] = {"base_url": base_url} if base_url else {}
+            first = _FIRST_CLIENTS[key] = openai.OpenAI(**options, **endpoint)
+            return first
+    return first.with_options(**options)
 
 
 def _as_sdk_error(exc: Exception) -> Exception | None:
