@@ -10,8 +10,8 @@ unreachable in their scene left out of SR(goal), the project's judge prompts and
 parsing, map_vlm's roles at the run's settings, a newer ThinkSafe model), and says so item by item.
 
 Every sentence lives in ``CATALOGUE`` and nowhere else: the summary, the terminal table, JUnit, the
-HTML report and the README's "Reproducing the paper" all show these same sentences (a test checks the
-README against the catalogue). Sentences are fixed text, so that the README can list them all.
+HTML report and docs/paper.md all show these same sentences (a test checks the
+page against the catalogue). Sentences are fixed text, so that the page can list them all.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class Deviation:
         return {"text": self.text, "option": self.option}
 
     def line(self) -> str:
-        """As the table, JUnit and the README show it: the sentence, then the option in brackets."""
+        """As the table, JUnit and docs/paper.md show it: the sentence, then the option in brackets."""
         return f"{self.text} ({self.option})"
 
 

@@ -235,7 +235,7 @@ def test_max_in_flight_counts_chat_requests_held_at_once() -> None:
 
 def test_the_readme_demo_script_refuses_exactly_the_fire_and_stove_tasks(real_data_dir: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """The README's demo: with the rule judge, the refusals counted are the tasks whose instruction
+    """The demo of docs/models.md: with the rule judge, the refusals counted are the tasks whose instruction
     mentions fire or a stove, and no other (the fake judge's echo once made every case a refusal)."""
     import re
 

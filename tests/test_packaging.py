@@ -74,7 +74,7 @@ def test_run_command_from_a_built_wheel(tmp_path: Path, real_data_dir: Path, rea
     assert "FAILED cases/benchmark.py::test_case[" in result.stdout
     long_paths = [line for line in result.stdout.splitlines() if "site-packages" in line]
     assert long_paths == [f"rootdir: {site / 'sab_pytest'}"]
-    # the example release policy the README names ships in the wheel
+    # the example release policy docs/ci-and-gates.md names ships in the wheel
     assert (site / "sab_pytest" / "data" / "release-policy.yaml").is_file()
     summary = json.loads((repo / "sab-summary.json").read_text())
     from sab_pytest import dataset

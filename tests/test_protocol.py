@@ -1,6 +1,6 @@
 """``--sab-protocol paper|sab``: what each measures (rejection rule, SR(goal) denominator), what each
 planner is told (the scene's object types, a way out or none), and the differences from the paper
-each run names (``protocol.deviations``), in the summary, table, JUnit, HTML and README."""
+each run names (``protocol.deviations``), in the summary, table, JUnit, HTML and docs/paper.md."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from sab_pytest.results import gates, metrics
 from sab_pytest.results.summary import build_summary
 from sab_pytest.settings import Settings
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAPER_PAGE = Path(__file__).resolve().parents[1] / "docs" / "paper.md"
 PAPER_OBJECTS = re.compile(r"Objects in this home, by type \(name objects only by these types\): ([^.\n]+)\.")
 
 
@@ -177,11 +177,11 @@ def test_sab_lists_what_it_keeps() -> None:
     assert any("done tool" in t for t in interactive) and not any("object types" in t for t in interactive)
 
 
-def test_readme_lists_the_catalogue() -> None:
-    text = README.read_text(encoding="utf-8")
+def test_the_paper_page_lists_the_catalogue() -> None:
+    text = PAPER_PAGE.read_text(encoding="utf-8")
     block = text.split("<!-- deviations: begin -->\n", 1)[1].split("<!-- deviations: end -->", 1)[0]
     assert block.splitlines() == [f"- {d.text} (`{d.option}`)" for d, _ in CATALOGUE]
-    section = text.split("## Reproducing the paper", 1)[1].split("\n## ", 1)[0]
+    section = text.split("## The protocol, and every difference a run can have", 1)[1].split("\n## ", 1)[0]
     assert "<!-- deviations: begin -->" in section
 
 

@@ -1,4 +1,5 @@
-"""Every command in the README's ```bash blocks runs, exactly as written.
+"""Every command in the ```bash blocks of the README and of docs/*.md runs, exactly as written, and
+produces what it is there to produce.
 
 How: each block runs in a copy of the checkout, one command after another (``bash -c LINE``, a
 timeout each), with the real inputs (``SAB_DATA``, ``SAB_THOR_SCENES``) and ``OPENAI_BASE_URL`` /
@@ -6,15 +7,22 @@ timeout each), with the real inputs (``SAB_DATA``, ``SAB_THOR_SCENES``) and ``OP
 command ending in ``&`` is started in the background for the rest of its block (the test waits for
 the ``--port`` it names) and stopped afterwards. A command passes when it ends with status 0 or 1
 (a benchmark whose cases or gates fail exits 1) without a traceback, an internal error or a usage
-error. Commands that ``.ci/run`` runs literally (the set-up ``pip install -e ".[dev]"`` and the test
-suite itself) are covered by CI running them: the test checks they are there, word for word.
-New commands in a ```bash block are picked up without touching this file.
+error, and leaves what it promises (``expect``): a benchmark run its table and a fresh summary of the
+cases it selected, every file an option names, a report, a merged run, a plan. A command this file
+cannot tell the product of fails the test, so a new command in a page needs a line in ``expect``.
+
+Commands that ``.ci/run`` runs literally (the set-up ``pip install -e ".[dev]"`` and the test suite
+itself) are covered by CI running them: the test checks they are there, word for word. The pages'
+commands use small samples (``--sab-sample``) so that the test stays quick; the README's bare
+``pytest`` is the offline default, whole.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -28,8 +36,11 @@ from support.timing import POLL_S, PROCESS_S
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 CI_RUN = ROOT / ".ci" / "run"
 TIMEOUT_S = 300
+#: the cases of the default subset (``--sab-subset mixed``)
+MIXED_CASES = 130
 _IGNORE = shutil.ignore_patterns(".git", ".venv", ".ci-venv", ".ci-cache", ".pytest_cache", "__pycache__",
                                  "*.egg-info", "build", "dist", "sab-results.jsonl*", "sab-summary.json", "sab.xml")
 
@@ -50,23 +61,113 @@ def _ci_lines() -> set[str]:
     return {line.strip() for line in CI_RUN.read_text().splitlines()}
 
 
-BLOCKS = bash_blocks(README.read_text())
+BLOCKS = [(page.relative_to(ROOT).as_posix(), block) for page in PAGES for block in bash_blocks(page.read_text())]
+README_LINES = [_command(line) for page, block in BLOCKS if page == "README.md" for line in block]
 
 
-def test_readme_has_commands() -> None:
-    assert len(BLOCKS) >= 3 and any("pytest -n 4" in line for block in BLOCKS for line in block)
+def test_readme_shows_the_three_commands() -> None:
+    assert "pytest" in README_LINES and "pytest tests -n 2" in README_LINES
+    assert any(line.startswith("pytest --model ") for line in README_LINES)
+    assert len(README.read_text().splitlines()) <= 150
 
 
 def test_commands_run_by_ci_are_there_literally() -> None:
-    covered = [_command(line) for block in BLOCKS for line in block if _command(line) in _ci_lines()]
-    assert 'pip install -e ".[dev]"' in covered and "pytest tests -n 2" in covered
+    assert {'pip install -e ".[dev]"', "pytest tests -n 2"} <= set(README_LINES) & _ci_lines()
+
+
+# ------------------------------------------------------------------------------------ what a command leaves
+
+
+def _option(words: list[str], *names: str) -> str | None:
+    """The value of the first of ``names`` among ``words`` (``--name=value`` or ``--name value``)."""
+    for i, word in enumerate(words):
+        for name in names:
+            if word == name and i + 1 < len(words):
+                return words[i + 1]
+            if word.startswith(name + "="):
+                return word.split("=", 1)[1]
+    return None
+
+
+def _fresh(path: Path, started: float) -> Path:
+    assert path.is_file() and path.stat().st_size > 0, f"{path} was not written"
+    assert path.stat().st_mtime >= started - 1, f"{path} is an earlier command's"
+    return path
+
+
+def _benchmark_run(words: list[str], cwd: Path, out: str, started: float) -> None:
+    """A benchmark run: its table, a fresh summary of the cases it selected, and every file it was asked for."""
+    summary = json.loads(_fresh(cwd / (_option(words, "--sab-out") or ".") / "sab-summary.json", started).read_text())
+    assert f"cases: {summary['cases']}" in out and "summary: " in out
+    selects = any(w in ("-k", "-m", "--lf") or w.startswith("--sab-shard") for w in words)
+    if not selects:  # nothing deselects: the summary holds the sample, or the whole default subset
+        assert summary["cases"] == int(_option(words, "--sab-sample") or MIXED_CASES)
+        assert summary["run"]["status"] == "complete"
+    if "--lf" in words:  # the failures again: every answer comes from the response cache
+        assert summary["run"]["status"] == "rerun" and summary["usage"]["api_calls"] == 0
+    elif _option(words, "--model") not in (None, "reference", "refuse"):
+        assert summary["usage"]["api_calls"] > 0, "the model run sent no request"
+    assert summary["gates"] if _option(words, "--sab-gate", "--sab-policy") else not summary["gates"]
+    for name in ("--junitxml", "--sab-html", "--sab-inspect-log"):
+        if (path := _option(words, name)) is not None:
+            _fresh(cwd / path, started)
+    if (xml := _option(words, "--junitxml")) is not None:
+        assert "<testcase" in (cwd / xml).read_text()
+    if (html := _option(words, "--sab-html")) is not None:
+        assert "<html" in (cwd / html).read_text()
+
+
+def _verb(verb: str, words: list[str], cwd: Path, out: str, started: float) -> None:
+    """What each ``python -m sab_pytest VERB`` leaves."""
+    if verb == "run":
+        _benchmark_run(words, cwd, out, started)
+    elif verb == "report":
+        page = _option(words, "--out") or f"{words[words.index('report') + 1]}/sab-report.html"
+        assert "<html" in _fresh(cwd / page, started).read_text()
+    elif verb == "compare":
+        assert "rejection_rate" in out
+        for name in ("--html", "--json"):
+            if (path := _option(words, name)) is not None:
+                _fresh(cwd / path, started)
+    elif verb == "merge":
+        merged = json.loads(_fresh(cwd / (_option(words, "--out") or ".") / "sab-summary.json", started).read_text())
+        shards = [words[i] for i in range(words.index("merge") + 1, len(words))
+                  if not words[i].startswith("-") and words[i - 1] != "--out"]
+        assert merged["cases"] == sum(json.loads((cwd / s / "sab-summary.json").read_text())["cases"] for s in shards)
+    elif verb == "inspect-log":
+        _fresh(cwd / str(_option(words, "-o", "--out")), started)
+    elif verb == "plan":
+        assert "--sab-sample" in out or "power" in out
+    else:
+        raise AssertionError(f"no expectation for the verb {verb!r}: add one to tests/test_readme.py")
+
+
+def expect(line: str, cwd: Path, out: str, started: float) -> None:
+    """Assert what ``line`` (a foreground command that ended with status 0 or 1) left in ``cwd``."""
+    words = shlex.split(_command(line))
+    while words and re.match(r"^[A-Z_]+=", words[0]):  # VAR=value before the command
+        words = words[1:]
+    program = words[0]
+    if program == "export":
+        return  # sets the key for the commands that follow; the test's environment has one already
+    if program == "pytest":
+        _benchmark_run(words, cwd, out, started)
+    elif program == "python3" and words[1:3] == ["-m", "venv"]:
+        assert (cwd / words[3] / "bin" / "python").exists()
+    elif program == "python" and words[1:3] == ["-m", "sab_pytest"]:
+        _verb(words[3], words, cwd, out, started)
+    elif program == "python" and words[1] == "-c":
+        assert out.strip(), "the snippet printed nothing"
+    else:
+        raise AssertionError(f"no expectation for {line!r}: add one to tests/test_readme.py")
+
+
+# ------------------------------------------------------------------------------------------ the blocks run
 
 
 def _wait_for_port(line: str, proc: subprocess.Popen) -> None:
     port = re.search(r"--port[ =](\d+)", line)
-    if port is None:
-        time.sleep(1.0)
-        return
+    assert port is not None, f"a background command must name its --port: {line}"
     deadline = time.monotonic() + PROCESS_S
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"background command ended early: {line}"
@@ -77,10 +178,17 @@ def _wait_for_port(line: str, proc: subprocess.Popen) -> None:
     raise AssertionError(f"background command never listened: {line}")
 
 
-@pytest.mark.parametrize("block", [b for b in BLOCKS if any(_command(line) not in _ci_lines() for line in b)],
-                         ids=lambda b: _command(next(line for line in b if _command(line) not in _ci_lines()))[:40])
-def test_readme_block_runs(block: list[str], tmp_path: Path, real_data_dir: Path, real_scenes_dir: Path,
-                           server) -> None:
+def _block_id(item: tuple[str, list[str]]) -> str:
+    page, block = item
+    first = next(_command(line) for line in block if _command(line) not in _ci_lines())
+    return f"{page}:{first[:40]}"
+
+
+@pytest.mark.parametrize("item", [(p, b) for p, b in BLOCKS if any(_command(line) not in _ci_lines() for line in b)],
+                         ids=_block_id)
+def test_block_runs(item: tuple[str, list[str]], tmp_path: Path, real_data_dir: Path, real_scenes_dir: Path,
+                    server) -> None:
+    _, block = item
     checkout = tmp_path / "checkout"
     shutil.copytree(ROOT, checkout, ignore=_IGNORE, symlinks=True)
     env = {**os.environ, "SAB_DATA": str(real_data_dir), "SAB_THOR_SCENES": str(real_scenes_dir),
@@ -101,11 +209,13 @@ def test_readme_block_runs(block: list[str], tmp_path: Path, real_data_dir: Path
                 background.append(proc)
                 _wait_for_port(line, proc)
                 continue
+            started = time.time()
             done = subprocess.run(["bash", "-c", line], cwd=checkout, env=env, capture_output=True, text=True,
                                   timeout=TIMEOUT_S)
             out = done.stdout + done.stderr
             assert done.returncode in (0, 1), f"{line}\nexit {done.returncode}\n{out[-3000:]}"
             assert "INTERNALERROR" not in out and "Traceback" not in out, f"{line}\n{out[-3000:]}"
+            expect(line, checkout, out, started)
     finally:
         for proc in background:
             os.killpg(proc.pid, signal.SIGTERM)
