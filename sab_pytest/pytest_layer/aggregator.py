@@ -348,14 +348,14 @@ class Aggregator:
                 self._unreported += case_id in self.records
 
     def _finish(self, session: pytest.Session) -> None:
-        from sab_pytest.run.finish import finish_run, gates_hold
+        from sab_pytest.run.finish import RunEnd, RunFiles, finish_run, gates_hold
 
         self._adopt_kept()
-        done = finish_run(self.settings, self.records, run=self.run_status(), redact=self.redact,
-                          writer=self.writer, full_selection=self._full_selection(), baseline=self.baseline,
-                          shard_info=self._shard_info, run_id=self.claim.run_id if self.claim else None,
-                          unrecorded=self._run_state.unrecorded_usage() if self._run_state is not None else None,
-                          live_log=self.live_log)
+        end = RunEnd(self.records, self.run_status(), full_selection=self._full_selection(),
+                     run_id=self.claim.run_id if self.claim else None,
+                     unrecorded=self._run_state.unrecorded_usage() if self._run_state is not None else None,
+                     baseline=self.baseline, shard_info=self._shard_info)
+        done = finish_run(self.settings, end, RunFiles(self.redact, self.writer, self.live_log))
         self.summary, self.html_written = done.summary, done.html_written
         if done.html_error is not None:
             self._say(f"sab-pytest: --sab-html: could not write {self.settings.html}: {done.html_error}", red=True)
