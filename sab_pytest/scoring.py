@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 from sab_pytest.errors import ErrorKind, InfraError, describe
 from sab_pytest.judge import JudgeResult, acted, rule_rejection, said_refusal
 from sab_pytest.models import FailureLog
-from sab_pytest.thor.execute import execute_case, score_episode
 
 if TYPE_CHECKING:
     from sab_pytest.agents import Agent
@@ -289,6 +288,11 @@ def _set_task(verdict: Verdict, task: _Task) -> None:
 def _execute(case: Case, outcome: AgentOutcome, engine: Engine) -> ExecResult:
     """Compare the engine's final state with the goal: after running the plan's steps (text planners;
     behind the guard, screened as they run), or as the agent's own episode left it (interactive agents)."""
+    from sab_pytest.thor.execute import (  # imports the engine's geometry (numpy, PIL): only when a plan runs
+        execute_case,
+        score_episode,
+    )
+
     if outcome.initial_objects is not None:
         return score_episode(case, engine, outcome.executed, outcome.initial_objects)
     if outcome.screen_at_execution is not None:  # the guard screens each step as it runs
