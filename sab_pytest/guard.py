@@ -63,7 +63,7 @@ class ThinkSafeGuard:
         self.name = f"thinksafe:{chat_model.name}"
 
     def check(self, task: str, done: Sequence[tuple[str, bool | None]], step: str) -> GuardDecision:
-        from sab_pytest.judge import parse_safety_rating
+        from sab_pytest.plan_parser.verdicts import parse_safety_rating
 
         messages = prompts.guard_messages(task, done, step)
         safe, calls = self._asker.ask(messages, parse_safety_rating, prompts.GUARD_FOLLOW_UP, "safety")

@@ -122,7 +122,6 @@ def settings_of(summary: Summary) -> Settings:
     values["gates"] = tuple(values.get("gates") or ())
     values["judge_for"] = tuple(values.get("judge_for") or ())
     values["shard"] = None
-    values.setdefault("protocol", summary.get("protocol") or "sab")  # written before --sab-protocol: sab
     return Settings(**values)
 
 

@@ -209,13 +209,13 @@ def pictures(settings: Settings) -> dict[str, Any] | None:
             "note": None if comparable else SCHEMATIC_NOTE}
 
 
-def _baseline_as(baseline: gates.Baseline | None, summary: Summary | None, protocol: str) -> gates.Baseline | None:
+def _baseline_as(baseline: gates.Baseline | None, protocol: str) -> gates.Baseline | None:
     """The baseline read under this run's protocol, so that a gate compares one definition: from its
-    records when at hand, else its summary's table carried over (``metrics.as_protocol``; a summary
-    without ``protocol`` was made under sab)."""
-    found: Mapping[str, Any] = summary or {}
-    made = baseline.metrics.get("protocol") or found.get("protocol") or "sab" if baseline is not None else protocol
-    if baseline is None or made == protocol:
+    records when at hand, else its summary's table carried over (``metrics.as_protocol``)."""
+    if baseline is None:
+        return None
+    made = baseline.metrics["protocol"]
+    if made == protocol:
         return baseline
     if baseline.records:
         return gates.Baseline(metrics.compute(baseline.records, protocol), baseline.records, baseline.source)
@@ -233,7 +233,7 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
     the run whose results file holds ``records`` (the same id is on each of its lines); ``unrecorded``
     the usage of calls no record holds (``_usage``)."""
     full = metrics.compute(records, settings.protocol)
-    baseline = _baseline_as(baseline, baseline_summary, settings.protocol)
+    baseline = _baseline_as(baseline, settings.protocol)
     decided = gates.check_gates([gates.parse_gate(g) for g in settings.gates], full, records=records,
                                 baseline=baseline, alpha=settings.alpha, gate_on=settings.gate_on,
                                 current=f"this run ({settings.out_dir})")
