@@ -17,8 +17,9 @@ from sab_pytest.pytest_layer.state import CASE_ID, RECORD_KEY, RUN_DIR_KEY, case
 from sab_pytest.pytest_layer.xdist import stop_scheduling
 from sab_pytest.results import files, junit, outdir
 from sab_pytest.results.record import CaseMeta, StoredRecord, case_meta, crashed, sample_id, split_sample_id
-from sab_pytest.run.breaker import Stop
+from sab_pytest.run.breaker import RunState, Stop
 from sab_pytest.run.selection import select_cases
+from sab_pytest.run.shard import take
 from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
@@ -71,8 +72,6 @@ class Aggregator:
         """The run's shared breakers and stop signal (``breaker.RunState``), made on first use;
         None for offline runs on the embedded engine (no model call, no engine to fail)."""
         if self._run_state is None and self.settings.shares_run_state:
-            from sab_pytest.run.breaker import RunState
-
             self._run_state = RunState.create(self.settings.max_failures)
         return self._run_state
 
@@ -118,8 +117,6 @@ class Aggregator:
             return []
         if self.settings.shard is None:
             return [c.sample_id for c in cases]
-        from sab_pytest.run.shard import take
-
         keep = take({c.id for c in cases}, *self.settings.shard)  # a shard holds every repeat of its cases
         return sorted(c.sample_id for c in cases if c.id in keep)
 

@@ -16,7 +16,9 @@ from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import Any, TypedDict
 
-from sab_pytest import __version__
+from sab_pytest import __version__, dataset
+from sab_pytest.errors import SabError
+from sab_pytest.models import parse_prices
 from sab_pytest.protocol import deviations
 from sab_pytest.results import gates, metrics
 from sab_pytest.results.record import SCHEMA, StoredRecord, sample_id
@@ -102,9 +104,6 @@ def _versions() -> dict[str, str]:
 def _dataset_provenance(settings: Settings) -> tuple[dict[str, str], list[str]]:
     """Per-file sha256 of the dataset, and the files that differ from the pins (accepted only with
     --sab-allow-modified-data)."""
-    from sab_pytest import dataset
-    from sab_pytest.errors import SabError
-
     try:
         data = dataset.load(settings.data_dir, allow_modified=True)
     except SabError:
@@ -138,8 +137,6 @@ def _usage(records: Sequence[StoredRecord], settings: Settings,
         totals["rate_limit_wait_s"] = round(totals["rate_limit_wait_s"], 1)
     totals["cost_usd"] = None
     if settings.prices:
-        from sab_pytest.models import parse_prices
-
         prices = parse_prices(settings.prices)
         totals["cost_usd"] = round(prices.usd(totals["billed_prompt_tokens"], totals["billed_completion_tokens"]), 6)
     return totals
