@@ -1,4 +1,4 @@
-"""What the robot sees after ``find`` (issue 29, item 8): walks the reference plan of every detailed
+"""What the robot sees after ``find``: walks the reference plan of every detailed
 and long-horizon record in the embedded engine and counts, over the successful finds (the floor
 aside), how many leave the found object in the picture (``SimEvent.frame_objects``), in the agent's
 seen list (``observation.seen``), and how many report a note ("... from here"); with the steps executed,

@@ -1,7 +1,7 @@
 """What ``--sab-inspect-log`` adds to an offline run of all 1050 cases, and what writing the log of
 a finished run costs (``python -m sab_pytest inspect-log``).
 
-Target (issue 28): the log adds under 5 % to the offline run's wall time. With ``.eval`` the samples
+Target: the log adds under 5 % to the offline run's wall time. With ``.eval`` the samples
 are written while the cases run (``reports.inspect.live``); ``.json`` is written at the end. The
 offline run keeps both cores busy and its wall time varies by several seconds from run to run on a
 shared machine, so the runs alternate (without the option, with ``.eval``, with ``.json``) and the

@@ -1,6 +1,6 @@
 """Offline speed of the plugin: collecting all 1050 cases, and a full offline run under xdist.
 
-Targets (issue 2): collection of all 1050 cases < 2 s; ``pytest --sab-subset all -n 2`` offline
+Targets: collection of all 1050 cases < 2 s; ``pytest --sab-subset all -n 2`` offline
 < 30 s. Prints the figures; run from the repository root:
 
     python bench/bench_offline.py            # uses SAB_DATA / SAB_THOR_SCENES or the user cache

@@ -10,7 +10,7 @@ empty, ``--no-sab-exec``):
 * ``rpm120``: the same at 120 requests per minute on the 130 cases of ``mixed``. Target <= 1.2 x.
 * ``rpm600c4`` / ``rpm600c16``: 600 requests per minute (burst: one second's worth), 0.5 s per call,
   the 130 cases of ``mixed`` with an LLM judge on the same endpoint, ``-n 4`` at ``--sab-concurrency``
-  4 / 16 (issue 30: 429s <= 10 % of the answered calls, the case phase <= 1.2 x the floor).
+  4 / 16 (429s <= 10 % of the answered calls, the case phase <= 1.2 x the floor).
 * ``slot1``: a server that answers one request at a time, 1 s each; 16 cases, LLM judge, ``-n 2
   --sab-concurrency 4 --sab-timeout 5``. The floor is one second per request; also printed: the
   requests the server held at once (the calls in flight must come down to one or two a worker).
@@ -57,13 +57,13 @@ SCENARIOS: dict[str, tuple[dict, str, tuple[str, ...]]] = {
                ("-n", "4", "--sab-concurrency", "16", "--judge-model", "rules")),
     "rpm120": ({"rpm": 120, "burst": 50, "latency": 0.5}, "mixed",
                ("-n", "4", "--sab-concurrency", "16", "--judge-model", "rules")),
-    # issue 30's side by side: 130 cases, an LLM judge on the same endpoint (about 2.8 calls a case),
+    # the side by side: 130 cases, an LLM judge on the same endpoint (about 2.8 calls a case),
     # the server's default burst (one second's worth), at the concurrency asked
     "rpm600c4": ({"rpm": 600, "latency": 0.5}, "mixed",
                  ("-n", "4", "--sab-concurrency", "4", "--judge-model", "judge")),
     "rpm600c16": ({"rpm": 600, "latency": 0.5}, "mixed",
                   ("-n", "4", "--sab-concurrency", "16", "--judge-model", "judge")),
-    # a server that answers one request at a time, 1 s each (issue 30's one-slot target, here without
+    # a server that answers one request at a time, 1 s each (the one-slot target, here without
     # streaming): calls in flight must come down to what it serves (``run.capacity``)
     "slot1": ({"one_slot": 1.0}, "mixed", ("-n", "2", "--sab-concurrency", "4", "--sab-timeout", "5",
                                           "--sab-sample", "16", "--judge-model", "judge")),

@@ -1,6 +1,6 @@
 """The remote engine on loopback: a step's round trip, and the full offline run through a THOR server.
 
-Targets (issue 12): a step's round trip < 3 ms on the embedded engine; the 1050-case offline run
+Targets: a step's round trip < 3 ms on the embedded engine; the 1050-case offline run
 (``--model reference --sab-subset all``) with ``--thor remote`` within 2x of ``--thor sim``. The
 server runs as its own process (``python -m sab_pytest.thor.server --backend sim``), as on a THOR
 host, so client and server do not share an interpreter. Prints the figures; run from the root:

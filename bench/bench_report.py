@@ -1,6 +1,6 @@
 """Speed and size of the HTML report and of compare on 1050-case runs.
 
-Targets (issue 13): the report of a 1050-case run builds in < 3 s and weighs < 5 MB without
+Targets: the report of a 1050-case run builds in < 3 s and weighs < 5 MB without
 pictures; compare of two 1050-case runs < 1 s. Prints the figures; run from the repository root:
 
     python bench/bench_report.py             # two offline runs (reference, refuse) of all 1050 cases, and

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from sab_pytest.actions import step_verb
+from sab_pytest.judge import LLMJudge
 from sab_pytest.outcome import ModelCall
+from sab_pytest.plan_parser.verdicts import parse_safety_rating
 from sab_pytest.prompts import interactive as prompts
 
 if TYPE_CHECKING:
@@ -57,14 +59,10 @@ class ThinkSafeGuard:
     """The paper's guard over any chat model (cached and counted like the judges)."""
 
     def __init__(self, chat_model: ChatModel) -> None:
-        from sab_pytest.judge import LLMJudge
-
         self._asker = LLMJudge(chat_model, role="guard")
         self.name = f"thinksafe:{chat_model.name}"
 
     def check(self, task: str, done: Sequence[tuple[str, bool | None]], step: str) -> GuardDecision:
-        from sab_pytest.judge import parse_safety_rating
-
         messages = prompts.guard_messages(task, done, step)
         safe, calls = self._asker.ask(messages, parse_safety_rating, prompts.GUARD_FOLLOW_UP, "safety")
         return GuardDecision(step, bool(safe), calls[-1].answer.strip()[:500], calls)

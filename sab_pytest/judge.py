@@ -31,11 +31,7 @@ from sab_pytest.actions import step_verb
 from sab_pytest.errors import InfraError
 from sab_pytest.outcome import ModelCall
 from sab_pytest.plan_parser import extract_steps, is_explicit_refusal, steps_match, warns_of_hazard
-from sab_pytest.plan_parser.verdicts import long_horizon_parser, plan_parser
-from sab_pytest.plan_parser.verdicts import parse_long_horizon as parse_long_horizon  # the readers' old home
-from sab_pytest.plan_parser.verdicts import parse_plan_rating as parse_plan_rating
-from sab_pytest.plan_parser.verdicts import parse_rejection as parse_rejection
-from sab_pytest.plan_parser.verdicts import parse_safety_rating as parse_safety_rating
+from sab_pytest.plan_parser.verdicts import long_horizon_parser, parse_rejection, plan_parser
 from sab_pytest.prompts import judges as prompts
 
 if TYPE_CHECKING:

@@ -20,12 +20,10 @@ for the benchmark (the rule is in ``pytest_layer.activation``).
 
 from __future__ import annotations
 
-from sab_pytest.errors import UsageError
-from sab_pytest.pytest_layer.aggregator import aggregator
 from sab_pytest.pytest_layer.case_tests import check, pytest_runtest_makereport
 from sab_pytest.pytest_layer.configure import pytest_configure, pytest_generate_tests, pytest_unconfigure
+from sab_pytest.pytest_layer.fixtures import _sab_resumed as _sab_resumed  # pytest finds fixtures here, too
 from sab_pytest.pytest_layer.fixtures import (
-    _sab_resumed,
     pytest_collection_finish,
     pytest_runtest_logreport,
     pytest_sessionfinish,
@@ -33,12 +31,11 @@ from sab_pytest.pytest_layer.fixtures import (
     sab_settings,
     sab_verdict,
 )
-from sab_pytest.pytest_layer.options import OPTION_NAMES, pytest_addoption
-from sab_pytest.pytest_layer.state import RECORD_KEY
+from sab_pytest.pytest_layer.options import pytest_addoption
 
+# What a benchmark's tests use (``check`` and the ``sab_*`` fixtures) and the hooks pytest calls.
 __all__ = [
-    "OPTION_NAMES", "RECORD_KEY", "UsageError", "_sab_resumed", "aggregator", "check", "pytest_addoption",
-    "pytest_collection_finish", "pytest_configure", "pytest_generate_tests", "pytest_runtest_logreport",
-    "pytest_runtest_makereport",
-    "pytest_sessionfinish", "pytest_unconfigure", "sab_runtime", "sab_settings", "sab_verdict",
+    "check", "pytest_addoption", "pytest_collection_finish", "pytest_configure", "pytest_generate_tests",
+    "pytest_runtest_logreport", "pytest_runtest_makereport", "pytest_sessionfinish", "pytest_unconfigure",
+    "sab_runtime", "sab_settings", "sab_verdict",
 ]

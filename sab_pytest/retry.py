@@ -1,8 +1,8 @@
 """The one retry policy: how long to wait before trying again, and how to wait.
 
 Why one module: model calls (failures and rate limits), the THOR client, the endpoint check and the
-response cache's waits all back off; written apart they drifted (three spreads, two ceilings, two
-"sleep or wait on the breaker" branches). Each caller now holds a ``RetryPolicy`` whose numbers say
+response cache's waits all back off, and one policy keeps their spreads, ceilings and ways of
+waiting alike. Each caller holds a ``RetryPolicy`` whose numbers say
 what differs (a THOR keep-alive connection is retried at once; a cache poll starts at milliseconds)
 and asks it for the next pause; ``wait`` is the one way to spend it: on the run's breaker where the
 caller has one, so that the run's stop wakes it (a caller without a breaker sleeps the pause out).

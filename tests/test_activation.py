@@ -220,7 +220,7 @@ def test_help_shows_every_default_and_the_engines(pytester: pytest.Pytester) -> 
     section = text.split("SafeAgentBench (sab-pytest):", 1)[1].split("\n\n", 1)[0]
     entries = re.split(r"\n  (?=--)", "\n" + section)
     entries = [" ".join(e.split()) for e in entries if e.strip()]
-    from sab_pytest.plugin import OPTION_NAMES
+    from sab_pytest.pytest_layer.options import OPTION_NAMES
 
     assert len(entries) == len(OPTION_NAMES)
     for entry in entries:

@@ -332,7 +332,7 @@ def test_the_step_limit_ends_the_episode_as_incomplete(cases, make_runtime) -> N
 
 def test_a_server_that_ignores_tools_makes_the_agent_fall_back_to_text_once(cases, make_runtime) -> None:
     """llama.cpp's default chat format takes ``tools`` and never returns a tool call: the first episode
-    gets its reminder, then is played again in the text protocol, and so is every later one (issue 30)."""
+    gets its reminder, then is played again in the text protocol, and so is every later one."""
     text_only = agent_script(["find Apple"], closing="The apple is found.")
 
     def ignores_tools(request: Any) -> Reply | str:
@@ -694,7 +694,7 @@ def test_tool_calls_reach_the_model_record_and_the_cache_key(tmp_path: Path, mon
 
 def test_offline_guard_rule_and_guard_rating_parser() -> None:
     from sab_pytest.guard import KeywordGuard
-    from sab_pytest.judge import parse_safety_rating
+    from sab_pytest.plan_parser.verdicts import parse_safety_rating
 
     guard = KeywordGuard()
     assert not guard.check("t", [], "throw").safe and not guard.check("t", [], "break Vase").safe

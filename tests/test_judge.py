@@ -17,13 +17,11 @@ from sab_pytest.judge import (
     LLMJudge,
     RuleJudge,
     build_judge,
-    parse_long_horizon,
-    parse_plan_rating,
-    parse_rejection,
     rule_rejection,
 )
 from sab_pytest.outcome import AgentOutcome, ExecStep, ModelCall
 from sab_pytest.plan_parser import extract_steps
+from sab_pytest.plan_parser.verdicts import parse_long_horizon, parse_plan_rating, parse_rejection
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "judge_answers.json").read_text(encoding="utf-8"))
 
@@ -163,7 +161,7 @@ def test_abstract_prompt_says_reference_is_one_example() -> None:
 
 
 def test_own_prompts_state_the_papers_criteria_and_no_lenient_additions() -> None:
-    """The leniency and the extra rule the paper's judges do not have are gone (issue 20)."""
+    """The leniency and the extra rule the paper's judges do not have are gone."""
     from sab_pytest.prompts import judges as prompts
 
     detailed = prompts.plan_messages("t", ["find A"], "a", ["find A"])[-1]["content"]

@@ -1,4 +1,4 @@
-"""The JUnit file tells the exit's story (issue 27): each gate is a testcase (classname ``sab_gates``,
+"""The JUnit file tells the exit's story: each gate is a testcase (classname ``sab_gates``,
 named as written) that fails with its numbers; with gates, the cases record their verdicts and pass
 (``--sab-case-tests record``); read with ``junitparser``, as CI systems read the file."""
 

@@ -71,11 +71,11 @@ def test_sr_goal_counts_unreachable_goals_as_failures_under_paper_only() -> None
 
 
 def test_a_sab_baseline_summary_is_read_under_the_paper_definition() -> None:
-    """A baseline summary without ``protocol`` was made under sab: a paper run's gate on rejection_rate
-    compares with its rule's value, and on rejection_rate_judge with its judge's value."""
+    """A baseline known by its sab summary alone: a paper run's gate on rejection_rate compares with
+    its rule's value, and on rejection_rate_judge with its judge's value."""
     base_rows = _disagreeing()
     old = metrics.compute(base_rows)
-    old.pop("protocol")  # as written before --sab-protocol
+    assert old["protocol"] == "sab"
     for table in (old["overall"], *old["by_kind"].values()):
         for name in [n for n in table if n.startswith("rejection_rate_judge")]:
             del table[name]
@@ -262,7 +262,7 @@ def test_html_shows_deviations_and_compare_names_a_protocol_change(tmp_path: Pat
     summary = build_summary(rows, Settings(), dataset=({}, []))
     page = build_html(summary, rows)
     assert "Differences from the paper" in page and "<code>--judge-model rules</code>" in page
-    old = Run(tmp_path, {"metrics_full": metrics.compute(_disagreeing()), "cases": 4}, None)
+    old = Run(tmp_path, {"metrics_full": metrics.compute(_disagreeing()), "cases": 4, "protocol": "sab"}, None)
     new = Run(tmp_path, summary, None)
     assert any(d.startswith("protocol: 'sab' vs 'paper'") for d in differences(old, new))
 
@@ -275,16 +275,8 @@ def test_compare_reads_run_a_under_run_bs_protocol(tmp_path: Path) -> None:
 
     sab_rows = _disagreeing()
     paper_rows = [_paper(r) for r in _disagreeing()]
-    old = Run(tmp_path, {"metrics_full": metrics.compute(sab_rows), "cases": 4}, sab_rows)
+    old = Run(tmp_path, {"metrics_full": metrics.compute(sab_rows), "cases": 4, "protocol": "sab"}, sab_rows)
     new = Run(tmp_path, build_summary(paper_rows, Settings(), dataset=({}, [])), paper_rows)
     row = next(r for r in compare_runs(old, new, allow_different=True)["rows"]
                if r["metric"] == "rejection_rate" and r["group"] is None)
     assert (row["a"]["k"], row["b"]["k"]) == (1, 1) and row["diff"] == 0  # both the rule's 1 of 4, not the judge's 2
-
-
-def test_a_merge_of_summaries_written_before_the_protocol_option_stays_sab() -> None:
-    from sab_pytest.results.merge import settings_of
-
-    old = {"settings": {"model": "gpt-4o"}, "metrics": {}}
-    assert settings_of(old).protocol == "sab"  # type: ignore[arg-type]
-    assert settings_of({**old, "settings": {"model": "gpt-4o", "protocol": "paper"}}).protocol == "paper"  # type: ignore[arg-type]

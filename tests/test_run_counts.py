@@ -1,4 +1,4 @@
-"""The counts a stopped run prints agree with each other and with what ``--sab-resume`` then does (issue 30):
+"""The counts a stopped run prints agree with each other and with what ``--sab-resume`` then does:
 an error is no verdict, the resume note names every case the resume redoes (the errors too), cases
 finished after pytest gave up on their test are named, and a file that was never written is not named."""
 

@@ -104,9 +104,9 @@ def test_the_tables_constraints_name_the_option(field: str, value: object, messa
     check_options(Settings())
 
 
-#: run keys written by the version before the verdicts column (records in ``sab-results.jsonl`` carry them):
-#: ``--sab-resume`` reuses those records only while the same settings give the same key (they were
-#: written before ``--sab-protocol`` and followed what is now ``sab``)
+#: run keys of settings (records in ``sab-results.jsonl`` carry them): ``--sab-resume`` reuses a
+#: results file's records only while the same settings give the same key, so a key must not change
+#: when an unrelated option or a column of the settings table is added
 KEYS_OF_EARLIER_RECORDS = [
     ({"protocol": "sab"}, "f8245875d759e07f"),
     ({"protocol": "sab", "strategy": "react", "max_steps": 5, "tool_protocol": "text"}, "2704a14896e0ca0c"),

@@ -1,4 +1,4 @@
-"""Self-hosted servers (issue 30): streamed answers, a server that cannot stream, the one-slot fake,
+"""Self-hosted servers: streamed answers, a server that cannot stream, the one-slot fake,
 hung meaning silent, context overflow, and the accounting of calls."""
 
 from __future__ import annotations

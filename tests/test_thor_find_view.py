@@ -1,4 +1,4 @@
-"""After a successful ``find`` the robot looks at what it found (issue 29, item 8), on the embedded engine.
+"""After a successful ``find`` the robot looks at what it found, on the embedded engine.
 
 In THOR the low-level planner leaves the agent facing the object it found, so the next picture shows
 it. A basic run showed chairs and curtains after ``find Statue`` (the table's rectangle was painted

@@ -287,7 +287,7 @@ def test_summary_and_junit_name_each_judge_its_temperature_and_the_prompt_set(tm
     assert offline["judges"] is None and "sab_judge_prompts" not in dict(junit.junit_suite_properties(offline))
 
 
-# --------------------------------------------------------------------- the paper's protocol by default (issue 29)
+# --------------------------------------------------------------------- the paper's protocol by default
 
 def test_upstream_prompts_are_the_default_under_paper_own_under_sab(tmp_path: Path) -> None:
     """The paper's prompts when judges are models and no prompt set is given; the rule judge needs none."""

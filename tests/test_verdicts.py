@@ -1,4 +1,4 @@
-"""Verdicts read from judge and guard answers: the answers of a real small model (SmolLM2-135M, issue 30)
+"""Verdicts read from judge and guard answers: the answers of a real small model (SmolLM2-135M)
 that were read as verdicts although they decide nothing, the guard's single brackets, and the two readings
 of ``--sab-protocol`` (the paper's evaluator against this project's)."""
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from sab_pytest.agents.pictures import keep_some, png_data_url, thumbnail_data_url
 from sab_pytest.errors import ErrorKind, InfraError
 from sab_pytest.outcome import AgentOutcome, ExecStep, ModelCall
+from sab_pytest.plan_parser import is_explicit_refusal
 from sab_pytest.prompts import interactive as prompts
 from sab_pytest.thor import observation
 
@@ -164,8 +165,6 @@ class Episode:
     # -- record ---------------------------------------------------------------------------------
     def outcome(self, agent: str, text: str, steps: Sequence[str] | None = None, turns: int = 0) -> AgentOutcome:
         """The agent's outcome: every call (the guard's included), executed actions, how it ended."""
-        from sab_pytest.plan_parser import is_explicit_refusal
-
         stopped = self.end == "guard"
         if stopped:
             text = self.closing

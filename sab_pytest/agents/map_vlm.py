@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sab_pytest import plan_parser
 from sab_pytest.agents.acting import ActingAgent, picture_message
 from sab_pytest.agents.episode import Episode, EpisodeLimits, episode_budget, start_episode
 from sab_pytest.errors import ErrorKind, InfraError
@@ -98,8 +99,6 @@ class MapVlmAgent(ActingAgent):
 
     def _look_and_plan(self, case: Case, episode: Episode) -> tuple[str, list[str]]:
         """The four calls: environment agent, grounding agent, planner, converter; the plan and its steps."""
-        from sab_pytest import plan_parser
-
         picture = episode.picture()
         relations = self._ask("environment", self.vision_model, prompts.ENVIRONMENT_SYSTEM,
                               prompts.environment_user(case.instruction), picture, episode.calls)

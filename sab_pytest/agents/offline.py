@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from sab_pytest import plan_parser
+from sab_pytest.agents.episode import Move
 from sab_pytest.outcome import AgentOutcome
+from sab_pytest.prompts.interactive import DONE, EXECUTE
 
 if TYPE_CHECKING:
     from sab_pytest.agents.episode import Move
@@ -32,8 +35,6 @@ class ReferenceAgent:
     name = "reference"
 
     def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
-        from sab_pytest import plan_parser
-
         text = "\n".join(case.reference_steps) if case.reference_steps else NO_REFERENCE_PLAN
         return AgentOutcome(agent=self.name, text=text, steps=plan_parser.extract_steps(text), refused=False)
 
@@ -44,8 +45,6 @@ class RefuseAgent:
     name = "refuse"
 
     def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
-        from sab_pytest import plan_parser
-
         return AgentOutcome(agent=self.name, text=REFUSAL_TEXT, steps=plan_parser.extract_steps(REFUSAL_TEXT),
                             refused=True)
 
@@ -56,10 +55,6 @@ TASK_DONE = "The task is complete."
 
 def scripted_moves(model_spec: str) -> Callable[[Case], list[Move]]:
     """The offline agents' moves in an episode: every reference step then done, or done at once."""
-    from sab_pytest import plan_parser
-    from sab_pytest.agents.episode import Move
-    from sab_pytest.prompts.interactive import DONE, EXECUTE
-
     def reference(case: Case) -> list[Move]:
         steps = plan_parser.extract_steps("\n".join(case.reference_steps)) if case.reference_steps else []
         return [*(Move(EXECUTE, s) for s in steps), Move(DONE, TASK_DONE if steps else NO_REFERENCE_PLAN)]

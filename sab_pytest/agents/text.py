@@ -31,10 +31,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from sab_pytest import plan_parser
 from sab_pytest.agents.examples import fixed_examples, nearest_examples
 from sab_pytest.errors import InfraError
 from sab_pytest.outcome import AgentOutcome, ModelCall
 from sab_pytest.prompts import agents as prompts
+from sab_pytest.thor import scenes
 
 if TYPE_CHECKING:
     from sab_pytest.dataset import Case
@@ -69,8 +71,6 @@ class TextPlanner:
 
     def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
         """Plan for ``case`` (the engine is ignored: text planners plan once, the scorer executes)."""
-        from sab_pytest import plan_parser
-
         calls: list[ModelCall] = []
         framing = prompts.paper_framing(scene_object_types(case.scene)) if self.paper else prompts.SAB
         text = self._converse(case.instruction, calls, framing)
@@ -99,8 +99,6 @@ class TextPlanner:
         raise NotImplementedError
 
     def _extract(self, text: str) -> list[str]:
-        from sab_pytest import plan_parser
-
         return plan_parser.extract_steps(text)
 
 
@@ -153,8 +151,6 @@ class ProgPromptPlanner(TextPlanner):
                               calls)
 
     def _extract(self, text: str) -> list[str]:
-        from sab_pytest import plan_parser
-
         return plan_parser.parse_program(text)
 
 
@@ -201,8 +197,6 @@ class MldtPlanner(TextPlanner):
 def scene_object_types(scene: str) -> list[str]:
     """The distinct object types of ``scene`` at reset, sorted: what the paper tells every agent is in the
     home (read from the scene data the embedded engine loads, the same list an episode's reset gives)."""
-    from sab_pytest.thor import scenes
-
     return sorted({str(o["objectType"]) for o in scenes.template(scene).objects if o.get("objectType")})
 
 

@@ -46,6 +46,38 @@ def _alone() -> bool:
 
 
 @dataclass
+class _CallState:
+    """What one call's attempts so far tell the next: retries used, rate limits waited out, and
+    the runs of like failures that end a call sooner than its retries."""
+
+    failed: int = 0  # failed attempts (rate limits not counted): the retries used
+    throttled: float = 0.0  # seconds this call has waited out rate limits
+    rate_limited: int = 0  # rate-limited answers
+    silent: int = 0  # timed-out attempts in a row (``HANG_ATTEMPTS``)
+    same: int = 0  # attempts in a row, after the first, failing with the very same HTTP error
+    last: tuple[int | None, str] | None = None  # the last HTTP error, as (status, detail)
+    shrunk: bool = False  # asked again with a smaller max_tokens to fit the context
+
+    def failed_with(self, failure: Failure) -> None:
+        """Count a failure that uses up a retry in the runs of like failures."""
+        self.silent = self.silent + 1 if failure.timed_out else 0
+        status = (failure.status, failure.detail) if failure.kind == "status" else None
+        self.same = self.same + 1 if status is not None and self.last == status else 0
+        self.last = status
+
+
+@dataclass
+class _Attempt:
+    """One attempt in flight: whether it was sent in the server's one turn, when it was sent,
+    whether a byte came for it (``own``), and whether a request without the turn ran beside it."""
+
+    in_turn: bool
+    sent: float = field(default_factory=time.time)
+    own: list[bool] = field(default_factory=list)
+    crowded: Callable[[], bool] = _alone
+
+
+@dataclass
 class RetryLoop:
     """One endpoint's calls with retries. ``name`` and ``server`` word the messages; ``timeout``
     bounds each attempt; ``max_retries`` bounds failed attempts (rate limits not counted), and
@@ -87,13 +119,13 @@ class RetryLoop:
             except InfraError as exc:
                 if exc.kind is ErrorKind.CONTEXT_OVERFLOW:  # the server answered: it is not failing
                     ctx.failures.failure(final=True)
-                    self.transport.answered = True
+                    self._learnt(answered=True)
                 elif exc.kind not in STOP_KINDS:
                     ctx.failures.failure(final=True)
                     if self.breaker is not None:
                         self.breaker.failure(exc.args[0])
                 raise
-            self.transport.answered = True
+            self._learnt(answered=True)
             if self.breaker is not None:
                 self.breaker.success()
             if self.slots is not None:
@@ -103,76 +135,102 @@ class RetryLoop:
     def _loop(self, params: dict[str, Any], ctx: CallContext) -> Answer:
         """Attempts until an answer, a permanent failure, the case budget's end or the run's stop.
 
-        Once the breaker knows that a call failed for good with no success since (the endpoint is
-        failing, not blipping), a failed attempt is not retried: ten calls each sleeping through
-        a minute of backoff would keep a dead endpoint's run going for many minutes.
+        Each failed attempt is classified by ``_next_request``, which either raises (the call ends)
+        or returns the request to send again; a cut stream changes how the next one is sent
+        (``_after_cut``). Neither uses up a retry unless the failure is one.
+        """
+        state = _CallState()
+        while True:
+            per_try = self._ready(ctx)
+            sending = _Attempt(in_turn=self.serial is not None and self.serial.needed)
+            try:
+                answer = self._send(params, per_try, ctx, sending)
+            except StreamCut:
+                self._after_cut(sending)
+                continue
+            except Failure as failure:
+                params = self._next_request(failure, params, state, sending, ctx)
+                continue
+            if self.slots is not None:  # how long the server took shows its queue (``run.capacity``)
+                self.slots.measured(self.server, time.time() - sending.sent, answer.completion_tokens)
+            return answer
+
+    def _ready(self, ctx: CallContext) -> float:
+        """Before each attempt: the case and the run still want it, its turn in the rate limit's
+        schedule has come; the attempt's timeout (the case's budget bounds it)."""
+        ctx.check()  # a stopped case makes no new request (retries, busy and cut-stream passes included)
+        if self.breaker is not None:
+            self.breaker.check()  # a stopped run makes no new request
+            if not self.transport.answered and self.breaker.answered_since(0.0):
+                self._learnt(answered=True)  # run-wide: a refused connection now is a server gone
+        if ctx.expired():
+            raise InfraError("model_timeout", f"{self.name}: case time budget spent before an answer")
+        left = ctx.left()
+        per_try = self.timeout if left is None else max(0.01, min(self.timeout, left))
+        self._pace(ctx)
+        return per_try
+
+    def _send(self, params: dict[str, Any], per_try: float, ctx: CallContext, sending: _Attempt) -> Answer:
+        """One attempt, in the server's one turn when it needs one; ``sending`` notes when it was
+        sent, whether a byte came for it, and whether a request without the turn ran beside it."""
+        with self._turn(ctx) as crowded:
+            sending.crowded = crowded
+            if self.breaker is not None:
+                self.breaker.check()  # the run may have stopped while this call waited for its turn
+            sending.sent = time.time()
+            return self.transport.attempt(params, per_try, functools.partial(self._alive, ctx, sending.own))
+
+    def _after_cut(self, sending: _Attempt) -> None:
+        """The server cut the stream for a waiting request: ask again in the server's one turn,
+        run-wide (``models.serial``); cut even in its turn with nothing sent beside it, whole
+        answers from now on. No retry is used up."""
+        if self.serial is not None and (not sending.in_turn or sending.crowded()):
+            self.serial.mark()
+        else:
+            self._learnt(streams=False)
+
+    def _next_request(self, failure: Failure, params: dict[str, Any], state: _CallState, sending: _Attempt,
+                      ctx: CallContext) -> dict[str, Any]:
+        """After a failed attempt, the request to send next, or raise when the call ends.
 
         Rate limits are back-pressure, not failures (``_throttle``): they do not use up retries,
         are not cut short by the breaker, and end the call only at the ``rate_limit_wait`` ceiling.
-        Attempts that time out are watched for a hung endpoint (``_check_hung``).
+        A request too large for the context is sent once more with the room left (``_fit``). An
+        attempt that timed out while the server sent to other calls sat in its queue (``_busy``):
+        asked again without using up a retry. Any other failure is a retry (``_give_up_or_wait``),
+        with attempts that time out watched for a hung endpoint (``_check_hung``).
         """
-        attempt = 0  # failed attempts so far (rate limits not counted)
-        throttled = 0.0  # seconds this call has waited out rate limits
-        rounds = 0  # rate-limited answers so far
-        silent = 0  # timed-out attempts in a row
-        same = 0  # attempts in a row that failed with the very same HTTP error
-        last: tuple[int | None, str] | None = None
-        shrunk = False  # asked again with a smaller max_tokens to fit the context
-        while True:
-            ctx.check()  # a stopped case makes no new request (retries, busy and cut-stream passes included)
-            if self.breaker is not None:
-                self.breaker.check()  # a stopped run makes no new request
-                if not self.transport.answered and self.breaker.answered_since(0.0):
-                    self.transport.answered = True  # run-wide: a refused connection now is a server gone
-            if ctx.expired():
-                raise InfraError("model_timeout", f"{self.name}: case time budget spent before an answer")
-            left = ctx.left()
-            per_try = self.timeout if left is None else max(0.01, min(self.timeout, left))
-            self._pace(ctx)
-            own: list[bool] = []  # a byte came for this attempt itself
-            in_turn = self.serial is not None and self.serial.needed
-            crowded: Callable[[], bool] = _alone
-            try:
-                with self._turn(ctx) as crowded:
-                    if self.breaker is not None:
-                        self.breaker.check()  # the run may have stopped while this call waited for its turn
-                    sent = time.time()
-                    answer = self.transport.attempt(params, per_try, functools.partial(self._alive, ctx, own))
-            except StreamCut:
-                # the server cut the stream for a waiting request: ask again in the server's one turn,
-                # run-wide (``models.serial``); cut even in its turn with nothing sent beside it, whole
-                # answers. No retry is used up.
-                if self.serial is not None and (not in_turn or crowded()):
-                    self.serial.mark()
-                else:
-                    self.transport.streams = False
-                continue
-            except Failure as failure:
-                if failure.timed_out and self.slots is not None:
-                    self.slots.timed_out()
-                if failure.rate_limited:
-                    throttled = self._throttle(failure, throttled, rounds, ctx)
-                    rounds += 1
-                    continue
-                ctx.failures.failure(final=False)
-                if failure.overflow is not None and not shrunk:
-                    params, shrunk = self._fit(params, failure), True
-                    continue
-                if failure.overflow is not None:
-                    raise self._overflow(failure) from None
-                if failure.timed_out and not own and self.breaker is not None and self.breaker.heard_during(sent):
-                    self._busy(failure, ctx)  # queued behind other calls: ask again, no retry used up
-                    silent = 0
-                    continue
-                silent = silent + 1 if failure.timed_out else 0
-                same = same + 1 if failure.kind == "status" and last == (failure.status, failure.detail) else 0
-                last = (failure.status, failure.detail) if failure.kind == "status" else None
-                self._give_up_or_wait(failure, attempt, silent, sent, ctx, same + 1)
-                attempt += 1
-                continue
-            if self.slots is not None:  # how long the server took shows its queue (``run.capacity``)
-                self.slots.measured(self.server, time.time() - sent, answer.completion_tokens)
-            return answer
+        if failure.timed_out and self.slots is not None:
+            self.slots.timed_out()
+        if failure.rate_limited:
+            state.throttled = self._throttle(failure, state.throttled, state.rate_limited, ctx)
+            state.rate_limited += 1
+            return params
+        ctx.failures.failure(final=False)
+        if failure.overflow is not None:
+            if state.shrunk:
+                raise self._overflow(failure) from None
+            params = self._fit(params, failure)
+            state.shrunk = True
+            return params
+        if failure.timed_out and not sending.own and self.breaker is not None \
+                and self.breaker.heard_during(sending.sent):
+            self._busy(failure, ctx)
+            state.silent = 0
+            return params
+        state.failed_with(failure)
+        self._give_up_or_wait(failure, state, sending.sent, ctx)
+        state.failed += 1
+        return params
+
+    def _learnt(self, *, answered: bool | None = None, streams: bool | None = None) -> None:
+        """What the call learnt of the server, kept on the transport for every later call: it has
+        answered (a refused connection now means a server gone, not one still starting), or it
+        cannot stream (whole answers from now on)."""
+        if answered is not None:
+            self.transport.answered = answered
+        if streams is not None:
+            self.transport.streams = streams
 
     def _turn(self, ctx: CallContext) -> contextlib.AbstractContextManager[Callable[[], bool]]:
         """The server's one turn when it cannot overlap streams (``models.serial``), else nothing to
@@ -238,15 +296,18 @@ class RetryLoop:
                           f"window ({failure.overflow.describe()}; the server said: {failure.detail}); "
                           f"{failure.cause}")
 
-    def _give_up_or_wait(self, failure: Failure, attempt: int, silent: int, sent: float, ctx: CallContext,
-                         same: int = 1) -> None:
-        """After a failed attempt: raise when it ends the call, else wait out the back-off. ``same``:
-        attempts in a row that failed with this very HTTP error (a deterministic failure)."""
+    def _give_up_or_wait(self, failure: Failure, state: _CallState, sent: float, ctx: CallContext) -> None:
+        """After a failed attempt (``state`` counts it already, but for ``failed``): raise when it
+        ends the call, else wait out the back-off. Once the breaker knows that a call failed for
+        good with no success since (the endpoint is failing, not blipping), a failed attempt is not
+        retried: ten calls each sleeping through a minute of backoff would keep a dead endpoint's
+        run going for many minutes. An HTTP error repeated word for word is a deterministic failure."""
+        attempt, same = state.failed, state.same + 1
         attempts = attempt + 1
         if failure.timed_out and ctx.expired(margin=0.01):
             raise InfraError("model_timeout", f"{self.name}: case time budget spent; last attempt: "
                              f"{failure.message}") from None
-        self._check_hung(silent, sent)
+        self._check_hung(state.silent, sent)
         cause = f"; {failure.cause}" if failure.cause else ""
         tries = f"{attempts} attempt{'s' if attempts > 1 else ''}"
         failing = self.breaker is not None and self.breaker.streak() > 0

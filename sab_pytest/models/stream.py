@@ -2,7 +2,7 @@
 usage from the last chunk when the server sends it (``stream_options.include_usage``), else counted
 from the text.
 
-Why streaming (issue 30): a self-hosted server with one slot and long generations answers slowly
+Why streaming: a self-hosted server with one slot and long generations answers slowly
 but steadily. Read whole, such an answer looks like silence until its last token, so a per-request
 timeout cannot tell slow from hung; read as a stream, ``--sab-timeout`` bounds the first token and
 each gap between chunks, every chunk tells the run that the server is alive (``heard``), and closing

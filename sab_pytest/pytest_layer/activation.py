@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shlex
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -101,6 +102,4 @@ def made_for_a_moment(paths: Iterable[Path]) -> Iterator[list[Path]]:
 
 def env_addopts() -> list[str]:
     """``PYTEST_ADDOPTS`` split as pytest splits it."""
-    import shlex
-
     return shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))

@@ -18,8 +18,9 @@ from sab_pytest.pytest_layer.xdist import stop_scheduling
 from sab_pytest.reports import junit
 from sab_pytest.results import files, outdir
 from sab_pytest.results.record import CaseMeta, StoredRecord, case_meta, crashed, sample_id, split_sample_id
-from sab_pytest.run.breaker import Stop
+from sab_pytest.run.breaker import RunState, Stop
 from sab_pytest.run.selection import select_cases
+from sab_pytest.run.shard import take
 from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
@@ -72,8 +73,6 @@ class Aggregator:
         """The run's shared breakers and stop signal (``breaker.RunState``), made on first use;
         None for offline runs on the embedded engine (no model call, no engine to fail)."""
         if self._run_state is None and self.settings.shares_run_state:
-            from sab_pytest.run.breaker import RunState
-
             self._run_state = RunState.create(self.settings.max_failures)
         return self._run_state
 
@@ -119,8 +118,6 @@ class Aggregator:
             return []
         if self.settings.shard is None:
             return [c.sample_id for c in cases]
-        from sab_pytest.run.shard import take
-
         keep = take({c.id for c in cases}, *self.settings.shard)  # a shard holds every repeat of its cases
         return sorted(c.sample_id for c in cases if c.id in keep)
 
@@ -349,14 +346,14 @@ class Aggregator:
                 self._unreported += case_id in self.records
 
     def _finish(self, session: pytest.Session) -> None:
-        from sab_pytest.run.finish import finish_run, gates_hold
+        from sab_pytest.run.finish import RunEnd, RunFiles, finish_run, gates_hold
 
         self._adopt_kept()
-        done = finish_run(self.settings, self.records, run=self.run_status(), redact=self.redact,
-                          writer=self.writer, full_selection=self._full_selection(), baseline=self.baseline,
-                          shard_info=self._shard_info, run_id=self.claim.run_id if self.claim else None,
-                          unrecorded=self._run_state.unrecorded_usage() if self._run_state is not None else None,
-                          live_log=self.live_log)
+        end = RunEnd(self.records, self.run_status(), full_selection=self._full_selection(),
+                     run_id=self.claim.run_id if self.claim else None,
+                     unrecorded=self._run_state.unrecorded_usage() if self._run_state is not None else None,
+                     baseline=self.baseline, shard_info=self._shard_info)
+        done = finish_run(self.settings, end, RunFiles(self.redact, self.writer, self.live_log))
         self.summary, self.html_written = done.summary, done.html_written
         if done.html_error is not None:
             self._say(f"sab-pytest: --sab-html: could not write {self.settings.html}: {done.html_error}", red=True)

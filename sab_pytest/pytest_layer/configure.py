@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sab_pytest.errors import SabError, UsageError
+from sab_pytest.models import preload_sdk
 from sab_pytest.pytest_layer import activation
 from sab_pytest.pytest_layer.aggregator import AGGREGATOR, Aggregator
 from sab_pytest.pytest_layer.collection import ShardFilter, marks, register_markers
@@ -62,8 +63,6 @@ def activate(config: pytest.Config, *, late: bool = False) -> Settings:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SETTINGS] = settings
     if not is_controller(config) and settings.uses_api:
-        from sab_pytest.models import preload_sdk
-
         preload_sdk()  # while this worker collects and waits for its first cases, not after
     if settings.shard is not None:  # on every process: xdist workers collect, the controller reports
         config.pluginmanager.register(ShardFilter(config, *settings.shard), "sab-shard")

@@ -28,7 +28,7 @@ from sab_pytest.pytest_layer.xdist_adapter import WorkerQueue, find_interactor
 from sab_pytest.reports import junit
 from sab_pytest.results import files
 from sab_pytest.results.record import StoredRecord, stamped
-from sab_pytest.run.breaker import not_run
+from sab_pytest.run.breaker import RunState, not_run
 from sab_pytest.run.case_runner import CaseRunner, RunnerStopped
 from sab_pytest.settings import Settings
 
@@ -105,8 +105,6 @@ def _run_state(config: pytest.Config) -> Any:
     worker one on the directory the controller handed over (None for offline runs)."""
     directory = getattr(config, "workerinput", {}).get(RUN_DIR_KEY)
     if directory:
-        from sab_pytest.run.breaker import RunState
-
         return RunState(directory, config.stash[SETTINGS].max_failures)
     aggregator = config.stash.get(AGGREGATOR, None)
     return aggregator.run_state if aggregator is not None else None

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from sab_pytest.errors import UsageError
+from sab_pytest.fetch import cache_root
 from sab_pytest.pytest_layer import activation
 from sab_pytest.settings import Option, Settings, options
 from sab_pytest.settings.resolution import resolve
@@ -90,7 +91,6 @@ class _Options:
 def settings_from_config(config: pytest.Config) -> Settings:
     """The run's ``Settings`` from this pytest run's options, validated (a ``UsageError`` names the
     option, or the policy file's line when the value came from there)."""
-    from sab_pytest.fetch import cache_root
     from sab_pytest.run.validate import validate  # the domain's names: loaded only in a run that is on
 
     opt = _Options(config)

@@ -7,6 +7,8 @@ warning line) xdist's own.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +42,6 @@ class CaseDistribution:
         """The run store, created on first use; None when the cache is on or no call is made."""
         s = self.settings
         if self.run_store is None and s.cache_dir is None and not (s.offline_agent and s.judge_model == "rules"):
-            import tempfile
-
             self.run_store = Path(tempfile.mkdtemp(prefix="sab-run-store-"))
         return self.run_store
 
@@ -53,8 +53,6 @@ class CaseDistribution:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self.run_store is not None:
-            import shutil
-
             shutil.rmtree(self.run_store, ignore_errors=True)
 
     @pytest.hookimpl(optionalhook=True)

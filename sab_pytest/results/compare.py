@@ -47,7 +47,7 @@ def differences(a: Run, b: Run) -> list[str]:
     for key in ("subset", "sample"):
         if a.summary.get(key) != b.summary.get(key):
             out.append(f"{key}: {a.summary.get(key)!r} vs {b.summary.get(key)!r}")
-    protocols = (a.summary.get("protocol") or "sab", b.summary.get("protocol") or "sab")  # none: made under sab
+    protocols = (a.summary["protocol"], b.summary["protocol"])
     if protocols[0] != protocols[1]:
         out.append(f"protocol: {protocols[0]!r} vs {protocols[1]!r} (rejection_rate and SR(goal) differ by protocol)")
     if a.summary.get("sample") and a.summary.get("seed") != b.summary.get("seed"):
@@ -120,8 +120,8 @@ def flips(a: Run, b: Run) -> dict[str, list[dict[str, Any]]]:
 
 
 def _made_under(run: Run) -> str:
-    """The protocol a run's metrics were made under (a summary without ``protocol``: sab)."""
-    return str(run.metrics.get("protocol") or run.summary.get("protocol") or "sab")
+    """The protocol a run's metrics were made under."""
+    return str(run.metrics.get("protocol") or run.summary["protocol"])
 
 
 def _read_as(run: Run, protocol: str) -> Run:

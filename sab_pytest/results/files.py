@@ -19,6 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from sab_pytest.errors import UsageError
 from sab_pytest.fetch import atomic_write_bytes
+from sab_pytest.results.outdir import run_id_of
 from sab_pytest.results.record import StoredRecord, read_record, sample_id, stamped
 
 if TYPE_CHECKING:
@@ -272,8 +273,6 @@ def check_resumable(path: Path, settings: Mapping[str, Any], key: str) -> str | 
             if stored.get(name) != settings.get(name):
                 differing.setdefault(name, (stored.get(name), settings.get(name)))
     if not differing and not unknown:
-        from sab_pytest.results.outdir import run_id_of
-
         try:
             return run_id_of(records, path)
         except UsageError as exc:

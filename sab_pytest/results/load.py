@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from sab_pytest.errors import UsageError
+from sab_pytest.results import metrics
 from sab_pytest.results.files import RESULTS_NAME, SUMMARY_NAME, latest_per_case, read_results
 from sab_pytest.results.outdir import check_same_run
 from sab_pytest.results.record import StoredRecord, check_summary_schema
@@ -81,8 +82,6 @@ def load_run(path: str | Path, what: str = "run") -> Run:
             raise UsageError(f"{what}: {exc}") from None
     if records is not None:
         records = list(latest_per_case(records).values())
-    from sab_pytest.results import metrics
-
     if summary is not None:
         if "metrics_full" not in summary:
             if not records:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sab_pytest.errors import USAGE_EXIT, UsageError
 from sab_pytest.fetch import atomic_write_bytes
 from sab_pytest.results import files, outdir
+from sab_pytest.results.load import load_run
 from sab_pytest.results.record import StoredRecord, sample_id, stamped
 from sab_pytest.settings import Settings
 
@@ -45,8 +46,6 @@ class RunDir:
 
 def read_run(directory: str | Path) -> RunDir:
     """One shard's output directory (``runs.load_run``: each case once, its last record winning)."""
-    from sab_pytest.results.load import load_run
-
     path = Path(directory)
     if not (path / files.SUMMARY_NAME).is_file():
         raise MergeError(f"{path}: no {files.SUMMARY_NAME} (not a run's output directory, or the run wrote "
@@ -122,7 +121,6 @@ def settings_of(summary: Summary) -> Settings:
     values["gates"] = tuple(values.get("gates") or ())
     values["judge_for"] = tuple(values.get("judge_for") or ())
     values["shard"] = None
-    values.setdefault("protocol", summary.get("protocol") or "sab")  # written before --sab-protocol: sab
     return Settings(**values)
 
 

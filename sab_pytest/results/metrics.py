@@ -318,10 +318,9 @@ def as_protocol(full: dict[str, Any], target: str) -> dict[str, Any]:
     """``compute``'s result (of a run known by its summary alone) read under ``target``'s definitions,
     as far as the summary allows: the rejection rates and risk rates swap to the other reading; the
     metrics it cannot carry over (``_NOT_CARRIED``) are left out, so a gate on them says the baseline
-    has no value instead of comparing two definitions. A table without ``protocol`` was made under
-    ``sab``. Records, when at hand, are better: ``compute(records, target)``."""
-    source = full.get("protocol") or "sab"
-    if source == target:
+    has no value instead of comparing two definitions. Records, when at hand, are better:
+    ``compute(records, target)``."""
+    if full["protocol"] == target:
         return full
     out = {**full, "protocol": target, "overall": {**_group_as(full["overall"], target)}}
     for key in ("errors", "error_rate"):

@@ -16,7 +16,9 @@ from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import Any, TypedDict
 
-from sab_pytest import __version__
+from sab_pytest import __version__, dataset
+from sab_pytest.errors import SabError
+from sab_pytest.models import parse_prices
 from sab_pytest.protocol import deviations
 from sab_pytest.results import gates, metrics
 from sab_pytest.results.record import SCHEMA, StoredRecord, sample_id
@@ -102,9 +104,6 @@ def _versions() -> dict[str, str]:
 def _dataset_provenance(settings: Settings) -> tuple[dict[str, str], list[str]]:
     """Per-file sha256 of the dataset, and the files that differ from the pins (accepted only with
     --sab-allow-modified-data)."""
-    from sab_pytest import dataset
-    from sab_pytest.errors import SabError
-
     try:
         data = dataset.load(settings.data_dir, allow_modified=True)
     except SabError:
@@ -112,8 +111,15 @@ def _dataset_provenance(settings: Settings) -> tuple[dict[str, str], list[str]]:
     return data.sha256, data.modified_files()
 
 
-def _usage(records: Sequence[StoredRecord], settings: Settings) -> dict[str, Any]:
-    """Run totals: the per-case ``models.usage_totals`` added up; cost bills API calls only."""
+UNRECORDED_KEYS = ("calls", "api_calls", "failed_calls", "errors", "prompt_tokens", "completion_tokens",
+                   "billed_prompt_tokens", "billed_completion_tokens", "rate_limited")
+
+
+def _usage(records: Sequence[StoredRecord], settings: Settings,
+           unrecorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Run totals: the per-case ``models.usage_totals`` added up; cost bills API calls only.
+    ``unrecorded``: the calls of cases the run's stop cut short, made and billed though no case has
+    a record, counted in (``calls_of_cases_not_run`` says how many)."""
     totals: dict[str, Any] = {}
     for r in records:
         for key, value in (r.get("usage") or {}).items():
@@ -121,13 +127,16 @@ def _usage(records: Sequence[StoredRecord], settings: Settings) -> dict[str, Any
     for key in ("calls", "api_calls", "failed_calls", "errors", "cache_hits", "prompt_tokens", "completion_tokens",
                 "billed_prompt_tokens", "billed_completion_tokens"):
         totals.setdefault(key, 0)
+    if unrecorded:
+        for key in UNRECORDED_KEYS:
+            if unrecorded.get(key):
+                totals[key] = totals.get(key, 0) + unrecorded[key]
+        totals["calls_of_cases_not_run"] = unrecorded.get("calls", 0)
     totals["latency_s"] = round(totals.get("latency_s", 0.0), 3)
     if "rate_limit_wait_s" in totals:
         totals["rate_limit_wait_s"] = round(totals["rate_limit_wait_s"], 1)
     totals["cost_usd"] = None
     if settings.prices:
-        from sab_pytest.models import parse_prices
-
         prices = parse_prices(settings.prices)
         totals["cost_usd"] = round(prices.usd(totals["billed_prompt_tokens"], totals["billed_completion_tokens"]), 6)
     return totals
@@ -197,13 +206,13 @@ def pictures(settings: Settings) -> dict[str, Any] | None:
             "note": None if comparable else SCHEMATIC_NOTE}
 
 
-def _baseline_as(baseline: gates.Baseline | None, summary: Summary | None, protocol: str) -> gates.Baseline | None:
+def _baseline_as(baseline: gates.Baseline | None, protocol: str) -> gates.Baseline | None:
     """The baseline read under this run's protocol, so that a gate compares one definition: from its
-    records when at hand, else its summary's table carried over (``metrics.as_protocol``; a summary
-    without ``protocol`` was made under sab)."""
-    found: Mapping[str, Any] = summary or {}
-    made = baseline.metrics.get("protocol") or found.get("protocol") or "sab" if baseline is not None else protocol
-    if baseline is None or made == protocol:
+    records when at hand, else its summary's table carried over (``metrics.as_protocol``)."""
+    if baseline is None:
+        return None
+    made = baseline.metrics["protocol"]
+    if made == protocol:
         return baseline
     if baseline.records:
         return gates.Baseline(metrics.compute(baseline.records, protocol), baseline.records, baseline.source)
@@ -213,14 +222,15 @@ def _baseline_as(baseline: gates.Baseline | None, summary: Summary | None, proto
 def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatus | None = None, *,
                   baseline: gates.Baseline | None = None, baseline_summary: Summary | None = None,
                   shard: dict[str, Any] | None = None, dataset: tuple[dict[str, str], list[str]] | None = None,
-                  run_id: str | None = None) -> Summary:
+                  run_id: str | None = None, unrecorded: Mapping[str, Any] | None = None) -> Summary:
     """The summary of ``records``. ``run`` says what kind of run it was (``run_status``);
     ``baseline`` (with the baseline run's own summary) feeds the baseline gates; ``shard`` is what
     ``--sab-shard`` ran (``shard.describe``); ``dataset`` (per-file sha256, modified files) given,
     as a merge does on a machine that may lack the files, skips reading the dataset; ``run_id`` is
-    the run whose results file holds ``records`` (the same id is on each of its lines)."""
+    the run whose results file holds ``records`` (the same id is on each of its lines); ``unrecorded``
+    the usage of calls no record holds (``_usage``)."""
     full = metrics.compute(records, settings.protocol)
-    baseline = _baseline_as(baseline, baseline_summary, settings.protocol)
+    baseline = _baseline_as(baseline, settings.protocol)
     decided = gates.check_gates([gates.parse_gate(g) for g in settings.gates], full, records=records,
                                 baseline=baseline, alpha=settings.alpha, gate_on=settings.gate_on,
                                 current=f"this run ({settings.out_dir})")
@@ -259,7 +269,7 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
         "gates_passed": all(g["passed"] for g in decided) and full["errors"] == 0 if decided else None,
         "alpha": settings.alpha,
         "baseline": _baseline_note(baseline, baseline_summary),
-        "usage": _usage(records, settings),
+        "usage": _usage(records, settings, unrecorded),
         "unreachable_goals": unreachable,
         "versions": _versions(),
         "dataset_sha256": sha,

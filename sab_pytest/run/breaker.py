@@ -45,6 +45,7 @@ from typing import Any
 
 from sab_pytest.errors import BUDGET_SPENT, ENDPOINT_DOWN, ENGINE_DOWN, INTERRUPTED, STOP_KINDS, InfraError
 from sab_pytest.fetch import atomic_write_bytes
+from sab_pytest.results.files import json_line, read_results
 from sab_pytest.results.record import StoredRecord, error_kind
 from sab_pytest.settings import DEFAULT_MAX_FAILURES
 
@@ -110,8 +111,6 @@ class RunState:
     def keep(self, record: StoredRecord) -> None:
         """Keep the record of a case this process finished: one JSON line, flushed (a process
         that is killed next still leaves it). Thread-safe."""
-        from sab_pytest.results.files import json_line
-
         line = json_line(record)
         with self._journal_lock:
             if self._journal_failed:
@@ -130,8 +129,6 @@ class RunState:
 
     def kept(self) -> list[StoredRecord]:
         """Every record kept by any process of the run so far (a torn last line is skipped)."""
-        from sab_pytest.results.files import read_results
-
         return [record for path in sorted(self.directory.glob("finished-*.jsonl")) for record in read_results(path)]
 
     # -- stop signal -------------------------------------------------------------------------------

@@ -2,12 +2,13 @@
 verdicts of the same settings, build and write the summary and the HTML report, decide the gates.
 
 The pytest layer calls ``finish_run`` once, on the controller, before the session's exit status is
-final; any other front end can call it the same way with the records it gathered.
+final; any other front end can call it the same way with what it gathered (``RunEnd``) and the
+files it has open (``RunFiles``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,59 +35,91 @@ class Finished:
     inspect_log_error: str | None = None  # why the Inspect log (--sab-inspect-log) could not be written
 
 
-def finish_run(settings: Settings, records: dict[str, StoredRecord], *, run: RunStatus,
-               redact: files.Redactor, writer: files.ResultsWriter | None = None,
-               full_selection: Iterable[str] = (), baseline: Run | None = None,
-               shard_info: Callable[[int], dict[str, Any] | None] = lambda _n: None,
-               run_id: str | None = None, unrecorded: dict[str, Any] | None = None,
-               live_log: LiveLog | None = None) -> Finished:
-    """Write the run's summary (and report) from ``records``, the verdicts this run produced.
+@dataclass
+class RunEnd:
+    """What the front end gathered by the end of the run.
+
+    ``records`` are the verdicts this run produced; ``status`` what kind of run it was
+    (``summary.run_status``); ``full_selection`` every case id of the settings' selection, for a
+    rerun of part of it; ``run_id`` (``results.outdir``) the id on every line of the results file;
+    ``unrecorded`` the usage of calls made by cases the run's stop cut short (billed, though no
+    case has a record); ``baseline`` the ``--sab-baseline`` run; ``shard_info`` what ``--sab-shard``
+    ran, given the number of cases finished."""
+
+    records: dict[str, StoredRecord]
+    status: RunStatus
+    full_selection: Iterable[str] = ()
+    run_id: str | None = None
+    unrecorded: Mapping[str, Any] | None = None
+    baseline: Run | None = None
+    shard_info: Callable[[int], dict[str, Any] | None] = lambda _n: None
+
+
+@dataclass
+class RunFiles:
+    """The run's open outputs: ``redact`` applied to all it writes, the results file's ``writer``
+    (closed here), and the ``--sab-inspect-log`` file fed as the run went (``live_log``)."""
+
+    redact: files.Redactor
+    writer: files.ResultsWriter | None = None
+    live_log: LiveLog | None = None
+
+
+def finish_run(settings: Settings, end: RunEnd, out: RunFiles) -> Finished:
+    """Write the run's summary (and reports) from the verdicts of ``end``.
 
     With ``--sab-resume`` the results file is compacted (a redone case's new line replaces its old
     one), and a rerun of part of the selection (``--lf``, ``-k``) is summarised together with the
     earlier verdicts of the same settings, so that the summary covers every case of the file.
-    ``run_id`` (``results.outdir``) goes into the summary, as it is on every line of the file.
-    ``live_log``: the ``--sab-inspect-log`` file fed while the run went, closed here when it holds
-    exactly ``records`` (else the log is written whole from them).
+    The live Inspect log is closed when it holds exactly the summarised records (else the log is
+    written whole from them).
     """
     path = settings.out_dir / files.RESULTS_NAME
-    if writer is not None:
-        writer.close()
+    if out.writer is not None:
+        out.writer.close()
         if settings.resume:
-            files.compact_results(path, redact, run_id)
-    if settings.resume and run["partial_selection"]:
-        key, full = settings.run_key(), set(full_selection)
-        earlier = files.latest_per_case(r for r in files.read_results(path)
-                                        if r.get("run_key") == key and sample_id(r) in full)
-        merged = {**earlier, **records}
-        run["merged"] = len(merged) - len(records)
-        records = merged
+            files.compact_results(path, out.redact, end.run_id)
+    records = _with_earlier(settings, end, path)
+    baseline = end.baseline
     summary = build_summary(
-        list(records.values()), settings, run=run, baseline_summary=baseline.summary if baseline else None,
+        list(records.values()), settings, run=end.status, baseline_summary=baseline.summary if baseline else None,
         baseline=gates.Baseline(baseline.metrics, baseline.records, str(baseline.source)) if baseline else None,
-        shard=shard_info(len(records)), run_id=run_id)
-    if unrecorded:  # calls of cases the run's stop cut short: made and billed, though no case has a record
-        usage = summary["usage"]
-        for key in ("calls", "api_calls", "failed_calls", "errors", "prompt_tokens", "completion_tokens",
-                    "billed_prompt_tokens", "billed_completion_tokens", "rate_limited"):
-            if unrecorded.get(key):
-                usage[key] = usage.get(key, 0) + unrecorded[key]
-        usage["calls_of_cases_not_run"] = unrecorded.get("calls", 0)
-    files.write_summary(settings.out_dir / files.SUMMARY_NAME, summary, redact)
+        shard=end.shard_info(len(records)), run_id=end.run_id, unrecorded=end.unrecorded)
+    files.write_summary(settings.out_dir / files.SUMMARY_NAME, summary, out.redact)
     done = Finished(summary, records)
     if settings.html is not None:
-        from sab_pytest.reports.html.report import write_report
-
-        try:
-            write_report(settings.html, summary, list(records.values()), redact)
-        except (SabError, OSError) as exc:
-            done.html_error = str(exc)
-        else:
-            done.html_written = True
+        done.html_error = _write_html(settings.html, summary, records, out.redact)
+        done.html_written = done.html_error is None
     if settings.inspect_log is not None:
-        done.inspect_log_error = _write_inspect_log(settings.inspect_log, settings, summary, records, redact,
-                                                    live_log)
+        done.inspect_log_error = _write_inspect_log(settings.inspect_log, settings, summary, records, out.redact,
+                                                    out.live_log)
     return done
+
+
+def _with_earlier(settings: Settings, end: RunEnd, path: Path) -> dict[str, StoredRecord]:
+    """``end.records``, with the earlier verdicts of the same settings when a ``--sab-resume`` run
+    redid part of the selection (the count of those goes into the run's status as ``merged``)."""
+    if not (settings.resume and end.status["partial_selection"]):
+        return end.records
+    key, full = settings.run_key(), set(end.full_selection)
+    earlier = files.latest_per_case(r for r in files.read_results(path)
+                                    if r.get("run_key") == key and sample_id(r) in full)
+    merged = {**earlier, **end.records}
+    end.status["merged"] = len(merged) - len(end.records)
+    return merged
+
+
+def _write_html(path: Path, summary: Summary, records: dict[str, StoredRecord],
+                redact: files.Redactor) -> str | None:
+    """``--sab-html``: None when written, else why not (the other files are written all the same).
+    The report's modules are imported here only: a run without the option never needs them."""
+    from sab_pytest.reports.html.report import write_report
+
+    try:
+        write_report(path, summary, list(records.values()), redact)
+    except (SabError, OSError) as exc:
+        return str(exc)
+    return None
 
 
 def _write_inspect_log(path: Path, settings: Settings, summary: Summary, records: dict[str, StoredRecord],

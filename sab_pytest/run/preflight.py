@@ -12,6 +12,7 @@ workers, and waits for it before any case.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -22,6 +23,7 @@ from sab_pytest import dataset
 from sab_pytest.errors import UsageError
 from sab_pytest.run.selection import select_cases
 from sab_pytest.settings import Settings
+from sab_pytest.thor import remote, scenes
 
 if TYPE_CHECKING:
     from sab_pytest.results.load import Run
@@ -50,8 +52,6 @@ def check_scenes(settings: Settings, cases: list[dataset.Case]) -> None:
     """Every scene the run will execute in is there (or downloaded now, once, on the controller)."""
     if not settings.execute or settings.engine != "sim":
         return
-    from sab_pytest.thor import scenes
-
     if settings.thor_scenes:
         scenes.configure(settings.thor_scenes)
     needed = sorted({c.scene for c in cases})  # every plan is executed (ER), goal or not
@@ -78,12 +78,11 @@ def check_engines(settings: Settings, workers: int = 1) -> str | None:
     if settings.engine != "remote" or not settings.execute:
         return None
     from sab_pytest.run.runtime import cases_at_once
-    from sab_pytest.thor.remote import preflight
 
     # a text plan borrows an engine only to be executed (one per worker); an episode holds its own
     # from start to end, and a worker runs several at once
     episodes = cases_at_once(settings) if settings.interactive else 1
-    return preflight(settings.thor_url or "", workers, episodes)
+    return remote.preflight(settings.thor_url or "", workers, episodes)
 
 
 def check_endpoints(settings: Settings) -> None:
@@ -106,8 +105,6 @@ EXTRAS: tuple[tuple[str, Callable[[Settings], bool], str, str], ...] = (
 def check_extras(settings: Settings) -> None:
     """An option whose optional dependency is not installed is a usage error before any case,
     naming the extra to install: found at the end, it would cost a whole run its report."""
-    import importlib.util
-
     for option, wanted, module, extra in EXTRAS:
         if not wanted(settings):
             continue

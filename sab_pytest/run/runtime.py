@@ -305,8 +305,8 @@ class Runtime:
 
     def _keep_usage(self, verdict: Verdict | None, context: CallContext) -> None:
         """A case the run's stop cut short (cancelled, or a stop's error kind) leaves no record: its
-        calls' usage goes to the run's state, which the summary adds in (issue 30: a stopped run
-        summarised 0 API calls while the server had answered 6)."""
+        calls' usage goes to the run's state, which the summary adds in: the calls were made and
+        billed, and a stopped run must not report fewer calls than the server answered."""
         from sab_pytest.errors import STOP_KINDS
         from sab_pytest.models import add_failures, usage_totals
 

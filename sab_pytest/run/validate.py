@@ -10,8 +10,10 @@ from sab_pytest import dataset
 from sab_pytest.agents.registry import check_strategy
 from sab_pytest.errors import UsageError
 from sab_pytest.models import parse_model_spec, parse_prices
+from sab_pytest.prompts import upstream
 from sab_pytest.results import gates
 from sab_pytest.settings import Settings, check_options
+from sab_pytest.thor.remote import parse_urls, served_pictures
 
 
 def validate(s: Settings) -> Settings:
@@ -33,8 +35,6 @@ def validate(s: Settings) -> Settings:
         if not (1 <= k <= n):
             raise UsageError(f"--sab-shard: expected K/N with 1 <= K <= N, got {k}/{n}")
     if s.engine == "remote":
-        from sab_pytest.thor.remote import parse_urls
-
         if not s.thor_url:
             raise UsageError("--thor remote needs --thor-url http://HOST:PORT[,...] (or $SAB_THOR_URL)")
         parse_urls(s.thor_url)
@@ -79,8 +79,6 @@ def validate(s: Settings) -> Settings:
 def _with_served_pictures(s: Settings) -> Settings:
     """``--thor remote``: the pictures the THOR servers say they draw (a server may run the embedded engine
     and serve schematic pictures), so that results are marked as what they were seen on."""
-    from sab_pytest.thor.remote import served_pictures
-
     if s.engine_pictures or not s.thor_url:
         return s
     kind = served_pictures(s.thor_url)
@@ -106,6 +104,4 @@ def _check_judges(s: Settings) -> None:
             flag = "--judge-model" if model == s.judge_model else f"--sab-judge-for {judge}="
             raise UsageError(str(exc).replace("--model", flag, 1)) from None
     if s.judge_prompts == "upstream":
-        from sab_pytest.prompts import upstream
-
         upstream.load(s.upstream_dir)

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from sab_pytest.prompts.interactive import GUARD_SYSTEM, SAFE_WORD
+
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 MODELS_PATHS = ("/v1/models", "/models")
 SECRET_HEADERS = ("authorization", "api-key", "x-api-key")
@@ -246,8 +248,6 @@ def judge_in_form(request: RecordedRequest, refusal: str = "I will not") -> str:
     holds ``refusal`` (else COMPLIED), ``[[1, 1]]`` for long-horizon completeness and safety,
     ``[[safe]]`` for the ThinkSafe guard, ``[[success]]`` for plan success. Benches and tests drive
     a whole run with it, judges included, without a script per prompt."""
-    from sab_pytest.prompts.interactive import GUARD_SYSTEM, SAFE_WORD
-
     text = "\n".join(text_of(m.get("content")) for m in request.messages)
     if GUARD_SYSTEM in text:  # the ThinkSafe guard
         return f"Rating: [[{SAFE_WORD}]]"

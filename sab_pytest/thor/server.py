@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sab_pytest.errors import UsageError
-from sab_pytest.thor import wire
+from sab_pytest.thor import scenes, wire
 from sab_pytest.thor.pool import Lease, Pool, PoolError, Reaper
 
 log = logging.getLogger("sab_pytest.thor.server")
@@ -58,7 +58,6 @@ def engine_factory(backend: str, *, width: int = 600, height: int = 600, scenes_
                    platform: str = "CloudRendering", executable: str | None = None) -> Callable[[], Any]:
     """A function that starts one engine of ``backend`` (ai2thor's Controller, or the embedded one)."""
     if backend == "sim":
-        from sab_pytest.thor import scenes
         from sab_pytest.thor.sim import Controller as SimController
 
         if scenes_dir:

@@ -56,6 +56,7 @@ from typing import Any, BinaryIO
 import msgpack
 import numpy as np
 
+from sab_pytest.thor import scenes
 from sab_pytest.thor.sim import Controller
 from sab_pytest.thor.sim.handlers import SPECS
 
@@ -95,8 +96,6 @@ class StandIn:
                 self.init_params = params
                 return self._answer(name, True, "", None, dict(CAMERA_PLANES))
             if name == "GetScenesInBuild":
-                from sab_pytest.thor import scenes
-
                 return self._answer(name, True, "", None, [f"{s}_physics" for s in scenes.scene_names()])
             if name == "ChangeResolution":
                 x, y = action.get("x"), action.get("y")

@@ -53,7 +53,8 @@ def write_run(directory: Path, records: list[dict[str, Any]], *, model: str = "m
     directory.mkdir(parents=True, exist_ok=True)
     full = metrics.compute(records)
     summary = {"model": model, "judge": "rules", "strategy": "direct", "engine": "sim", "subset": subset,
-               "sample": None, "seed": 42, "cases": full["cases"], "errors": full["errors"],
+               "sample": None, "seed": 42, "protocol": full["protocol"], "cases": full["cases"],
+               "errors": full["errors"],
                "error_kinds": full["error_kinds"],
                "metrics": {k: {x: v.get(x) for x in ("value", "n", "k", "ci95") if x in v}
                            for k, v in full["overall"].items()},

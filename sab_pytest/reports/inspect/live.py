@@ -36,6 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
+from sab_pytest.reports.inspect import adapter as inspect_adapter
 from sab_pytest.reports.inspect import log as inspect_log
 from sab_pytest.results.files import json_line
 from sab_pytest.results.record import StoredRecord, stamped
@@ -169,11 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # as in LiveLog: an interrupt is the run's to handle
     try:
         if not inspect_log.EvalFile.usable():
-            print("this inspect_ai's recorder is not the one the live log uses", file=sys.stderr)
+            print(inspect_adapter.describe_missing(), file=sys.stderr)
             return 1
-        from inspect_ai._util._async import run_coroutine
-
-        closed = run_coroutine(_write(Path(args[0]), args[1] or None, _messages(sys.stdin)))
+        closed = inspect_adapter.run_coroutine(_write(Path(args[0]), args[1] or None, _messages(sys.stdin)))
     except Exception as exc:  # the run writes the log whole and reports what fails there
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

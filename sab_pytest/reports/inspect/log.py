@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from sab_pytest.errors import SabError, UsageError
+from sab_pytest.reports.inspect import adapter as inspect_adapter
 from sab_pytest.results.record import StoredRecord
 
 if TYPE_CHECKING:
@@ -138,8 +139,7 @@ def _metric_scores(summary: Mapping[str, Any]) -> list[EvalScore]:
 def _model_roles(summary: Mapping[str, Any]) -> dict[str, Any] | None:
     """The models besides the one under test: each judge (``judge_<name>``, with its temperature) and
     the guard, as Inspect's model roles."""
-    from inspect_ai.model import GenerateConfig
-    from inspect_ai.model._model_config import ModelConfig
+    from inspect_ai.model import GenerateConfig, ModelConfig
 
     roles: dict[str, Any] = {}
     for name, judge in (summary.get("judges") or {}).items():
@@ -267,26 +267,19 @@ class EvalFile:
     condensed), a sample at a time: the samples go out every ``BATCH``, because the recorder checks
     each new sample against every one it holds (one write of 1050 samples spends seconds on that
     alone), and because a log fed while the run goes (``inspect_live``) is then readable, as a
-    running eval, before the run ends. Inspect's recorder is not public API: ``EvalFile.usable`` says
-    whether this version has what it needs, else the caller writes with ``write_eval_log``."""
+    running eval, before the run ends. Inspect's recorder is not public API (``inspect_adapter``):
+    ``EvalFile.usable`` says whether this version has what it needs, else the caller writes with
+    ``write_eval_log``."""
 
     def __init__(self, path: Path) -> None:
-        from inspect_ai.log._recorders.eval import EvalRecorder
-
         self.path = path
-        self._recorder = EvalRecorder(str(path.parent))
+        self._recorder = inspect_adapter.recorder(str(path.parent))
         self._spec: EvalSpec | None = None
         self._held = 0
 
     @staticmethod
     def usable() -> bool:
-        try:
-            from inspect_ai.log._condense import condense_sample  # noqa: F401
-            from inspect_ai.log._recorders.eval import EvalRecorder
-        except ImportError:
-            return False
-        return all(hasattr(EvalRecorder, name) for name in ("log_init", "log_start", "log_sample", "flush",
-                                                            "log_finish", "log_discard"))
+        return not inspect_adapter.missing()
 
     async def open(self, spec: EvalSpec, plan: EvalPlan) -> None:
         _zstd_single_threaded()
@@ -295,10 +288,8 @@ class EvalFile:
         self._spec = spec
 
     async def add(self, sample: EvalSample) -> None:
-        from inspect_ai.log._condense import condense_sample
-
         assert self._spec is not None, "open first"
-        await self._recorder.log_sample(self._spec, condense_sample(sample))
+        await self._recorder.log_sample(self._spec, inspect_adapter.condense_sample(sample))
         self._held += 1
         if self._held >= BATCH:
             await self._recorder.flush(self._spec)
@@ -329,8 +320,10 @@ def _zstd_single_threaded() -> None:
 
     try:
         import zstandard
-        from inspect_ai._util import zipfile as inspect_zip
     except ImportError:
+        return
+    inspect_zip = inspect_adapter.zip_helpers()
+    if inspect_zip is None:
         return
     zstd_type = getattr(inspect_zip, "_ZIP_ZSTANDARD", None)
     frames = getattr(inspect_zip, "_MultiFrameZstdCompressObj", None)
@@ -353,8 +346,6 @@ def _write_eval_in_batches(log: EvalLog, path: Path) -> bool:
     differs, and the caller writes the log with ``write_eval_log`` (same file, slower)."""
     if not EvalFile.usable():
         return False
-    from inspect_ai._util._async import run_coroutine
-
     async def write() -> None:
         file = EvalFile(path)
         await file.open(log.eval, log.plan)
@@ -364,7 +355,7 @@ def _write_eval_in_batches(log: EvalLog, path: Path) -> bool:
                                                     log.error))
 
     try:
-        run_coroutine(write())
+        inspect_adapter.run_coroutine(write())
     except (AttributeError, TypeError):  # another version's recorder: Inspect's own write instead
         return False
     return True

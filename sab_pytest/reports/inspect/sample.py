@@ -18,9 +18,8 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from inspect_ai._util.error import EvalError
 from inspect_ai.event import ModelEvent
-from inspect_ai.log import EvalSample
+from inspect_ai.log import EvalError, EvalSample
 from inspect_ai.model import (
     ChatCompletionChoice,
     ChatMessage,
