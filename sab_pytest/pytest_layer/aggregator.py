@@ -16,8 +16,7 @@ from sab_pytest.pytest_layer.junit_gates import add_gate_testcases
 from sab_pytest.pytest_layer.state import CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.pytest_layer.xdist import stop_scheduling
 from sab_pytest.reports import junit
-from sab_pytest.results import files, outdir
-from sab_pytest.results.record import CaseMeta, StoredRecord, case_meta, crashed, sample_id, split_sample_id
+from sab_pytest.results import CaseMeta, StoredRecord, case_meta, crashed, files, outdir, sample_id, split_sample_id
 from sab_pytest.run.breaker import RunState, Stop
 from sab_pytest.run.selection import select_cases
 from sab_pytest.run.shard import take
@@ -25,7 +24,7 @@ from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
     from sab_pytest.reports.inspect.live import LiveLog
-    from sab_pytest.results.summary import RunStatus, Summary
+    from sab_pytest.results import RunStatus, Summary
 
 
 def aggregator(config: pytest.Config) -> Aggregator | None:
@@ -64,7 +63,7 @@ class Aggregator:
         self._unreported = 0  # records adopted from the run directory: pytest never reported their tests
         self.live_log: LiveLog | None = None  # --sab-inspect-log's .eval file, fed as records come
         if settings.baseline:  # read once, on the controller, before any case runs
-            from sab_pytest.results.load import load_run
+            from sab_pytest.results import load_run
 
             self.baseline = load_run(settings.baseline, "--sab-baseline")
 
@@ -123,7 +122,7 @@ class Aggregator:
 
     def run_status(self) -> RunStatus:
         """What kind of run this was, for the summary and the table (see ``summary.run_status``)."""
-        from sab_pytest.results.summary import run_status
+        from sab_pytest.results import run_status
 
         stop = self.run_state.stopped() if self._run_state is not None else None
         return run_status(self.records, selected=self.selected, full=self._full_selection(),

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from sab_pytest.pytest_layer.state import SETTINGS, is_case_item
-from sab_pytest.results.record import StoredRecord
+from sab_pytest.results import StoredRecord
 
 #: JUnit property of a case recorded, not failed: what the agent did wrong (the failure's message in ``fail`` mode)
 RECORDED_KEY = "sab_verdict_message"

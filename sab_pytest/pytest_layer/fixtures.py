@@ -26,8 +26,7 @@ from sab_pytest.pytest_layer.state import (
 )
 from sab_pytest.pytest_layer.xdist_adapter import WorkerQueue, find_interactor
 from sab_pytest.reports import junit
-from sab_pytest.results import files
-from sab_pytest.results.record import StoredRecord, stamped
+from sab_pytest.results import StoredRecord, files, stamped
 from sab_pytest.run.breaker import RunState, not_run
 from sab_pytest.run.case_runner import CaseRunner, RunnerStopped
 from sab_pytest.settings import Settings

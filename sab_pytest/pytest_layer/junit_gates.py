@@ -22,7 +22,7 @@ from sab_pytest.reports import junit
 from sab_pytest.reports.table import gate_numbers
 
 if TYPE_CHECKING:
-    from sab_pytest.results.summary import Summary
+    from sab_pytest.results import Summary
 
 
 def log_xml(config: pytest.Config) -> Any:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sab_pytest.dataset import Case
-from sab_pytest.results.record import StoredRecord
+from sab_pytest.results import StoredRecord
 from sab_pytest.settings import Settings
 
 RECORD_KEY = "sab_record"  # user property: a case's whole record, worker -> controller, once

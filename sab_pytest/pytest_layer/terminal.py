@@ -12,7 +12,7 @@ from sab_pytest.settings import Settings
 if TYPE_CHECKING:
     import pytest
 
-    from sab_pytest.results.summary import Summary
+    from sab_pytest.results import Summary
 
 
 def say(config: pytest.Config, line: str, **markup: bool) -> None:

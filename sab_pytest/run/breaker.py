@@ -45,8 +45,7 @@ from typing import Any
 
 from sab_pytest.errors import BUDGET_SPENT, ENDPOINT_DOWN, ENGINE_DOWN, INTERRUPTED, STOP_KINDS, InfraError
 from sab_pytest.fetch import atomic_write_bytes
-from sab_pytest.results.files import json_line, read_results
-from sab_pytest.results.record import StoredRecord, error_kind
+from sab_pytest.results import StoredRecord, error_kind, json_line, read_results
 from sab_pytest.settings import DEFAULT_MAX_FAILURES
 
 POLL_S = 0.1  # how often a sleeping retry looks at the stop file and the streak

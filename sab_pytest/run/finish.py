@@ -14,10 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.errors import SabError
-from sab_pytest.results import files, gates
-from sab_pytest.results.load import Run
-from sab_pytest.results.record import StoredRecord, sample_id, stamped
-from sab_pytest.results.summary import RunStatus, Summary, build_summary
+from sab_pytest.results import Run, RunStatus, StoredRecord, Summary, build_summary, files, gates, sample_id, stamped
 from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:

@@ -141,7 +141,7 @@ def _value_problem(spec: Option, value: Any) -> str | None:
 
 def _check_gates(path: Path, node: yaml.Node) -> list[str]:
     """Each gate parsed where it stands, so an error points at its own line; every bad gate's error."""
-    from sab_pytest.results.gates import parse_gate
+    from sab_pytest.results import parse_gate
 
     problems = []
     for i, item in enumerate(node.value):

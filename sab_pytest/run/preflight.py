@@ -26,7 +26,7 @@ from sab_pytest.settings import Settings
 from sab_pytest.thor import remote, scenes
 
 if TYPE_CHECKING:
-    from sab_pytest.results.load import Run
+    from sab_pytest.results import Run
 
 
 def check_out_dir(out_dir: Path) -> None:
@@ -133,8 +133,7 @@ def check_baseline_overlap(settings: Settings, cases: Sequence[dataset.Case], ba
     never refused here; the count after the run is checked again on the cases judged."""
     if baseline is None or baseline.records is None or not settings.gates:
         return
-    from sab_pytest.results.gates import parse_gate
-    from sab_pytest.results.pairing import judged_cases, too_few
+    from sab_pytest.results import judged_cases, parse_gate, too_few
 
     if not any(parse_gate(g).form == "no_regression" for g in settings.gates):
         return

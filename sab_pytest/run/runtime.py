@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from sab_pytest.errors import ErrorKind, InfraError, UsageError
 from sab_pytest.models import PREFLIGHT_TIMEOUT_S
-from sab_pytest.results.record import StoredRecord, from_verdict
+from sab_pytest.results import StoredRecord, from_verdict
 from sab_pytest.run.capacity import Capacity
 from sab_pytest.run.slots import CallSlots, Pace
 from sab_pytest.scoring import Verdict, evaluate, failed_verdict
