@@ -53,7 +53,7 @@ class Option:
     ``help`` may say ``{default}``: the setting's default, filled in from the table, so that the
     help cannot drift from it. ``to_setting`` turns the option's value into the field's (``"on"``
     -> True); ``from_policy`` turns a policy file's value into the option's (a path relative to the
-    policy file, ``execute: false`` -> ``--no-sab-exec``). ``verdicts``: the setting changes verdicts,
+    policy file, ``execute: false`` -> ``--sab-no-exec``). ``verdicts``: the setting changes verdicts,
     so it is part of the run key that decides whether ``--sab-resume`` may reuse a stored record
     (True: in every run, under its field's name; a ``Verdicts``: where and under which name).
     """

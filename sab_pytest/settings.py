@@ -281,7 +281,7 @@ class Settings:
         "--thor-scenes", "iTHOR scene dumps (default: $SAB_THOR_SCENES, else the user cache, else download the "
         "pinned files)", metavar="DIR", path=True, env="SAB_THOR_SCENES"))
     execute: bool = setting(True, Option(
-        "--no-sab-exec", "do not execute plans in the engine (default: execute)", action="store_true",
+        "--sab-no-exec", "do not execute plans in the engine (default: execute)", action="store_true",
         policy="execute", expects="true or false", to_setting=lambda v: not v,
         from_policy=lambda v, _base: not v, verdicts=True))
     allow_modified_data: bool = setting(False, Option(
