@@ -85,6 +85,17 @@ class Option:
         return [] if self.action == "append" else False if self.action == "store_true" else None
 
     @property
+    def argument(self) -> dict[str, Any]:
+        """The keywords of ``add_argument`` that write the option as the table says (help, type,
+        metavar, choices, action), for pytest's parser and for the ``sab`` verbs' alike; the default
+        is the caller's (pytest's is ``cli_default``)."""
+        attrs: dict[str, Any] = {"help": self.help_text}
+        for key in ("type", "metavar", "choices", "action"):
+            if getattr(self, key) is not None:
+                attrs[key] = getattr(self, key)
+        return attrs
+
+    @property
     def help_text(self) -> str:
         """The help, with ``{default}`` filled in from the table (no ``%``: argparse formats help)."""
         if "{default}" in self.help and self.default is _UNSET:

@@ -275,7 +275,7 @@ class Settings:
         "Unity build)", metavar="PATH", path=True))
     shard: tuple[int, int] | None = setting(None, Option(  # (K, N): the K-th of N slices of the selected cases
         "--sab-shard", "run only the K-th of N deterministic slices of the selected cases (CI job matrices; "
-        "combine the outputs with 'python -m sab_pytest merge') (default: every case)", metavar="K/N",
+        "combine the outputs with 'sab merge') (default: every case)", metavar="K/N",
         to_setting=setting_text.parse_shard))
     thor_scenes: str | None = setting(None, Option(
         "--thor-scenes", "iTHOR scene dumps (default: $SAB_THOR_SCENES, else the user cache, else download the "

@@ -1,5 +1,5 @@
 """The wheel carries what an installed plugin needs (the cases' module, ``sab_pytest.data``), and
-``python -m sab_pytest run`` works from a fresh environment in another repository."""
+``sab run`` works from a fresh environment in another repository."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def test_run_command_from_a_built_wheel(tmp_path: Path, real_data_dir: Path, rea
 
 @pytest.mark.parametrize("argv", [["--lf", "-k", "L3"]])
 def test_run_passes_options_through_last(argv: list[str], tmp_path: Path) -> None:
-    from sab_pytest.pytest_layer.main import pytest_args
+    from sab_pytest.cli.run import pytest_args
 
     args = pytest_args(argv, cwd=tmp_path)
     assert args[-len(argv):] == argv

@@ -281,7 +281,7 @@ def test_compare_reads_run_a_under_run_bs_protocol(tmp_path: Path) -> None:
 
 
 def test_a_merge_of_summaries_written_before_the_protocol_option_stays_sab() -> None:
-    from sab_pytest.results.merge import settings_of
+    from sab_pytest.results.load import settings_of
 
     old = {"settings": {"model": "gpt-4o"}, "metrics": {}}
     assert settings_of(old).protocol == "sab"  # type: ignore[arg-type]

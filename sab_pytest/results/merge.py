@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from sab_pytest.errors import USAGE_EXIT, UsageError
 from sab_pytest.fetch import atomic_write_bytes
 from sab_pytest.results import files, outdir
+from sab_pytest.results.load import settings_of
 from sab_pytest.results.record import StoredRecord, sample_id, stamped
-from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
     from sab_pytest.results.summary import MergedSummary, RunStatus, Summary
@@ -110,20 +110,6 @@ def problems(runs: list[RunDir]) -> list[str]:
                 out.append(f"case {cid} is in both {owner[cid]} and {run.path}")
             owner.setdefault(cid, run.path)
     return out
-
-
-def settings_of(summary: Summary) -> Settings:
-    """The ``Settings`` a summary was written with (fields this version does not know are ignored)."""
-    names = {f.name for f in dataclasses.fields(Settings)}
-    values = {k: v for k, v in (summary.get("settings") or {}).items() if k in names}
-    for key in ("out_dir", "cache_dir"):
-        if values.get(key) is not None:
-            values[key] = Path(values[key])
-    values["gates"] = tuple(values.get("gates") or ())
-    values["judge_for"] = tuple(values.get("judge_for") or ())
-    values["shard"] = None
-    values.setdefault("protocol", summary.get("protocol") or "sab")  # written before --sab-protocol: sab
-    return Settings(**values)
 
 
 def _status(summary: Summary) -> str | None:

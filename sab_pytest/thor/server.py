@@ -1,4 +1,4 @@
-"""The THOR server: ``python -m sab_pytest.thor.server`` serves N engines to benchmark runs over HTTP.
+"""The THOR server: ``sab thor-server`` serves N engines to benchmark runs over HTTP.
 
 A GPU host runs it (see ``thor/`` at the top of the repository); CI jobs run ``pytest --thor remote
 --thor-url http://HOST:9100`` and each running case leases one engine (``remote.py``). The JSON API
@@ -382,7 +382,7 @@ class ThorServer:
 
 
 def parse_args(argv: Sequence[str] | None) -> ServerConfig:
-    p = argparse.ArgumentParser(prog="python -m sab_pytest.thor.server",
+    p = argparse.ArgumentParser(prog="sab thor-server",
                                 description="Serve AI2-THOR engines to sab-pytest runs (--thor remote).")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; anything else "
                    "needs a token)")
@@ -425,15 +425,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         server = ThorServer(config)
     except UsageError as exc:
-        print(f"sab-thor-server: error: {exc}", file=sys.stderr)
+        print(f"sab thor-server: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # an engine that cannot start: say which, exit non-zero
-        print(f"sab-thor-server: error: could not start the {config.backend} engines: {type(exc).__name__}: {exc}",
+        print(f"sab thor-server: error: could not start the {config.backend} engines: {type(exc).__name__}: {exc}",
               file=sys.stderr)
         return 1
     log.info("serving %d %s engine(s) on %s (token %s, lease ttl %.0f s)", config.engines, config.backend,
              server.url, "required" if config.token else "not required", config.ttl)
-    print(f"sab-thor-server: listening on {server.url}", flush=True)
+    print(f"sab thor-server: listening on {server.url}", flush=True)
     # docker stop sends SIGTERM: leave through the same path as Ctrl-C, so the engines are stopped
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     try:
@@ -444,6 +444,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.pool.stop()
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
