@@ -161,7 +161,7 @@ def merge(runs: list[RunDir], out_dir: Path) -> MergedSummary:
                         for r in sorted(runs, key=_shard)],
         "missing_results": max(0, expected - len(records))}
     redact = files.Redactor(settings.secrets())
-    held = outdir.claim(out_dir, run_id, option="--out")
+    held = outdir.claim(out_dir, run_id, option="--sab-out")
     records = [stamped(r, run_id=run_id) for r in records]
     try:
         # one atomic write (the per-line fsync of a live run buys nothing here), lines as ResultsWriter writes them
