@@ -1,5 +1,7 @@
-"""The ``sab`` verbs that read and write run folders, one module each (see ``sab_pytest.__main__``),
-and what they share: their error line and the options they take from the settings table."""
+"""The ``sab`` verbs, one module each (``sab_pytest.__main__`` dispatches; the servers' verbs live with
+their servers), and what they share: their error line and the options they take from the settings
+table. No verb imports another's module (an import-linter contract): what two verbs need is here or
+in the layers below."""
 
 from __future__ import annotations
 
