@@ -148,7 +148,7 @@ def free_port() -> int:
 @contextlib.contextmanager
 def thor_server() -> Iterator[tuple[subprocess.Popen, str]]:
     port = free_port()
-    scenes = ["--scenes", os.environ["SAB_THOR_SCENES"]] if os.environ.get("SAB_THOR_SCENES") else []
+    scenes = ["--thor-scenes", os.environ["SAB_THOR_SCENES"]] if os.environ.get("SAB_THOR_SCENES") else []
     proc = subprocess.Popen([sys.executable, "-m", "sab_pytest", "thor-server", "--backend", "sim", "--port", str(port),
                              "--engines", "2", *scenes], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.timing import PROCESS_S
 
-from sab_pytest.__main__ import main
+from sab_pytest.__main__ import COMMANDS, main
 from sab_pytest.cli import add_settings, given_settings
 from sab_pytest.errors import UsageError
 from sab_pytest.settings import options
@@ -20,7 +20,7 @@ from sab_pytest.settings import options
 VERBS = ("run", "plan", "compare", "merge", "report", "inspect-log", "thor-server", "fake-openai")
 #: verb -> the run's own options it takes, as the settings table writes them
 TABLE_OPTIONS = {"plan": ("--sab-subset", "--sab-seed", "--sab-repeat", "--sab-alpha", "--sab-gate-on", "--sab-data"),
-                 "merge": ("--sab-out",), "inspect-log": ("--sab-data",)}
+                 "merge": ("--sab-out",), "inspect-log": ("--sab-data",), "thor-server": ("--thor-scenes",)}
 
 
 def test_sab_help_lists_every_verb(capsys: pytest.CaptureFixture[str]) -> None:
@@ -71,7 +71,7 @@ def test_no_negative_option_is_spelled_apart_from_the_rest() -> None:
 def test_the_verbs_table_options_are_the_runs_own() -> None:
     table = {option.flag: option for _, option in options()}
     for verb, flags in TABLE_OPTIONS.items():
-        module = importlib.import_module(f"sab_pytest.cli.{verb.replace('-', '_')}")
+        module = importlib.import_module(COMMANDS[verb][0])
         actions = {a.option_strings[0]: a for a in module.make_parser()._actions if a.option_strings}
         for flag in flags:
             option, action = table[flag], actions[flag]

@@ -40,7 +40,7 @@ def test_the_image_command_serves_engines_with_the_sim_backend(real_scenes_dir: 
     port = free_port()
     # the image's exact command (this environment's sab script), with the embedded engine instead of Unity, a free port
     script = Path(sys.executable).parent / cmd[0]
-    run = [str(script), *cmd[1:], "--backend", "sim", "--port", str(port), "--scenes", str(real_scenes_dir)]
+    run = [str(script), *cmd[1:], "--backend", "sim", "--port", str(port), "--thor-scenes", str(real_scenes_dir)]
     env = {**os.environ, "SAB_THOR_ENGINES": "2"}
     env.pop("SAB_THOR_TOKEN", None)
     refused = subprocess.run(run, cwd=ROOT, env=env, capture_output=True, text=True, timeout=PROCESS_S)

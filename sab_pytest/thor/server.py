@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sab_pytest.errors import UsageError
+from sab_pytest.settings import options
 from sab_pytest.thor import wire
 from sab_pytest.thor.pool import Lease, Pool, PoolError, Reaper
 
@@ -381,7 +382,7 @@ class ThorServer:
         self.pool.stop()
 
 
-def parse_args(argv: Sequence[str] | None) -> ServerConfig:
+def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sab thor-server",
                                 description="Serve AI2-THOR engines to sab-pytest runs (--thor remote).")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; anything else "
@@ -397,13 +398,18 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
                    "which a lease is reclaimed (default 60)")
     p.add_argument("--width", type=int, default=600, help="frame width (default 600, as the inspect_ai port)")
     p.add_argument("--height", type=int, default=600, help="frame height (default 600)")
-    p.add_argument("--scenes", default=None, metavar="DIR", help="sim backend: iTHOR scene dumps (default "
-                   "$SAB_THOR_SCENES, else the user cache, else the pinned download)")
+    scenes = dict(options())["thor_scenes"]  # the run's own --thor-scenes: the same dumps, the same default
+    p.add_argument(scenes.flag, **scenes.argument, dest="scenes", default=None)
     p.add_argument("--platform", default="CloudRendering", help="ai2thor backend: ai2thor.platform class "
                    "(default CloudRendering: Vulkan, no X display)")
     p.add_argument("--executable", default=None, metavar="PATH",
                    help="ai2thor backend: a local Unity build (local_executable_path) instead of the pinned one")
     p.add_argument("--threads", type=int, default=None, help="HTTP worker threads (default engines + 4)")
+    return p
+
+
+def parse_args(argv: Sequence[str] | None) -> ServerConfig:
+    p = make_parser()
     ns = p.parse_args(argv)
     if ns.engines is None:
         env = os.environ.get("SAB_THOR_ENGINES") or "1"

@@ -37,7 +37,7 @@ def sim_server(scenes: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str]
     """``sab thor-server --backend sim`` on a free port: (process, base URL); killed at exit."""
     port = free_port()
     proc = start_server([sys.executable, "-m", "sab_pytest", "thor-server", "--backend", "sim", "--port", str(port),
-                         "--scenes", str(scenes), *args])
+                         "--thor-scenes", str(scenes), *args])
     try:
         yield proc, f"http://127.0.0.1:{port}"
     finally:
