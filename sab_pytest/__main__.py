@@ -3,7 +3,8 @@
 Each verb is a module with ``main(argv: list[str]) -> int``. The dispatcher imports a verb's module
 only when that verb is named: ``sab --help`` stays fast, and one verb's optional dependencies
 (pytest for ``run``, waitress for ``thor-server``, inspect_ai for ``inspect-log``) never burden
-another. The modules are named here as text, so this file sits above every layer it dispatches to.
+another. The modules are named as text and imported with ``importlib``: the import contracts do not
+see these edges, and this dispatcher is the one place that reaches both the cli verbs and the servers.
 """
 
 from __future__ import annotations
