@@ -1,6 +1,6 @@
 """A fault campaign: each fault as a user meets it, then ``--sab-resume`` under healthy conditions.
 
-Every scenario runs ``python -m sab_pytest run -n 2`` from a fresh directory on a stratified sample
+Every scenario runs ``sab run -n 2`` from a fresh directory on a stratified sample
 of the mixed subset (``--sab-sample``, default 40) with a model on the project's fake OpenAI server
 (a short plan per answer, 50 ms each, the rule judge), injects one fault, and then runs the same
 command with ``--sab-resume`` on a healthy setup. It prints one row per fault:
@@ -47,7 +47,7 @@ from sab_pytest.testing import FakeOpenAIServer, Reply  # noqa: E402
 PLAN = "1. find Apple\n2. pick Apple\n3. find Fridge\n4. open Fridge\n5. put Fridge\n6. close Fridge"
 #: the lines that tell a user what happened, most telling first
 MESSAGES = [re.compile(p) for p in (r"^INTERNALERROR", r"^sab: error", r"^ERROR:", r"^run STOPPED",
-                                    r"^python -m sab_pytest \w+:", r"^sab: (note|warning)", r"^!.*Interrupted",
+                                    r"^sab \w+:", r"^sab: (note|warning)", r"^!.*Interrupted",
                                     r"KeyboardInterrupt", r"Traceback")]
 
 
@@ -148,8 +148,8 @@ def free_port() -> int:
 @contextlib.contextmanager
 def thor_server() -> Iterator[tuple[subprocess.Popen, str]]:
     port = free_port()
-    scenes = ["--scenes", os.environ["SAB_THOR_SCENES"]] if os.environ.get("SAB_THOR_SCENES") else []
-    proc = subprocess.Popen([sys.executable, "-m", "sab_pytest.thor.server", "--backend", "sim", "--port", str(port),
+    scenes = ["--thor-scenes", os.environ["SAB_THOR_SCENES"]] if os.environ.get("SAB_THOR_SCENES") else []
+    proc = subprocess.Popen([sys.executable, "-m", "sab_pytest", "thor-server", "--backend", "sim", "--port", str(port),
                              "--engines", "2", *scenes], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True)
     assert proc.stdout is not None and "listening on" in proc.stdout.readline()
@@ -281,7 +281,7 @@ def mixed_pair(s: Scenario) -> Run:
 
 def space_spelled(s: Scenario) -> Run:
     """``--sab-out DIR`` with a space, to a directory that does not exist yet, from a directory with
-    an ini file of its own: ``python -m sab_pytest run`` fixes its rootdir and ini file, so the
+    an ini file of its own: ``sab run`` fixes its rootdir and ini file, so the
     workers collect the same cases."""
     command = s.args()
     index = next(i for i, a in enumerate(command) if a.startswith("--sab-out="))

@@ -1,4 +1,5 @@
-"""How often a gate flaps, and whether ``plan`` agrees with a simulation of the McNemar gate.
+"""How often a gate flaps, and whether ``sab plan`` (``results.sample_size``) agrees with a simulation of
+the McNemar gate.
 
 1. Gate flapping. A stochastic fake model refuses with probability 0.55 per call (the fake
    server's ``StochasticRefusal``, a new seed per run), so ``rejection_rate>=0.5`` holds in
@@ -13,7 +14,7 @@
 3. Estimate. ``--sab-estimate``'s calls (``run.estimate``, no model called) against the chat
    requests the fake server then receives from the same run (direct and mldt with the ThinkSafe
    guard, an LLM judge answering in form, the agent refusing with probability 0.1 and 0.55).
-2. Planning. For each scenario, ``plan``'s cases needed, against a simulation: 1000 draws of a
+2. Planning. For each scenario, ``no_regression_size``'s cases needed, against a simulation: 1000 draws of a
    baseline and a candidate run (each sample a success with probability p0 and p1, independently;
    with repeats K samples per case, the cases compared by their pass fractions as the gate pairs
    them) at sizes around the plan's, each decided by ``stats.mcnemar_exact`` (the function the gate
@@ -37,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from sab_pytest.results import metrics, stats
-from sab_pytest.results.plan import plan
+from sab_pytest.results.sample_size import no_regression_size
 from sab_pytest.results.summary import build_summary
 from sab_pytest.run.runtime import Runtime
 from sab_pytest.run.selection import select_cases
@@ -129,7 +130,8 @@ def planning(draws: int) -> None:
     rng = np.random.default_rng(21)
     for baseline, detect, repeat in ((0.6, 0.1, 1), (0.8, 0.1, 1), (0.6, 0.05, 1), (0.6, 0.1, 3)):
         t = time.perf_counter()
-        p = plan("rejection_rate", baseline, detect, better=metrics.better("rejection_rate"), repeat=repeat)
+        p = no_regression_size("rejection_rate", baseline, detect, better=metrics.better("rejection_rate"),
+                               repeat=repeat)
         planned = time.perf_counter() - t
         assert p.samples is not None and p.cases is not None
         sim = simulated_cases(p.baseline, p.candidate, p.alpha, p.power, p.cases, draws, rng, repeat)

@@ -1,5 +1,5 @@
 """What ``--sab-inspect-log`` adds to an offline run of all 1050 cases, and what writing the log of
-a finished run costs (``python -m sab_pytest inspect-log``).
+a finished run costs (``sab inspect-log``).
 
 Target: the log adds under 5 % to the offline run's wall time. With ``.eval`` the samples
 are written while the cases run (``reports.inspect.live``); ``.json`` is written at the end. The

@@ -5,7 +5,7 @@ When ``llama_cpp.server`` can be imported by ``--python`` (llama-cpp-python's se
 
     PYTHON -m llama_cpp.server --model GGUF --host 127.0.0.1 --port P --n_ctx 8192 --model_alias smollm2
 
-and runs ``python -m sab_pytest run`` against it, the model as agent and as every judge, with no response
+and runs ``sab run`` against it, the model as agent and as every judge, with no response
 cache, in three scenarios:
 
 * ``direct``: 12 cases of the mixed subset (``--sab-sample 12``), ``-n 2``;

@@ -2,7 +2,7 @@
 endpoint stops the run in minutes, a slow model still succeeds.
 
 Scenarios (each a real ``pytest --model agent`` run against the fake OpenAI server, response cache
-empty, ``--no-sab-exec``):
+empty, ``--sab-no-exec``):
 
 * ``rpm600``: 600 requests per minute (burst 50), 0.5 s per call, ``--sab-subset all`` (1050
   cases), ``-n 4 --sab-concurrency 16``, rule judge (one call per case). Target: 0 errors, the
@@ -117,7 +117,7 @@ class OneSlot:
 
 def command(url: str, out: Path, subset: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--model", "agent", f"--base-url={url}",
-            f"--sab-out={out}", f"--sab-cache={out / 'cache'}", f"--sab-subset={subset}", "--no-sab-exec",
+            f"--sab-out={out}", f"--sab-cache={out / 'cache'}", f"--sab-subset={subset}", "--sab-no-exec",
             "--tb=no", "-rN", *extra]
 
 

@@ -2,7 +2,7 @@
 
 Targets: a step's round trip < 3 ms on the embedded engine; the 1050-case offline run
 (``--model reference --sab-subset all``) with ``--thor remote`` within 2x of ``--thor sim``. The
-server runs as its own process (``python -m sab_pytest.thor.server --backend sim``), as on a THOR
+server runs as its own process (``sab thor-server --backend sim``), as on a THOR
 host, so client and server do not share an interpreter. Prints the figures; run from the root:
 
     python bench/bench_remote.py            # uses SAB_DATA / SAB_THOR_SCENES or the user cache
@@ -34,7 +34,7 @@ def _free_port() -> int:
 
 def _server(engines: int) -> tuple[subprocess.Popen[str], str]:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "sab_pytest.thor.server", "--backend", "sim", "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "sab_pytest", "thor-server", "--backend", "sim", "--port", str(port),
                              "--engines", str(engines)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline() if proc.stdout else ""

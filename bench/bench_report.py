@@ -47,7 +47,7 @@ def _cli(*args: str) -> float:
     proc = subprocess.run([sys.executable, "-m", "sab_pytest", *args], cwd=ROOT, capture_output=True, text=True,
                           check=False)
     if proc.returncode != 0:
-        sys.exit(f"python -m sab_pytest {' '.join(args)} failed:\n{proc.stderr[-1500:]}")
+        sys.exit(f"sab {' '.join(args)} failed:\n{proc.stderr[-1500:]}")
     return time.perf_counter() - started
 
 
@@ -79,12 +79,12 @@ def main() -> None:
         cases = len(load_run(a_dir).records or [])
         print(f"report of {cases} cases, in process (load + plots + page + write): {_best(build):.2f} s "
               f"(target < 3 s); {page.stat().st_size / 1e6:.2f} MB (target < 5 MB)")
-        print(f"  python -m sab_pytest report RUN (interpreter start and imports included): "
+        print(f"  sab report RUN (interpreter start and imports included): "
               f"{_cli('report', str(a_dir), '--out', str(page)):.2f} s")
         elapsed = _best(lambda: compare_runs(load_run(a_dir), load_run(b_dir)))
         print(f"compare of two {cases}-case runs, in process (load both + every metric and group + paired tests + "
               f"flips): {elapsed:.2f} s (target < 1 s)")
-        print(f"  python -m sab_pytest compare A B (interpreter start included): "
+        print(f"  sab compare A B (interpreter start included): "
               f"{_cli('compare', str(a_dir), str(b_dir)):.2f} s")
         if not ns.runs:
             import os

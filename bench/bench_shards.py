@@ -1,7 +1,7 @@
 """Four shards merged give the metrics of one run, to the last digit.
 
 Runs the benchmark once whole and once as ``--sab-shard 1/4`` .. ``4/4`` (each a separate pytest
-process, as CI jobs would be), merges the four with ``python -m sab_pytest merge``, and prints every
+process, as CI jobs would be), merges the four with ``sab merge``, and prints every
 overall metric of both side by side with ``repr`` (all digits), then whether the full metric trees
 (overall, per category, per level) are identical and the wall time of each part.
 
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         shard_s = [_pytest(base / f"s{k}", args.subset, args.n, args.extra, f"--sab-shard={k}/4") for k in range(1, 5)]
         t = time.perf_counter()
         merged = subprocess.run([sys.executable, "-m", "sab_pytest", "merge",
-                                 *(str(base / f"s{k}") for k in range(1, 5)), "--out", str(base / "merged")],
+                                 *(str(base / f"s{k}") for k in range(1, 5)), "--sab-out", str(base / "merged")],
                                 capture_output=True, text=True, check=False)
         merge_s = time.perf_counter() - t
         if not (base / "merged" / "sab-summary.json").exists():

@@ -103,7 +103,7 @@ CATALOGUE: tuple[tuple[Deviation, Callable[[Settings], bool]], ...] = (
      and (s.map_vision_model, s.map_converter_model) != (PAPER_MAP_MODELS["vision"], PAPER_MAP_MODELS["converter"])),
     (Deviation("every prompt carries a sentence inviting refusal of hazardous instructions; the paper gave its "
                "baselines no safety hint", "--sab-safety-hint on"), lambda s: s.safety_hint),
-    (Deviation("plans are not executed, so SR(goal) and ER are not measured", "--no-sab-exec"),
+    (Deviation("plans are not executed, so SR(goal) and ER are not measured", "--sab-no-exec"),
      lambda s: not s.execute),
 )
 

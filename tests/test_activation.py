@@ -76,7 +76,7 @@ def _tiny_project(pytester: pytest.Pytester) -> None:
 def test_an_option_turns_it_on_wherever_given(pytester: pytest.Pytester, tiny_data: Path, where: str,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     _tiny_project(pytester)
-    opts = f"--sab-data={tiny_data} --sab-allow-modified-data --no-sab-exec"
+    opts = f"--sab-data={tiny_data} --sab-allow-modified-data --sab-no-exec"
     args: list[str] = []
     if where == "argv":
         args = opts.split()
@@ -136,7 +136,7 @@ def project(pytester: pytest.Pytester, tiny_data: Path) -> pytest.Pytester:
 
 
 def _run_tiny(project: pytest.Pytester, tiny_data: Path, *args: str) -> pytest.RunResult:
-    return project.runpytest_subprocess(f"--sab-data={tiny_data}", "--sab-allow-modified-data", "--no-sab-exec",
+    return project.runpytest_subprocess(f"--sab-data={tiny_data}", "--sab-allow-modified-data", "--sab-no-exec",
                                         "--sab-subset=all", *args)
 
 

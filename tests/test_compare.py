@@ -1,4 +1,4 @@
-"""``python -m sab_pytest compare`` and ``compare.py`` on made-up runs with known answers."""
+"""``sab compare`` and ``compare.py`` on made-up runs with known answers."""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ def run_setup(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Run
 def _options(root: Path) -> list[str]:
     """Agent ``agent-x`` (1 retry, 2 s a request; its endpoint is the ``server`` a run is given),
     rule judge, a cache of its own."""
-    return [f"--sab-cache={root / 'cache'}", "--no-sab-exec", "--model", "agent-x", "--judge-model", "rules",
+    return [f"--sab-cache={root / 'cache'}", "--sab-no-exec", "--model", "agent-x", "--judge-model", "rules",
             "--sab-retries", "1", "--sab-timeout", "2"]
 
 

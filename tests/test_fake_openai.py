@@ -197,7 +197,7 @@ def test_cli_serves_a_script(tmp_path: Path) -> None:
     script = tmp_path / "demo.json"
     script.write_text(json.dumps({"rules": [{"contains": "demo", "reply": {"content": "scripted"}}]}))
     port = _free_port()
-    command = [sys.executable, "-m", "sab_pytest.testing.fake_openai",
+    command = [sys.executable, "-m", "sab_pytest", "fake-openai",
                "--port", str(port), "--script", str(script)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})

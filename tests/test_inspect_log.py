@@ -346,7 +346,7 @@ def test_option_and_command_on_merged_shards(sab_run, pytester: pytest.Pytester,
     for k in (1, 2):
         run(f"--sab-shard={k}/2", out=f"s{k}")
     merged = subprocess.run([sys.executable, "-m", "sab_pytest", "merge", str(pytester.path / "s1"),
-                             str(pytester.path / "s2"), "--out", str(pytester.path / "m")],
+                             str(pytester.path / "s2"), "--sab-out", str(pytester.path / "m")],
                             capture_output=True, text=True, timeout=PROCESS_S)
     assert merged.returncode in (0, 1), merged.stderr
     done = subprocess.run([sys.executable, "-m", "sab_pytest", "inspect-log", str(pytester.path / "m"),

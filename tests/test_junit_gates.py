@@ -15,7 +15,7 @@ junitparser = pytest.importorskip("junitparser")
 @pytest.fixture
 def run_setup() -> RunSetup:
     """``run``: the benchmark on the tiny dataset, plans not executed, in this process (unless -n)."""
-    return RunSetup(("--no-sab-exec", "-p", "no:cacheprovider"), inprocess=True)
+    return RunSetup(("--sab-no-exec", "-p", "no:cacheprovider"), inprocess=True)
 
 
 def _cases(path: Path) -> tuple[object, list[object]]:

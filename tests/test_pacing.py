@@ -110,7 +110,7 @@ def test_a_client_follows_the_fake_servers_limit_without_429s() -> None:
 @pytest.fixture
 def run_setup(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> RunSetup:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    return RunSetup((f"--sab-cache={pytester.path / 'cache'}", "--no-sab-exec", "--model", "agent-x",
+    return RunSetup((f"--sab-cache={pytester.path / 'cache'}", "--sab-no-exec", "--model", "agent-x",
                      "--judge-model", "judge-x"))
 
 

@@ -1,5 +1,5 @@
 """The wheel carries what an installed plugin needs (the cases' module, ``sab_pytest.data``), and
-``python -m sab_pytest run`` works from a fresh environment in another repository."""
+``sab run`` (and ``python -m sab_pytest run``) works from a fresh environment in another repository."""
 
 from __future__ import annotations
 
@@ -66,7 +66,8 @@ def test_run_command_from_a_built_wheel(tmp_path: Path, real_data_dir: Path, rea
     where = _run(str(python), "-c", "import sab_pytest, importlib.resources as r; print(sab_pytest.__file__); "
                  "print(r.files('sab_pytest.data').joinpath('fewshot_examples.json').is_file())", cwd=repo, env=env)
     assert where.stdout.split() == [str(site / "sab_pytest" / "__init__.py"), "True"], where.stderr
-    result = _run(str(python), "-m", "sab_pytest", "run", "-n", "2", "--sab-sample", "10", "--junitxml=sab.xml",
+    # the wheel's console script, as a user types it; the rerun below goes through python -m sab_pytest
+    result = _run(str(venv / "bin" / "sab"), "run", "-n", "2", "--sab-sample", "10", "--junitxml=sab.xml",
                   "-k", "not long_horizon", cwd=repo, env=env)
     assert result.returncode == 1, result.stdout + result.stderr  # the offline reference agent complies
     assert "test_theirs" not in result.stdout and "must not" not in result.stdout + result.stderr
@@ -88,7 +89,7 @@ def test_run_command_from_a_built_wheel(tmp_path: Path, real_data_dir: Path, rea
 
 @pytest.mark.parametrize("argv", [["--lf", "-k", "L3"]])
 def test_run_passes_options_through_last(argv: list[str], tmp_path: Path) -> None:
-    from sab_pytest.pytest_layer.main import pytest_args
+    from sab_pytest.cli.run import pytest_args
 
     args = pytest_args(argv, cwd=tmp_path)
     assert args[-len(argv):] == argv

@@ -15,7 +15,7 @@ from support.tiny_dataset import N_CASES
 @pytest.fixture
 def run_setup() -> RunSetup:
     """``run``: the benchmark on the tiny dataset, in a subprocess; plans are not executed."""
-    return RunSetup(("--no-sab-exec",))
+    return RunSetup(("--sab-no-exec",))
 
 
 def test_offline_default_reference_agent(run) -> None:

@@ -47,7 +47,7 @@ def run_setup(server, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
     """The benchmark against the fake server: agent and LLM judge, a response cache of its own; the project's
     own judge prompts and their reading (``--sab-protocol sab``), which the scripted judge answers."""
     monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
-    return RunSetup(("--sab-protocol", "sab", f"--sab-cache={pytester.path / 'cache'}", "--no-sab-exec", "--model",
+    return RunSetup(("--sab-protocol", "sab", f"--sab-cache={pytester.path / 'cache'}", "--sab-no-exec", "--model",
                      "openai/agent-x",
                      "--judge-model", "judge-x", f"--base-url={server.url}", "--sab-retries", "1", "--sab-timeout",
                      "5"))

@@ -13,7 +13,7 @@ from support.results import read_records, read_summary
 @pytest.fixture
 def run_setup() -> RunSetup:
     """``run``: the benchmark on the tiny dataset, plans not executed."""
-    return RunSetup(("--no-sab-exec", "-p", "no:cacheprovider"))
+    return RunSetup(("--sab-no-exec", "-p", "no:cacheprovider"))
 
 
 def test_baseline_gates_html_and_junit(run, pytester: pytest.Pytester) -> None:

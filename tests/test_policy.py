@@ -22,7 +22,7 @@ def test_a_good_policy_maps_onto_options(tmp_path: Path) -> None:
                              "gates:\n  - rejection_rate >= 0.6\n  - no_regression(rejection_rate)\n"
                              "baseline: runs/v1\nhtml: out/report.html\ntemperature: 0\n")
     p = load_policy(path)
-    assert p.get("--model") == "gpt-4o" and p.get("--sab-safety-hint") == "on" and p.get("--no-sab-exec") is True
+    assert p.get("--model") == "gpt-4o" and p.get("--sab-safety-hint") == "on" and p.get("--sab-no-exec") is True
     assert p.get("--sab-sample") == 20 and p.get("--sab-alpha") == 0.01 and p.get("--sab-temperature") == 0.0
     assert p.get("--sab-gate") == ["rejection_rate >= 0.6", "no_regression(rejection_rate)"]
     # paths are relative to the policy file, so the pipeline may run from anywhere

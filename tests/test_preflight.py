@@ -124,7 +124,7 @@ def test_scenes_missing(run, pytester: pytest.Pytester) -> None:
 
 def test_modified_dataset_end_to_end(run, pytester: pytest.Pytester, modified_data: Path) -> None:
     _once(run(f"--sab-data={modified_data}"), "differs from the pinned upstream file")
-    allowed = run(f"--sab-data={modified_data}", "--sab-allow-modified-data", "--no-sab-exec")
+    allowed = run(f"--sab-data={modified_data}", "--sab-allow-modified-data", "--sab-no-exec")
     assert allowed.ret == 1
     allowed.stdout.fnmatch_lines(["sab: warning: running on a modified dataset (safe_detailed_1009.jsonl differ "
                                   "from the pinned files, --sab-allow-modified-data): the results are not "

@@ -267,7 +267,7 @@ class TwoInThree:
 def run_setup(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> RunSetup:
     """``run(*args, server=server)``: agent ``agent-x`` at ``server``, rule judge, a cache of its own."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    return RunSetup((f"--sab-cache={pytester.path / 'cache'}", "--no-sab-exec", "--model", "agent-x",
+    return RunSetup((f"--sab-cache={pytester.path / 'cache'}", "--sab-no-exec", "--model", "agent-x",
                      "--judge-model", "rules"))
 
 

@@ -1,4 +1,4 @@
-"""Scale-out: ``--sab-shard K/N`` slices, ``python -m sab_pytest merge``, xdist's own ``--tx``."""
+"""Scale-out: ``--sab-shard K/N`` slices, ``sab merge``, xdist's own ``--tx``."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_four_shards_merged_equal_one_run_to_the_last_digit(run, pytester: pytes
         info = read_summary(pytester.path / f"s{k}")["shard"]
         assert info["index"] == k and info["count"] == 4 and info["selected"] == N_CASES
         assert len(_ids(pytester.path / f"s{k}")) == info["cases"] in (4, 5)
-    done = _merge_cli(*(pytester.path / f"s{k}" for k in range(1, 5)), "--out", pytester.path / "merged")
+    done = _merge_cli(*(pytester.path / f"s{k}" for k in range(1, 5)), "--sab-out", pytester.path / "merged")
     assert done.returncode == whole.ret == 1, done.stderr  # the reference agent fails the hazards
     merged, single = read_summary(pytester.path / "merged"), read_summary(pytester.path / "whole")
     assert merged["metrics_full"] == single["metrics_full"] and merged["cases"] == N_CASES
@@ -89,7 +89,7 @@ def test_merge_gates_refusals_and_incomplete_shards(run, pytester: pytest.Pytest
     p = pytester.path
     for k in (1, 2, 3):
         run("--model", "refuse", f"--sab-shard={k}/3", "--sab-gate", "rejection_rate>=0.9", out=f"r{k}")
-    done = _merge_cli(p / "r1", p / "r2", p / "r3", "--out", p / "m")
+    done = _merge_cli(p / "r1", p / "r2", p / "r3", "--sab-out", p / "m")
     assert done.returncode == 0, done.stdout + done.stderr  # the gate holds, nothing errored
     assert "gate PASS: rejection_rate>=0.9" in done.stdout and read_summary(p / "m")["gates_passed"] is True
 
@@ -116,16 +116,16 @@ def test_merge_gates_refusals_and_incomplete_shards(run, pytester: pytest.Pytest
     }
     for name, (dirs, needles) in cases.items():
         out = p / f"out-{name.replace(' ', '-')}"
-        done = _merge_cli(*dirs, "--out", out)
+        done = _merge_cli(*dirs, "--sab-out", out)
         assert done.returncode == 2, name
         for needle in needles:
             assert needle in done.stderr, (name, done.stderr)
         assert not (out / "sab-summary.json").exists()
-    assert _merge_cli(p / "r1", "--out", p / "r1").returncode == 2  # never overwrite a shard
+    assert _merge_cli(p / "r1", "--sab-out", p / "r1").returncode == 2  # never overwrite a shard
     (p / "a-file").write_text("")
-    unwritable = _merge_cli(p / "r1", p / "r2", p / "r3", "--out", p / "a-file" / "m")
+    unwritable = _merge_cli(p / "r1", p / "r2", p / "r3", "--sab-out", p / "a-file" / "m")
     assert unwritable.returncode == 2 and "Traceback" not in unwritable.stderr
-    assert "python -m sab_pytest merge: --out " in unwritable.stderr
+    assert "sab merge: --sab-out " in unwritable.stderr
     assert "/a-file/m: cannot create the output directory: Not a directory" in unwritable.stderr
     assert "Not a directory" in unwritable.stderr
 
@@ -133,7 +133,7 @@ def test_merge_gates_refusals_and_incomplete_shards(run, pytester: pytest.Pytest
     shutil.copytree(p / "r3", p / "cut")
     results = p / "cut" / "sab-results.jsonl"
     results.write_text("".join(results.read_text().splitlines(keepends=True)[:-1]))
-    done = _merge_cli(p / "r1", p / "r2", p / "cut", "--out", p / "m2")
+    done = _merge_cli(p / "r1", p / "r2", p / "cut", "--sab-out", p / "m2")
     assert done.returncode == 1 and "incomplete: 1 selected case(s) have no result" in done.stdout
     assert read_summary(p / "m2")["missing_results"] == 1 and read_summary(p / "m2")["cases"] == N_CASES - 1
     runs = [read_run(p / d) for d in ("r1", "r2", "r3")]

@@ -36,10 +36,11 @@ def _exec_form(instruction: str) -> list[str]:
 
 def test_the_image_command_serves_engines_with_the_sim_backend(real_scenes_dir: Path) -> None:
     cmd = _exec_form("CMD")
-    assert cmd[:3] == ["python3", "-m", "sab_pytest.thor.server"] and "--backend" in cmd
+    assert cmd[:2] == ["sab", "thor-server"] and "--backend" in cmd
     port = free_port()
-    # the image's exact command, with the embedded engine instead of Unity and a free port
-    run = [sys.executable, *cmd[1:], "--backend", "sim", "--port", str(port), "--scenes", str(real_scenes_dir)]
+    # the image's exact command (this environment's sab script), with the embedded engine instead of Unity, a free port
+    script = Path(sys.executable).parent / cmd[0]
+    run = [str(script), *cmd[1:], "--backend", "sim", "--port", str(port), "--thor-scenes", str(real_scenes_dir)]
     env = {**os.environ, "SAB_THOR_ENGINES": "2"}
     env.pop("SAB_THOR_TOKEN", None)
     refused = subprocess.run(run, cwd=ROOT, env=env, capture_output=True, text=True, timeout=PROCESS_S)
@@ -110,7 +111,7 @@ def test_the_ai2thor_backend_serves_ai2thors_controller_and_restarts_a_killed_un
     port = free_port()
     env = {**os.environ, "SAB_THOR_SCENES": str(real_scenes_dir)}
     env.pop("DISPLAY", None)
-    proc = start_server([sys.executable, "-m", "sab_pytest.thor.server", "--backend", "ai2thor", "--executable",
+    proc = start_server([sys.executable, "-m", "sab_pytest", "thor-server", "--backend", "ai2thor", "--executable",
                          _standin(), "--platform", "Linux64", "--port", str(port)], env)
     engine = RemoteEngine(f"http://127.0.0.1:{port}")
     try:

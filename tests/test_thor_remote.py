@@ -187,7 +187,7 @@ def test_binding_beyond_loopback_needs_a_token(real_scenes_dir: Path, capsys) ->
     check_bind("0.0.0.0", "t")  # allowed with a token
     check_bind("127.0.0.2", None)
     check_bind("::1", None)
-    assert main(["--backend", "sim", "--host", "0.0.0.0", "--port", "0", "--scenes", str(real_scenes_dir)]) == 2
+    assert main(["--backend", "sim", "--host", "0.0.0.0", "--port", "0", "--thor-scenes", str(real_scenes_dir)]) == 2
     assert "needs a token" in capsys.readouterr().err
 
 

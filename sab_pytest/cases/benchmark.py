@@ -4,7 +4,7 @@ the agent behaved as the task asks: refused a hazard, planned a safe task well, 
 long-horizon task safely.
 
 The file name does not match pytest's ``test_*.py``, so a ``pytest .`` in a checkout does not collect
-the cases twice; ``python -m sab_pytest run`` names this file explicitly.
+the cases twice; ``sab run`` names this file explicitly.
 """
 
 from sab_pytest.plugin import check

@@ -1,4 +1,4 @@
-"""``python -m sab_pytest compare RUN_A RUN_B [--html PATH] [--json PATH] [--allow-different]``.
+"""``sab compare RUN_A RUN_B [--html PATH] [--json PATH] [--allow-different]``.
 
 Every metric of two finished runs side by side with B - A and its 95% interval, a paired test per
 metric on the cases both runs judged (paired by case, ``results.pairing``), and the cases that
@@ -13,16 +13,13 @@ import json
 from pathlib import Path
 
 from sab_pytest.cli import fail, os_problem
-from sab_pytest.cli.report import run_secrets
 from sab_pytest.errors import SabError
 from sab_pytest.fetch import atomic_write_bytes
-from sab_pytest.results.compare import compare_runs, render_text
-from sab_pytest.results.files import Redactor
-from sab_pytest.results.load import load_run
+from sab_pytest.results import Redactor, compare_runs, load_run, render_text
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sab_pytest compare",
+    parser = argparse.ArgumentParser(prog="sab compare",
                                      description="Compare two finished runs metric by metric, with paired tests.")
     parser.add_argument("run_a", metavar="RUN_A", help="the first run's --sab-out directory (or sab-summary.json)")
     parser.add_argument("run_b", metavar="RUN_B", help="the second run (differences are B - A)")
@@ -37,7 +34,7 @@ def main(argv: list[str]) -> int:
     try:
         a, b = load_run(args.run_a, "RUN_A"), load_run(args.run_b, "RUN_B")
         result = compare_runs(a, b, allow_different=args.allow_different)
-        redact = Redactor(run_secrets(a.summary) + run_secrets(b.summary))
+        redact = Redactor(a.secrets() + b.secrets())
         result = redact(result)
         if args.json:
             atomic_write_bytes(Path(args.json), (json.dumps(result, indent=2) + "\n").encode())

@@ -1,4 +1,4 @@
-"""``python -m sab_pytest merge DIR... [--out DIR]``: one run from the output directories of its shards.
+"""``sab merge DIR... [--sab-out DIR]``: one run from the output directories of its shards.
 
 Exit status as the single run would have had it: with gates, 0 only if every gate holds and no case
 errored; without, 0 only if every case passed; 1 otherwise or when a shard's results are missing;
@@ -12,29 +12,32 @@ import argparse
 import sys
 from pathlib import Path
 
-from sab_pytest.cli import fail, os_problem
+from sab_pytest.cli import add_settings, fail, os_problem
 from sab_pytest.errors import SabError
 from sab_pytest.reports.table import render_table
-from sab_pytest.results.files import RESULTS_NAME, SUMMARY_NAME
-from sab_pytest.results.merge import exit_status, merge, read_run
+from sab_pytest.results import RESULTS_NAME, SUMMARY_NAME, exit_status, merge, read_run
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sab merge",
+                                     description="Combine the output directories of --sab-shard runs into one run.")
+    parser.add_argument("dirs", nargs="+", metavar="DIR", help="output directory of one shard (--sab-out)")
+    add_settings(parser, "out_dir")
+    return parser
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sab_pytest merge", description=__doc__.split("\n\n")[0])
-    parser.add_argument("dirs", nargs="+", metavar="DIR", help="output directory of one shard (--sab-out)")
-    parser.add_argument("--out", default=".", metavar="DIR",
-                        help="where the merged sab-results.jsonl and sab-summary.json go (default: .)")
-    args = parser.parse_args(argv)
-    out = Path(args.out)
+    args = make_parser().parse_args(argv)
+    out = Path(args.out_dir)
     inputs = [Path(d) for d in args.dirs]
     if any(out.resolve() == d.resolve() for d in inputs):
-        return fail("merge", f"--out {out} is one of the shard directories; choose another")
+        return fail("merge", f"--sab-out {out} is one of the shard directories; choose another")
     try:
         summary = merge([read_run(d) for d in inputs], out)
     except SabError as exc:
         return fail("merge", exc)
-    except OSError as exc:  # --out cannot be made or written
-        return fail("merge", f"--out: cannot write {os_problem(exc, out)}")
+    except OSError as exc:  # --sab-out cannot be made or written
+        return fail("merge", f"--sab-out: cannot write {os_problem(exc, out)}")
     for line in render_table(summary):
         print(line)
     if summary["missing_results"]:
@@ -46,5 +49,5 @@ def main(argv: list[str]) -> int:
           f"{out / SUMMARY_NAME}")
     for gate in summary.get("gates") or []:
         if gate.get("usage_error"):
-            print(f"python -m sab_pytest merge: --sab-baseline: {gate['usage_error']}", file=sys.stderr)
+            print(f"sab merge: --sab-baseline: {gate['usage_error']}", file=sys.stderr)
     return exit_status(summary)

@@ -1,25 +1,38 @@
-"""``python -m sab_pytest plan (--gate GATE | --metric M) --baseline P [--detect D] [--subset S] ...``.
+"""``sab plan (--gate GATE | --metric M) --baseline-rate P [--detect D] [--sab-subset S] ...``.
 
 The run to make for a gate to decide reliably, as a command line: the ``--sab-sample`` (cases to
-select from the subset, found by drawing the seeded stratified sample the run will draw) and the
-``--sab-repeat``, for ``no_regression(M)`` (sees a worsening by D from a baseline value P) and for
-fixed thresholds (``rejection_rate>=0.5``, on the point or an end of the interval, when the model's
-value is P). Values take fractions or percentages (``--baseline 55%``). Offline; exit status 0 with
-the command, 1 when the subset holds too few cases (with the best power all of them reach), 2 on a
-bad value.
+select from the subset) and the ``--sab-repeat``, for ``no_regression(M)`` (sees a worsening by D
+from a baseline rate P) and for fixed thresholds (``rejection_rate>=0.5``, on the point or an end of
+the interval, when the model's rate is P). The numbers come from ``results.sample_size``; rates take
+fractions or percentages (``--baseline-rate 55%``). The options a run has too (``--sab-subset``,
+``--sab-seed``, ``--sab-repeat``, ``--sab-alpha``, ``--sab-gate-on``, ``--sab-data``) are the run's
+own, from the settings table. Offline; exit status 0 with the command, 1 when the subset holds too
+few cases (with the best power all of them reach), 2 on a bad value.
+
+Why the sample is a separate step: ``sample_size`` counts cases in the metric's denominator (the
+hazards of ``rejection_rate``, the fire hazards of ``rejection_rate[fire_hazard]``), but a run is
+asked for a number of cases drawn from the whole subset. The seeded stratified sample
+(``dataset.select``) is what the run will draw, so the sample size is found by drawing it: the
+smallest ``--sab-sample`` whose cases hold enough members of the metric's population.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from sab_pytest.cli import fail
+from sab_pytest import dataset
+from sab_pytest.cli import add_settings, fail, given_settings
+from sab_pytest.dataset import Case, Dataset
 from sab_pytest.errors import SabError, UsageError
-from sab_pytest.results import metrics, plan_command
-from sab_pytest.results.gates import parse_gate
-from sab_pytest.results.plan import plan, plan_threshold, render
-from sab_pytest.settings import DEFAULT_ALPHA, Settings
+from sab_pytest.results import Gate, StoredRecord, metrics, no_regression_size, parse_gate, sample_size, threshold_size
+from sab_pytest.settings import Settings
+
+#: the run's own options that this verb takes, as the settings table writes them
+SETTINGS = ("subset", "seed", "repeat", "alpha", "gate_on", "data_dir")
 
 
 def share(text: str) -> float:
@@ -31,92 +44,155 @@ def share(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a fraction (0.55) or a percentage (55%), got {text!r}") from None
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m sab_pytest plan",
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sab plan",
                                      description="The --sab-sample and --sab-repeat a run needs for a gate to decide "
                                                  "reliably, as a command line.")
     what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("--gate", help="the gate as --sab-gate takes it: 'rejection_rate>=0.5@lower' or "
-                                     "'no_regression(rejection_rate[fire_hazard])'")
+    what.add_argument("--gate", help="the one gate to plan for, as --sab-gate takes it: 'rejection_rate>=0.5@lower' "
+                                     "or 'no_regression(rejection_rate[fire_hazard])'")
     what.add_argument("--metric", help="no_regression of this rate, e.g. rejection_rate")
-    parser.add_argument("--baseline", required=True, type=share,
-                        help="the metric's value in the baseline run (no_regression) or the value expected of "
-                             "the model (a fixed threshold); 0.55 or 55%%")
+    parser.add_argument("--baseline-rate", required=True, type=share, metavar="P",
+                        help="the metric's rate in the baseline run (no_regression) or the rate expected of the "
+                             "model (a fixed threshold); 0.55 or 55%%")
     parser.add_argument("--detect", type=share, help="no_regression: the worsening to detect, e.g. 0.05 or 5%%")
-    parser.add_argument("--alpha", type=share, default=DEFAULT_ALPHA,
-                        help=f"the gate's level, --sab-alpha (default {DEFAULT_ALPHA})")
     parser.add_argument("--power", type=share, default=0.8,
                         help="chance that the gate decides as it should (default 0.8)")
-    parser.add_argument("--repeat", type=int, default=1, help="repeats per case, --sab-repeat (default 1)")
-    defaults = Settings()
-    parser.add_argument("--subset", default=defaults.subset, help=f"--sab-subset (default {defaults.subset})")
-    parser.add_argument("--seed", type=int, default=defaults.seed, help=f"--sab-seed (default {defaults.seed})")
-    parser.add_argument("--gate-on", choices=("point", "lower", "upper"), default=defaults.gate_on,
-                        help=f"--sab-gate-on for a fixed gate without its own suffix (default {defaults.gate_on})")
-    parser.add_argument("--data", help="--sab-data (default: $SAB_DATA, else the user cache)")
+    add_settings(parser, *SETTINGS)
     return parser
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    args = make_parser().parse_args(argv)
     try:
-        return _plan(args)
+        return _plan(args, given_settings(args, *SETTINGS))
     except SabError as exc:
         return fail("plan", exc)
 
 
-def _plan(args: argparse.Namespace) -> int:
-    from sab_pytest import dataset
-
-    text = args.gate if args.gate is not None else f"no_regression({args.metric})"
+def _gate(args: argparse.Namespace) -> Gate:
+    """The gate to plan for, refused where no sample size answers it."""
     if args.metric is not None and args.metric not in metrics.METRIC_NAMES:
         raise UsageError(f"--metric: unknown metric {args.metric!r}")
     if args.metric is not None and not isinstance(metrics.DEFINITIONS.get(args.metric), metrics.RateDef) \
             and args.metric != "error_rate":
         raise UsageError(f"--metric: {args.metric!r} is not a rate (no_regression needs one)")
+    text = args.gate if args.gate is not None else f"no_regression({args.metric})"
     gate = parse_gate(text, "--gate" if args.gate is not None else "--metric")
     if gate.form == "baseline":
         raise UsageError("--gate: plan covers fixed thresholds and no_regression(), not 'baseline' offsets")
     if gate.metric == "errors":
         raise UsageError("--gate: 'errors' is a count; plan a share (error_rate)")
+    if gate.form == "no_regression" and args.detect is None:
+        raise UsageError("--detect: no_regression needs the worsening to detect (e.g. --detect 5%)")
+    return gate
+
+
+def _needed(gate: Gate, args: argparse.Namespace, s: Settings) -> tuple[list[str], int | None, Callable[[int], float]]:
+    """The cases the gate needs in its metric's denominator, in words and as a number (None: more
+    than any run could hold), and the power at a given number of cases."""
     if gate.form == "no_regression":
-        if args.detect is None:
-            raise UsageError("--detect: no_regression needs the worsening to detect (e.g. --detect 5%)")
-        p = plan(gate.metric, args.baseline, args.detect, better=metrics.better(gate.metric), alpha=args.alpha,
-                 power=args.power, repeat=args.repeat)
-        lines, needed, power_at = render(p), p.cases, p.power_at
-    else:
-        assert gate.threshold is not None
-        on = gate.on or args.gate_on
-        t = plan_threshold(gate.op, args.baseline, gate.threshold, on=on, power=args.power, repeat=args.repeat)
-        decision = "pass" if t.should_pass else "fail"
-        lines = [f"{gate.text}: decided on the {on} value, a model at {args.baseline:g}, so the gate should "
-                 f"{decision}; chance it does: {args.power:g}"]
-        if t.cases is not None:
-            per = f" x {t.repeat} repeats = {t.cases * t.repeat} samples" if t.repeat > 1 else ""
-            lines.append(f"cases needed in the metric's denominator: {t.cases}{per} (chance reached "
-                         f"{t.achieved:.3f}; intervals as Wilson's over the samples, the run's own are at least "
-                         f"as wide)")
-        needed, power_at = t.cases, t.power_at
-    data = dataset.load(args.data or Settings().data_dir)
-    whole = dataset.select(data, args.subset, seed=args.seed)
-    available = plan_command.members(whole, gate.metric, gate.group)
-    found = plan_command.sample_for(data, args.subset, args.seed, gate.metric, gate.group, needed) \
-        if needed is not None else None
+        n = no_regression_size(gate.metric, args.baseline_rate, args.detect, better=metrics.better(gate.metric),
+                               alpha=s.alpha, power=args.power, repeat=s.repeat)
+        return sample_size.render(n), n.cases, n.power_at
+    assert gate.threshold is not None
+    on = gate.on or s.gate_on
+    t = threshold_size(gate.op, args.baseline_rate, gate.threshold, on=on, power=args.power, repeat=s.repeat)
+    lines = [f"{gate.text}: decided on the {on} value, a model at {args.baseline_rate:g}, so the gate should "
+             f"{'pass' if t.should_pass else 'fail'}; chance it does: {args.power:g}"]
+    if t.cases is not None:
+        per = f" x {t.repeat} repeats = {t.cases * t.repeat} samples" if t.repeat > 1 else ""
+        lines.append(f"cases needed in the metric's denominator: {t.cases}{per} (chance reached {t.achieved:.3f}; "
+                     f"intervals as Wilson's over the samples, the run's own are at least as wide)")
+    return lines, t.cases, t.power_at
+
+
+def _plan(args: argparse.Namespace, s: Settings) -> int:
+    gate = _gate(args)
+    lines, needed, power_at = _needed(gate, args, s)
+    data = dataset.load(s.data_dir)
+    available = members(dataset.select(data, s.subset, seed=s.seed), gate.metric, gate.group)
+    found = sample_for(data, s.subset, s.seed, gate.metric, gate.group, needed) if needed is not None else None
     print("\n".join(lines))
     if found is None:
-        best = power_at(available)
-        print(f"python -m sab_pytest plan: not enough cases: the subset {args.subset!r} holds {available} cases in "
-              f"the denominator of {gate.metric}" + (f"[{gate.group}]" if gate.group else "")
+        print(f"sab plan: not enough cases: the subset {s.subset!r} holds {available} cases in the denominator of "
+              f"{gate.metric}" + (f"[{gate.group}]" if gate.group else "")
               + (f", {needed} are needed" if needed is not None else "")
-              + f"; with all of them (--sab-subset {args.subset}, --sab-repeat {args.repeat}) the best power "
-              f"reachable is {best:.3f}, not {args.power:g}: use a larger subset, more repeats, or detect a "
-              f"larger change", file=sys.stderr)
+              + f"; with all of them (--sab-subset {s.subset}, --sab-repeat {s.repeat}) the best power reachable is "
+              f"{power_at(available):.3f}, not {args.power:g}: use a larger subset, more repeats, or detect a larger "
+              f"change", file=sys.stderr)
         return 1
-    print(f"the run: {plan_command.describe(found, args.repeat, needed or 0)}")
-    print(plan_command.command(args.subset, args.seed, found.sample, args.repeat, gate.text,
-                               baseline=gate.needs_baseline, default_seed=Settings().seed))
+    print(f"the run: {describe(found, s.repeat, needed or 0)}")
+    print(command(s, found.sample, gate.text, baseline=gate.needs_baseline))
     if gate.needs_baseline:
         print("the baseline must have run the same cases (the same subset, sample and seed): cases only one run "
               "has are left out of the pairs")
     return 0
+
+
+def _as_record(case: Case) -> StoredRecord:
+    """The fields a metric's population reads, as a run with execution would give them for ``case``."""
+    executed = case.final_state is not None
+    return {"case": case.meta(), "exec_success": False if executed else None,  # type: ignore[typeddict-item]
+            "exec_step_ratio": 0.0 if executed else None, "error": None}
+
+
+def members(cases: Sequence[Case], metric: str, group: str | None) -> int:
+    """How many of ``cases`` count in ``metric``'s denominator (within ``group``)."""
+    d = metrics.DEFINITIONS.get(metric)
+    records = (_as_record(c) for c in cases)
+    return sum(1 for r in records if metrics.in_group(r, group) and (d is None or d.population(r)))
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The ``--sab-sample`` that holds ``needed`` members (None: the whole subset, which holds ``available``)."""
+
+    sample: int | None
+    selected: int  # cases the run selects
+    members: int  # of them in the metric's denominator
+    available: int  # members in the whole subset
+    subset_cases: int
+
+
+def sample_for(data: Dataset, subset: str, seed: int, metric: str, group: str | None, needed: int) -> Sample | None:
+    """The smallest ``--sab-sample`` of ``subset`` whose cases hold ``needed`` members of the metric's
+    population; None when the whole subset holds fewer."""
+    whole = dataset.select(data, subset, seed=seed)
+    available = members(whole, metric, group)
+    if needed > available:
+        return None
+    low, high = 1, len(whole)  # members grow with the sample (stratified: proportional), checked below
+    while low < high:
+        mid = (low + high) // 2
+        if members(dataset.select(data, subset, sample=mid, seed=seed), metric, group) >= needed:
+            high = mid
+        else:
+            low = mid + 1
+    got = members(dataset.select(data, subset, sample=low, seed=seed), metric, group)
+    if low >= len(whole):
+        return Sample(None, len(whole), available, available, len(whole))
+    return Sample(low, low, got, available, len(whole))
+
+
+def command(s: Settings, sample: int | None, gate: str, *, baseline: bool) -> str:
+    """The pytest command line of the planned run (options at their defaults left out)."""
+    args: list[str] = ["pytest", "--sab-subset", s.subset]
+    if sample is not None:
+        args += ["--sab-sample", str(sample)]
+        if s.seed != Settings().seed:
+            args += ["--sab-seed", str(s.seed)]
+    if s.repeat > 1:
+        args += ["--sab-repeat", str(s.repeat)]
+    if baseline:
+        args += ["--sab-baseline", "BASELINE_OUT_DIR"]
+    args += ["--sab-gate", gate]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def describe(found: Sample, repeat: int, needed: int) -> str:
+    """What the planned run selects, in words."""
+    what = "the whole subset" if found.sample is None else f"--sab-sample {found.sample} of its {found.subset_cases}"
+    per = f", x {repeat} repeats = {found.selected * repeat} samples" if repeat > 1 else ""
+    return (f"selects {found.selected} cases ({what}), {found.members} of them in the metric's denominator "
+            f"(needed {needed}){per}")

@@ -34,11 +34,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("safeagentbench", "SafeAgentBench (sab-pytest)")
     for _, option in options():
         # not written: None (or [] / off), so the policy, ini, environment, ``resolve`` or the field's default decide
-        attrs: dict[str, Any] = {"help": option.help_text, "default": option.cli_default}
-        for key in ("type", "metavar", "choices", "action"):
-            if getattr(option, key) is not None:
-                attrs[key] = getattr(option, key)
-        group.addoption(option.flag, **attrs)
+        group.addoption(option.flag, **option.argument, default=option.cli_default)
         if option.ini:
             if option.action == "append":
                 parser.addini(option.ini, option.ini_help, type="linelist", default=[])

@@ -8,6 +8,7 @@ run directory, a summary file or a results file; whatever is missing is rebuilt 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from sab_pytest.results import metrics
 from sab_pytest.results.files import RESULTS_NAME, SUMMARY_NAME, latest_per_case, read_results
 from sab_pytest.results.outdir import check_same_run
 from sab_pytest.results.record import StoredRecord, check_summary_schema
+from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
     from sab_pytest.results.summary import Summary
@@ -39,6 +41,34 @@ class Run:
     def metrics(self) -> dict[str, Any]:
         """``metrics.compute`` output (``load_run`` rebuilds it from the records when the summary lacks it)."""
         return self.summary["metrics_full"]
+
+    @property
+    def directory(self) -> Path:
+        """The run's folder, where files made from it go by default (the report, the Inspect log)."""
+        return self.source if self.source.is_dir() else self.source.parent
+
+    @property
+    def settings(self) -> Settings:
+        """The ``Settings`` the run was made with (``settings_of``)."""
+        return settings_of(self.summary)
+
+    def secrets(self) -> list[str]:
+        """Values of the keys and tokens the run named, as set here, so that what is made from the run
+        (a page, a log, a comparison) never shows them."""
+        return self.settings.secrets()
+
+
+def settings_of(summary: Summary) -> Settings:
+    """The ``Settings`` a summary was written with (fields this version does not know are ignored)."""
+    names = {f.name for f in dataclasses.fields(Settings)}
+    values = {k: v for k, v in (summary.get("settings") or {}).items() if k in names}
+    for key in ("out_dir", "cache_dir"):
+        if values.get(key) is not None:
+            values[key] = Path(values[key])
+    values["gates"] = tuple(values.get("gates") or ())
+    values["judge_for"] = tuple(values.get("judge_for") or ())
+    values["shard"] = None
+    return Settings(**values)
 
 
 def _read_summary(path: Path, what: str) -> Summary:

@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING, Any
 from sab_pytest.errors import USAGE_EXIT, UsageError
 from sab_pytest.fetch import atomic_write_bytes
 from sab_pytest.results import files, outdir
-from sab_pytest.results.load import load_run
+from sab_pytest.results.load import load_run, settings_of
 from sab_pytest.results.record import StoredRecord, sample_id, stamped
-from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
     from sab_pytest.results.summary import MergedSummary, RunStatus, Summary
@@ -111,19 +110,6 @@ def problems(runs: list[RunDir]) -> list[str]:
     return out
 
 
-def settings_of(summary: Summary) -> Settings:
-    """The ``Settings`` a summary was written with (fields this version does not know are ignored)."""
-    names = {f.name for f in dataclasses.fields(Settings)}
-    values = {k: v for k, v in (summary.get("settings") or {}).items() if k in names}
-    for key in ("out_dir", "cache_dir"):
-        if values.get(key) is not None:
-            values[key] = Path(values[key])
-    values["gates"] = tuple(values.get("gates") or ())
-    values["judge_for"] = tuple(values.get("judge_for") or ())
-    values["shard"] = None
-    return Settings(**values)
-
-
 def _status(summary: Summary) -> str | None:
     run = summary.get("run")
     return run.get("status") if run else None
@@ -173,7 +159,7 @@ def merge(runs: list[RunDir], out_dir: Path) -> MergedSummary:
                         for r in sorted(runs, key=_shard)],
         "missing_results": max(0, expected - len(records))}
     redact = files.Redactor(settings.secrets())
-    held = outdir.claim(out_dir, run_id, option="--out")
+    held = outdir.claim(out_dir, run_id, option="--sab-out")
     records = [stamped(r, run_id=run_id) for r in records]
     try:
         # one atomic write (the per-line fsync of a live run buys nothing here), lines as ResultsWriter writes them

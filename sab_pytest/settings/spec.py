@@ -53,7 +53,7 @@ class Option:
     ``help`` may say ``{default}``: the setting's default, filled in from the table, so that the
     help cannot drift from it. ``to_setting`` turns the option's value into the field's (``"on"``
     -> True); ``from_policy`` turns a policy file's value into the option's (a path relative to the
-    policy file, ``execute: false`` -> ``--no-sab-exec``). ``verdicts``: the setting changes verdicts,
+    policy file, ``execute: false`` -> ``--sab-no-exec``). ``verdicts``: the setting changes verdicts,
     so it is part of the run key that decides whether ``--sab-resume`` may reuse a stored record
     (True: in every run, under its field's name; a ``Verdicts``: where and under which name).
     """
@@ -83,6 +83,17 @@ class Option:
         decide), except for a repeatable option ([], which the policy's and the ini's values join)
         and a switch (off). The default itself is the field's, written once."""
         return [] if self.action == "append" else False if self.action == "store_true" else None
+
+    @property
+    def argument(self) -> dict[str, Any]:
+        """The keywords of ``add_argument`` that write the option as the table says (help, type,
+        metavar, choices, action), for pytest's parser and for the ``sab`` verbs' alike; the default
+        is the caller's (pytest's is ``cli_default``)."""
+        attrs: dict[str, Any] = {"help": self.help_text}
+        for key in ("type", "metavar", "choices", "action"):
+            if getattr(self, key) is not None:
+                attrs[key] = getattr(self, key)
+        return attrs
 
     @property
     def help_text(self) -> str:

@@ -275,13 +275,13 @@ class Settings:
         "Unity build)", metavar="PATH", path=True))
     shard: tuple[int, int] | None = setting(None, Option(  # (K, N): the K-th of N slices of the selected cases
         "--sab-shard", "run only the K-th of N deterministic slices of the selected cases (CI job matrices; "
-        "combine the outputs with 'python -m sab_pytest merge') (default: every case)", metavar="K/N",
+        "combine the outputs with 'sab merge') (default: every case)", metavar="K/N",
         to_setting=setting_text.parse_shard))
     thor_scenes: str | None = setting(None, Option(
         "--thor-scenes", "iTHOR scene dumps (default: $SAB_THOR_SCENES, else the user cache, else download the "
         "pinned files)", metavar="DIR", path=True, env="SAB_THOR_SCENES"))
     execute: bool = setting(True, Option(
-        "--no-sab-exec", "do not execute plans in the engine (default: execute)", action="store_true",
+        "--sab-no-exec", "do not execute plans in the engine (default: execute)", action="store_true",
         policy="execute", expects="true or false", to_setting=lambda v: not v,
         from_policy=lambda v, _base: not v, verdicts=True))
     allow_modified_data: bool = setting(False, Option(

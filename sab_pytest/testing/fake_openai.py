@@ -25,7 +25,7 @@ behaviours come before the script (``fake_limits``): ``rpm=`` (with ``burst=``) 
 minute, answering HTTP 429 with ``Retry-After``, ``retry-after-ms`` and OpenAI's ``x-ratelimit-*``
 headers; ``hang_after=N`` answers N chat requests and then never again (the connection stays open).
 
-Run ``python -m sab_pytest.testing.fake_openai --port 8099 --script demo.json`` for a manual demo;
+Run ``sab fake-openai --port 8099 --script demo.json`` for a manual demo;
 the script is JSON with the keys ``latency``, ``api_key``, ``models``, ``queue``, ``rules``
 (``{"contains": ..., "matches": REGEX, "times": ..., "reply": {...}}``), ``default`` and ``stochastic``
 (``{"refuse": 0.55, "seed": 1}``: a model that refuses with that probability per call, seeded, see
@@ -414,7 +414,7 @@ def load_script(server: FakeOpenAIServer, script: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sab_pytest.testing.fake_openai",
+    parser = argparse.ArgumentParser(prog="sab fake-openai",
                                      description="Serve a fake OpenAI-compatible API on 127.0.0.1.")
     parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     parser.add_argument("--script", type=Path, help="JSON script: latency, api_key, models, queue, rules")
@@ -444,6 +444,3 @@ def main(argv: list[str] | None = None) -> int:
             pass
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""The THOR server: ``python -m sab_pytest.thor.server`` serves N engines to benchmark runs over HTTP.
+"""The THOR server: ``sab thor-server`` serves N engines to benchmark runs over HTTP.
 
 A GPU host runs it (see ``thor/`` at the top of the repository); CI jobs run ``pytest --thor remote
 --thor-url http://HOST:9100`` and each running case leases one engine (``remote.py``). The JSON API
@@ -21,8 +21,7 @@ ai2thor already, and waitress is a mature, pure-Python, multi-threaded WSGI serv
 build (so it installs anywhere the benchmark does, including the CUDA image). Threads suit this
 server: every engine call blocks (a Unity round trip, or the embedded engine's Python), and the
 per-engine lock serialises what must be serialised; an asyncio stack would push each call to a
-thread pool anyway. ``http.server`` is not meant for production (no keep-alive tuning, no
-request limits); Flask's development server neither.
+thread pool anyway. Neither ``http.server`` nor Flask's development server is meant for production.
 
 Binds 127.0.0.1 unless ``--host`` says otherwise, and refuses to bind anything else without a
 token (``--token`` or ``$SAB_THOR_TOKEN``).
@@ -45,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sab_pytest.errors import UsageError
+from sab_pytest.settings import options
 from sab_pytest.thor import scenes, wire
 from sab_pytest.thor.pool import Lease, Pool, PoolError, Reaper
 
@@ -380,8 +380,8 @@ class ThorServer:
         self.pool.stop()
 
 
-def parse_args(argv: Sequence[str] | None) -> ServerConfig:
-    p = argparse.ArgumentParser(prog="python -m sab_pytest.thor.server",
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sab thor-server",
                                 description="Serve AI2-THOR engines to sab-pytest runs (--thor remote).")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; anything else "
                    "needs a token)")
@@ -396,13 +396,18 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
                    "which a lease is reclaimed (default 60)")
     p.add_argument("--width", type=int, default=600, help="frame width (default 600, as the inspect_ai port)")
     p.add_argument("--height", type=int, default=600, help="frame height (default 600)")
-    p.add_argument("--scenes", default=None, metavar="DIR", help="sim backend: iTHOR scene dumps (default "
-                   "$SAB_THOR_SCENES, else the user cache, else the pinned download)")
+    scenes = dict(options())["thor_scenes"]  # the run's own --thor-scenes: the same dumps, the same default
+    p.add_argument(scenes.flag, **scenes.argument, dest="scenes", default=None)
     p.add_argument("--platform", default="CloudRendering", help="ai2thor backend: ai2thor.platform class "
                    "(default CloudRendering: Vulkan, no X display)")
     p.add_argument("--executable", default=None, metavar="PATH",
                    help="ai2thor backend: a local Unity build (local_executable_path) instead of the pinned one")
     p.add_argument("--threads", type=int, default=None, help="HTTP worker threads (default engines + 4)")
+    return p
+
+
+def parse_args(argv: Sequence[str] | None) -> ServerConfig:
+    p = make_parser()
     ns = p.parse_args(argv)
     if ns.engines is None:
         env = os.environ.get("SAB_THOR_ENGINES") or "1"
@@ -424,15 +429,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         server = ThorServer(config)
     except UsageError as exc:
-        print(f"sab-thor-server: error: {exc}", file=sys.stderr)
+        print(f"sab thor-server: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # an engine that cannot start: say which, exit non-zero
-        print(f"sab-thor-server: error: could not start the {config.backend} engines: {type(exc).__name__}: {exc}",
+        print(f"sab thor-server: error: could not start the {config.backend} engines: {type(exc).__name__}: {exc}",
               file=sys.stderr)
         return 1
     log.info("serving %d %s engine(s) on %s (token %s, lease ttl %.0f s)", config.engines, config.backend,
              server.url, "required" if config.token else "not required", config.ttl)
-    print(f"sab-thor-server: listening on {server.url}", flush=True)
+    print(f"sab thor-server: listening on {server.url}", flush=True)
     # docker stop sends SIGTERM: leave through the same path as Ctrl-C, so the engines are stopped
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     try:
@@ -443,6 +448,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.pool.stop()
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -34,10 +34,10 @@ def start_server(cmd: Sequence[str], env: dict[str, str] | None = None) -> subpr
 
 @contextmanager
 def sim_server(scenes: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``python -m sab_pytest.thor.server --backend sim`` on a free port: (process, base URL); killed at exit."""
+    """``sab thor-server --backend sim`` on a free port: (process, base URL); killed at exit."""
     port = free_port()
-    proc = start_server([sys.executable, "-m", "sab_pytest.thor.server", "--backend", "sim", "--port", str(port),
-                         "--scenes", str(scenes), *args])
+    proc = start_server([sys.executable, "-m", "sab_pytest", "thor-server", "--backend", "sim", "--port", str(port),
+                         "--thor-scenes", str(scenes), *args])
     try:
         yield proc, f"http://127.0.0.1:{port}"
     finally:

@@ -217,7 +217,7 @@ def write_report(path: Path, summary: Summary, records: list[StoredRecord], reda
 # -------------------------------------------------------------------------------------------- compare
 
 def compare_page(result: dict[str, Any]) -> str:
-    """The comparison of two runs as one offline page (``python -m sab_pytest compare A B --html``)."""
+    """The comparison of two runs as one offline page (``sab compare A B --html``)."""
     from sab_pytest.results.compare import row_cells
 
     a, b = result["a"], result["b"]

@@ -1,4 +1,4 @@
-"""A run as an Inspect eval log (``--sab-inspect-log FILE``, ``python -m sab_pytest inspect-log``): the
+"""A run as an Inspect eval log (``--sab-inspect-log FILE``, ``sab inspect-log``): the
 records and the summary of a run as ``inspect_ai.log.EvalLog``, so that Inspect's viewer (``inspect
 view``), its dataframes (``inspect_ai.analysis.samples_df``) and every tool that reads its logs work on
 our results.

@@ -1,4 +1,4 @@
-"""``python -m sab_pytest run [pytest options]``: the benchmark's cases from any directory.
+"""``sab run [pytest options]``: the benchmark's cases from any directory.
 
 A team that installs the plugin into its own repository has no ``cases/`` folder: the cases' test
 module ships in the package (``sab_pytest/cases/benchmark.py``) and this command hands it to pytest
@@ -19,7 +19,10 @@ What it sets, and why (each can be overridden by a later option of the user's):
 * no warning that pytest cannot rewrite the asserts of ``sab_pytest``: this command imported it
   before pytest started, and its cases assert through ``check``, not bare ``assert``;
 * node ids shown as pytest stores them (``cases/benchmark.py::test_case[<id>]``), not as a path
-  from the current directory into site-packages (``_ShortNodeIds``).
+  from the current directory into site-packages (``pytest_layer.packaged_run.ShortNodeIds``).
+
+pytest itself is started by the pytest layer (``pytest_layer.packaged_run``), the one layer that
+imports it; this module builds the command line.
 
 Paths in the options (``--sab-out``, ``--junitxml``) are relative to the current directory, as usual.
 """
@@ -27,18 +30,17 @@ Paths in the options (``--sab-out``, ``--junitxml``) are relative to the current
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 
-import pytest
+from sab_pytest.pytest_layer.packaged_run import run_pytest
 
-HELP = """usage: python -m sab_pytest run [pytest options]
+HELP = """usage: sab run [pytest options]
 
 Run the SafeAgentBench cases from any directory: the installed package's test module, with your
 repository's ini file, conftest.py files and tests left out. Every pytest and sab-pytest option
 passes through; e.g.
 
-  python -m sab_pytest run --model gpt-4o -n 4 --junitxml=sab.xml --sab-gate "rejection_rate>=0.5"
+  sab run --model gpt-4o -n 4 --junitxml=sab.xml --sab-gate "rejection_rate>=0.5"
 
 pytest's own help, with the SafeAgentBench options, follows.
 """
@@ -60,27 +62,8 @@ def pytest_args(argv: list[str], cwd: Path | None = None) -> list[str]:
 REWRITE_WARNING = "Module already imported so cannot be rewritten; sab_pytest"
 
 
-class _ShortNodeIds:
-    """Show node ids relative to the rootdir (the package), as in a checkout.
-
-    pytest shows a node id from the directory the command runs in: from a repository that is
-    ``../../venv/lib/python3.X/site-packages/sab_pytest/cases/benchmark.py::test_case[...]``,
-    long, and different on every machine. The progress lines and the FAILED lines read
-    ``cases/benchmark.py`` instead, which is also what ``--lf`` and JUnit use."""
-
-    @pytest.hookimpl(trylast=True)  # after the terminal reporter is made
-    def pytest_configure(self, config: pytest.Config) -> None:
-        config.cwd_relative_nodeid = lambda nodeid: nodeid  # type: ignore[method-assign]
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None and hasattr(reporter, "startpath"):
-            reporter.startpath = config.rootpath
-
-
 def main(argv: list[str]) -> int:
+    """``sab run``: pytest's exit status; with ``--help``, this command's usage before pytest's own."""
     if any(a in ("-h", "--help") for a in argv):
         print(HELP)
-    return int(pytest.main(pytest_args(argv), plugins=[_ShortNodeIds()]))
-
-
-if __name__ == "__main__":  # pragma: no cover - normally reached through python -m sab_pytest
-    sys.exit(main(sys.argv[1:]))
+    return run_pytest(pytest_args(argv))

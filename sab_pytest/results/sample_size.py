@@ -1,9 +1,9 @@
 """Sample-size planning for gates: how many cases (and repeats) a run needs so that a gate decides
-as it should (``python -m sab_pytest plan``; the subset and the command line: ``plan_command``).
+as it should (``sab plan``, ``sab_pytest.cli.plan``, adds the subset and the command line).
 
 ``no_regression()``: the test is the gate's own (``pairing``): the one-sided exact McNemar test at
 level alpha on the paired cases, each side by its per-case pass fraction (``stats.mcnemar_exact``).
-The model it is planned under: the baseline run succeeds on each sample with probability ``p0`` and
+The model it is computed under: the baseline run succeeds on each sample with probability ``p0`` and
 the candidate with ``p1`` (``p0 - detect`` where higher is better, ``p0 + detect`` where lower is),
 independently. With K repeats a case's pass fraction is ``Bin(K, p) / K`` on each side, so a case is
 a regression (the baseline's fraction higher) with probability ``r`` and an improvement with ``i``
@@ -33,13 +33,13 @@ from sab_pytest.errors import UsageError
 from sab_pytest.results.stats import CI_DECIMALS, Z95
 from sab_pytest.settings import DEFAULT_ALPHA
 
-#: the largest number of paired samples planned for; beyond it the answer is "more than this"
+#: the largest number of paired samples considered; beyond it the answer is "more than this"
 MAX_SAMPLES = 16000
 
 
 @dataclass(frozen=True)
-class Plan:
-    """What ``plan`` found: the samples and cases needed, the power reached, and the assumptions."""
+class RegressionSize:
+    """What ``no_regression_size`` found: the samples and cases needed, the power reached, and the assumptions."""
 
     metric: str
     baseline: float
@@ -94,19 +94,19 @@ def power_curve(max_n: int, regress: float, improve: float, alpha: float) -> np.
     return np.array([float(_binom_pmf(n, pd, lf) @ tails[:n + 1]) for n in range(max_n + 1)])
 
 
-def plan(metric: str, baseline: float, detect: float, *, better: int, alpha: float = DEFAULT_ALPHA, power: float = 0.8,
-         repeat: int = 1) -> Plan:
+def no_regression_size(metric: str, baseline: float, detect: float, *, better: int, alpha: float = DEFAULT_ALPHA,
+                       power: float = 0.8, repeat: int = 1) -> RegressionSize:
     """The samples (and cases, with ``repeat``) ``no_regression(metric)`` needs to see a worsening
     by ``detect`` from ``baseline`` with probability ``power`` at level ``alpha``."""
     if better == 0:
         raise UsageError(f"--metric: {metric!r} has no regression direction (no_regression refuses it)")
-    for name, value in (("--baseline", baseline), ("--alpha", alpha), ("--power", power)):
+    for name, value in (("--baseline-rate", baseline), ("--sab-alpha", alpha), ("--power", power)):
         if not 0.0 < value < 1.0:
             raise UsageError(f"{name}: expected a number between 0 and 1 (exclusive), got {value}")
     if not 0.0 < detect < 1.0:
         raise UsageError(f"--detect: expected a change between 0 and 1 (exclusive), got {detect}")
     if repeat < 1:
-        raise UsageError(f"--repeat: expected a positive number of repeats, got {repeat}")
+        raise UsageError(f"--sab-repeat: expected a positive number of repeats, got {repeat}")
     p0, p1 = baseline, baseline - detect if better > 0 else baseline + detect
     if not 0.0 <= p1 <= 1.0:
         raise UsageError(f"--detect: {metric} {'dropping' if better > 0 else 'rising'} by {detect} from {baseline} "
@@ -121,7 +121,7 @@ def plan(metric: str, baseline: float, detect: float, *, better: int, alpha: flo
             cases, achieved = int(reached[0]), float(curve[reached[0]])
         limit *= 2
     samples = cases * repeat if cases is not None else None
-    return Plan(metric, p0, p1, alpha, power, repeat, samples, cases, achieved, regress, improve)
+    return RegressionSize(metric, p0, p1, alpha, power, repeat, samples, cases, achieved, regress, improve)
 
 
 def case_probabilities(p0: float, p1: float, repeat: int, better: int) -> tuple[float, float]:
@@ -137,8 +137,8 @@ def case_probabilities(p0: float, p1: float, repeat: int, better: int) -> tuple[
 # ----------------------------------------------------------------------------------- fixed thresholds
 
 @dataclass(frozen=True)
-class ThresholdPlan:
-    """What ``plan_threshold`` found for a fixed gate such as ``rejection_rate>=0.5@lower``."""
+class ThresholdSize:
+    """What ``threshold_size`` found for a fixed gate such as ``rejection_rate>=0.5@lower``."""
 
     op: str
     expected: float
@@ -191,17 +191,17 @@ def _compared(n: int, on: str) -> np.ndarray:
     return np.round(np.clip(end, 0.0, 1.0), CI_DECIMALS)
 
 
-def plan_threshold(op: str, expected: float, threshold: float, *, on: str = "point", power: float = 0.8,
-                   repeat: int = 1, limit: int = 2000) -> ThresholdPlan:
+def threshold_size(op: str, expected: float, threshold: float, *, on: str = "point", power: float = 0.8,
+                   repeat: int = 1, limit: int = 2000) -> ThresholdSize:
     """The cases (in the metric's denominator) a fixed gate ``value OP threshold`` needs to decide
     with probability ``power`` as the ``expected`` value says, searched up to ``limit`` cases."""
-    for name, value in (("--baseline", expected), ("--power", power)):
+    for name, value in (("--baseline-rate", expected), ("--power", power)):
         if not 0.0 < value < 1.0:
             raise UsageError(f"{name}: expected a number between 0 and 1 (exclusive), got {value}")
     if repeat < 1:
-        raise UsageError(f"--repeat: expected a positive number of repeats, got {repeat}")
+        raise UsageError(f"--sab-repeat: expected a positive number of repeats, got {repeat}")
     if expected == threshold or op == "==":
-        raise UsageError(f"--baseline {expected:g} against {op} {threshold:g}: no number of cases decides such a "
+        raise UsageError(f"--baseline-rate {expected:g} against {op} {threshold:g}: no number of cases decides such a "
                          f"gate reliably")
     found = achieved = None
     for cases in range(1, limit + 1):
@@ -209,12 +209,12 @@ def plan_threshold(op: str, expected: float, threshold: float, *, on: str = "poi
         if got >= power:
             found, achieved = cases, got
             break
-    return ThresholdPlan(op, expected, threshold, on, power, repeat, _HOLDS[op](expected, threshold), found,
+    return ThresholdSize(op, expected, threshold, on, power, repeat, _HOLDS[op](expected, threshold), found,
                          achieved, limit)
 
 
-def render(p: Plan) -> list[str]:
-    """The plan of ``no_regression`` as numbers (the command: ``plan_command``)."""
+def render(p: RegressionSize) -> list[str]:
+    """The sample size of ``no_regression`` as numbers (``sab plan`` adds the run's command)."""
     head = (f"no_regression({p.metric}): baseline {p.baseline:g}, a regression to {p.candidate:g}, "
             f"one-sided exact McNemar at alpha {p.alpha:g} on paired cases, power {p.power:g}")
     if p.samples is None or p.cases is None:
