@@ -118,7 +118,7 @@ def _benchmark_run(words: list[str], cwd: Path, out: str, started: float) -> Non
 
 
 def _verb(verb: str, words: list[str], cwd: Path, out: str, started: float) -> None:
-    """What each ``python -m sab_pytest VERB`` leaves."""
+    """What each ``sab VERB`` (or ``python -m sab_pytest VERB``) leaves."""
     if verb == "run":
         _benchmark_run(words, cwd, out, started)
     elif verb == "report":
@@ -130,9 +130,9 @@ def _verb(verb: str, words: list[str], cwd: Path, out: str, started: float) -> N
             if (path := _option(words, name)) is not None:
                 _fresh(cwd / path, started)
     elif verb == "merge":
-        merged = json.loads(_fresh(cwd / (_option(words, "--out") or ".") / "sab-summary.json", started).read_text())
+        merged = json.loads(_fresh(cwd / (_option(words, "--sab-out") or ".") / "sab-summary.json", started).read_text())
         shards = [words[i] for i in range(words.index("merge") + 1, len(words))
-                  if not words[i].startswith("-") and words[i - 1] != "--out"]
+                  if not words[i].startswith("-") and words[i - 1] != "--sab-out"]
         assert merged["cases"] == sum(json.loads((cwd / s / "sab-summary.json").read_text())["cases"] for s in shards)
     elif verb == "inspect-log":
         _fresh(cwd / str(_option(words, "-o", "--out")), started)
@@ -154,6 +154,8 @@ def expect(line: str, cwd: Path, out: str, started: float) -> None:
         _benchmark_run(words, cwd, out, started)
     elif program == "python3" and words[1:3] == ["-m", "venv"]:
         assert (cwd / words[3] / "bin" / "python").exists()
+    elif program == "sab":
+        _verb(words[1], words, cwd, out, started)
     elif program == "python" and words[1:3] == ["-m", "sab_pytest"]:
         _verb(words[3], words, cwd, out, started)
     elif program == "python" and words[1] == "-c":
