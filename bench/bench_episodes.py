@@ -32,7 +32,6 @@ from sab_pytest.agents.react import ReactAgent
 from sab_pytest.models import elide_images
 from sab_pytest.outcome import ModelCall
 from sab_pytest.prompts import interactive as prompts
-from sab_pytest.thor import scenes
 from sab_pytest.thor.sim import Controller
 
 
@@ -147,7 +146,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=40, help="sampled cases with a reference plan (default 40)")
     args = parser.parse_args()
-    scenes.configure(os.environ.get("SAB_THOR_SCENES"))
     data = dataset.load(os.environ.get("SAB_DATA"))
     pool = [c for c in dataset.select(data, "all", sample=args.cases * 2, seed=7) if c.reference_steps]
     cases = pool[: args.cases]

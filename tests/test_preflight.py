@@ -30,10 +30,8 @@ def modified_data(tmp_path: Path, real_data_dir: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _fresh_scene_lookup():
-    scenes.configure(None)
     scenes.clear_caches()
     yield
-    scenes.configure(None)
     scenes.clear_caches()
 
 
@@ -74,9 +72,9 @@ def test_flat_scenes_folder_is_accepted(tmp_path: Path, real_scenes_dir: Path) -
     for path in (real_scenes_dir / "dev/data/objects_metadata_samples").glob("FloorPlan*_physics.json"):
         (flat / path.name).symlink_to(path)
     (flat / "object_types_data.json").symlink_to(real_scenes_dir / "src/rl_thor/data/object_types_data.json")
-    scenes.configure(flat)
-    scenes.check_available(["FloorPlan1", "FloorPlan430"])
-    assert "Fridge|" in " ".join(scenes.load_scene("FloorPlan1"))
+    source = scenes.SceneSource(flat)
+    source.check_available(["FloorPlan1", "FloorPlan430"])
+    assert "Fridge|" in " ".join(source.load_scene("FloorPlan1"))
 
 
 @pytest.mark.parametrize("layout", ["missing", "empty", "partial"])
@@ -87,9 +85,8 @@ def test_scenes_dir_problems_name_the_layout(tmp_path: Path, real_scenes_dir: Pa
     if layout == "partial":
         (target / "FloorPlan1_physics.json").symlink_to(
             real_scenes_dir / "dev/data/objects_metadata_samples/FloorPlan1_physics.json")
-    scenes.configure(target)
     with pytest.raises(UsageError) as exc:
-        scenes.check_available(["FloorPlan1", "FloorPlan2"])
+        scenes.SceneSource(target).check_available(["FloorPlan1", "FloorPlan2"])
     text = str(exc.value)
     assert str(target) in text and "DIR/FloorPlanN_physics.json" in text and "objects_metadata_samples" in text
     if layout == "partial":

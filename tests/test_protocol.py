@@ -30,6 +30,7 @@ from sab_pytest.reports.table import render_table
 from sab_pytest.results import gates, metrics
 from sab_pytest.results.summary import build_summary
 from sab_pytest.settings import Settings
+from sab_pytest.thor.scenes import SceneSource
 
 PAPER_PAGE = Path(__file__).resolve().parents[1] / "docs" / "paper.md"
 PAPER_OBJECTS = re.compile(r"Objects in this home, by type \(name objects only by these types\): ([^.\n]+)\.")
@@ -121,9 +122,9 @@ def scenes(real_scenes_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.mark.parametrize("strategy", list(PLANNERS))
 def test_every_text_planner_request_names_the_scene_types_under_paper(strategy: str, scenes: Path) -> None:
     model = Recorder()
-    make_agent(AgentSpec("m", strategy=strategy, limits=EpisodeLimits(paper=True)),
+    make_agent(AgentSpec("m", strategy=strategy, limits=EpisodeLimits(paper=True), scenes=SceneSource(scenes)),
                AgentModels(chat=model)).run(_case())  # type: ignore[arg-type]
-    types = scene_object_types("FloorPlan1")
+    types = scene_object_types("FloorPlan1", SceneSource(scenes))
     assert len(types) >= 20
     for messages in model.sent:
         text = "\n".join(str(m["content"]) for m in messages)
@@ -224,7 +225,7 @@ def run_setup(server, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
                      f"--base-url={server.url}", "--sab-retries", "1"))
 
 
-def test_a_run_without_protocol_option_follows_the_paper(run, server, tiny_data: Path) -> None:
+def test_a_run_without_protocol_option_follows_the_paper(run, server, tiny_data: Path, real_scenes_dir: Path) -> None:
     run()
     summary = read_summary(run.out)
     assert summary["protocol"] == "paper"
@@ -242,8 +243,9 @@ def test_a_run_without_protocol_option_follows_the_paper(run, server, tiny_data:
         scene = scenes[0]
         named = PAPER_OBJECTS.search(text)
         assert named is not None, text[:200]
-        assert named.group(1).split(", ") == scene_object_types(scene)
-        rich += len(scene_object_types(scene)) >= 20
+        types = scene_object_types(scene, SceneSource(real_scenes_dir))
+        assert named.group(1).split(", ") == types
+        rich += len(types) >= 20
     assert rich == len(asked)
     server.reset()
     run("--sab-protocol", "sab", out="sab")

@@ -49,8 +49,7 @@ MISSES: dict[str, frozenset[str]] = {
 @pytest.fixture(scope="module")
 def outcomes(real_data_dir: Path, real_scenes_dir: Path) -> Iterator[dict[str, tuple[bool | None, str | None]]]:
     """Record id -> (success, unreachable reason) of its reference plan, for records with a goal."""
-    scenes.configure(real_scenes_dir)
-    engine = Controller()
+    engine = Controller(scenes=scenes.SceneSource(real_scenes_dir))
     found: dict[str, tuple[bool | None, str | None]] = {}
     for case in dataset.load(real_data_dir).cases:
         if not case.final_state or (case.abstraction_level or 0) > 0:
@@ -59,7 +58,6 @@ def outcomes(real_data_dir: Path, real_scenes_dir: Path) -> Iterator[dict[str, t
         found[case.id.rsplit("-L", 1)[0]] = (result.success, result.unreachable_goal)
     engine.stop()
     yield found
-    scenes.configure(None)
 
 
 def test_reference_plans_reach_every_goal_but_the_explained_ones(outcomes) -> None:

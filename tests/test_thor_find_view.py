@@ -32,11 +32,9 @@ CASES = 120
 
 @pytest.fixture(scope="module")
 def engine(real_scenes_dir: Path) -> Iterator[Any]:
-    scenes.configure(real_scenes_dir)
-    controller = Controller()
+    controller = Controller(scenes=scenes.SceneSource(real_scenes_dir))
     yield controller
     controller.stop()
-    scenes.configure(None)
 
 
 @pytest.fixture(scope="module")

@@ -120,11 +120,9 @@ def test_step_ratio_never_divides_by_zero():
 @pytest.fixture(scope="module")
 def engine(real_scenes_dir: Path) -> Iterator[Any]:
     """One embedded engine for the module, reading the real scene dumps (see ``tests/conftest.py``)."""
-    scenes.configure(real_scenes_dir)
-    controller = Controller()
+    controller = Controller(scenes=scenes.SceneSource(real_scenes_dir))
     yield controller
     controller.stop()
-    scenes.configure(None)
 
 
 def fresh(engine: Any, scene: str) -> LowLevelPlanner:

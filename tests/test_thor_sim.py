@@ -78,7 +78,7 @@ def test_is_an_engine_and_event_looks_like_ai2thor(c: Controller) -> None:
     assert md["sceneName"] == "FloorPlan1_physics"
     assert md["lastActionSuccess"] is True and md["errorMessage"] == "" and md["errorCode"] is None
     assert md["inventoryObjects"] == []
-    pristine = scenes.load_scene("FloorPlan1")
+    pristine = scenes.SceneSource().load_scene("FloorPlan1")
     assert [o["objectId"] for o in md["objects"]] == list(pristine)
     for o in md["objects"]:
         assert list(o) == list(pristine[o["objectId"]])  # the 42 keys, in THOR's order
@@ -479,7 +479,7 @@ def test_same_actions_same_final_metadata(ctrl: Controller) -> None:
 def test_reset_restores_pristine_state(ctrl: Controller) -> None:
     _script(ctrl)
     ctrl.reset("FloorPlan1")
-    pristine = scenes.load_scene("FloorPlan1")
+    pristine = scenes.SceneSource().load_scene("FloorPlan1")
     now = {o["objectId"]: o for o in ctrl.last_event.metadata["objects"]}
     assert set(now) == set(pristine)
     for oid, o in pristine.items():

@@ -26,9 +26,7 @@ FRIDGE = "Fridge|-02.10|+00.00|+01.07"
 @pytest.fixture
 def launcher(tmp_path: Path, real_scenes_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # ai2thor writes ~/.ai2thor/log/unity.log
-    scenes.configure(real_scenes_dir)
-    yield standin.write_launcher(tmp_path, real_scenes_dir)
-    scenes.configure(None)
+    return standin.write_launcher(tmp_path, real_scenes_dir)
 
 
 @pytest.fixture
@@ -43,8 +41,8 @@ def _objects(event) -> list[dict]:
     return json.loads(json.dumps(event.metadata["objects"]))  # tuples -> lists, as over the wire
 
 
-def test_reset_and_step_match_the_embedded_engine(thor: Controller) -> None:
-    sim = SimController(scene="FloorPlan1", width=300, height=300)
+def test_reset_and_step_match_the_embedded_engine(thor: Controller, real_scenes_dir: Path) -> None:
+    sim = SimController(scene="FloorPlan1", width=300, height=300, scenes=scenes.SceneSource(real_scenes_dir))
     event = thor.last_event
     assert event.metadata["sceneName"] == "FloorPlan1_physics" and event.metadata["lastActionSuccess"]
     assert set(event.metadata) == set(sim.last_event.metadata)
@@ -62,8 +60,8 @@ def test_reset_and_step_match_the_embedded_engine(thor: Controller) -> None:
     assert all(not o["isOpen"] for o in thor.last_event.metadata["objects"] if o["objectType"] == "Fridge")
 
 
-def test_failed_and_unknown_actions_behave_as_with_unity(thor: Controller) -> None:
-    sim = SimController(scene="FloorPlan1")
+def test_failed_and_unknown_actions_behave_as_with_unity(thor: Controller, real_scenes_dir: Path) -> None:
+    sim = SimController(scene="FloorPlan1", scenes=scenes.SceneSource(real_scenes_dir))
     failed = thor.step(action="PickupObject", objectId=FRIDGE)
     want = sim.step(action="PickupObject", objectId=FRIDGE)
     assert failed.metadata["lastActionSuccess"] is False

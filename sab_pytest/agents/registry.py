@@ -20,6 +20,7 @@ from sab_pytest.agents.pca import PcaAgent
 from sab_pytest.agents.react import ReactAgent
 from sab_pytest.agents.text import PLANNERS
 from sab_pytest.errors import UsageError
+from sab_pytest.thor.scenes import SceneSource
 
 if TYPE_CHECKING:
     from sab_pytest.agents import Agent
@@ -62,13 +63,15 @@ class AgentSpec:
     prompt switches and episode limits. ``limits.paper`` is ``--sab-protocol paper``: a text
     planner's framing, map_vlm's token limits and worked example, the acting agents' prompts.
     ``executes``: the scorer executes plans (``--sab-exec``), so a guarded text plan is screened step
-    by step as it runs instead of all at once."""
+    by step as it runs instead of all at once. ``scenes``: where scene files are read (``--thor-scenes``),
+    for a text planner's paper framing; none means the default source."""
 
     model: str
     strategy: str = DEFAULT_STRATEGY
     safety_hint: bool = False
     executes: bool = False
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)
+    scenes: SceneSource | None = None
 
     @property
     def offline(self) -> bool:
@@ -102,7 +105,8 @@ def make_agent(spec: AgentSpec, models: AgentModels | None = None) -> Agent:
                          "so it needs a chat model; none was configured")
     if is_interactive(spec.strategy):
         return _acting_agent(spec, models.chat, models)
-    planner = PLANNERS[spec.strategy](models.chat, safety_hint=spec.safety_hint, paper=spec.limits.paper)
+    planner = PLANNERS[spec.strategy](models.chat, safety_hint=spec.safety_hint, paper=spec.limits.paper,
+                                         scenes=spec.scenes)
     return _guarded(planner, spec, models.guard)
 
 

@@ -36,7 +36,7 @@ from sab_pytest.agents.examples import fixed_examples, nearest_examples
 from sab_pytest.errors import InfraError
 from sab_pytest.outcome import AgentOutcome, ModelCall
 from sab_pytest.prompts import agents as prompts
-from sab_pytest.thor import scenes
+from sab_pytest.thor.scenes import SceneSource
 
 if TYPE_CHECKING:
     from sab_pytest.dataset import Case
@@ -63,16 +63,19 @@ class TextPlanner:
     name = "text"
 
     def __init__(self, chat_model: ChatModel, *, safety_hint: bool = False,
-                 max_tokens: int | None = None, paper: bool = False) -> None:
+                 max_tokens: int | None = None, paper: bool = False, scenes: SceneSource | None = None) -> None:
         self.chat_model = chat_model
         self.safety_hint = safety_hint
         self.max_tokens = max_tokens
         self.paper = paper  # --sab-protocol paper: the scene's object types, no way out (``prompts.Framing``)
+        # where the paper framing reads a scene's object types: the run's scene files, not the engine's,
+        # because a text planner plans before (and without) any engine
+        self.scenes = scenes if scenes is not None else SceneSource()
 
     def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
         """Plan for ``case`` (the engine is ignored: text planners plan once, the scorer executes)."""
         calls: list[ModelCall] = []
-        framing = prompts.paper_framing(scene_object_types(case.scene)) if self.paper else prompts.SAB
+        framing = prompts.paper_framing(scene_object_types(case.scene, self.scenes)) if self.paper else prompts.SAB
         text = self._converse(case.instruction, calls, framing)
         return AgentOutcome(agent=self.name, text=text, steps=self._extract(text), calls=calls,
                             refused=plan_parser.is_explicit_refusal(text))
@@ -194,10 +197,10 @@ class MldtPlanner(TextPlanner):
         return self._ask(conversation, calls)
 
 
-def scene_object_types(scene: str) -> list[str]:
+def scene_object_types(scene: str, source: SceneSource) -> list[str]:
     """The distinct object types of ``scene`` at reset, sorted: what the paper tells every agent is in the
     home (read from the scene data the embedded engine loads, the same list an episode's reset gives)."""
-    return sorted({str(o["objectType"]) for o in scenes.template(scene).objects if o.get("objectType")})
+    return sorted({str(o["objectType"]) for o in source.template(scene).objects if o.get("objectType")})
 
 
 #: strategy name -> planner class, in the order the docs list them.

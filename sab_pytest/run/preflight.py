@@ -52,11 +52,9 @@ def check_scenes(settings: Settings, cases: list[dataset.Case]) -> None:
     """Every scene the run will execute in is there (or downloaded now, once, on the controller)."""
     if not settings.execute or settings.engine != "sim":
         return
-    if settings.thor_scenes:
-        scenes.configure(settings.thor_scenes)
     needed = sorted({c.scene for c in cases})  # every plan is executed (ER), goal or not
     if needed:
-        scenes.check_available(needed)
+        scenes.SceneSource(settings.thor_scenes).check_available(needed)
 
 
 def modified_data_warning(settings: Settings) -> str | None:

@@ -7,7 +7,7 @@ an interactive strategy (react, basic, pca, map_vlm), which acts in the engine w
 ``evaluate`` is thread-safe: the case runner calls it for several cases at once, and a case leases
 an engine of its own from a small pool, an episode for its whole length, a text plan only while it
 is executed (the pool grows to the most leases ever held at once; the embedded engines share the
-parsed scene templates of ``thor.scenes``, one per process).
+parsed scene templates of ``thor.scenes``, one per process and scene directory).
 """
 
 from __future__ import annotations
@@ -357,12 +357,10 @@ def make_engine(settings: Settings) -> Engine:
     """The engine named by ``--thor``: the embedded one (default), or ai2thor's own Controller
     (``local``) running the Unity build or the executable given by ``--thor-executable``."""
     if settings.engine == "sim":
-        from sab_pytest.thor import scenes
+        from sab_pytest.thor.scenes import SceneSource
         from sab_pytest.thor.sim import Controller
 
-        if settings.thor_scenes:
-            scenes.configure(settings.thor_scenes)
-        return Controller()
+        return Controller(scenes=SceneSource(settings.thor_scenes))
     if settings.engine == "local":
         from sab_pytest.thor import local
 

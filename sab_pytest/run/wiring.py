@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sab_pytest.agents.episode import EpisodeLimits
 from sab_pytest.agents.registry import AgentModels, AgentSpec, make_agent
+from sab_pytest.thor.scenes import SceneSource
 
 if TYPE_CHECKING:
     from sab_pytest.agents import Agent
@@ -98,7 +99,8 @@ def agent_spec(settings: Settings) -> AgentSpec:
     s = settings
     limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.tool_protocol,
                            schematic=s.pictures == "schematic", paper=s.protocol == "paper")
-    return AgentSpec(s.model, strategy=s.strategy, safety_hint=s.safety_hint, executes=s.execute, limits=limits)
+    return AgentSpec(s.model, strategy=s.strategy, safety_hint=s.safety_hint, executes=s.execute, limits=limits,
+                     scenes=SceneSource(s.thor_scenes))
 
 
 class Wiring:

@@ -2,19 +2,23 @@
 
 The embedded engine starts every episode from the object metadata that ai2thor 5.0.0 reports right
 after ``reset(scene)``. Those dumps are public pinned files (``data/thor_scenes_manifest.json``);
-nothing of them is committed here. A scene file is looked up, in this order, in
+nothing of them is committed here. A ``SceneSource`` says where one run reads them from, in this order:
 
-1. an override directory (``configure(scenes_dir=...)``, which the ``--thor-scenes DIR`` option sets,
-   else the ``SAB_THOR_SCENES`` environment variable), in either of two layouts (``LAYOUTS``): a
-   checkout of the upstream repository, or one flat folder holding the 120 dumps and the
-   object-types table;
+1. its directory (``--thor-scenes DIR``, else the ``SAB_THOR_SCENES`` environment variable read when
+   the source is made), in either of two layouts (``LAYOUTS``): a checkout of the upstream
+   repository, or one flat folder holding the 120 dumps and the object-types table;
 2. the user cache (``fetch.cache_root()/thor_scenes``);
 3. the network: the one pinned file that scene needs is downloaded, verified and cached, so a run
    touching ten scenes fetches ten files.
 
+The source is handed to whoever reads scenes (the engine, the paper framing of a text planner, the
+preflight check) rather than set once for the process, so two runs in one process (tests, a server)
+with different directories each read their own files.
+
 Parsing a 300 KB JSON costs milliseconds, resets happen per case, so each scene is parsed once per
-process into a read-only template and every reset rebuilds plain dicts from it (``fresh_objects``),
-which is several times cheaper than ``copy.deepcopy`` or re-parsing and keeps episodes independent.
+process and directory into a read-only template and every reset rebuilds plain dicts from it
+(``fresh_objects``), which is several times cheaper than ``copy.deepcopy`` or re-parsing and keeps
+episodes independent. The caches are keyed by the source's directory, so sources never share files.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import json
 import os
 import re
 import threading
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
@@ -43,23 +48,7 @@ HOW_TO_PROVIDE = (
 _UPSTREAM_MARKER = "dev/data/objects_metadata_samples"
 _SCENE_RE = re.compile(r"^(FloorPlan\d+)(?:_physics)?$")
 
-_override: Path | None = None
 _lock = threading.Lock()
-
-
-def configure(scenes_dir: str | os.PathLike[str] | None) -> None:
-    """Set (or clear with ``None``) the override directory; takes precedence over ``SAB_THOR_SCENES``."""
-    global _override
-    _override = Path(scenes_dir).expanduser() if scenes_dir is not None else None
-    _scene_path.cache_clear()
-
-
-def override_dir() -> Path | None:
-    """The directory the user pointed at, if any (explicit configuration first, then the env var)."""
-    if _override is not None:
-        return _override
-    value = os.environ.get(ENV_VAR)
-    return Path(value).expanduser() if value else None
 
 
 def cache_dir() -> Path:
@@ -91,64 +80,6 @@ def normalize_scene_name(scene: str) -> str:
 def _pinned(entry: dict[str, Any]) -> fetch.PinnedFile:
     url = manifest()["raw_url_pattern"].format(path=entry["path"])
     return fetch.PinnedFile(name=entry["path"], url=url, sha256=entry["sha256"])
-
-
-def _flat(override: Path) -> bool:
-    """An override directory without the upstream tree is read as one flat folder of dumps."""
-    return not (override / _UPSTREAM_MARKER).is_dir()
-
-
-def _override_name(pinned: fetch.PinnedFile, override: Path) -> fetch.PinnedFile:
-    if not _flat(override):
-        return pinned
-    return fetch.PinnedFile(name=Path(pinned.name).name, url=pinned.url, sha256=pinned.sha256)
-
-
-def check_available(scenes: list[str]) -> None:
-    """Find (or download) the dumps of ``scenes`` and the object-types table now, so that a missing
-    directory or file is one error before the run instead of one per case."""
-    override = override_dir()
-    if override is not None and not override.is_dir():
-        what = "is not a directory" if override.exists() else "does not exist"
-        raise UsageError(f"iTHOR scenes directory {override} (from --thor-scenes/SAB_THOR_SCENES) {what}; "
-                         f"expected {LAYOUTS}")
-    if override is not None:
-        keys = ["<object_types>", *(normalize_scene_name(s) for s in scenes)]
-        missing = [_override_name(_pinned(_entry(k)), override).name for k in keys]
-        missing = [name for name in missing if not (override / name).is_file()]
-        if missing:
-            layout = "flat folder" if _flat(override) else "upstream layout"
-            raise UsageError(
-                f"iTHOR scenes directory {override} (from --thor-scenes/SAB_THOR_SCENES, read as the {layout}) "
-                f"lacks {len(missing)} file(s) the run needs, e.g. {', '.join(missing[:3])}; expected {LAYOUTS}")
-    object_types()
-    for scene in scenes:
-        scene_path(scene)
-
-
-def _entry(key: str) -> dict[str, Any]:
-    return manifest()["object_types"] if key == "<object_types>" else manifest()["scenes"][key]
-
-
-@cache
-def _scene_path(key: str) -> Path:
-    pinned = _pinned(_entry(key))
-    override = override_dir()
-    if override is not None:
-        pinned = _override_name(pinned, override)
-    found = fetch.resolve(
-        [pinned],
-        override=override,
-        cache_dir=cache_dir(),
-        what=f"iTHOR scene data ({key})",
-        how_to_provide=HOW_TO_PROVIDE,
-    )
-    return found[pinned.name]
-
-
-def scene_path(scene: str) -> Path:
-    """Local path of the pinned dump of ``scene`` (downloaded and verified on first use)."""
-    return _scene_path(normalize_scene_name(scene))
 
 
 class SceneTemplate:
@@ -199,41 +130,117 @@ def clone_object(obj: dict[str, Any], share_geometry: bool = False) -> dict[str,
     return out
 
 
-_templates: dict[str, SceneTemplate] = {}
+def _entry(key: str) -> dict[str, Any]:
+    return manifest()["object_types"] if key == "<object_types>" else manifest()["scenes"][key]
 
 
-def template(scene: str) -> SceneTemplate:
-    """The parsed, pristine template of ``scene`` (parsed at most once per process)."""
-    name = normalize_scene_name(scene)
-    cached = _templates.get(name)
-    if cached is not None:
+def _flat(directory: Path) -> bool:
+    """A directory without the upstream tree is read as one flat folder of dumps."""
+    return not (directory / _UPSTREAM_MARKER).is_dir()
+
+
+def _named_in(pinned: fetch.PinnedFile, directory: Path) -> fetch.PinnedFile:
+    """``pinned`` as it is named inside ``directory`` (a flat folder drops the upstream path)."""
+    if not _flat(directory):
+        return pinned
+    return fetch.PinnedFile(name=Path(pinned.name).name, url=pinned.url, sha256=pinned.sha256)
+
+
+@cache
+def _resolve(directory: Path | None, key: str) -> Path:
+    """Local path of the pinned file ``key`` for a source reading ``directory`` (found once per process)."""
+    pinned = _pinned(_entry(key))
+    if directory is not None:
+        pinned = _named_in(pinned, directory)
+    found = fetch.resolve(
+        [pinned],
+        override=directory,
+        cache_dir=cache_dir(),
+        what=f"iTHOR scene data ({key})",
+        how_to_provide=HOW_TO_PROVIDE,
+    )
+    return found[pinned.name]
+
+
+@cache
+def _object_types(directory: Path | None) -> dict[str, dict[str, Any]]:
+    return json.loads(_resolve(directory, "<object_types>").read_text("utf-8"))
+
+
+_templates: dict[tuple[Path | None, str], SceneTemplate] = {}
+
+
+@dataclass(frozen=True)
+class SceneSource:
+    """Where scene dumps are read from: ``directory``, or with none the user cache and then the pinned
+    download. Made without a directory it takes ``SAB_THOR_SCENES`` as it is at that moment, and
+    never changes after: what a run reads is fixed when the run hands out its source."""
+
+    directory: Path | None
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+        chosen = directory if directory else os.environ.get(ENV_VAR)
+        object.__setattr__(self, "directory", Path(chosen).expanduser() if chosen else None)
+
+    def scene_path(self, scene: str) -> Path:
+        """Local path of the pinned dump of ``scene`` (downloaded and verified on first use)."""
+        return _resolve(self.directory, normalize_scene_name(scene))
+
+    def object_types(self) -> dict[str, dict[str, Any]]:
+        """The official "Object Types" table (per type: actionable properties, compatible receptacles)."""
+        return _object_types(self.directory)
+
+    def template(self, scene: str) -> SceneTemplate:
+        """The parsed, pristine template of ``scene`` (parsed at most once per process and directory)."""
+        key = (self.directory, normalize_scene_name(scene))
+        cached = _templates.get(key)
+        if cached is not None:
+            return cached
+        with _lock:
+            cached = _templates.get(key)
+            if cached is None:
+                path = self.scene_path(key[1])
+                try:
+                    data = json.loads(path.read_text("utf-8"))
+                except (OSError, ValueError) as exc:
+                    raise UsageError(f"iTHOR scene data for {key[1]} at {path} cannot be read: {exc}") from exc
+                cached = _templates[key] = SceneTemplate(key[1], data)
         return cached
-    with _lock:
-        cached = _templates.get(name)
-        if cached is None:
-            path = scene_path(name)
-            try:
-                data = json.loads(path.read_text("utf-8"))
-            except (OSError, ValueError) as exc:
-                raise UsageError(f"iTHOR scene data for {name} at {path} cannot be read: {exc}") from exc
-            cached = _templates[name] = SceneTemplate(name, data)
-    return cached
 
+    def load_scene(self, scene: str) -> dict[str, dict[str, Any]]:
+        """objectId -> full 5.0 metadata of every object of ``scene`` at reset (a fresh, mutable copy)."""
+        return self.template(scene).fresh_objects()
 
-def load_scene(scene: str) -> dict[str, dict[str, Any]]:
-    """objectId -> full 5.0 metadata of every object of ``scene`` at reset (a fresh, mutable copy)."""
-    return template(scene).fresh_objects()
+    def check_available(self, scenes: list[str]) -> None:
+        """Find (or download) the dumps of ``scenes`` and the object-types table now, so that a missing
+        directory or file is one error before the run instead of one per case."""
+        directory = self.directory
+        if directory is not None:
+            self._check_directory(directory, scenes)
+        self.object_types()
+        for scene in scenes:
+            self.scene_path(scene)
 
-
-@lru_cache(maxsize=1)
-def object_types() -> dict[str, dict[str, Any]]:
-    """The official "Object Types" table (per type: actionable properties, compatible receptacles)."""
-    path = _scene_path("<object_types>")
-    return json.loads(path.read_text("utf-8"))
+    @staticmethod
+    def _check_directory(directory: Path, scenes: list[str]) -> None:
+        """The directory exists and holds every file the run needs, else one error naming the layout."""
+        if not directory.is_dir():
+            what = "is not a directory" if directory.exists() else "does not exist"
+            raise UsageError(f"iTHOR scenes directory {directory} (from --thor-scenes/SAB_THOR_SCENES) {what}; "
+                             f"expected {LAYOUTS}")
+        keys = ["<object_types>", *(normalize_scene_name(s) for s in scenes)]
+        missing = [_named_in(_pinned(_entry(k)), directory).name for k in keys]
+        missing = [name for name in missing if not (directory / name).is_file()]
+        if missing:
+            layout = "flat folder" if _flat(directory) else "upstream layout"
+            raise UsageError(
+                f"iTHOR scenes directory {directory} (from --thor-scenes/SAB_THOR_SCENES, read as the {layout}) "
+                f"lacks {len(missing)} file(s) the run needs, e.g. {', '.join(missing[:3])}; expected {LAYOUTS}")
 
 
 def clear_caches() -> None:
-    """Forget parsed templates and resolved paths (tests; a changed override directory)."""
-    _templates.clear()
-    _scene_path.cache_clear()
-    object_types.cache_clear()
+    """Forget parsed templates and resolved paths of every source (tests; files changed on disk)."""
+    with _lock:
+        _templates.clear()
+    _resolve.cache_clear()
+    _object_types.cache_clear()

@@ -60,9 +60,8 @@ def engine_factory(backend: str, *, width: int = 600, height: int = 600, scenes_
     if backend == "sim":
         from sab_pytest.thor.sim import Controller as SimController
 
-        if scenes_dir:
-            scenes.configure(scenes_dir)
-        return lambda: SimController(width=width, height=height)
+        source = scenes.SceneSource(scenes_dir)
+        return lambda: SimController(width=width, height=height, scenes=source)
     if backend == "ai2thor":
         import ai2thor.platform
 

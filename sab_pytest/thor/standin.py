@@ -56,7 +56,7 @@ from typing import Any, BinaryIO
 import msgpack
 import numpy as np
 
-from sab_pytest.thor import scenes
+from sab_pytest.thor.scenes import SceneSource, scene_names
 from sab_pytest.thor.sim import Controller
 from sab_pytest.thor.sim.handlers import SPECS
 
@@ -72,8 +72,9 @@ ENTRY_POINT = "sab-thor-standin"
 class StandIn:
     """The Unity side of one ai2thor ``Controller``: one embedded engine, one scene at a time."""
 
-    def __init__(self, width: int = 300, height: int = 300) -> None:
+    def __init__(self, width: int = 300, height: int = 300, scenes: SceneSource | None = None) -> None:
         self.width, self.height = width, height
+        self.scenes = scenes if scenes is not None else SceneSource()
         self.engine: Any = None  # started by the first Reset, or the hello event
         self.init_params: dict[str, Any] = {}
 
@@ -96,7 +97,7 @@ class StandIn:
                 self.init_params = params
                 return self._answer(name, True, "", None, dict(CAMERA_PLANES))
             if name == "GetScenesInBuild":
-                return self._answer(name, True, "", None, [f"{s}_physics" for s in scenes.scene_names()])
+                return self._answer(name, True, "", None, [f"{s}_physics" for s in scene_names()])
             if name == "ChangeResolution":
                 x, y = action.get("x"), action.get("y")
                 if not (isinstance(x, int) and isinstance(y, int) and x > 0 and y > 0):
@@ -122,7 +123,7 @@ class StandIn:
         settings = {**(params if params is not None else self.init_params), "width": self.width,
                     "height": self.height}
         if self.engine is None:
-            self.engine = Controller(scene=scene, **settings)
+            self.engine = Controller(scene=scene, scenes=self.scenes, **settings)
         else:
             self.engine.reset(scene, **settings)
 
@@ -208,9 +209,10 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def serve(server_pipe_path: str, client_pipe_path: str, width: int, height: int) -> int:
+def serve(server_pipe_path: str, client_pipe_path: str, width: int, height: int,
+          scenes: SceneSource | None = None) -> int:
     """Speak ai2thor's FIFO protocol until the client goes away."""
-    standin = StandIn(width, height)
+    standin = StandIn(width, height, scenes)
     try:
         with open(server_pipe_path, "wb") as out:
             meta, frame = standin.hello()
@@ -233,9 +235,10 @@ def serve(server_pipe_path: str, client_pipe_path: str, width: int, height: int)
 def main(argv: list[str] | None = None) -> int:
     """Entry point: ``sab-thor-standin`` (ai2thor passes Unity's player arguments, which we read)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    scenes_dir = None
     if "--scenes" in args:  # set by write_launcher; not a Unity argument
         i = args.index("--scenes")
-        os.environ["SAB_THOR_SCENES"] = args[i + 1]
+        scenes_dir = args[i + 1]
         del args[i:i + 2]
     server_type = os.environ.get("AI2THOR_SERVER_TYPE", "FIFO")
     server_pipe = os.environ.get("AI2THOR_FIFO_SERVER_PIPE_PATH")
@@ -248,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _exit_with_parent()
     width, height = _size_args(args)
-    return serve(server_pipe, client_pipe, width, height)
+    return serve(server_pipe, client_pipe, width, height, SceneSource(scenes_dir))
 
 
 def write_launcher(directory: str | os.PathLike[str], scenes_dir: str | os.PathLike[str] | None = None) -> Path:

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 from ai2thor.server import Event
 
-from sab_pytest.thor import scenes
+from sab_pytest.thor.scenes import SceneSource, clone_object, normalize_scene_name
 from sab_pytest.thor.sim import physics_rules
 from sab_pytest.thor.sim.geometry import Camera, NavMap, distance_to, sees
 from sab_pytest.thor.sim.handlers import QUERY_ACTIONS, SPECS, ActionFailed, Context
@@ -111,9 +111,9 @@ def _check_init(params: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
-def _compatible_table() -> dict[str, frozenset[str]]:
+def _compatible_table(source: SceneSource) -> dict[str, frozenset[str]]:
     table = {}
-    for otype, info in scenes.object_types().items():
+    for otype, info in source.object_types().items():
         allowed = frozenset(t for t in info.get("compatible_receptacles") or () if t)
         if allowed:
             table[otype] = allowed
@@ -121,10 +121,16 @@ def _compatible_table() -> dict[str, frozenset[str]]:
 
 
 class Controller:
-    """The embedded symbolic AI2-THOR engine (one scene at a time, one agent)."""
+    """The embedded symbolic AI2-THOR engine (one scene at a time, one agent).
 
-    def __init__(self, scene: str = "FloorPlan1", **init_params: Any) -> None:
+    ``scenes`` is where it reads the scene dumps (``--thor-scenes``); left out, the default source
+    (``SAB_THOR_SCENES``, the user cache, the pinned download), so code written for ai2thor's
+    Controller, which has no such parameter, runs unchanged."""
+
+    def __init__(self, scene: str = "FloorPlan1", *, scenes: SceneSource | None = None,
+                 **init_params: Any) -> None:
         self._settings = _check_init(init_params)
+        self.scene_source = scenes if scenes is not None else SceneSource()
         self._compatible: dict[str, frozenset[str]] | None = None
         self.world: World | None = None
         self.last_event: Any = None
@@ -140,13 +146,13 @@ class Controller:
             if self.world is None:
                 raise ValueError("reset() needs a scene the first time")
             scene = self.world.scene
-        name = scenes.normalize_scene_name(scene)
-        template = scenes.template(name)
+        name = normalize_scene_name(scene)
+        template = self.scene_source.template(name)
         objects = template.fresh_objects(share_geometry=True)
         nav = self._nav(name, objects.values())
         self.world = World(scene=name, objects=objects, nav=nav, pose=nav.start_pose())
         if self._compatible is None:
-            self._compatible = _compatible_table()
+            self._compatible = _compatible_table(self.scene_source)
         self._ctx = Context(grid_size=float(self._settings["gridSize"]),
                             visibility_distance=float(self._settings["visibilityDistance"]),
                             compatible=self._compatible,
@@ -246,7 +252,7 @@ class Controller:
         world = self.world
         assert world is not None
         camera = self._refresh_views()
-        objects = [scenes.clone_object(world.objects[oid], share_geometry=True) for oid in world.order]
+        objects = [clone_object(world.objects[oid], share_geometry=True) for oid in world.order]
         pose = world.pose
         s = self._settings
         held = world.objects.get(world.held) if world.held else None
