@@ -130,7 +130,8 @@ def _verb(verb: str, words: list[str], cwd: Path, out: str, started: float) -> N
             if (path := _option(words, name)) is not None:
                 _fresh(cwd / path, started)
     elif verb == "merge":
-        merged = json.loads(_fresh(cwd / (_option(words, "--sab-out") or ".") / "sab-summary.json", started).read_text())
+        merged_dir = cwd / (_option(words, "--sab-out") or ".")
+        merged = json.loads(_fresh(merged_dir / "sab-summary.json", started).read_text())
         shards = [words[i] for i in range(words.index("merge") + 1, len(words))
                   if not words[i].startswith("-") and words[i - 1] != "--sab-out"]
         assert merged["cases"] == sum(json.loads((cwd / s / "sab-summary.json").read_text())["cases"] for s in shards)
