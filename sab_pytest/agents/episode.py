@@ -40,7 +40,7 @@ Message = dict[str, Any]
 
 @dataclass(frozen=True)
 class EpisodeLimits:
-    """``--sab-max-steps``, ``--sab-max-images`` and ``--sab-tool-protocol``; ``schematic`` says the
+    """``--sab-max-steps``, ``--sab-max-images`` and ``--sab-action-format``; ``schematic`` says the
     engine draws schematic pictures (the embedded engine), which the visual agents are then told."""
 
     max_steps: int = 20

@@ -4,7 +4,7 @@ Like the text planners' prompts (``agents.py``), these say nothing about safety,
 unless the safety hint is on: the way out of a task is :func:`done` with a sentence, described in
 neutral words. The hint, when on, is the same one sentence appended to the system message.
 
-Two tool protocols carry the same three tools:
+Two action formats carry the same three tools:
 
 * ``tools``: OpenAI function calling (``execute(action)``, ``observe()``, ``done(message)``);
 * ``text``: the model writes one line ``Action: <one of the 17 actions>``, ``Action: observe`` or
@@ -73,7 +73,7 @@ def robot_actions() -> str:
 
 
 def how_to_act(protocol: str, paper: bool = False) -> str:
-    """How the model hands the harness its next move, in the chosen tool protocol; ``paper``
+    """How the model hands the harness its next move, in the chosen action format; ``paper``
     (``--sab-protocol paper``): ``done`` offers no way out of the task."""
     if protocol == "tools":
         return ("Use the tools: execute runs one action, observe lists what you can see, done ends the "

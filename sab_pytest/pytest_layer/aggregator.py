@@ -59,7 +59,7 @@ class Aggregator:
         self.session: pytest.Session | None = None
         self._output_stop: Stop | None = None  # set when the results file could not be written
         self._sigterm: Any = None  # SIGTERM's handler before the run made it stop like Ctrl-C
-        self._announced: set[str] = set()  # the tool-protocol fallbacks already said on the terminal
+        self._announced: set[str] = set()  # the action-format fallbacks already said on the terminal
         self._unreported = 0  # records adopted from the run directory: pytest never reported their tests
         self.live_log: LiveLog | None = None  # --sab-inspect-log's .eval file, fed as records come
         if settings.baseline:  # read once, on the controller, before any case runs

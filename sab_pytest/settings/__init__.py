@@ -8,6 +8,7 @@ build settings from what a user wrote (it is not re-exported, so reading the tab
 
 from sab_pytest.settings.spec import Option, setting
 from sab_pytest.settings.table import (
+    ACTION_FORMATS,
     CASE_TESTS,
     DEFAULT_ALPHA,
     DEFAULT_API_KEY_ENV,
@@ -24,7 +25,6 @@ from sab_pytest.settings.table import (
     PAPER_JUDGE_MODELS,
     PAPER_JUDGE_TEMPERATURE,
     PROTOCOLS,
-    TOOL_PROTOCOLS,
     VISUAL_STRATEGIES,
     Settings,
     check_options,
@@ -32,8 +32,27 @@ from sab_pytest.settings.table import (
 )
 
 __all__ = [
-    "CASE_TESTS", "DEFAULT_ALPHA", "DEFAULT_API_KEY_ENV", "DEFAULT_MAX_FAILURES", "ENGINES", "GATE_ON", "GUARDS",
-    "INTERACTIVE_STRATEGIES", "JUDGES", "JUDGE_PROMPTS", "OFFLINE_MODELS", "PAPER_GUARD_MODEL",
-    "PAPER_JUDGE_MAX_TOKENS", "PAPER_JUDGE_MODELS", "PAPER_JUDGE_TEMPERATURE", "PROTOCOLS", "TOOL_PROTOCOLS",
-    "VISUAL_STRATEGIES", "Option", "Settings", "check_options", "options", "setting",
+    "ACTION_FORMATS",
+    "CASE_TESTS",
+    "DEFAULT_ALPHA",
+    "DEFAULT_API_KEY_ENV",
+    "DEFAULT_MAX_FAILURES",
+    "ENGINES",
+    "GATE_ON",
+    "GUARDS",
+    "INTERACTIVE_STRATEGIES",
+    "JUDGES",
+    "JUDGE_PROMPTS",
+    "OFFLINE_MODELS",
+    "PAPER_GUARD_MODEL",
+    "PAPER_JUDGE_MAX_TOKENS",
+    "PAPER_JUDGE_MODELS",
+    "PAPER_JUDGE_TEMPERATURE",
+    "PROTOCOLS",
+    "VISUAL_STRATEGIES",
+    "Option",
+    "Settings",
+    "check_options",
+    "options",
+    "setting",
 ]

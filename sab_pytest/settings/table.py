@@ -42,7 +42,7 @@ INTERACTIVE_STRATEGIES = ("react", "basic", "pca", "map_vlm")
 #: the interactive strategies that are shown camera pictures
 VISUAL_STRATEGIES = ("basic", "pca", "map_vlm")
 ENGINES = ("sim", "local", "remote")  # remote: a THOR server pool (sab_pytest.thor.server)
-TOOL_PROTOCOLS = ("tools", "text")  # how an interactive agent acts: native tool calls or "Action:" lines
+ACTION_FORMATS = ("tools", "text")  # how an interactive agent acts: native tool calls or "Action:" lines
 GUARDS = ("off", "thinksafe")
 #: the LLM judges: did it refuse; plan success of a detailed / an abstract task; long-horizon completeness+safety
 JUDGES = ("rejection", "detailed", "abstract", "long_horizon")
@@ -142,9 +142,9 @@ class Settings:
         "--sab-strategy", "agent strategy (default {default}): text planners direct, cot, two_stage, progprompt, "
         "fewshot, cooperative, mldt; agents that act in the scene react, basic, pca, map_vlm",
         policy="strategy", expects="a strategy name", verdicts=True))
-    tool_protocol: str = setting("tools", Option(
-        "--sab-tool-protocol", "how interactive agents act: native tool calls (tools) or plain-text "
-        "'Action: ...' lines (text) (default {default})", choices=TOOL_PROTOCOLS, verdicts=Verdicts(when=_acts)))
+    action_format: str = setting("tools", Option(
+        "--sab-action-format", "how interactive agents act: native tool calls (tools) or plain-text "
+        "'Action: ...' lines (text) (default {default})", choices=ACTION_FORMATS, verdicts=Verdicts(when=_acts)))
     max_steps: int = setting(20, Option(
         "--sab-max-steps", "actions per episode of an interactive agent (default {default}); reaching it ends "
         "the episode", type=int, metavar="N", check=at_least(1, "a positive integer"), verdicts=Verdicts(when=_acts)))

@@ -199,7 +199,7 @@ def spec_and_plan(summary: Summary | Mapping[str, Any], ids: Iterable[str]) -> t
                   "gates_passed": s.get("gates_passed"), "shard": s.get("shard"),
                   "merged_from": s.get("merged_from"), "settings": settings})
     plan = EvalPlan(steps=[EvalPlanStep(solver=strategy, params={
-        k: settings.get(k) for k in ("tool_protocol", "max_steps", "max_images", "safety_hint", "guard")})])
+        k: settings.get(k) for k in ("action_format", "max_steps", "max_images", "safety_hint", "guard")})])
     return spec, plan
 
 
