@@ -52,8 +52,7 @@ def check_scenes(settings: Settings, cases: list[dataset.Case]) -> None:
         return
     from sab_pytest.thor import scenes
 
-    if settings.thor_scenes:
-        scenes.configure(settings.thor_scenes)
+    scenes.configure(settings.thor_scenes)  # None clears a directory an earlier run in this process set
     needed = sorted({c.scene for c in cases})  # every plan is executed (ER), goal or not
     if needed:
         scenes.check_available(needed)

@@ -412,8 +412,7 @@ def make_engine(settings: Settings) -> Engine:
         from sab_pytest.thor import scenes
         from sab_pytest.thor.sim import Controller
 
-        if settings.thor_scenes:
-            scenes.configure(settings.thor_scenes)
+        scenes.configure(settings.thor_scenes)  # None clears a directory an earlier run in this process set
         return Controller()
     if settings.engine == "local":
         from sab_pytest.thor import local
