@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import ROOT
 from support.benchmark import RunSetup
 from support.made_up_runs import record
 from support.results import read_summary
@@ -30,7 +31,7 @@ from sab_pytest.results.summary import build_summary
 from sab_pytest.results.table import render_table
 from sab_pytest.settings import Settings
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = ROOT / "README.md"
 PAPER_OBJECTS = re.compile(r"Objects in this home, by type \(name objects only by these types\): ([^.\n]+)\.")
 
 
