@@ -5,9 +5,11 @@ its ``RunSetup``)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pytest
@@ -26,12 +28,37 @@ _XDIST = {"-n", "--tx"}
 _INPROCESS = ("-W", "ignore::pytest.PytestAssertRewriteWarning")
 
 
+class _KeepImports:
+    """Puts back, after an in-process run, the modules the run imported for the first time, except
+    the test's own (its conftest and case modules). pytester drops every new module at the end of a
+    run; a library imported again next run then raises exception classes that the modules kept from
+    before do not know (httpcore's ConnectError passed httpx's mapping and became an internal
+    error). A user's process keeps its imports, so the runs here do too."""
+
+    def __init__(self, own: Path) -> None:
+        self.own = own.resolve()
+        self.seen: dict[str, ModuleType] = {}
+
+    def pytest_unconfigure(self) -> None:
+        self.seen = dict(sys.modules)
+
+    def restore(self) -> None:
+        for name, module in self.seen.items():
+            where = getattr(module, "__file__", None)
+            if name not in sys.modules and not (where and Path(where).resolve().is_relative_to(self.own)):
+                sys.modules[name] = module
+
+
 def run_pytest(pytester: pytest.Pytester, *args: str, inprocess: bool = True) -> pytest.RunResult:
     """pytest on ``args`` in ``pytester``'s directory: in this process (a new interpreter per run
     would cost more than most tests' own work), in a subprocess where ``inprocess`` is False (the
     caller says why) or the run hands its tests to xdist workers."""
     if inprocess and not _XDIST & set(args):
-        return pytester.runpytest_inprocess(*_INPROCESS, *args)
+        keep = _KeepImports(pytester.path)
+        try:
+            return pytester.runpytest_inprocess(*_INPROCESS, *args, plugins=[keep])
+        finally:
+            keep.restore()
     return pytester.runpytest_subprocess(*args)
 
 
