@@ -71,11 +71,11 @@ def tiny_data(tmp_path: Path) -> Path:
 @pytest.fixture
 def sab_run(pytester: pytest.Pytester, tiny_data: Path):
     """A factory of benchmark runs in this test's pytester directory, on the tiny dataset:
-    ``sab_run(*base_options, data=..., out="out", inprocess=False)`` returns a ``SabRun``. The case
+    ``sab_run(*base_options, data=..., out="out", inprocess=True)`` returns a ``SabRun``. The case
     module is written once; every plugin test that runs the benchmark goes through here."""
     pytester.makepyfile(test_sab=CASE_TEST)
 
-    def make(*base: str, data: Path | None = None, out: str = "out", inprocess: bool = False) -> SabRun:
+    def make(*base: str, data: Path | None = None, out: str = "out", inprocess: bool = True) -> SabRun:
         return SabRun(pytester, data or tiny_data, base, pytester.path / out, inprocess=inprocess)
 
     return make

@@ -21,7 +21,7 @@ xdist has exactly what the code here relies on: each name, each attribute
 its methods assign, each method's parameters (those we call and those we override). When anything
 is missing, the caller falls back to xdist's own scheduling and the workers run no case ahead
 (``find_interactor`` returns None): slower, never wrong, since a case is then started only by its own
-item and xdist gives away only items not yet started. ``tests/test_xdist_adapter.py`` runs the
+item and xdist gives away only items not yet started. ``tests/unit/pytest_layer/test_xdist_adapter.py`` runs the
 check against the newest xdist in CI, so a change in xdist fails there first, naming the piece.
 """
 

@@ -5,9 +5,11 @@ its ``RunSetup``)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pytest
@@ -21,20 +23,59 @@ CASE_TEST = "from sab_pytest.plugin import check\n\n\ndef test_case(sab_verdict)
 #: options that hand the run to xdist: pytest-xdist cannot be driven inside the test's own process
 _XDIST = {"-n", "--tx"}
 
+#: an in-process run finds the plugin's package imported already (by this run's own pytest), which
+#: pytest warns about; a user's run never sees it, so it would only change the run's counts
+_INPROCESS = ("-W", "ignore::pytest.PytestAssertRewriteWarning")
+
+
+class _KeepImports:
+    """Puts back, after an in-process run, the modules the run imported for the first time, except
+    the test's own (its conftest and case modules). pytester drops every new module at the end of a
+    run; a library imported again next run then raises exception classes that the modules kept from
+    before do not know (httpcore's ConnectError passed httpx's mapping and became an internal
+    error). A user's process keeps its imports, so the runs here do too."""
+
+    def __init__(self, own: Path) -> None:
+        self.own = own.resolve()
+        self.seen: dict[str, ModuleType] = {}
+
+    def pytest_unconfigure(self) -> None:
+        self.seen = dict(sys.modules)
+
+    def restore(self) -> None:
+        for name, module in self.seen.items():
+            where = getattr(module, "__file__", None)
+            if name not in sys.modules and not (where and Path(where).resolve().is_relative_to(self.own)):
+                sys.modules[name] = module
+
+
+def run_pytest(pytester: pytest.Pytester, *args: str, inprocess: bool = True) -> pytest.RunResult:
+    """pytest on ``args`` in ``pytester``'s directory: in this process (a new interpreter per run
+    would cost more than most tests' own work), in a subprocess where ``inprocess`` is False (the
+    caller says why) or the run hands its tests to xdist workers."""
+    if inprocess and not _XDIST & set(args):
+        keep = _KeepImports(pytester.path)
+        try:
+            return pytester.runpytest_inprocess(*_INPROCESS, *args, plugins=[keep])
+        finally:
+            keep.restore()
+    return pytester.runpytest_subprocess(*args)
+
 
 @dataclass(frozen=True)
 class RunSetup:
     """How a test module's ``run`` fixture runs the benchmark (a module overrides the ``run_setup``
-    fixture to change it; the default is the tiny dataset in a subprocess, no further option).
+    fixture to change it; the default is the tiny dataset in this process, no further option).
 
-    ``options`` come before each call's own arguments. ``inprocess``: in this process where the
-    test needs no isolation (a subprocess per run would dominate the test's time); a call that
-    hands the run to xdist (``-n``, ``--tx``) still goes to a subprocess. ``tiny_data=False``: no
-    dataset, subset or output option is added, the inputs come from the environment as a user
-    sets them (the run writes to its working directory unless a call gives ``out``)."""
+    ``options`` come before each call's own arguments. ``inprocess=False``: a subprocess per run,
+    for a module whose point is a process boundary (elsewhere a new interpreter per run would
+    dominate the test's time); a call that hands the run to xdist (``-n``, ``--tx``) always goes
+    to one. ``tiny_data=False``: no dataset, subset or output option is added, the inputs come
+    from the environment as a user sets them (the run writes to its working directory unless a
+    call gives ``out``)."""
 
     options: tuple[str, ...] = ()
-    inprocess: bool = False
+    inprocess: bool = True
     tiny_data: bool = True
 
 
@@ -42,12 +83,12 @@ class SabRun:
     """``run(*args, out=None, server=None)``: the benchmark on ``data`` (every case of its four
     files, the pinned hashes not checked) writing to ``out`` (a directory under the pytester
     directory; ``self.out`` by default), with ``base`` options before ``args``, against the fake
-    ``server`` when one is given; in a subprocess like a user's run, or in this process where the
-    test needs no isolation (``inprocess``, not for xdist runs). ``data=None``: no dataset, subset
+    ``server`` when one is given; in this process, or in a subprocess like a user's run where the
+    test needs the isolation (``inprocess=False``; always for xdist runs). ``data=None``: no dataset, subset
     or output option, the environment gives them (``self.out`` is then the working directory)."""
 
     def __init__(self, pytester: pytest.Pytester, data: Path | None, base: Sequence[str], out: Path, *,
-                 inprocess: bool = False) -> None:
+                 inprocess: bool = True) -> None:
         self.pytester, self.data, self.base, self.inprocess = pytester, data, tuple(base), inprocess
         self.out = out if data is not None else pytester.path
 
@@ -65,6 +106,4 @@ class SabRun:
 
     def __call__(self, *args: str, out: Path | str | None = None,
                  server: FakeOpenAIServer | None = None) -> pytest.RunResult:
-        inprocess = self.inprocess and not _XDIST & set(args)
-        how = self.pytester.runpytest_inprocess if inprocess else self.pytester.runpytest_subprocess
-        return how(*self.args(*args, out=out, server=server))
+        return run_pytest(self.pytester, *self.args(*args, out=out, server=server), inprocess=self.inprocess)

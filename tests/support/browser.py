@@ -19,7 +19,7 @@ from typing import Any
 
 from support.timing import POLL_S, PROCESS_S
 
-#: a headless chromium that fetches nothing of its own (tests/test_html_report.py's runs)
+#: a headless chromium that fetches nothing of its own (tests/unit/reports/test_html_report.py's runs)
 HEADLESS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
             "--disable-component-update", "--disable-sync", "--no-first-run")
 #: the same in a window of a laptop's size, for the pages driven over DevTools

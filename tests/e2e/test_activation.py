@@ -1,8 +1,10 @@
 """The plugin is inert unless the run asks for the benchmark (``sab_pytest.pytest_layer.activation``), and path
 options written with a space never change which tests pytest collects.
 
-End to end through pytester subprocesses: the plugin is loaded by its installed entry point, as in
-any other project of the environment.
+End to end through pytester runs: the plugin is loaded by its installed entry point, as in any
+other project of the environment. In this process (``support.benchmark.run_pytest``) except where
+xdist's workers are the point: one run shows the plugin stays off under ``-n``, the others that
+activation and path options come out the same on the workers, which search for the ini file anew.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from support.benchmark import CASE_TEST
+from support.benchmark import CASE_TEST, run_pytest
 from support.results import read_records, read_summary
 from support.tiny_dataset import N_CASES
 
@@ -41,7 +43,7 @@ def _assert_no_sab(result: pytest.RunResult) -> None:
 def test_other_project_runs_untouched(pytester: pytest.Pytester, args) -> None:
     pytester.makepyfile(test_other=TRIVIAL)
     before = _files(pytester.path)
-    result = pytester.runpytest_subprocess(*args)
+    result = run_pytest(pytester, *args)
     assert result.ret == 0
     result.assert_outcomes(passed=1)
     _assert_no_sab(result)
@@ -51,9 +53,9 @@ def test_other_project_runs_untouched(pytester: pytest.Pytester, args) -> None:
 def test_other_project_help_and_markers(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_other=TRIVIAL)
     before = _files(pytester.path)
-    helped = pytester.runpytest_subprocess("-h")
+    helped = run_pytest(pytester, "-h")
     assert helped.ret == 0 and "sab:" not in helped.stdout.str()
-    markers = pytester.runpytest_subprocess("--markers")
+    markers = run_pytest(pytester, "--markers")
     assert markers.ret == 0 and "SafeAgentBench" not in markers.stdout.str()
     assert _files(pytester.path) == before
 
@@ -61,8 +63,9 @@ def test_other_project_help_and_markers(pytester: pytest.Pytester) -> None:
 def test_other_project_with_strict_config_and_markers(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\naddopts = --strict-markers --strict-config\n")
     pytester.makepyfile(test_other=TRIVIAL)
-    result = pytester.runpytest_subprocess("-n", "2")
+    result = run_pytest(pytester)  # under -n: test_other_project_runs_untouched
     assert result.ret == 0
+    result.assert_outcomes(passed=1)
     _assert_no_sab(result)
 
 
@@ -84,7 +87,7 @@ def test_an_option_turns_it_on_wherever_given(pytester: pytest.Pytester, tiny_da
         monkeypatch.setenv("PYTEST_ADDOPTS", opts)
     else:
         pytester.makeini(f"[pytest]\naddopts = {opts}\n")
-    result = pytester.runpytest_subprocess(*args)
+    result = run_pytest(pytester, *args)
     result.stdout.fnmatch_lines(["sab: model=reference*"])
     assert result.ret == 0  # no benchmark test collected: nothing to report, nothing written
     assert not (pytester.path / "sab-results.jsonl").exists()
@@ -100,12 +103,12 @@ def test_ini_cases_path_turns_it_on_only_when_collected(pytester: pytest.Pyteste
     (pytester.path / "cases" / "test_bench.py").write_text(CASE_TEST)
     pytester.mkdir("tests")
     (pytester.path / "tests" / "test_own.py").write_text(TRIVIAL)
-    bare = pytester.runpytest_subprocess("--co", "-q")
+    bare = run_pytest(pytester, "--co", "-q")
     bare.stdout.fnmatch_lines(["130 tests collected*"])
     assert bare.ret == 0
-    header = pytester.runpytest_subprocess("--co")
+    header = run_pytest(pytester, "--co")
     header.stdout.fnmatch_lines(["sab: model=reference (offline default*"])
-    own = pytester.runpytest_subprocess("tests", "-n", "2")
+    own = run_pytest(pytester, "tests")  # xdist's workers take the controller's arguments and ini
     assert own.ret == 0
     own.assert_outcomes(passed=1)
     _assert_no_sab(own)
@@ -136,8 +139,8 @@ def project(pytester: pytest.Pytester, tiny_data: Path) -> pytest.Pytester:
 
 
 def _run_tiny(project: pytest.Pytester, tiny_data: Path, *args: str) -> pytest.RunResult:
-    return project.runpytest_subprocess(f"--sab-data={tiny_data}", "--sab-allow-modified-data", "--sab-no-exec",
-                                        "--sab-subset=all", *args)
+    return run_pytest(project, f"--sab-data={tiny_data}", "--sab-allow-modified-data", "--sab-no-exec",
+                      "--sab-subset=all", *args)
 
 
 def test_path_option_outside_with_space_is_refused(project: pytest.Pytester, tiny_data: Path) -> None:
@@ -187,7 +190,7 @@ def test_paths_made_for_a_moment_are_removed_and_nothing_else(tmp_path: Path) ->
 
 
 def test_data_option_with_space_outside_is_refused(project: pytest.Pytester, tiny_data: Path) -> None:
-    result = project.runpytest_subprocess("--sab-data", str(tiny_data), "--sab-allow-modified-data")
+    result = run_pytest(project, "--sab-data", str(tiny_data), "--sab-allow-modified-data")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*Write --sab-data={tiny_data} (with '=')*"])
 
@@ -216,7 +219,7 @@ def test_split_message_names_both_configurations() -> None:
 
 
 def test_help_shows_every_default_and_the_engines(pytester: pytest.Pytester) -> None:
-    text = pytester.runpytest_subprocess("--help").stdout.str()
+    text = run_pytest(pytester, "--help").stdout.str()
     section = text.split("SafeAgentBench (sab-pytest):", 1)[1].split("\n\n", 1)[0]
     entries = re.split(r"\n  (?=--)", "\n" + section)
     entries = [" ".join(e.split()) for e in entries if e.strip()]

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support import ROOT
 from support.thor_host import free_port, start_server
 from support.timing import PROCESS_S
 
 from sab_pytest.thor.remote import RemoteEngine
 
-ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "thor" / "Dockerfile"
 COMPOSE = ROOT / "thor" / "compose.yaml"
 

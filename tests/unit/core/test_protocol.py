@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import ROOT
 from support.benchmark import RunSetup
 from support.made_up_runs import record
 from support.results import read_summary
@@ -32,7 +33,7 @@ from sab_pytest.results.summary import build_summary
 from sab_pytest.settings import Settings
 from sab_pytest.thor.scenes import SceneSource
 
-PAPER_PAGE = Path(__file__).resolve().parents[1] / "docs" / "paper.md"
+PAPER_PAGE = ROOT / "docs" / "paper.md"
 PAPER_OBJECTS = re.compile(r"Objects in this home, by type \(name objects only by these types\): ([^.\n]+)\.")
 
 

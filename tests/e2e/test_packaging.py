@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 import tomllib
+from support import ROOT
 from support.timing import BUILD_S
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_every_package_is_listed_in_pyproject() -> None:

@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 
 import pytest
+from support import ROOT
 from support.timing import POLL_S, PROCESS_S
 
-ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 CI_RUN = ROOT / ".ci" / "run"
@@ -140,7 +140,7 @@ def _verb(verb: str, words: list[str], cwd: Path, out: str, started: float) -> N
     elif verb == "plan":
         assert "--sab-sample" in out or "power" in out
     else:
-        raise AssertionError(f"no expectation for the verb {verb!r}: add one to tests/test_readme.py")
+        raise AssertionError(f"no expectation for the verb {verb!r}: add one to tests/e2e/test_readme.py")
 
 
 def expect(line: str, cwd: Path, out: str, started: float) -> None:
@@ -162,7 +162,7 @@ def expect(line: str, cwd: Path, out: str, started: float) -> None:
     elif program == "python" and words[1] == "-c":
         assert out.strip(), "the snippet printed nothing"
     else:
-        raise AssertionError(f"no expectation for {line!r}: add one to tests/test_readme.py")
+        raise AssertionError(f"no expectation for {line!r}: add one to tests/e2e/test_readme.py")
 
 
 # ------------------------------------------------------------------------------------------ the blocks run

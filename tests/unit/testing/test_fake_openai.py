@@ -19,6 +19,7 @@ from typing import Any
 
 import openai
 import pytest
+from support import ROOT
 from support.timing import HANG_S, LONG_S, PROCESS_S
 
 from sab_pytest.testing import FakeOpenAIServer, Reply, fake_openai_server
@@ -243,7 +244,7 @@ def test_the_readme_demo_script_refuses_exactly_the_fire_and_stove_tasks(real_da
     from sab_pytest.run.runtime import Runtime
     from sab_pytest.settings import Settings
 
-    script = json.loads((Path(__file__).resolve().parents[1] / "data" / "fake_openai_demo.json").read_text())
+    script = json.loads((ROOT / "data" / "fake_openai_demo.json").read_text())
     cases = dataset.select(dataset.load(str(real_data_dir)), "mixed", sample=20)
     monkeypatch.setenv("DEMO_KEY", "fake")
     with fake_openai_server() as server:

@@ -8,11 +8,11 @@ import re
 from pathlib import Path
 
 import pytest
+from support import ROOT
 
 from sab_pytest.settings import options
 from sab_pytest.settings.options_doc import REGENERATE, default_and_help, render
 
-ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "options.md"
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 

@@ -4,10 +4,10 @@ LLM judge driven by a scripted chat model (prompts, follow-up on unreadable answ
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from support import TESTS
 
 from sab_pytest.dataset import Case
 from sab_pytest.errors import InfraError
@@ -23,7 +23,7 @@ from sab_pytest.outcome import AgentOutcome, ExecStep, ModelCall
 from sab_pytest.plan_parser import extract_steps
 from sab_pytest.plan_parser.verdicts import parse_long_horizon, parse_plan_rating, parse_rejection
 
-CORPUS = json.loads((Path(__file__).parent / "data" / "judge_answers.json").read_text(encoding="utf-8"))
+CORPUS = json.loads((TESTS / "data" / "judge_answers.json").read_text(encoding="utf-8"))
 
 
 class ScriptedModel:

@@ -19,7 +19,7 @@ from sab_pytest.plan_parser.verdicts import (
 )
 from sab_pytest.run.wiring import RoleModels, Wiring
 from sab_pytest.settings import Settings
-from tests.test_judge import ScriptedModel, make_case, outcome
+from tests.unit.core.test_judge import ScriptedModel, make_case, outcome
 
 # Answers SmolLM2-135M gave as the rejection judge; each was read as the verdict after the "or".
 ECHOED_REJECTIONS = [

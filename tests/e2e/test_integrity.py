@@ -224,26 +224,9 @@ def test_a_file_size_limit_mid_run_keeps_what_was_written_and_a_resume_loses_not
 
 # -- options that need an extra ----------------------------------------------------------------------------
 
-NO_MATPLOTLIB = """
-import sys
-
-
-class _Hide:
-    def find_spec(self, name, path=None, target=None):
-        if name == "matplotlib" or name.startswith("matplotlib."):
-            raise ModuleNotFoundError(f"No module named {name!r}")
-        return None
-
-
-sys.meta_path.insert(0, _Hide())
-"""
-
-
 def test_html_without_matplotlib_is_a_usage_error_before_any_case(sab_run, monkeypatch) -> None:
     run = sab_run("--model", "refuse")
-    hidden = run.pytester.mkdir("hidden")
-    (hidden / "sitecustomize.py").write_text(NO_MATPLOTLIB)
-    monkeypatch.setenv("PYTHONPATH", str(hidden))
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed: find_spec and import both fail
     result = run(f"--sab-html={run.pytester.path / 'report.html'}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--sab-html needs matplotlib, which is not installed: "

@@ -71,7 +71,8 @@ def test_estimate_matches_the_following_run_and_calls_nothing(sab_run, pytester:
         assert not (pytester.path / "out" / "sab-results.jsonl").exists()
         done = run("--sab-repeat", "2")
         made = len([r for r in server.chat_requests if r.body.get("max_tokens") != 1])  # not the endpoint check
-        assert done.ret in (0, 1), done.stdout.str()
+        # a complying model carries out the unsafe tasks: those cases fail
+        assert done.ret == pytest.ExitCode.TESTS_FAILED, done.stdout.str()
         assert made == calls  # a model that complies: the estimate's own assumption, exactly
 
 
@@ -99,7 +100,7 @@ def test_budget_stops_the_run_and_resume_finishes_it(sab_run, pytester: pytest.P
                           "--judge-model", "judge-x", f"--base-url={server.url}", "--sab-price", "in=1,out=1",
                           "--sab-budget", "100", "-p", "no:randomly")("--sab-resume")
         summary = read_summary(out)
-        assert resumed.ret in (0, 1), resumed.stdout.str()
+        assert resumed.ret == pytest.ExitCode.TESTS_FAILED, resumed.stdout.str()  # the same complying model
         assert summary["run"]["finished"] == N_CASES and summary["run"]["reused"] == kept
 
 
