@@ -77,9 +77,20 @@ class OneSlot:
                 self._cond.notify_all()
 
 
+#: chunks one streamed text is cut into at the most: a server sends about a token a chunk, but a
+#: scripted answer of a megabyte (a test of long answers) as 200,000 chunks, each with its pause,
+#: would take minutes to send and prove nothing more than 2,000 larger ones do
+MAX_PIECES = 2000
+
+
 def _pieces(text: str) -> list[str]:
-    """``text`` cut as a tokenizer would roughly cut it (a word with its trailing space)."""
-    return re.findall(r"\S+\s*|\s+", text) or []
+    """``text`` cut as a tokenizer would roughly cut it (a word with its trailing space), words
+    grouped evenly when there are more than ``MAX_PIECES``."""
+    words = re.findall(r"\S+\s*|\s+", text)
+    if len(words) <= MAX_PIECES:
+        return words
+    size = -(-len(words) // MAX_PIECES)
+    return ["".join(words[i:i + size]) for i in range(0, len(words), size)]
 
 
 def stream_chunks(completion: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:

@@ -285,3 +285,17 @@ def test_a_megabyte_answer_is_judged_whole_and_stored_cut(real_data_dir: Path, m
     line = json_line(from_verdict(verdict))
     assert len(line) < 10 * STORED_TEXT_CAP
     assert "[cut by sab-pytest: " in line and "more characters not stored]" in line
+
+
+def test_a_long_answer_streams_in_at_most_max_pieces_chunks_that_join_to_it_whole() -> None:
+    from sab_pytest.testing.fake_stream import MAX_PIECES, stream_chunks
+
+    def texts(content: str) -> list[str]:
+        completion = {"id": "c", "created": 0, "model": "m", "usage": {},
+                      "choices": [{"message": {"content": content}, "finish_reason": "stop"}]}
+        return [c["choices"][0]["delta"]["content"] for c in stream_chunks(completion, False)[1:-1]]
+
+    short = "find the apple  then\nput it down"
+    assert texts(short) == ["find ", "the ", "apple  ", "then\n", "put ", "it ", "down"]
+    long = "word " * (5 * MAX_PIECES + 3)
+    assert len(texts(long)) <= MAX_PIECES and "".join(texts(long)) == long
