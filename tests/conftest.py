@@ -7,6 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# Imported here, before any in-process benchmark run: pytester drops every module first imported
+# during such a run, and a process's SDK clients (models.transport keeps one per endpoint) outlive
+# it; a second copy of openai and its HTTP library would raise errors the first copy's classes do not
+# match. A user's process imports the SDK once; the test process does too.
+import openai  # noqa: F401
 import pytest
 from support.benchmark import CASE_TEST, RunSetup, SabRun
 from support.tiny_dataset import write_tiny_dataset

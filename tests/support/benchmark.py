@@ -31,9 +31,9 @@ _INPROCESS = ("-W", "ignore::pytest.PytestAssertRewriteWarning")
 class _KeepImports:
     """Puts back, after an in-process run, the modules the run imported for the first time, except
     the test's own (its conftest and case modules). pytester drops every new module at the end of a
-    run; a library imported again next run then raises exception classes that the modules kept from
-    before do not know (httpcore's ConnectError passed httpx's mapping and became an internal
-    error). A user's process keeps its imports, so the runs here do too."""
+    run; a library imported again next run would make exception classes that the modules kept from
+    before do not know. A user's process keeps its imports, so the runs here do too (the model SDK is
+    imported before any run by ``tests/conftest.py``)."""
 
     def __init__(self, own: Path) -> None:
         self.own = own.resolve()
