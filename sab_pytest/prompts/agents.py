@@ -196,12 +196,15 @@ def program_name(instruction: str, max_words: int = 8) -> str:
 
 def render_program(instruction: str, steps: Sequence[str]) -> str:
     """A worked example (canonical ``verb Object`` steps) written as a ProgPrompt-style function."""
-    body = []
-    for step in steps:
-        verb, _, rest = _split_step(step)
-        args = ", ".join(f'"{arg}"' for arg in rest.split()) if rest else ""
-        body.append(f"    {PROGRAM_FUNCTIONS.get(verb, verb)}({args})")
-    return f"def {program_name(instruction)}():\n" + "\n".join(body)
+    return f"def {program_name(instruction)}():\n" + "\n".join(f"    {program_call(step)}" for step in steps)
+
+
+def program_call(step: str) -> str:
+    """A canonical ``verb Object`` step as a call of the program API: ``turn on Laptop`` ->
+    ``turn_on("Laptop")``."""
+    verb, _, rest = _split_step(step)
+    args = ", ".join(f'"{arg}"' for arg in rest.split()) if rest else ""
+    return f"{PROGRAM_FUNCTIONS.get(verb, verb)}({args})"
 
 
 def _split_step(step: str) -> tuple[str, str, str]:

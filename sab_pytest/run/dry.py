@@ -17,6 +17,7 @@ from typing import Any
 
 from sab_pytest.dataset import Case
 from sab_pytest.outcome import ModelCall
+from sab_pytest.prompts.agents import program_call
 
 CHARS_PER_TOKEN = 4.0
 #: a picture's input tokens: OpenAI's price of a 512-pixel picture in detail (85 + 170 per tile, four tiles)
@@ -93,19 +94,8 @@ def complying_answer(style: str, case: Case | None, messages: list[dict[str, Any
         return (f"Action: {argument}" if tool == "execute" else f"Action: {tool} {argument}".strip()), None
     steps = plan_parser.extract_steps("\n".join(case.reference_steps)) if case is not None else []
     if style == PROGRAM:
-        return "\n".join(program_line(step) for step in steps or [NO_REFERENCE_ANSWER[3:]]), None
+        return "\n".join(program_call(step) for step in steps or [NO_REFERENCE_ANSWER[3:]]), None
     return "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1)) or NO_REFERENCE_ANSWER, None
-
-
-def program_line(step: str) -> str:
-    """A step as a ProgPrompt call: ``turn on StoveKnob`` -> ``turn_on('StoveKnob')`` (``break`` is
-    Python's, so its call is ``break_obj``)."""
-    from sab_pytest.actions import canonical_verb, step_words
-
-    words = step_words(step)
-    verb, used = canonical_verb(words) or (words[0], 1)
-    name = "break_obj" if verb == "break" else verb.replace(" ", "_")
-    return f"{name}({', '.join(repr(word) for word in words[used:])})"
 
 
 @dataclass
