@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
+import pkgutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# Imported here, before any in-process benchmark run: pytester drops every module first imported
-# during such a run, and a process's SDK clients (models.transport keeps one per endpoint) outlive
-# it; a second copy of openai and its HTTP library would raise errors the first copy's classes do not
-# match. A user's process imports the SDK once; the test process does too.
-import openai  # noqa: F401
+# The SDK and the plugin's whole package are imported before any test (``_warm_the_model_sdk``,
+# ``_import_the_whole_package`` below say why).
+import openai
 import pytest
 from support.benchmark import CASE_TEST, RunSetup, SabRun
 from support.tiny_dataset import write_tiny_dataset
+
+import sab_pytest
 
 if TYPE_CHECKING:
     from sab_pytest.testing import FakeOpenAIServer
@@ -27,6 +30,35 @@ SLOW_MODULES = {"test_readme.py", "test_packaging.py", "test_thor_standin.py", "
                 "test_thor_docker.py"}
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def _import_the_whole_package() -> None:
+    """Every module of ``sab_pytest`` (but the entry points and the packaged case module), once,
+    before the first test. When a test that uses ``pytester`` ends, pytester drops each module first
+    imported during the test, so the modules a benchmark run imports lazily would be imported and
+    assertion-rewritten again by every such test: seconds each, most of an in-process
+    run's time. A user's process imports them once; the test process does too. (The plugin's own
+    laziness, nothing imported in a run that does not ask for the benchmark, is checked in a new
+    interpreter, where this import cannot hide an eager one.)"""
+    for module in pkgutil.walk_packages(sab_pytest.__path__, "sab_pytest."):
+        if not module.name.endswith(".__main__") and not module.name.startswith("sab_pytest.cases"):
+            importlib.import_module(module.name)
+
+
+def _warm_the_model_sdk() -> None:
+    """The parts of the openai SDK it imports on first use: its HTTP stack with the first client,
+    more modules with the first request (here refused at once, on the closed discard port). Left to
+    a test that uses ``pytester``, they would be dropped when it ends and imported again by the next
+    one, while the clients ``models.transport`` keeps for the process still hold the first copy: an
+    HTTP error of the second copy is then a class the first copy's handlers do not match."""
+    client = openai.OpenAI(api_key="unused", base_url="http://127.0.0.1:9/v1", max_retries=0, timeout=5)
+    with contextlib.suppress(openai.APIError):
+        client.models.list()
+    client.close()
+
+
+_import_the_whole_package()
+_warm_the_model_sdk()
 
 
 def _input_dir(env: str, fallback: Path, what: str) -> Path:

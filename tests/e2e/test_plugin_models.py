@@ -108,9 +108,6 @@ def test_missing_key_is_one_usage_error(run, monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.mark.parametrize("workers", [(), ("-n", "2")])
 def test_unreachable_endpoint_is_one_usage_error(run, workers) -> None:
-    # a new interpreter: in this process, an HTTP stack another test imported first ended the run
-    # as an internal error (in the full suite only); not found yet, see the stream's report
-    run.inprocess = False
     result = run("--base-url=http://127.0.0.1:9/v1", "--judge-base-url=http://127.0.0.1:9/v1", *workers)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*cannot reach the model API at http://127.0.0.1:9/v1*"])

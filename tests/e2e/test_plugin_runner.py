@@ -94,6 +94,9 @@ def evaluate(self, case):
     return _evaluate(self, case)
 
 runtime.Runtime.evaluate = evaluate
+
+def pytest_unconfigure(config):  # the run is in the test's process: later tests get the real one
+    runtime.Runtime.evaluate = _evaluate
 """)
     server.add_rule(Reply.error(400, "no such deployment"), contains="Spill wine")
     result = run("-n", "0", "--sab-concurrency", "8", "-rE")

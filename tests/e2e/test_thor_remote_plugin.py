@@ -11,7 +11,6 @@ from support.results import read_summary, records_by_case
 from support.thor_host import free_port, sim_server
 from support.tiny_dataset import N_CASES
 
-import sab_pytest.thor.sim  # noqa: F401  imported before pytester snapshots sys.modules (numpy loads once)
 from sab_pytest.thor.server import ServerConfig, ThorServer
 
 COMPARED = ("passed", "message", "rejected", "plan_success", "exec_success", "exec_step_ratio", "exec_goal_ratio",

@@ -20,8 +20,19 @@ if TYPE_CHECKING:
 #: a test module of the benchmark's cases, as a checkout's ``cases/`` or the packaged one holds it
 CASE_TEST = "from sab_pytest.plugin import check\n\n\ndef test_case(sab_verdict):\n    check(sab_verdict)\n"
 
-#: options that hand the run to xdist: pytest-xdist cannot be driven inside the test's own process
-_XDIST = {"-n", "--tx"}
+def hands_to_xdist(args: Sequence[str]) -> bool:
+    """Whether a run with ``args`` starts xdist workers (``-n N`` with N not 0, ``--tx``): pytest-xdist
+    cannot be driven inside the test's own process, while ``-n 0`` is an ordinary run."""
+    for i, arg in enumerate(args):
+        if arg in ("-n", "--numprocesses"):
+            if i + 1 < len(args) and args[i + 1] != "0":
+                return True
+        elif arg.startswith(("-n", "--numprocesses=")):
+            if arg.removeprefix("--numprocesses=").removeprefix("-n").lstrip("=") != "0":
+                return True
+        elif arg == "--tx" or arg.startswith("--tx="):
+            return True
+    return False
 
 #: an in-process run finds the plugin's package imported already (by this run's own pytest), which
 #: pytest warns about; a user's run never sees it, so it would only change the run's counts
@@ -52,8 +63,8 @@ class _KeepImports:
 def run_pytest(pytester: pytest.Pytester, *args: str, inprocess: bool = True) -> pytest.RunResult:
     """pytest on ``args`` in ``pytester``'s directory: in this process (a new interpreter per run
     would cost more than most tests' own work), in a subprocess where ``inprocess`` is False (the
-    caller says why) or the run hands its tests to xdist workers."""
-    if inprocess and not _XDIST & set(args):
+    caller says why) or the run hands its tests to xdist workers (``hands_to_xdist``)."""
+    if inprocess and not hands_to_xdist(args):
         keep = _KeepImports(pytester.path)
         try:
             return pytester.runpytest_inprocess(*_INPROCESS, *args, plugins=[keep])
