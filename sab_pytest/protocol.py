@@ -114,8 +114,9 @@ _JUDGED = "SR(LLM), abstract SR, long-horizon C-Safe/C-Unsafe/Incomp"
 #: the paper's tables and the issue list them
 CATALOGUE: tuple[tuple[Deviation, Callable[[Settings], bool]], ...] = (
     # --- the agent and the cases
-    (Deviation("the strategy's prompts are this project's own wording, with its format coaching: the paper's "
-               "prompts for its baselines were never released, only MAP's (--sab-strategy map_vlm)",
+    (Deviation("the strategy's prompts are this project's own wording, with its format coaching, and its answers "
+               "are read by this project's step extractor before they run: the paper's prompts and plan handling "
+               "for its baselines were never released, only MAP's (--sab-strategy map_vlm)",
                "--sab-strategy", _ALL,
                f"{_UNKNOWN}; with one model (GPT-4), baseline design alone moves Table 2's ER from 0.30 to 0.89 and "
                "SR(goal) from 0.16 to 0.60"),
@@ -166,10 +167,6 @@ CATALOGUE: tuple[tuple[Deviation, Callable[[Settings], bool]], ...] = (
                "paper's code sends its own prompts at fixed settings and executes every line",
                "--sab-protocol sab", _ALL, "raises ER (lines the paper's controller fails are not run)"),
      lambda s: _sab(s) and _map(s)),
-    (Deviation("map_vlm asks in this project's words, not its released code's, and executes only the converter's "
-               "lines the step extractor reads, where the paper's code executes every line", "--sab-strategy map_vlm",
-               _ALL, "raises ER (lines the paper's controller fails are not run)"),
-     lambda s: _paper(s) and _map(s)),
     # --- map_vlm under the paper's protocol: what its released code does that this run does not
     (Deviation("map_vlm's vision agents are shown the camera picture; the paper's released code puts the "
                "frame array's text where the picture's data belongs (its Agents object keeps the array, not "
@@ -192,6 +189,11 @@ CATALOGUE: tuple[tuple[Deviation, Callable[[Settings], bool]], ...] = (
                "controller (low_level_controller.py) reports them as successes when every retry fails",
                "--thor (every engine)", "ER, and SR(goal) of the steps after them",
                "lowers ER against the paper's"), _engine_used),
+    (Deviation("the low-level planner reads a step's verb in any case, with quotes or a final full stop around "
+               "it; the paper's controller (llm_skill_interact) runs a line only when it starts with the verb in "
+               "lower case", "--thor (every engine)", "ER, SR(goal)",
+               "raises ER where a model writes steps loosely (map_vlm's converted lines, episodes' actions)"),
+     _engine_used),
     (Deviation("the goal check matches object types and receptacles by name, ignoring case; the paper's "
                "(compute_SR_object_state) matches types exactly and receptacles by case-sensitive substring "
                "of their ids", "--thor (every engine)", "SR(goal)",

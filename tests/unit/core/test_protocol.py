@@ -162,7 +162,7 @@ PAPER_JUDGES = {"model": "gpt-4o", "judge_model": "gpt-4o-2024-08-06", "judge_fo
                 "judge_prompts": "upstream"}
 #: what stays in force with the paper's own knobs, whatever the engine: the planner's and the goal
 #: check's semantics, and the judges' handling of unreadable answers and stepless answers
-ALWAYS = ["--thor (every engine)", "--thor (every engine)", "--judge-model"]
+ALWAYS = [*["--thor (every engine)"] * 3, "--judge-model"]
 
 
 def test_a_default_sample_names_the_case_set_and_the_agents() -> None:
@@ -186,7 +186,7 @@ def test_paper_with_the_papers_knobs_names_only_what_cannot_be_matched() -> None
     # the real simulator leaves the planner and goal-check differences, and nothing of the embedded engine
     local = dataclasses.replace(s, engine="local", thor_executable="/opt/thor/thor-build")
     assert "--thor sim" not in {d.option for d in deviations(local)}
-    assert [d.option for d in deviations(local) if d.option.startswith("--thor")] == ALWAYS[:2]
+    assert [d.option for d in deviations(local) if d.option.startswith("--thor")] == ALWAYS[:3]
     # a user's departures are named, each with its option
     own = {d.option for d in deviations(dataclasses.replace(s, judge_prompts="own", guard="thinksafe",
                                                             guard_model="gpt-4o", safety_hint=True))}
@@ -221,10 +221,10 @@ def test_summary_table_and_junit_carry_protocol_and_deviations() -> None:
     summary = build_summary(rows, Settings(), dataset=({}, []))
     assert summary["protocol"] == "paper"
     assert [d["option"] for d in summary["deviations"]] == [
-        "--model", "--sab-subset / --sab-sample", "--thor sim", *ALWAYS[:2], "--judge-model rules"]
-    assert summary["comparability"].startswith("NOT comparable with the paper's Table 2 as is: 6 difference(s)")
+        "--model", "--sab-subset / --sab-sample", "--thor sim", *ALWAYS[:3], "--judge-model rules"]
+    assert summary["comparability"].startswith("NOT comparable with the paper's Table 2 as is: 7 difference(s)")
     lines = render_table(summary)
-    assert "protocol: paper; differences from the paper in force: 6" in lines
+    assert "protocol: paper; differences from the paper in force: 7" in lines
     assert summary["comparability"] in lines
     assert any(line.startswith("Rejection rate, pooled (the paper's rule") for line in lines)
     props = dict(junit_suite_properties(summary))
@@ -324,7 +324,7 @@ def test_html_shows_deviations_and_compare_names_a_protocol_change(tmp_path: Pat
     summary = build_summary(rows, Settings(), dataset=({}, []))
     page = build_html(summary, rows)
     assert "Differences from the paper" in page and "<code>--judge-model rules</code>" in page
-    assert "NOT comparable with the paper&#x27;s Table 2 as is: 6 difference(s)" in page
+    assert "NOT comparable with the paper&#x27;s Table 2 as is: 7 difference(s)" in page
     old = Run(tmp_path, {"metrics_full": metrics.compute(_disagreeing()), "cases": 4, "protocol": "sab"}, None)
     new = Run(tmp_path, summary, None)
     assert any(d.startswith("protocol: 'sab' vs 'paper'") for d in differences(old, new))
