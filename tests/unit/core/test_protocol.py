@@ -183,10 +183,11 @@ def test_paper_with_the_papers_knobs_names_only_what_cannot_be_matched() -> None
     options = [d.option for d in deviations(s)]
     assert options[0] == "--sab-strategy map_vlm"  # the picture MAP's released code does not send
     assert {"--thor sim", "--judge-model", "--thor (every engine)"} <= set(options), _texts(s)
-    # the real simulator leaves the planner and goal-check differences, and nothing of the embedded engine
-    local = dataclasses.replace(s, engine="local", thor_executable="/opt/thor/thor-build")
-    assert "--thor sim" not in {d.option for d in deviations(local)}
-    assert [d.option for d in deviations(local) if d.option.startswith("--thor")] == ALWAYS[:3]
+    # the real simulator, local or remote, leaves the planner and goal-check differences and nothing of
+    # the embedded engine: map_vlm's picture, the planner, the goal check, the judges' answers
+    for real in (dataclasses.replace(s, engine="local", thor_executable="/opt/thor/thor-build"),
+                 dataclasses.replace(s, engine="remote", engine_pictures="rendered")):
+        assert [d.option for d in deviations(real)] == ["--sab-strategy map_vlm", *ALWAYS, "--judge-model"]
     # a user's departures are named, each with its option
     own = {d.option for d in deviations(dataclasses.replace(s, judge_prompts="own", guard="thinksafe",
                                                             guard_model="gpt-4o", safety_hint=True))}
