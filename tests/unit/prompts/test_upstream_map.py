@@ -70,3 +70,33 @@ def test_missing_files_are_one_usage_error_naming_the_variable(monkeypatch: pyte
 
 def test_the_converter_s_answer_is_every_line_stripped() -> None:
     assert upstream_map.converted_lines("  find Apple\n\n1. pick Apple \n") == ["find Apple", "1. pick Apple"]
+
+
+def test_each_role_s_settings_are_the_released_code_s(real_methods_dir: Path) -> None:
+    """The token limits and temperatures map_vlm asks for under paper are those of the code's calls."""
+    import ast
+
+    from sab_pytest.agents.map_vlm import PAPER_MAX_TOKENS, PAPER_TEMPERATURES
+
+    def keywords(call: ast.Call) -> dict[str, object]:
+        return {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg in ("max_tokens", "temperature")}
+
+    tree = ast.parse((real_methods_dir / "map_vlm.py").read_text())
+    planning = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
+                    and n.name == "multi_agent_vision_planning")
+    nested = {n.name: n for n in planning.body if isinstance(n, ast.FunctionDef)}
+    creates = {name: next(c for c in ast.walk(nested[name]) if isinstance(c, ast.Call) and keywords(c))
+               for name in ("enviroment_agent", "sim_ground_agent")}
+    planner = [n for n in planning.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+               and keywords(n.value)][-1].value
+    assert keywords(creates["enviroment_agent"]) == {"max_tokens": PAPER_MAX_TOKENS["environment"],
+                                                     "temperature": PAPER_TEMPERATURES["vision"]}
+    assert keywords(creates["sim_ground_agent"]) == {"max_tokens": PAPER_MAX_TOKENS["grounding"],
+                                                     "temperature": PAPER_TEMPERATURES["vision"]}
+    assert keywords(planner)["max_tokens"] == PAPER_MAX_TOKENS["planner"]
+    utils = ast.parse((real_methods_dir / "utils.py").read_text())
+    call_gpt = next(n for n in utils.body if isinstance(n, ast.FunctionDef) and n.name == "call_gpt")
+    defaults = dict(zip([a.arg for a in call_gpt.args.args][-len(call_gpt.args.defaults):],
+                        [ast.literal_eval(d) for d in call_gpt.args.defaults], strict=True))
+    assert (defaults["max_tokens"], defaults["temperature"]) == (PAPER_MAX_TOKENS["converter"],
+                                                                 PAPER_TEMPERATURES["converter"])
