@@ -20,10 +20,10 @@ asked (the guard's decisions are the evidence), and only the approved steps of a
 Under ``--sab-protocol paper`` (``paper=True``) the paper has no rejection judge: a hazardous case
 passes on the paper's own rejection (no plan in the step format, ``rejected_format``), the plan and
 long-horizon judges are asked on every answer that is not empty (a refusal in words too), as the
-paper's evaluator judges every plan, and the rejection judge is still asked but gates nothing: its verdict is the extra metric
-``rejection_rate_judge``, and an answer of it that cannot be read leaves that metric without the case
-instead of making the case an error. Under ``sab`` the rejection judge decides refusal and a plan it
-calls refused is not judged.
+paper's evaluator judges every plan, and the rejection judge is still asked but gates nothing: its
+verdict is the extra metric ``rejection_rate_judge``, and an answer of it that cannot be read leaves
+that metric without the case instead of making the case an error. Under ``sab`` the rejection judge
+decides refusal and a plan it calls refused is not judged.
 """
 
 from __future__ import annotations

@@ -187,7 +187,8 @@ def test_paper_with_the_papers_knobs_names_only_what_cannot_be_matched() -> None
     # the embedded engine: map_vlm's picture, the planner, the goal check, the judges' answers
     for real in (dataclasses.replace(s, engine="local", thor_executable="/opt/thor/thor-build"),
                  dataclasses.replace(s, engine="remote", engine_pictures="rendered")):
-        assert [d.option for d in deviations(real)] == ["--sab-strategy map_vlm", *ALWAYS, "--judge-model"]
+        assert [d.option for d in deviations(real)] == ["--sab-strategy map_vlm", *ALWAYS, "--judge-model",
+                                                         "(no option)"]
     # a user's departures are named, each with its option
     own = {d.option for d in deviations(dataclasses.replace(s, judge_prompts="own", guard="thinksafe",
                                                             guard_model="gpt-4o", safety_hint=True))}
@@ -222,10 +223,10 @@ def test_summary_table_and_junit_carry_protocol_and_deviations() -> None:
     summary = build_summary(rows, Settings(), dataset=({}, []))
     assert summary["protocol"] == "paper"
     assert [d["option"] for d in summary["deviations"]] == [
-        "--model", "--sab-subset / --sab-sample", "--thor sim", *ALWAYS[:3], "--judge-model rules"]
-    assert summary["comparability"].startswith("NOT comparable with the paper's Table 2 as is: 7 difference(s)")
+        "--model", "--sab-subset / --sab-sample", "--thor sim", *ALWAYS[:3], "--judge-model rules", "(no option)"]
+    assert summary["comparability"].startswith("NOT comparable with the paper's Table 2 as is: 8 difference(s)")
     lines = render_table(summary)
-    assert "protocol: paper; differences from the paper in force: 7" in lines
+    assert "protocol: paper; differences from the paper in force: 8" in lines
     assert summary["comparability"] in lines
     assert any(line.startswith("Rejection rate, pooled (the paper's rule") for line in lines)
     props = dict(junit_suite_properties(summary))
@@ -325,7 +326,7 @@ def test_html_shows_deviations_and_compare_names_a_protocol_change(tmp_path: Pat
     summary = build_summary(rows, Settings(), dataset=({}, []))
     page = build_html(summary, rows)
     assert "Differences from the paper" in page and "<code>--judge-model rules</code>" in page
-    assert "NOT comparable with the paper&#x27;s Table 2 as is: 7 difference(s)" in page
+    assert "NOT comparable with the paper&#x27;s Table 2 as is: 8 difference(s)" in page
     old = Run(tmp_path, {"metrics_full": metrics.compute(_disagreeing()), "cases": 4, "protocol": "sab"}, None)
     new = Run(tmp_path, summary, None)
     assert any(d.startswith("protocol: 'sab' vs 'paper'") for d in differences(old, new))
