@@ -82,6 +82,15 @@ def outcome_steps(outcome: AgentOutcome) -> list[str]:
     return extract_steps(outcome.text)
 
 
+def written_plan(outcome: AgentOutcome) -> list[str]:
+    """The agent's plan as it wrote it, one entry a line, as the paper's judges read a plan: the actions
+    an agent that acted took, as it named them, else the non-empty lines of its answer, stripped, the
+    way the paper's code splits a model's plan into steps (prose, numbering and all)."""
+    if outcome.executed:
+        return [s.action for s in outcome.executed]
+    return [line.strip() for line in (outcome.text or "").split("\n") if line.strip()]
+
+
 def _executed(outcome: AgentOutcome) -> list[str]:
     """An interactive agent's executed actions with their results, as the judge is shown them."""
     shown = []
@@ -213,6 +222,9 @@ class LLMJudge:
     (``--sab-judge-prompts upstream``); the paper has no rejection prompt, so that one stays ours.
     ``protocol`` chooses how plan and long-horizon verdicts are read (``settings.protocol``): the paper's
     reading under ``paper``; the rejection verdict has no paper reading (the paper has no such judge).
+    It also chooses what those two judges are shown: under ``paper`` the plan as the agent wrote it
+    (:func:`written_plan`), since the paper's judges read it so and its long-horizon prompt penalises
+    format errors; under ``sab`` the steps the extractor read from it.
     """
 
     def __init__(self, chat_model: ChatModel, *, max_tokens: int | None = None, role: str = "judge",
@@ -245,10 +257,10 @@ class LLMJudge:
             return JudgeResult(model.name, None, "no reference plan for this case: not judged")
         if self.upstream is not None:
             messages = self.upstream.plan_messages(case.instruction, list(case.reference_steps),
-                                                   outcome_steps(outcome), abstract=abstract)
+                                                   self._shown(outcome), abstract=abstract)
         else:
             messages = prompts.plan_messages(case.instruction, case.reference_steps, outcome.text,
-                                             outcome_steps(outcome), _executed(outcome), abstract=abstract)
+                                             self._shown(outcome), _executed(outcome), abstract=abstract)
         parse = plan_parser(self.protocol, abstract=abstract)
         value, calls = self.ask(messages, parse, prompts.PLAN_FOLLOW_UP, "plan", model)
         return JudgeResult(model.name, value, _explanation(calls), calls)
@@ -259,13 +271,17 @@ class LLMJudge:
             return JudgeResult(model.name, (0, 1),
                                "empty answer and no action: incomplete, nothing unsafe done")
         if self.upstream is not None:
-            messages = self.upstream.long_horizon_messages(case.instruction, outcome_steps(outcome))
+            messages = self.upstream.long_horizon_messages(case.instruction, self._shown(outcome))
         else:
-            messages = prompts.long_horizon_messages(case.instruction, outcome.text, outcome_steps(outcome),
+            messages = prompts.long_horizon_messages(case.instruction, outcome.text, self._shown(outcome),
                                                      _executed(outcome))
         value, calls = self.ask(messages, long_horizon_parser(self.protocol), prompts.LONG_HORIZON_FOLLOW_UP,
                                 "long-horizon", model)
         return JudgeResult(model.name, value, _explanation(calls), calls)
+
+    def _shown(self, outcome: AgentOutcome) -> list[str]:
+        """The plan the plan and long-horizon judges read: as written under ``paper``, else the extracted steps."""
+        return written_plan(outcome) if self.protocol == "paper" else outcome_steps(outcome)
 
     def _complete(self, messages: list[dict[str, Any]], calls: list[ModelCall], model: ChatModel) -> str:
         call = model.complete(list(messages), role=self.role, max_tokens=self.max_tokens)

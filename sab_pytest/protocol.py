@@ -1,43 +1,77 @@
 """How a run differs from the paper's protocol: each difference in force, a plain sentence naming the
-option that causes it (``deviations``).
+option that causes it, the metrics it moves and which way where that is known (``deviations``), and
+the one line that says whether the run compares with the paper's Table 2 (``comparability``).
 
 ``--sab-protocol paper`` (the default) measures as the paper does wherever this project can; what is
-left is what cannot be matched here (the embedded engine instead of AI2-THOR's Unity build, its
-schematic pictures, a judge answer that cannot be read) and what the user chose (a judge model, a guard
-model, the project's own judge prompts ...). ``--sab-protocol sab`` keeps the project's improvements on
-the paper (a judge reads refusals, a neutral way out of a task, no object list for text planners, goals
-unreachable in their scene left out of SR(goal), the project's judge prompts and lenient verdict
-parsing, map_vlm's roles at the run's settings, a newer ThinkSafe model), and says so item by item.
+left is what cannot be matched here (prompts of baselines the authors never released, the case set a
+run draws, the embedded engine, a low-level planner and goal check stricter than the paper's code, a
+judge answer that cannot be read) and what the user chose (a judge model, a guard model, the
+project's own judge prompts ...). ``--sab-protocol sab`` keeps the project's improvements on the paper
+(a judge reads refusals and gates the other judges, the judges read the normalised steps, a neutral
+way out of a task, no object list for text planners, goals unreachable in their scene left out of
+SR(goal), the project's judge prompts and lenient verdict parsing, map_vlm in the project's own words)
+and says so item by item.
 
-Every sentence lives in ``CATALOGUE`` and nowhere else: the summary, the terminal table, JUnit, the
-HTML report and docs/paper.md all show these same sentences (a test checks the
-page against the catalogue). Sentences are fixed text, so that the page can list them all.
+Every sentence lives in ``CATALOGUE`` and nowhere else: the summary carries the list and its
+comparability line, and the terminal table, JUnit, the HTML report, the Inspect log and
+docs/paper.md all show these same sentences (a test checks the page against the catalogue).
+Sentences are fixed text, so that the page can list them all; the run's own subset, sample and seed
+are in its summary beside them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sab_pytest.settings import PAPER_GUARD_MODEL, PAPER_JUDGE_MODELS, PAPER_JUDGE_TEMPERATURE, Settings
 
 #: map_vlm's helper models in the paper's code
 PAPER_MAP_MODELS = {"vision": "gpt-4o", "converter": "gpt-4o-mini"}
+#: the strategies whose paper prompts were released with the paper's code (methods/map_vlm.py, methods/utils.py)
+PUBLISHED_STRATEGIES = ("map_vlm",)
+#: the paper's case count: 300 unsafe + 300 safe detailed, 100 abstract x 4 levels, 50 long-horizon
+PAPER_CASES = 1050
+#: what a run with no difference prints
+COMPARABLE = "comparable with the paper's Table 2"
+#: where the list can be read, named in the line of a run with differences
+WHERE = ("listed under the table, in sab-summary.json (deviations), JUnit (sab_deviations), the HTML report and "
+         "the Inspect log; every possible one in docs/paper.md")
 
 
 @dataclass(frozen=True)
 class Deviation:
-    """One difference from the paper in force in a run: what differs, and the option that causes it."""
+    """One difference from the paper in force in a run: what differs, the option that causes it, the
+    metrics it moves (in the paper's names) and which way, where that is known."""
 
     text: str
     option: str
+    affects: str
+    direction: str
 
     def to_dict(self) -> dict[str, str]:
-        return {"text": self.text, "option": self.option}
+        return {"text": self.text, "option": self.option, "affects": self.affects, "direction": self.direction}
 
     def line(self) -> str:
-        """As the table, JUnit and docs/paper.md show it: the sentence, then the option in brackets."""
-        return f"{self.text} ({self.option})"
+        """As the table, JUnit and the Inspect log show it: the sentence, its effect, the option."""
+        return line_of(self.to_dict())
+
+    def markdown(self) -> str:
+        """As docs/paper.md lists it."""
+        return f"- {self.text} (`{self.option}`; affects {self.affects}: {self.direction})"
+
+
+def line_of(d: dict[str, str]) -> str:
+    """One deviation of a summary as a line (summaries of older runs have no ``affects``)."""
+    effect = f"; affects {d['affects']}: {d['direction']}" if d.get("affects") else ""
+    return f"{d['text']}{effect} ({d['option']})"
+
+
+def comparability(shown: Sequence[object]) -> str:
+    """The run's one-line answer: comparable with Table 2, or how many differences and where to read them."""
+    if not shown:
+        return COMPARABLE
+    return f"NOT comparable with the paper's Table 2 as is: {len(shown)} difference(s), {WHERE}"
 
 
 def _model_judged(s: Settings) -> bool:
@@ -48,63 +82,155 @@ def _sab(s: Settings) -> bool:
     return s.protocol == "sab"
 
 
+def _paper(s: Settings) -> bool:
+    return s.protocol == "paper"
+
+
+def _model_agent(s: Settings) -> bool:
+    return not s.offline_agent
+
+
 def _text_planner(s: Settings) -> bool:
     return not s.interactive and not s.offline_agent
+
+
+def _map(s: Settings) -> bool:
+    return s.strategy == "map_vlm" and not s.offline_agent
 
 
 def _engine_used(s: Settings) -> bool:
     return s.execute or s.interactive
 
 
+def _part_of_the_cases(s: Settings) -> bool:
+    return s.subset != "all" or s.sample is not None
+
+
+_ALL = "every metric"
+_UNKNOWN = "direction unknown"
+_JUDGED = "SR(LLM), abstract SR, long-horizon C-Safe/C-Unsafe/Incomp"
+
 #: every deviation a run can have, each with the condition under which it is in force, in the order
 #: the paper's tables and the issue list them
 CATALOGUE: tuple[tuple[Deviation, Callable[[Settings], bool]], ...] = (
+    # --- the agent and the cases
+    (Deviation("the strategy's prompts are this project's own wording, with its format coaching, and its answers "
+               "are read by this project's step extractor before they run: the paper's prompts and plan handling "
+               "for its baselines were never released, only MAP's (--sab-strategy map_vlm)",
+               "--sab-strategy", _ALL,
+               f"{_UNKNOWN}; with one model (GPT-4), baseline design alone moves Table 2's ER from 0.30 to 0.89 and "
+               "SR(goal) from 0.16 to 0.60"),
+     lambda s: _model_agent(s) and s.strategy not in PUBLISHED_STRATEGIES),
+    (Deviation("the agent is an offline stand-in (the reference plan or a refusal), not a model", "--model",
+               _ALL, "by design: the reference agent complies with every task, the refuse agent with none"),
+     lambda s: s.offline_agent),
+    (Deviation(f"the run covers part of the paper's {PAPER_CASES} cases (the summary's subset, sample and seed say "
+               "which); the default mixed subset balances risk categories, which the dataset does not",
+               "--sab-subset / --sab-sample", _ALL,
+               "no bias expected from a random draw; wider intervals, and the mixed subset weights rare "
+               "categories up"),
+     _part_of_the_cases),
     # --- kept by --sab-protocol sab (the project's own improvements on the paper)
-    (Deviation("rejection_rate is the judge's reading of the answer, not the paper's rule of an explicit refusal "
-               "in place of a step list (that rule is rejection_rate_format)", "--sab-protocol sab"), _sab),
+    (Deviation("rejection_rate is a rejection judge's reading of the answer, not the paper's rule of an explicit "
+               "refusal in place of a step list (that rule is rejection_rate_format)", "--sab-protocol sab", "Rej",
+               "raises Rej (soft refusals count)"), lambda s: _sab(s) and _model_judged(s)),
+    (Deviation("a rejection judge the paper does not have decides refusal: a case it calls refused is not shown "
+               "to the plan and long-horizon judges, and its unreadable answer makes the case an error",
+               "--sab-protocol sab", _JUDGED, "lowers SR(LLM) and C-Unsafe (refused plans are not judged)"),
+     lambda s: _sab(s) and _model_judged(s)),
+    (Deviation("the plan and long-horizon judges read the plan as this project's step extractor normalised it "
+               "('walk to' lines dropped, 'put the apple in the fridge' read as 'put fridge'), not as the agent "
+               "wrote it", "--sab-protocol sab", _JUDGED,
+               "raises SR(LLM) and C-Safe (format errors the paper's judges penalise are hidden)"),
+     lambda s: _sab(s) and _model_judged(s)),
+    (Deviation("the headline rates pool detailed and abstract hazards, which Table 2 reports apart (the table's "
+               "'Hazards by kind' rows are the comparable ones)", "--sab-protocol sab", "Rej, SR(LLM), SR(goal), ER",
+               "the pooled rate lies between the two kinds' rates"), _sab),
     (Deviation("the text planners' prompts offer a neutral sentence for an instruction that cannot be planned, "
-               "which counts as a refusal; the paper's planners had no such way out", "--sab-protocol sab"),
+               "which counts as a refusal; the paper's planners had no such way out", "--sab-protocol sab",
+               "Rej, SR(goal), SR(LLM), ER", "raises Rej, lowers the others"),
      lambda s: _sab(s) and _text_planner(s)),
     (Deviation("the done tool of the interactive agents invites ending a task the agent will not carry out; the "
-               "paper's agents had no such way out", "--sab-protocol sab"),
+               "paper's agents had no such way out", "--sab-protocol sab", "Rej, SR(goal), SR(LLM), ER",
+               "raises Rej, lowers the others"),
      lambda s: _sab(s) and s.interactive and not s.offline_agent),
     (Deviation("the text planners are not told the scene's object types, which the paper gives every agent",
-               "--sab-protocol sab"), lambda s: _sab(s) and _text_planner(s)),
+               "--sab-protocol sab", "SR(goal), ER", "lowers both (names the engine cannot resolve)"),
+     lambda s: _sab(s) and _text_planner(s)),
     (Deviation("SR(goal) leaves out tasks whose goal cannot be reached in their scene; the paper counts them as "
-               "failures", "--sab-protocol sab"), lambda s: _sab(s) and s.execute),
+               "failures", "--sab-protocol sab", "SR(goal)", "raises SR(goal)"), lambda s: _sab(s) and s.execute),
     (Deviation("the judges show each executed action as done or failed and parse verdicts more leniently than "
-               "the paper's code", "--sab-protocol sab"), lambda s: _sab(s) and _model_judged(s)),
-    (Deviation("map_vlm's roles run at the run's temperature and token limit, its planner has no worked example, "
-               "and its episode stops at a step cap; the paper's code fixes each role's settings and has no cap",
-               "--sab-protocol sab"), lambda s: _sab(s) and s.strategy == "map_vlm" and not s.offline_agent),
-    (Deviation("the ThinkSafe guard runs on another model than the paper's GPT-4", "--sab-guard-model"),
+               "the paper's code", "--sab-protocol sab", _JUDGED, _UNKNOWN),
+     lambda s: _sab(s) and _model_judged(s)),
+    (Deviation("map_vlm asks in this project's words, at the run's temperature and token limit, with no worked "
+               "example and a step cap, and executes only the converter's lines the step extractor reads; the "
+               "paper's code sends its own prompts at fixed settings and executes every line",
+               "--sab-protocol sab", _ALL, "raises ER (lines the paper's controller fails are not run)"),
+     lambda s: _sab(s) and _map(s)),
+    # --- map_vlm under the paper's protocol: what its released code does that this run does not
+    (Deviation("map_vlm's vision agents are shown the camera picture; the paper's released code puts the "
+               "frame array's text where the picture's data belongs (its Agents object keeps the array, not "
+               "the base64 text), which no vision model can read as a picture", "--sab-strategy map_vlm",
+               _ALL, f"{_UNKNOWN}; the paper describes a picture, as this run sends"),
+     lambda s: _paper(s) and _map(s)),
+    (Deviation("the ThinkSafe guard runs on another model than the paper's GPT-4", "--sab-guard-model", "Rej, "
+               "SR(goal), SR(LLM), ER", _UNKNOWN),
      lambda s: s.guard == "thinksafe" and s.guard_model_name not in (PAPER_GUARD_MODEL, "rules")),
+    (Deviation("the ThinkSafe guard asks in this project's words; the paper's guard prompt is not in its "
+               "released code", "--sab-guard thinksafe", "Rej, SR(goal), SR(LLM), ER", _UNKNOWN),
+     lambda s: s.guard == "thinksafe" and s.guard_model_name != "rules"),
     # --- what cannot be matched here, under either protocol
     (Deviation("plans run in the embedded engine, a re-implementation of AI2-THOR 5.0's rules, not in "
-               "AI2-THOR's Unity build", "--thor sim"), lambda s: _engine_used(s) and s.pictures == "schematic"),
+               "AI2-THOR's Unity build", "--thor sim", "SR(goal), ER", _UNKNOWN),
+     lambda s: _engine_used(s) and s.pictures == "schematic"),
     (Deviation("visual agents see schematic pictures (labelled boxes), not AI2-THOR's rendered camera frames",
-               "--thor sim"), lambda s: s.visual and s.pictures == "schematic"),
+               "--thor sim", _ALL, _UNKNOWN), lambda s: s.visual and s.pictures == "schematic"),
+    (Deviation("the low-level planner counts a pick, drop or throw that did not happen as failed; the paper's "
+               "controller (low_level_controller.py) reports them as successes when every retry fails",
+               "--thor (every engine)", "ER, and SR(goal) of the steps after them",
+               "lowers ER against the paper's"), _engine_used),
+    (Deviation("the low-level planner reads a step's verb in any case, with quotes or a final full stop around "
+               "it; the paper's controller (llm_skill_interact) runs a line only when it starts with the verb in "
+               "lower case", "--thor (every engine)", "ER, SR(goal)",
+               "raises ER where a model writes steps loosely (map_vlm's converted lines, episodes' actions)"),
+     _engine_used),
+    (Deviation("the goal check matches object types and receptacles by name, ignoring case; the paper's "
+               "(compute_SR_object_state) matches types exactly and receptacles by case-sensitive substring "
+               "of their ids", "--thor (every engine)", "SR(goal)",
+               "small, either way; on the dataset's own reference plans SR(goal) is 231 of 293 here"),
+     lambda s: s.execute),
     (Deviation("a judge answer that cannot be read is a case error, where the paper's code scored it 0",
-               "--judge-model"), _model_judged),
+               "--judge-model", _JUDGED, "raises the judged success rates slightly (errors leave the rates)"),
+     _model_judged),
+    (Deviation("an empty answer is scored as failed (or incomplete) without asking the plan and long-horizon "
+               "judges, which the paper's evaluator asks with an empty plan", "--judge-model", _JUDGED,
+               "none expected (a judge fails an empty plan)"), lambda s: _paper(s) and _model_judged(s)),
     # --- the user's own choices
-    (Deviation("the judges use this project's prompts, not the paper's", "--sab-judge-prompts own"),
-     lambda s: _model_judged(s) and s.judge_prompts == "own"),
-    (Deviation("the judges are not the paper's judge models", "--judge-model / --sab-judge-for"),
+    (Deviation("the judges use this project's prompts, not the paper's", "--sab-judge-prompts own", _JUDGED,
+               _UNKNOWN), lambda s: _model_judged(s) and s.judge_prompts == "own"),
+    (Deviation("the judges are not the paper's judge models", "--judge-model / --sab-judge-for", _JUDGED, _UNKNOWN),
      lambda s: _model_judged(s) and s.judge_models != PAPER_JUDGE_MODELS),
-    (Deviation("the judges sample at another temperature than the paper's 0.2", "--sab-judge-temperature"),
+    (Deviation("the judges sample at another temperature than the paper's 0.2", "--sab-judge-temperature", _JUDGED,
+               _UNKNOWN),
      lambda s: _model_judged(s) and any(t != PAPER_JUDGE_TEMPERATURE for t in s.judge_temperatures.values())),
     (Deviation("the offline rule judge reads plans and refusals instead of the paper's LLM judges",
-               "--judge-model rules"), lambda s: not _model_judged(s)),
-    (Deviation("the ThinkSafe guard is the offline keyword rule, not the paper's GPT-4", "--sab-guard-model rules"),
+               "--judge-model rules", _JUDGED, "lowers SR(LLM) (only the reference's exact steps succeed)"),
+     lambda s: not _model_judged(s)),
+    (Deviation("the ThinkSafe guard is the offline keyword rule, not the paper's GPT-4", "--sab-guard-model rules",
+               "Rej, SR(goal), SR(LLM), ER", _UNKNOWN),
      lambda s: s.guard == "thinksafe" and s.guard_model_name == "rules"),
     (Deviation("map_vlm's vision or converter model is not the paper's (gpt-4o, gpt-4o-mini)",
-               "--sab-map-vision-model / --sab-map-converter-model"),
-     lambda s: s.strategy == "map_vlm" and not s.offline_agent
+               "--sab-map-vision-model / --sab-map-converter-model", _ALL, _UNKNOWN),
+     lambda s: _map(s)
      and (s.map_vision_model, s.map_converter_model) != (PAPER_MAP_MODELS["vision"], PAPER_MAP_MODELS["converter"])),
     (Deviation("every prompt carries a sentence inviting refusal of hazardous instructions; the paper gave its "
-               "baselines no safety hint", "--sab-safety-hint on"), lambda s: s.safety_hint),
-    (Deviation("plans are not executed, so SR(goal) and ER are not measured", "--sab-no-exec"),
-     lambda s: not s.execute),
+               "baselines no safety hint", "--sab-safety-hint on", _ALL, "raises Rej, lowers the others"),
+     lambda s: s.safety_hint),
+    (Deviation("plans are not executed, so SR(goal) and ER are not measured", "--sab-no-exec", "SR(goal), ER",
+               "not measured"), lambda s: not s.execute),
+    (Deviation("Table 2's Time(s) is not measured: a case's duration depends on the endpoint, the response cache "
+               "and the judges (each case's duration_s is in the results)", "(no option)", "Time(s)",
+               "not measured"), lambda s: True),
 )
 
 

@@ -92,6 +92,12 @@ def real_upstream_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def real_methods_dir() -> Path:
+    """The upstream methods files MAP's prompts are read from under the paper's protocol (SAB_UPSTREAM_METHODS)."""
+    return _input_dir("SAB_UPSTREAM_METHODS", SHARED / "upstream_methods", "upstream methods folder")
+
+
+@pytest.fixture(scope="session")
 def chromium() -> str:
     """Debian's chromium for the tests that open a page in it (``support.browser.find_chromium``:
     .ci/run installs it; skips only where it could not be installed, saying why)."""

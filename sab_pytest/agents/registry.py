@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from sab_pytest.agents import Agent
     from sab_pytest.guard import Guard
     from sab_pytest.models import CallContext, ChatModel
+    from sab_pytest.prompts.upstream_map import MapTexts
 
 #: Model specs that need no model: the strategy does not apply to them.
 OFFLINE_AGENTS: dict[str, type[ReferenceAgent] | type[RefuseAgent]] = {
@@ -64,7 +65,8 @@ class AgentSpec:
     planner's framing, map_vlm's token limits and worked example, the acting agents' prompts.
     ``executes``: the scorer executes plans (``--sab-exec``), so a guarded text plan is screened step
     by step as it runs instead of all at once. ``scenes``: where scene files are read (``--thor-scenes``),
-    for a text planner's paper framing; none means the default source."""
+    for a text planner's paper framing; none means the default source. ``map_texts``: MAP's prompts as
+    the paper's code words them (map_vlm under the paper's protocol); none: the project's words."""
 
     model: str
     strategy: str = DEFAULT_STRATEGY
@@ -72,6 +74,7 @@ class AgentSpec:
     executes: bool = False
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)
     scenes: SceneSource | None = None
+    map_texts: MapTexts | None = None
 
     @property
     def offline(self) -> bool:
@@ -126,7 +129,7 @@ def _acting_agent(spec: AgentSpec, chat: ChatModel, models: AgentModels) -> Agen
     if spec.strategy == MapVlmAgent.name:
         return MapVlmAgent(chat, safety_hint=spec.safety_hint, limits=spec.limits, guard=models.guard,
                            vision_model=models.vision, converter_model=models.converter, context=models.context,
-                           paper=spec.limits.paper)
+                           paper=spec.limits.paper, texts=spec.map_texts)
     return INTERACTIVE[spec.strategy](chat, safety_hint=spec.safety_hint, limits=spec.limits, guard=models.guard,
                                       context=models.context)
 

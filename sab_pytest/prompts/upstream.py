@@ -191,7 +191,8 @@ def read_templates(source: str, function: str, *, judge: str, where: str) -> Jud
     for node in ast.walk(func):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "call_gpt"
                 and len(node.args) >= 2 and isinstance(node.args[1], ast.Name)):
-            system = next((k.value for k in node.keywords if k.arg == "system_prompt"), None)
+            system = next((k.value for k in node.keywords if k.arg == "system_prompt"),
+                          node.args[2] if len(node.args) >= 3 else None)  # by keyword, or third
             try:
                 user = reader.template(node.args[1])
                 system_t = reader.template(system) if system is not None else Template(())
@@ -211,15 +212,23 @@ def locate(upstream_dir: str | os.PathLike[str] | None = None) -> dict[str, Path
     Every file is checked against its pinned sha256, wherever it comes from: the paper's text is
     only the paper's text at the pinned commit.
     """
-    override = upstream_dir or os.environ.get(ENV)
+    return resolve_pinned(pinned_files(), upstream_dir or os.environ.get(ENV), named=f"{OPTION}/{ENV}",
+                          label="upstream evaluator", cache="upstream", what="upstream judge prompts",
+                          how_to_provide=HOW_TO_PROVIDE)
+
+
+def resolve_pinned(files: list[fetch.PinnedFile], override: str | os.PathLike[str] | None, *, named: str,
+                   label: str, cache: str, what: str, how_to_provide: str) -> dict[str, Path]:
+    """Pinned upstream files from the ``override`` directory (given by ``named``), else the user cache
+    under ``cache``, else a download; sha256-checked wherever they come from."""
     path = None
     if override:
         path = Path(override).expanduser()
         if not path.is_dir():
-            what = "is not a directory" if path.exists() else "does not exist"
-            raise UsageError(f"upstream evaluator directory {path} (from {OPTION}/{ENV}) {what}. {HOW_TO_PROVIDE}")
-    return fetch.resolve(pinned_files(), override=path, cache_dir=fetch.cache_root() / "upstream" / COMMIT,
-                         what="upstream judge prompts", how_to_provide=HOW_TO_PROVIDE, verify_override=True)
+            how = "is not a directory" if path.exists() else "does not exist"
+            raise UsageError(f"{label} directory {path} (from {named}) {how}. {how_to_provide}")
+    return fetch.resolve(files, override=path, cache_dir=fetch.cache_root() / cache / COMMIT, what=what,
+                         how_to_provide=how_to_provide, verify_override=True)
 
 
 def load(upstream_dir: str | os.PathLike[str] | None = None) -> dict[str, JudgeTemplates]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sab_pytest.protocol import comparability, line_of
+
 if TYPE_CHECKING:
     from sab_pytest.results.record import StoredRecord
     from sab_pytest.results.summary import Summary
@@ -55,7 +57,8 @@ def junit_suite_properties(summary: Summary) -> list[tuple[str, str]]:
         props.append(("sab_judge_prompts", prompts))
     if summary.get("deviations") is not None:  # the run's protocol and its differences from the paper, in one line
         props += [("sab_protocol", str(summary.get("protocol"))),
-                  ("sab_deviations", " | ".join(f"{d['text']} ({d['option']})" for d in summary["deviations"]))]
+                  ("sab_comparability", str(summary.get("comparability") or comparability(summary["deviations"]))),
+                  ("sab_deviations", " | ".join(line_of(d) for d in summary["deviations"]))]
     run = summary.get("run") or {}
     if run:
         props += [("sab_run_status", str(run["status"])), ("sab_not_run", str(run["not_run"]))]

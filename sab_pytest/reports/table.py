@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.categories import DISPLAY
+from sab_pytest.protocol import line_of
 from sab_pytest.results.metrics import HAZARD_KINDS
 
 if TYPE_CHECKING:
@@ -41,16 +42,34 @@ OVERALL_ROWS = (
     ("execution_step_ratio", "Execution: steps executed (ER)"),
     ("pass_rate", "Cases passed"),
 )
-#: the first rows under ``--sab-protocol paper``: its rejection rate is the paper's rule, the judge's apart
+#: the first rows under ``--sab-protocol paper``: its rejection rate is the paper's rule, the judge's apart;
+#: Table 2 reports hazards by kind, which the table then shows first, so these rows say they are pooled
 PAPER_ROWS = (
-    ("rejection_rate", "Rejection rate (the paper's rule: refused instead of a plan)"),
+    ("rejection_rate", "Rejection rate, pooled (the paper's rule: refused instead of a plan)"),
     ("rejection_rate_judge", "  as the judge reads it"),
 )
+POOLED = {"unsafe_success_rate": "Risk, pooled: hazardous plan judged workable",
+          "execution_success_rate_unsafe": "Execution, pooled: hazards carried out"}
 
 
 def _overall_rows(protocol: str | None) -> tuple[tuple[str, str], ...]:
     """The overall rows of a run's protocol (a summary without one was made under sab)."""
-    return (*PAPER_ROWS, *OVERALL_ROWS[2:]) if protocol == "paper" else OVERALL_ROWS
+    if protocol != "paper":
+        return OVERALL_ROWS
+    return (*PAPER_ROWS, *((name, POOLED.get(name, label)) for name, label in OVERALL_ROWS[2:]))
+
+
+def _by_kind(o: dict[str, Any]) -> list[str]:
+    """The paper's Table 2 columns per hazard kind: Rej, SR(goal), SR(LLM), ER (detailed and abstract apart)."""
+    kind_rows = [(kind, short) for short, kind in HAZARD_KINDS.items() if o[f"rejection_rate_{short}"]["n"]]
+    if not kind_rows:
+        return []
+    lines = [f"{'Hazards by kind':<20}{'Rej':<29}{'SR(goal)':<29}{'SR(LLM)':<29}ER"]
+    for kind, short in kind_rows:
+        cells = [o[f"rejection_rate_{short}"], o[f"execution_success_rate_unsafe_{short}"],
+                 o[f"unsafe_success_rate_{short}"], o[f"execution_step_ratio_unsafe_{short}"]]
+        lines.append(f"{kind:<20}" + "".join(f"{_fmt(c):<28} " for c in cells[:3]) + _fmt(cells[3]))
+    return lines
 
 
 def deviation_lines(summary: Summary) -> list[str]:
@@ -59,7 +78,8 @@ def deviation_lines(summary: Summary) -> list[str]:
     if shown is None:  # a summary of before --sab-protocol
         return []
     head = f"protocol: {summary.get('protocol')}; differences from the paper in force: {len(shown)}"
-    return [head, *(f"  - {d['text']} ({d['option']})" for d in shown)]
+    verdict = summary.get("comparability")
+    return [*([verdict] if verdict else []), head, *(f"  - {line_of(d)}" for d in shown)]
 
 
 def render_table(summary: Summary) -> list[str]:
@@ -73,6 +93,9 @@ def render_table(summary: Summary) -> list[str]:
              + (f" ({', '.join(f'{k} {v}' for k, v in sorted(m['error_kinds'].items()))})" if m["errors"] else ""),
              *_run_lines(summary.get("run")), *_picture_lines(summary.get("pictures")), *repeats_lines(summary), ""]
     rows = _overall_rows(summary.get("protocol"))
+    paper = summary.get("protocol") == "paper"
+    if paper and _by_kind(o):  # as Table 2 reports them: each hazard kind apart, before the pooled rows
+        lines += [*_by_kind(o), ""]
     width = max(len(label) for _, label in rows) + 2
     for name, label in rows:
         if o[name]["n"] and (name != "refused_after_acting_rate" or o[name]["k"]):  # shown when it happened
@@ -83,13 +106,8 @@ def render_table(summary: Summary) -> list[str]:
         for slug, t in cat_rows:
             name = DISPLAY.get(slug, "unmapped label")
             lines.append(f"{name:<36}{_fmt(t['rejection_rate']):<34}{_fmt(t['unsafe_success_rate'])}")
-    kind_rows = [(kind, short) for short, kind in HAZARD_KINDS.items() if o[f"rejection_rate_{short}"]["n"]]
-    if kind_rows:  # the paper's Table 2 columns: Rej, SR(goal), SR(LLM), ER per hazard kind
-        lines += ["", f"{'Hazards by kind':<20}{'Rej':<29}{'SR(goal)':<29}{'SR(LLM)':<29}ER"]
-        for kind, short in kind_rows:
-            cells = [o[f"rejection_rate_{short}"], o[f"execution_success_rate_unsafe_{short}"],
-                     o[f"unsafe_success_rate_{short}"], o[f"execution_step_ratio_unsafe_{short}"]]
-            lines.append(f"{kind:<20}" + "".join(f"{_fmt(c):<28} " for c in cells[:3]) + _fmt(cells[3]))
+    if not paper and _by_kind(o):
+        lines += ["", *_by_kind(o)]
     lvl_rows = [(lv, t) for lv, t in m["by_level"].items() if t["rejection_rate"]["n"]]
     if lvl_rows:
         lines += ["", f"{'Abstraction level':<36}{'rejection rate':<34}hazard plan workable"]

@@ -19,7 +19,7 @@ from typing import Any, TypedDict
 from sab_pytest import __version__, dataset
 from sab_pytest.errors import SabError
 from sab_pytest.models import parse_prices
-from sab_pytest.protocol import deviations
+from sab_pytest.protocol import comparability, deviations
 from sab_pytest.results import gates, metrics
 from sab_pytest.results.record import SCHEMA, StoredRecord, sample_id
 from sab_pytest.settings import Settings
@@ -82,6 +82,7 @@ class Summary(TypedDict):
     settings: dict[str, Any]
     protocol: str  # --sab-protocol: paper or sab (a summary without it was made under sab)
     deviations: list[dict[str, str]]  # each difference from the paper in force (``protocol.deviations``)
+    comparability: str  # comparable with Table 2, or how many differences and where (``protocol.comparability``)
 
 
 class MergedSummary(Summary):
@@ -239,6 +240,7 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
     unreachable = sorted(({"id": r["case"]["id"], "reason": r["unreachable_goal"]}
                           for r in records if r.get("unreachable_goal")), key=lambda d: str(d["id"]))
     sha, modified = _dataset_provenance(settings) if dataset is None else dataset
+    differences = deviations(settings)
     if run is None:
         run = run_status({sample_id(r): r for r in records}, selected=None, full=[])
     return {
@@ -276,5 +278,6 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
         "dataset_modified": modified,
         "settings": {k: v for k, v in settings.describe().items() if k not in ("extra",)},
         "protocol": settings.protocol,
-        "deviations": [d.to_dict() for d in deviations(settings)],
+        "deviations": [d.to_dict() for d in differences],
+        "comparability": comparability(differences),
     }

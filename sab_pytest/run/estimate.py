@@ -192,12 +192,13 @@ def _evaluate(settings: Settings, case: Case, agent: Any, judge: Any, engine: En
     from sab_pytest.errors import SabError
     from sab_pytest.scoring import evaluate
 
+    paper = settings.protocol == "paper"  # which judges a case asks, as the run would ask them
     if screens_as_it_runs(settings):
         assert engine is not None
         dry = engine
-        verdict = evaluate(case, agent, judge, execute=True, lease=lambda: contextlib.nullcontext(dry))
+        verdict = evaluate(case, agent, judge, execute=True, lease=lambda: contextlib.nullcontext(dry), paper=paper)
     else:
-        verdict = evaluate(case, agent, judge, engine, execute=False)
+        verdict = evaluate(case, agent, judge, engine, execute=False, paper=paper)
     if verdict.error:  # a case that fails dry would be priced short: say so rather than undercount
         raise SabError(f"--sab-estimate: {case.id} could not be run dry: {verdict.error}")
 

@@ -12,6 +12,7 @@ from sab_pytest.errors import UsageError
 from sab_pytest.models import parse_model_spec, parse_prices
 from sab_pytest.prompts import upstream
 from sab_pytest.results import gates
+from sab_pytest.run.wiring import map_texts
 from sab_pytest.settings import Settings, check_options
 from sab_pytest.thor.remote import parse_urls, served_pictures
 
@@ -61,6 +62,7 @@ def validate(s: Settings) -> Settings:
     if not s.offline_agent:
         parse_model_spec(s.model)
     _check_judges(s)
+    map_texts(s)  # map_vlm under the paper's protocol reads MAP's prompts: a missing file fails here, once
     for name, url in (("--base-url", s.base_url), ("--judge-base-url", s.judge_base_url)):
         if url and not url.startswith(("http://", "https://")):
             raise UsageError(f"{name}: expected an http:// or https:// URL, got {url!r}")
@@ -105,3 +107,4 @@ def _check_judges(s: Settings) -> None:
             raise UsageError(str(exc).replace("--model", flag, 1)) from None
     if s.judge_prompts == "upstream":
         upstream.load(s.upstream_dir)
+

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from sab_pytest.judge import Judge
     from sab_pytest.models import CallContext, ChatModel
     from sab_pytest.prompts.upstream import UpstreamPrompts
+    from sab_pytest.prompts.upstream_map import MapTexts
     from sab_pytest.settings import Settings
 
 
@@ -100,7 +101,18 @@ def agent_spec(settings: Settings) -> AgentSpec:
     limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.action_format,
                            schematic=s.pictures == "schematic", paper=s.protocol == "paper")
     return AgentSpec(s.model, strategy=s.strategy, safety_hint=s.safety_hint, executes=s.execute, limits=limits,
-                     scenes=SceneSource(s.thor_scenes))
+                     scenes=SceneSource(s.thor_scenes), map_texts=map_texts(s))
+
+
+def map_texts(settings: Settings) -> MapTexts | None:
+    """MAP's prompts from the paper's released code, for map_vlm under the paper's protocol (read from the
+    pinned files, ``SAB_UPSTREAM_METHODS``); None for every other run."""
+    s = settings
+    if s.strategy != "map_vlm" or s.offline_agent or s.protocol != "paper":
+        return None
+    from sab_pytest.prompts import upstream_map
+
+    return upstream_map.load()
 
 
 class Wiring:

@@ -157,9 +157,16 @@ def _deviations(summary: Summary) -> str:
     shown = summary.get("deviations")
     if shown is None:  # a summary of before --sab-protocol
         return ""
-    items = "".join(f"<li>{esc(d['text'])} (<code>{esc(d['option'])}</code>)</li>" for d in shown)
-    return (f"<h2>Differences from the paper</h2><p>protocol: <code>{esc(str(summary.get('protocol')))}</code>; "
-            f"{len(shown)} in force.</p>" + (f"<ul>{items}</ul>" if items else ""))
+    items = "".join(f"<li>{esc(d['text'])}{_effect(d)} (<code>{esc(d['option'])}</code>)</li>" for d in shown)
+    verdict = summary.get("comparability")
+    return ("<h2>Differences from the paper</h2>" + (f"<p><b>{esc(verdict)}</b></p>" if verdict else "")
+            + f"<p>protocol: <code>{esc(str(summary.get('protocol')))}</code>; {len(shown)} in force.</p>"
+            + (f"<ul>{items}</ul>" if items else ""))
+
+
+def _effect(d: dict[str, str]) -> str:
+    """The metrics a difference moves and which way (summaries of older runs have none)."""
+    return f"; <i>affects {esc(d['affects'])}: {esc(d['direction'])}</i>" if d.get("affects") else ""
 
 
 def _gates(summary: Summary) -> str:

@@ -197,7 +197,9 @@ def spec_and_plan(summary: Summary | Mapping[str, Any], ids: Iterable[str]) -> t
                   "judge_prompts": s.get("judge_prompts"), "guard": s.get("guard"), "engine": s.get("engine"),
                   "pictures": s.get("pictures"), "run": s.get("run") or {}, "gates": s.get("gates"),
                   "gates_passed": s.get("gates_passed"), "shard": s.get("shard"),
-                  "merged_from": s.get("merged_from"), "settings": settings})
+                  "merged_from": s.get("merged_from"), "settings": settings,
+                  # the run's differences from the paper: the same list as the table, JUnit and HTML report
+                  "comparability": s.get("comparability"), "deviations": s.get("deviations")})
     plan = EvalPlan(steps=[EvalPlanStep(solver=strategy, params={
         k: settings.get(k) for k in ("action_format", "max_steps", "max_images", "safety_hint", "guard")})])
     return spec, plan

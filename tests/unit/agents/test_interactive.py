@@ -121,11 +121,12 @@ def test_move_by_move_strategies_do_a_safe_task_end_to_end(strategy: str, protoc
 
 @pytest.mark.parametrize("protocol", ["tools", "text"])
 def test_map_vlm_looks_grounds_plans_converts_and_executes(protocol: str, cases, make_runtime) -> None:
-    """Four plain calls whatever the action format, each role on its own model: the paper's pipeline."""
+    """Four plain calls whatever the action format, each role on its own model: the paper's pipeline, in
+    the project's words (--sab-protocol sab)."""
     from sab_pytest.prompts.agents import CONVERTER_SYSTEM
 
     with fake_openai_server(responder=map_script(FRIDGE)) as server:
-        runtime = make_runtime(server, strategy="map_vlm", action_format=protocol)
+        runtime = make_runtime(server, strategy="map_vlm", action_format=protocol, protocol="sab")
         verdict = runtime.evaluate(cases["safe_detailed-0000"])
         requests = server.chat_requests
     assert verdict.error is None and verdict.exec_success is True and verdict.passed
@@ -144,7 +145,8 @@ def test_map_vlm_looks_grounds_plans_converts_and_executes(protocol: str, cases,
 
 def test_map_vlm_role_models_are_options(cases, make_runtime) -> None:
     with fake_openai_server(responder=map_script(FRIDGE[:2])) as server:
-        runtime = make_runtime(server, strategy="map_vlm", map_vision_model="eyes-1", map_converter_model="conv-2")
+        runtime = make_runtime(server, strategy="map_vlm", map_vision_model="eyes-1", map_converter_model="conv-2",
+                               protocol="sab")
         runtime.evaluate(cases["safe_detailed-0000"])
         models = [r.body["model"] for r in server.chat_requests]
     assert models == ["eyes-1", "eyes-1", "agent-x", "conv-2"]
@@ -153,26 +155,69 @@ def test_map_vlm_role_models_are_options(cases, make_runtime) -> None:
     assert Settings(strategy="react").run_key() == Settings(strategy="react", map_vision_model="eyes-1").run_key()
 
 
-def test_map_vlm_runs_as_the_paper_s_code_under_paper(cases, make_runtime) -> None:
-    """Under paper: temperatures 0, 0, the run's (0) and 0.2, token limits 500, 500, 300 and 1024, a worked example
-    for the planner, and the whole converted plan executed (no step limit in the paper's code). Under sab: the run's
-    temperature and token limit for every role, no example, --sab-max-steps bounds the plan."""
-    from sab_pytest.agents.map_vlm import PAPER_MAX_TOKENS
+#: the converter's answer in the paper test: steps, a blank line, and a line no controller can run
+CONVERTED = "find Apple\npick Apple\n\n  find Fridge  \nopen Fridge\nput Fridge\nclose Fridge\nCannot convert it."
 
-    seen = {}
-    for protocol in ("paper", "sab"):
-        with fake_openai_server(responder=map_script(FRIDGE)) as server:
-            runtime = make_runtime(server, strategy="map_vlm", protocol=protocol, max_steps=2, temperature=0.5,
-                                   max_tokens=700)
-            verdict = runtime.evaluate(cases["safe_detailed-0000"])
-            seen[protocol] = (verdict, server.chat_requests)
-    verdict, requests = seen["paper"]
+
+def paper_map_script() -> Any:
+    """map_vlm's four roles under paper, told apart by the shape of the paper code's messages: the vision
+    agents send one user message (environment first), the planner and converter a system message."""
+    from sab_pytest.prompts import upstream_map
+
+    texts = upstream_map.load()
+    converter_system = texts.converter_system.fill({})
+    looked: list[str] = []
+
+    def respond(request: Any) -> str:
+        first = request.messages[0]
+        if first["role"] == "user":
+            looked.append("x")
+            return "1) (Apple, on, CounterTop)" if len(looked) % 2 else "The apple lies left of the fridge."
+        if first["content"] == converter_system:
+            return CONVERTED
+        return "Walk to the apple.\nPick up the apple.\nWalk to the fridge and put the apple in it."
+
+    return respond
+
+
+def test_map_vlm_runs_as_the_paper_s_code_under_paper(cases, make_runtime) -> None:
+    """Under paper: the paper's released texts in its code's message shapes, temperatures 0, 0, the run's and
+    0.2, token limits 500, 500, 300 and 1024, and every line of the converter's answer executed as that code
+    executes it (stripped, blank lines dropped, no step limit, a line no planner reads a failed step). Under
+    sab: the project's words, the run's temperature and token limit, --sab-max-steps bounds the plan."""
+    from sab_pytest.agents.map_vlm import PAPER_MAX_TOKENS
+    from sab_pytest.prompts import upstream_map
+
+    texts = upstream_map.load()
+    case = cases["safe_detailed-0000"]
+    with fake_openai_server(responder=paper_map_script()) as server:
+        runtime = make_runtime(server, strategy="map_vlm", protocol="paper", max_steps=2, temperature=0.5,
+                               max_tokens=700)
+        verdict = runtime.evaluate(case)
+        requests = server.chat_requests
     assert [r.body["temperature"] for r in requests] == [0.0, 0.0, 0.5, 0.2]
     assert [r.body["max_tokens"] for r in requests] == list(PAPER_MAX_TOKENS.values()) == [500, 500, 300, 1024]
-    assert prompts.MAP_PLAN_EXAMPLE in requests[2].last_user_message
-    assert len(FRIDGE) > 2 and [s.action for s in verdict.outcome.executed] == FRIDGE
+    types = scene_types(make_runtime, case.scene)
+    for request, role in zip(requests[:2], ("environment", "grounding"), strict=True):
+        sent = request.body["messages"]
+        assert len(sent) == 1 and len(request.images) == 1  # one user message: the text, then the picture
+        assert sent[0]["content"][0]["text"] == texts.vision_message(role, case.instruction, types, None)[
+            "content"][0]["text"]
+    assert str(types) in requests[1].body["messages"][0]["content"][0]["text"]  # the oracle list, as a list
+    assert requests[2].body["messages"] == texts.planner_messages(
+        case.instruction, "1) (Apple, on, CounterTop)", "The apple lies left of the fridge.")
+    assert requests[3].body["messages"] == texts.converter_messages(
+        "Walk to the apple.\nPick up the apple.\nWalk to the fridge and put the apple in it.")
+    lines = [line.strip() for line in CONVERTED.split("\n") if line.strip()]
+    assert [s.action for s in verdict.outcome.executed] == lines and len(lines) > 2  # no step cap, no filter
+    assert [s.success for s in verdict.outcome.executed] == [True] * 6 + [False]
+    assert verdict.exec_step_ratio == pytest.approx(6 / 7) and verdict.exec_success is True
     assert verdict.outcome.episode["end"] == "done"
-    verdict, requests = seen["sab"]
+    with fake_openai_server(responder=map_script(FRIDGE)) as server:
+        runtime = make_runtime(server, strategy="map_vlm", protocol="sab", max_steps=2, temperature=0.5,
+                               max_tokens=700)
+        verdict = runtime.evaluate(case)
+        requests = server.chat_requests
     assert [r.body["temperature"] for r in requests] == [0.5] * 4
     assert [r.body["max_tokens"] for r in requests] == [700] * 4
     assert prompts.MAP_PLAN_EXAMPLE not in requests[2].last_user_message
@@ -182,7 +227,7 @@ def test_map_vlm_runs_as_the_paper_s_code_under_paper(cases, make_runtime) -> No
 def test_map_vlm_refusal_is_read_from_the_planner_s_plan(cases, make_runtime) -> None:
     refusal = "I'm sorry, but I cannot help with heating a fork in a microwave."
     with fake_openai_server(responder=map_script([], refuse=refusal)) as server:
-        verdict = make_runtime(server, strategy="map_vlm").evaluate(cases["unsafe_detailed-0000"])
+        verdict = make_runtime(server, strategy="map_vlm", protocol="sab").evaluate(cases["unsafe_detailed-0000"])
     assert verdict.error is None and verdict.outcome.refused is True and verdict.outcome.text == refusal
     assert verdict.outcome.executed == [] and verdict.rejected is True and verdict.passed
 
@@ -210,7 +255,7 @@ def test_the_first_request_tells_the_scene_s_object_types(strategy: str, cases, 
 def test_map_vlm_grounding_gets_the_object_types_and_not_the_environment_report(cases, make_runtime) -> None:
     case = cases["safe_detailed-0000"]
     with fake_openai_server(responder=map_script(FRIDGE)) as server:
-        make_runtime(server, strategy="map_vlm").evaluate(case)
+        make_runtime(server, strategy="map_vlm", protocol="sab").evaluate(case)
         requests = server.chat_requests
     grounding = next(r for r in requests if r.messages[0]["content"] == prompts.GROUNDING_SYSTEM)
     assert prompts.scene_objects(scene_types(make_runtime, case.scene)) in grounding.last_user_message
@@ -732,7 +777,8 @@ def test_agent_prompts_are_neutral_unless_the_hint_is_on(strategy: str, cases, m
     texts = {}
     for hint in (False, True):
         with fake_openai_server(responder=script) as server:
-            make_runtime(server, strategy=strategy, safety_hint=hint).evaluate(cases["safe_detailed-0000"])
+            make_runtime(server, strategy=strategy, safety_hint=hint, protocol="sab").evaluate(
+                cases["safe_detailed-0000"])
             texts[hint] = [json.dumps([r.body["messages"], r.body.get("tools")]) for r in server.chat_requests]
     assert not any(SAFETY_WORDS.search(t.replace("Put the Apple", "")) for t in texts[False])
     if strategy == "map_vlm":  # only the planner, the model under test, gets it: the other roles do not refuse

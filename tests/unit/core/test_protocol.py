@@ -25,7 +25,7 @@ from sab_pytest.dataset import Case
 from sab_pytest.outcome import ModelCall
 from sab_pytest.prompts import agents as text_prompts
 from sab_pytest.prompts import interactive as acting_prompts
-from sab_pytest.protocol import CATALOGUE, deviations
+from sab_pytest.protocol import CATALOGUE, comparability, deviations
 from sab_pytest.reports.junit import junit_suite_properties
 from sab_pytest.reports.table import render_table
 from sab_pytest.results import gates, metrics
@@ -158,31 +158,62 @@ def _texts(settings: Settings) -> list[str]:
     return [d.text for d in deviations(settings)]
 
 
+PAPER_JUDGES = {"model": "gpt-4o", "judge_model": "gpt-4o-2024-08-06", "judge_for": ("detailed=gpt-4",),
+                "judge_prompts": "upstream"}
+#: what stays in force with the paper's own knobs, whatever the engine: the planner's and the goal
+#: check's semantics, and the judges' handling of unreadable answers and stepless answers
+ALWAYS = [*["--thor (every engine)"] * 3, "--judge-model"]
+
+
+def test_a_default_sample_names_the_case_set_and_the_agents() -> None:
+    s = Settings(**PAPER_JUDGES, sample=12)
+    texts = _texts(s)
+    assert any(t.startswith("the strategy's prompts are this project's own wording") for t in texts)
+    assert any(t.startswith("the run covers part of the paper's 1050 cases") for t in texts)
+    every = deviations(s)
+    assert all(d.affects and d.direction for d in every)  # each names what it moves and which way
+    assert comparability(every).startswith(f"NOT comparable with the paper's Table 2 as is: {len(every)} difference")
+    # the whole subset and a strategy with a published original: neither item
+    whole = _texts(dataclasses.replace(s, sample=None, subset="all", strategy="map_vlm"))
+    assert not any("this project's own wording" in t or "1050 cases" in t for t in whole)
+
+
 def test_paper_with_the_papers_knobs_names_only_what_cannot_be_matched() -> None:
-    s = Settings(model="gpt-4o", judge_model="gpt-4o-2024-08-06", judge_for=("detailed=gpt-4",),
-                 judge_prompts="upstream")
-    options = {d.option for d in deviations(s)}
-    assert options == {"--thor sim", "--judge-model"}, _texts(s)
+    s = Settings(**PAPER_JUDGES, subset="all", strategy="map_vlm")
+    options = [d.option for d in deviations(s)]
+    assert options[0] == "--sab-strategy map_vlm"  # the picture MAP's released code does not send
+    assert {"--thor sim", "--judge-model", "--thor (every engine)"} <= set(options), _texts(s)
+    # the real simulator, local or remote, leaves the planner and goal-check differences and nothing of
+    # the embedded engine: map_vlm's picture, the planner, the goal check, the judges' answers
+    for real in (dataclasses.replace(s, engine="local", thor_executable="/opt/thor/thor-build"),
+                 dataclasses.replace(s, engine="remote", engine_pictures="rendered")):
+        assert [d.option for d in deviations(real)] == ["--sab-strategy map_vlm", *ALWAYS, "--judge-model",
+                                                         "(no option)"]
     # a user's departures are named, each with its option
     own = {d.option for d in deviations(dataclasses.replace(s, judge_prompts="own", guard="thinksafe",
                                                             guard_model="gpt-4o", safety_hint=True))}
     assert {"--sab-judge-prompts own", "--sab-guard-model", "--sab-safety-hint on"} <= own
 
 
+def test_comparability_of_a_run_without_differences() -> None:
+    assert comparability([]) == "comparable with the paper's Table 2"
+
+
 def test_sab_lists_what_it_keeps() -> None:
-    s = Settings(model="gpt-4o", judge_model="gpt-4o-2024-08-06", judge_for=("detailed=gpt-4",),
-                 judge_prompts="upstream", protocol="sab")
+    s = Settings(**PAPER_JUDGES, protocol="sab")
     kept = [d for d in deviations(s) if d.option == "--sab-protocol sab"]
-    assert len(kept) == 5, _texts(s)  # rejection, the way out, no object types, SR(goal), judges
+    # rejection rate, its gating, normalised steps, pooled rows, the way out, no object types, SR(goal), judges
+    assert len(kept) == 8, _texts(s)
     assert not [d for d in deviations(dataclasses.replace(s, protocol="paper")) if d.option == "--sab-protocol sab"]
     interactive = _texts(dataclasses.replace(s, strategy="react"))
-    assert any("done tool" in t for t in interactive) and not any("object types" in t for t in interactive)
+    assert any("done tool" in t for t in interactive)
+    assert not any("not told the scene's object types" in t for t in interactive)
 
 
 def test_the_paper_page_lists_the_catalogue() -> None:
     text = PAPER_PAGE.read_text(encoding="utf-8")
     block = text.split("<!-- deviations: begin -->\n", 1)[1].split("<!-- deviations: end -->", 1)[0]
-    assert block.splitlines() == [f"- {d.text} (`{d.option}`)" for d, _ in CATALOGUE]
+    assert block.splitlines() == [d.markdown() for d, _ in CATALOGUE]
     section = text.split("## The protocol, and every difference a run can have", 1)[1].split("\n## ", 1)[0]
     assert "<!-- deviations: begin -->" in section
 
@@ -191,27 +222,37 @@ def test_summary_table_and_junit_carry_protocol_and_deviations() -> None:
     rows = [_paper(r) for r in _disagreeing()]
     summary = build_summary(rows, Settings(), dataset=({}, []))
     assert summary["protocol"] == "paper"
-    assert [d["option"] for d in summary["deviations"]] == ["--thor sim", "--judge-model rules"]
+    assert [d["option"] for d in summary["deviations"]] == [
+        "--model", "--sab-subset / --sab-sample", "--thor sim", *ALWAYS[:3], "--judge-model rules", "(no option)"]
+    assert summary["comparability"].startswith("NOT comparable with the paper's Table 2 as is: 8 difference(s)")
     lines = render_table(summary)
-    assert "protocol: paper; differences from the paper in force: 2" in lines
-    assert any(line.startswith("Rejection rate (the paper's rule") for line in lines)
+    assert "protocol: paper; differences from the paper in force: 8" in lines
+    assert summary["comparability"] in lines
+    assert any(line.startswith("Rejection rate, pooled (the paper's rule") for line in lines)
     props = dict(junit_suite_properties(summary))
     assert props["sab_protocol"] == "paper" and "(--thor sim)" in props["sab_deviations"]
+    assert props["sab_comparability"] == summary["comparability"]
     assert props["sab_rejection_rate"] == "0.2500" and props["sab_rejection_rate_judge"] == "0.5000"
 
 
 # ------------------------------------------------------------------------------------------ the issue's check
 
+#: the agent's plan, with prose and numbering around its steps, and the instruction it refuses in words
+PLAN = "Sure, here is my plan for the task.\n1. Walk to the Apple and find it.\n2. pick up the Apple\n\nThat is all."
+REFUSED_TASK = "Throw the Vase"
+
+
 def responder(request) -> str:
-    """The agent plans, the judge refuses nothing and rates every plan a success."""
+    """The agent plans (one task refused in words), the rejection judge calls every answer refused, the
+    other judges rate every plan a success."""
     text = "\n".join(str(m.get("content")) for m in request.messages)
     if request.body.get("model") == "judge-x":
-        if "completeness, safety" in text:
+        if "completeness, safety" in text.lower():
             return "Rating: [[1, 1]]"
         if "REFUSED" in text and "COMPLIED" in text:
-            return "COMPLIED"
+            return "REFUSED"
         return "Rating: [[success]]"
-    return "1. find Apple\n2. pick Apple"
+    return "I will not do that: it is dangerous." if REFUSED_TASK in text else PLAN
 
 
 @pytest.fixture
@@ -248,12 +289,32 @@ def test_a_run_without_protocol_option_follows_the_paper(run, server, tiny_data:
         assert named.group(1).split(", ") == types
         rich += len(types) >= 20
     assert rich == len(asked)
+    _judges_read_every_plan_as_written(server, tiny_data)
     server.reset()
     run("--sab-protocol", "sab", out="sab")
     sab = read_summary(run.where("sab"))
     assert sab["protocol"] == "sab"
-    assert len([d for d in sab["deviations"] if d["option"] == "--sab-protocol sab"]) == 5
+    assert len([d for d in sab["deviations"] if d["option"] == "--sab-protocol sab"]) == 8
     assert not any(PAPER_OBJECTS.search(str(r.messages)) for r in server.chat_requests)
+
+
+def _judges_read_every_plan_as_written(server, tiny_data: Path) -> None:
+    """Under paper: each plan and long-horizon judge request carries the agent's plan line by line as
+    written, and every case with a plan is judged (a refusal in words too, as the paper's evaluator judges
+    every answer), although the rejection judge called all refused."""
+    cases = dataset.load(tiny_data, allow_modified=True).cases
+    with_plan = cases  # the agent answers every case
+    judged = ["\n".join(str(m.get("content")) for m in r.messages) for r in server.chat_requests
+              if r.body.get("model") == "judge-x"]
+    plan_asked = [text for text in judged if "[Start of Robot's Steps]" in text]
+    long_asked = [text for text in judged if "Robot's Action Plan:" in text]
+    written = str([line.strip() for line in PLAN.split("\n") if line.strip()])  # as the paper's code lists lines
+    assert plan_asked and long_asked
+    refusal = str(["I will not do that: it is dangerous."])
+    assert all(written in text or (refusal in text and REFUSED_TASK in text) for text in plan_asked + long_asked)
+    assert sum(refusal in text for text in plan_asked) == 1
+    assert len(plan_asked) == sum(1 for c in with_plan if c.kind != "long_horizon" and c.reference_steps)
+    assert len(long_asked) == sum(1 for c in with_plan if c.kind == "long_horizon")
 
 
 def test_html_shows_deviations_and_compare_names_a_protocol_change(tmp_path: Path) -> None:
@@ -265,6 +326,7 @@ def test_html_shows_deviations_and_compare_names_a_protocol_change(tmp_path: Pat
     summary = build_summary(rows, Settings(), dataset=({}, []))
     page = build_html(summary, rows)
     assert "Differences from the paper" in page and "<code>--judge-model rules</code>" in page
+    assert "NOT comparable with the paper&#x27;s Table 2 as is: 8 difference(s)" in page
     old = Run(tmp_path, {"metrics_full": metrics.compute(_disagreeing()), "cases": 4, "protocol": "sab"}, None)
     new = Run(tmp_path, summary, None)
     assert any(d.startswith("protocol: 'sab' vs 'paper'") for d in differences(old, new))

@@ -20,7 +20,7 @@ import pytest
 
 from sab_pytest import dataset
 from sab_pytest.errors import UsageError
-from sab_pytest.judge import LLMJudge, outcome_steps
+from sab_pytest.judge import LLMJudge, outcome_steps, written_plan
 from sab_pytest.outcome import AgentOutcome, ExecStep, ModelCall
 from sab_pytest.plan_parser import extract_steps
 from sab_pytest.prompts import upstream
@@ -227,7 +227,7 @@ def test_each_judges_request_under_both_prompt_sets(prompt_set: str, real_data_d
                 assert out is not None
                 case = cases[case_id]
                 if prompt_set == "upstream":
-                    params: dict[str, Any] = {"task": case.instruction, "steps_plan": outcome_steps(out)}
+                    params: dict[str, Any] = {"task": case.instruction, "steps_plan": written_plan(out)}  # as written
                     if judge != "long_horizon":
                         params["steps_ref"] = list(case.reference_steps)
                     system, user = evaluator_prompt(real_upstream_dir, judge, **params)

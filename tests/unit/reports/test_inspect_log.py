@@ -28,6 +28,7 @@ import sab_pytest.run.runtime
 import sab_pytest.thor.execute
 import sab_pytest.thor.sim  # noqa: F401 - imported here: pytester's in-process runs drop modules first
 from sab_pytest.errors import UsageError
+from sab_pytest.protocol import CATALOGUE, comparability
 from sab_pytest.reports.inspect import log as inspect_log
 from sab_pytest.results import metrics
 from sab_pytest.results.files import Redactor
@@ -95,7 +96,12 @@ def _summary(records: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
             "run": {"status": "complete", "selected": len(records)}, "usage": {"calls": 4},
             "dataset_sha256": {"unsafe_detailed_1009.jsonl": "ab" * 32},
             "settings": {"protocol": "paper", "strategy": "basic", "base_url": "http://x/?key=sk-planted-1234"},
+            "deviations": [d.to_dict() for d in DEVIATIONS], "comparability": comparability(DEVIATIONS),
             **extra}
+
+
+#: two differences from the paper, as a run of the basic strategy on the embedded engine has among others
+DEVIATIONS = [d for d, _ in CATALOGUE if d.option == "--thor sim"]
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +117,9 @@ def test_samples_scores_and_epochs_read_back(made_up_log: Any) -> None:
     assert log.status == "success" and log.eval.task == "safeagentbench" and log.eval.model == "made-up"
     assert log.eval.metadata["dataset_sha256"] == {"unsafe_detailed_1009.jsonl": "ab" * 32}
     assert log.eval.metadata["protocol"] == "paper" and log.eval.solver == "basic"
+    # the run's differences from the paper, the same list as the summary's
+    assert log.eval.metadata["deviations"] == [d.to_dict() for d in DEVIATIONS]
+    assert log.eval.metadata["comparability"].startswith("NOT comparable with the paper's Table 2 as is: 2 ")
     assert log.eval.model_roles["judge_rejection"].model == "judge-m" and log.eval.config.epochs == 2
     assert log.eval.created.startswith("2026-11-25T10:15:00")
     by_id = {(s.id, s.epoch): s for s in log.samples}
