@@ -137,6 +137,7 @@ def test_time_queued_for_a_slot_is_not_charged_to_the_case_budget() -> None:
     release, holding = threading.Event(), threading.Event()
     with fake_openai_server(latency=0.05) as server:
         model = OpenAIChatModel("agent", base_url=server.url, api_key="sk-x", timeout=5, max_retries=0, slots=slots)
+        model.complete([{"role": "user", "content": "warm up"}])  # the client's start-up, outside the budgets
         holder = _hold(slots, release, holding)
         threading.Timer(0.6, release.set).start()  # another case's call holds the only slot for 0.6 s
         call = model.for_case(CallContext.start(0.4)).complete([{"role": "user", "content": "plan"}])
