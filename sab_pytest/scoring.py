@@ -90,7 +90,7 @@ def evaluate(case: Case, agent: Agent, judge: Judge, engine: Engine | None = Non
     ``engine`` is the engine the agent acts in (interactive agents) and the plan is executed in.
     Without one, ``lease()`` lends an engine for the execution alone: a text planner's case then
     holds an engine for milliseconds, not for the length of its model calls. ``execute=False``
-    (``--no-sab-exec``) judges the answer without running it.
+    (``--sab-no-exec``) judges the answer without running it.
 
     Each stage's part goes into the verdict as soon as it is known, so that a verdict cut short by
     an infrastructure failure still shows what the agent did and what the engine found.

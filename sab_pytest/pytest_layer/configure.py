@@ -13,16 +13,17 @@ import pytest
 
 from sab_pytest.errors import SabError, UsageError
 from sab_pytest.models import preload_sdk
-from sab_pytest.pytest_layer import activation
+from sab_pytest.pytest_layer import activation, aliases
 from sab_pytest.pytest_layer.aggregator import AGGREGATOR, Aggregator
 from sab_pytest.pytest_layer.collection import ShardFilter, marks, register_markers
 from sab_pytest.pytest_layer.options import (
     DIR_OPTIONS,
-    OPTION_NAMES,
     PATH_OPTIONS,
     PYTEST_PATH_OPTIONS,
     given,
+    option_names,
     settings_from_config,
+    spellings,
 )
 from sab_pytest.pytest_layer.state import RECORD_KEY, SETTINGS, is_controller
 from sab_pytest.pytest_layer.xdist import CaseDistribution
@@ -32,7 +33,7 @@ from sab_pytest.settings import Settings
 
 def requested(config: pytest.Config) -> bool:
     """The activation rule (``activation``): an option of ours given, or the cases' paths collected."""
-    if activation.names_option(given(config), OPTION_NAMES):
+    if activation.names_option(given(config), option_names(config)):
         return True
     case_paths = config.getini("sab_cases")
     return bool(case_paths) and activation.collects_cases(config.args, config.invocation_params.dir, case_paths)
@@ -62,6 +63,9 @@ def activate(config: pytest.Config, *, late: bool = False) -> Settings:
     except SabError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SETTINGS] = settings
+    run_aliases = aliases.of(config)
+    if run_aliases is not None:
+        run_aliases.active = True  # its note on short names given up to others is for this run
     if not is_controller(config) and settings.uses_api:
         preload_sdk()  # while this worker collects and waits for its first cases, not after
     if settings.shard is not None:  # on every process: xdist workers collect, the controller reports
@@ -83,7 +87,7 @@ def check_split_path_options(config: pytest.Config) -> None:
     for the moment of the check. A file option (``--junitxml``, ``--sab-html``) is judged as it is:
     its file is written at the end, after every worker has collected."""
     split = activation.split_path_options([*activation.env_addopts(), *config.invocation_params.args],
-                                          (*PATH_OPTIONS, *PYTEST_PATH_OPTIONS))
+                                          (*spellings(config, PATH_OPTIONS), *PYTEST_PATH_OPTIONS))
     if not split:
         return
     collect_args = list(config.option.file_or_dir or [])
@@ -97,7 +101,8 @@ def check_split_path_options(config: pytest.Config) -> None:
             return rootpath, inipath
 
         expected = setup(collect_args)
-        made = (config.invocation_params.dir / value for flag, value in split if flag in DIR_OPTIONS)
+        dir_options = spellings(config, DIR_OPTIONS)
+        made = (config.invocation_params.dir / value for flag, value in split if flag in dir_options)
         with activation.made_for_a_moment(made) as missing:
             seen = setup([*collect_args, *(value for _, value in split)]) if missing else (
                 config.rootpath, config.inipath)

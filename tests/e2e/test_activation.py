@@ -228,7 +228,7 @@ def test_help_shows_every_default_and_the_engines(pytester: pytest.Pytester) -> 
     assert len(entries) == len(OPTION_NAMES)
     for entry in entries:
         assert "default" in entry, entry
-    assert any(e.startswith("--thor={sim,local,remote}") for e in entries)
+    assert any(e.startswith("--sab-thor={sim,local,remote}, --thor={sim,local,remote}") for e in entries)
 
 
 def test_every_path_option_written_with_a_space_to_new_places_collects_the_same_cases_under_xdist(
