@@ -12,7 +12,7 @@ import pytest
 from sab_pytest import dataset
 from sab_pytest.errors import INTERRUPTED, OUTPUT_FAILED, ErrorKind, SabError
 from sab_pytest.pytest_layer import terminal
-from sab_pytest.pytest_layer.junit_gates import add_gate_testcases
+from sab_pytest.pytest_layer.junit_gates import add_gate_testcases, drop_earlier_attempts
 from sab_pytest.pytest_layer.state import CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.pytest_layer.xdist import stop_scheduling
 from sab_pytest.reports import junit
@@ -215,7 +215,9 @@ class Aggregator:
             # keep the big record out of JUnit XML: it gets the scalar properties only
             report.user_properties = [(k, v) for k, v in props if k != RECORD_KEY]
             case_id = sample_id(sent)
-            if case_id not in self.records:
+            if report.when != "setup" or report.outcome == "rerun":
+                return  # the record is the setup's; pytest-rerunfailures runs a "rerun" again: the last one counts
+            if case_id not in self.records:  # (a rerun of a case with a verdict sends the same record again)
                 self._keep(case_id, sent)
                 self._announce_fallback(sent)
             return
@@ -363,6 +365,7 @@ class Aggregator:
             self._say(f"sab: Inspect log: {self.settings.inspect_log} (inspect view --log-dir "
                       f"{self.settings.inspect_log.parent})")
         _junit_suite_properties(self.config, junit.junit_suite_properties(done.summary), self.redact)
+        drop_earlier_attempts(self.config, lambda nodeid: CASE_ID.search(nodeid) is not None)
         add_gate_testcases(self.config, done.summary, self.redact)
         if self.settings.gates and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             ok = gates_hold(done.summary)

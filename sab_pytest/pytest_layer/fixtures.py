@@ -138,21 +138,37 @@ def sab_verdict(sab_case: Case, sab_runtime: Any, _sab_resumed: dict[str, Stored
     An infrastructure failure is raised here, so pytest reports the case as an *error*; the record
     is attached first, so the controller still counts it.
     """
+    item = request.node
     resumed = _sab_resumed.get(sab_case.sample_id)
+    previous = item.stash.get(HANDED, None)
     if resumed is not None:
         record = stamped(resumed, resumed=True)
+    elif previous is not None and not previous.get("error"):
+        record = previous  # the item runs again (pytest-rerunfailures): its verdict stands, no model call
     else:
+        if previous is not None:  # the infrastructure failed it (model API, timeout, engine): run it again
+            sab_runtime.runner.forget(sab_case)
         try:  # a case finished before the run was stopped keeps its verdict
             record = sab_runtime.runner.result(sab_case)
         except RunnerStopped as exc:
             pytest.skip(str(exc))
         if not_run(record):
             _skip_if_stopped(sab_runtime, request)  # the run was stopped before this case could run
-    request.node.user_properties.append((RECORD_KEY, record))
-    request.node.user_properties.extend(junit.junit_case_properties(record))
+    item.stash[HANDED] = record
+    attached = [(RECORD_KEY, record), *junit.junit_case_properties(record)]
+    if previous is not None:  # a rerun's report carries this attempt's record alone
+        item.user_properties[:] = [p for p in item.user_properties if p not in item.stash[ATTACHED]]
+    item.stash[ATTACHED] = attached
+    item.user_properties.extend(attached)
     if record.get("error"):
         pytest.fail(f"{sab_case.id}: {record['message']}", pytrace=False)
     return record
+
+
+#: the record an item's fixture handed over, and the properties it attached: pytest-rerunfailures
+#: runs the same item again, which then reuses a verdict and runs a case the infrastructure failed
+HANDED = pytest.StashKey[StoredRecord]()
+ATTACHED = pytest.StashKey[list[tuple[str, Any]]]()
 
 
 def _skip_if_stopped(runtime: Any, request: pytest.FixtureRequest) -> None:

@@ -13,6 +13,7 @@ terminal's counts are the cases', and the gates have their own lines in the tabl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,29 @@ def log_xml(config: pytest.Config) -> Any:
     except ImportError:  # pragma: no cover - private API moved
         return None
     return config.stash.get(xml_key, None)
+
+
+def drop_earlier_attempts(config: pytest.Config, is_case: Callable[[str], bool]) -> int:
+    """Keep one testcase per benchmark case in the JUnit file, its last attempt's: pytest writes a
+    testcase for every attempt pytest-rerunfailures makes, and an attempt that was run again would
+    read as a passed case. ``is_case`` is asked about a testcase's name. Returns how many were dropped.
+
+    A finished testcase is only its XML element by now (pytest frees the rest), hence the element's
+    classname and name as the key."""
+    xml = log_xml(config)
+    ordered = getattr(xml, "node_reporters_ordered", None)
+    if not ordered:
+        return 0
+    keys = []
+    for reporter in ordered:
+        element = reporter.to_xml()
+        keys.append((element.get("classname"), element.get("name")))
+    last = {key: index for index, key in enumerate(keys)}
+    kept = [r for index, (r, key) in enumerate(zip(ordered, keys, strict=True))
+            if last[key] == index or not is_case(str(key[1]))]
+    dropped = len(ordered) - len(kept)
+    ordered[:] = kept
+    return dropped
 
 
 def add_gate_testcases(config: pytest.Config, summary: Summary, redact: Any = str) -> int:
