@@ -11,7 +11,7 @@ xdist; this module names them so that pytest finds them in one plugin. Flow of o
                 case_tests.check: the case's assertion (``--sab-case-tests record``: a recorded pass)
     controller: aggregator.Aggregator: the run-level checks before any case; each record written
                 as it arrives; at the end ``run.finish`` writes summary, reports and decides gates,
-                ``junit_gates`` adds each gate to the JUnit file as a testcase;
+                ``junit_gates`` sends each gate to every reporter as a test report;
                 ``terminal`` prints the table
 
 The plugin loads in every pytest run of its environment, so it does nothing unless the run asks
