@@ -13,7 +13,7 @@ from sab_pytest import dataset
 from sab_pytest.errors import INTERRUPTED, OUTPUT_FAILED, ErrorKind, SabError
 from sab_pytest.pytest_layer import terminal
 from sab_pytest.pytest_layer.junit_gates import drop_earlier_attempts, report_gates
-from sab_pytest.pytest_layer.state import CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
+from sab_pytest.pytest_layer.state import AGGREGATOR, CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.pytest_layer.xdist import stop_scheduling
 from sab_pytest.reports import junit
 from sab_pytest.results import CaseMeta, StoredRecord, case_meta, crashed, files, outdir, sample_id, split_sample_id
@@ -415,4 +415,3 @@ def _junit_suite_properties(config: pytest.Config, props: list[tuple[str, str]],
         xml.add_global_property(name, redact(value))
 
 
-AGGREGATOR = pytest.StashKey[Aggregator]()  # set on the controller when the plugin is on (configure.activate)

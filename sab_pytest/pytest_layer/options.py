@@ -15,10 +15,8 @@ from typing import Any
 import pytest
 
 from sab_pytest.errors import UsageError
-from sab_pytest.fetch import cache_root
 from sab_pytest.pytest_layer import activation, aliases
 from sab_pytest.settings import Option, Settings, options
-from sab_pytest.settings.resolution import resolve
 
 #: the ``--sab-`` spelling of every option; any of them given (or a short name this run holds, see
 #: ``option_names``) turns the plugin on (the activation rule)
@@ -107,7 +105,9 @@ class _Options:
 def settings_from_config(config: pytest.Config) -> Settings:
     """The run's ``Settings`` from this pytest run's options, validated (a ``UsageError`` names the
     option, or the policy file's line when the value came from there)."""
-    from sab_pytest.run.validate import validate  # the domain's names: loaded only in a run that is on
+    from sab_pytest.fetch import cache_root  # (loaded only in a run that is on: every run imports this module)
+    from sab_pytest.run.validate import validate
+    from sab_pytest.settings.resolution import resolve
 
     opt = _Options(config)
     try:
