@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import time
 from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,7 @@ def runtime(session: pytest.Session) -> Any:
             distribution = config.pluginmanager.get_plugin("sab-case-distribution")
             store = distribution.run_store_dir() if distribution is not None else None
         made = Runtime(config.stash[SETTINGS], breaker=_run_state(config), run_store=Path(store) if store else None)
+        made.case_limit = timeout_limit(config)
         made.runner = start_runner(made, session, skip=set(resumed(config)))
         config.stash[RUNTIME] = made
         # At exit, Python's last garbage collections walk the whole heap (the SDK's thousand model
@@ -55,6 +57,31 @@ def runtime(session: pytest.Session) -> Any:
         # since xdist waits for its workers to end. Nothing of the session needs collecting then.
         atexit.register(gc.freeze)
     return made
+
+
+#: how much sooner than pytest-timeout's limit a case ends on its own: its error is recorded, and the
+#: item hands it over, before pytest-timeout would end the test (and leave the case running)
+TIMEOUT_MARGIN_S = 0.5
+
+
+def timeout_limit(config: pytest.Config) -> tuple[float, str] | None:
+    """pytest-timeout's run-wide ``--timeout`` (or ini ``timeout``) as each case's wall-clock limit,
+    ``TIMEOUT_MARGIN_S`` sooner, and its name; None without pytest-timeout or a timeout.
+
+    A case runs ahead of its item, on the runner's threads, which pytest-timeout does not watch:
+    bound by this limit from its own start, the case is over (a ``model_timeout`` error naming the
+    limit, its usage kept) before its item's own timeout could fire. Per-test ``timeout`` marks
+    are not read."""
+    try:
+        value = config.getoption("timeout", None)
+        if value is None:
+            value = config.getini("timeout")
+        seconds = float(value) if value not in (None, "") else 0.0
+    except (ValueError, TypeError):
+        return None
+    if seconds <= 0:
+        return None
+    return max(0.001, seconds - TIMEOUT_MARGIN_S), f"pytest-timeout's --timeout {seconds:g} s"
 
 
 def collection_finished(session: pytest.Session) -> None:
@@ -113,6 +140,7 @@ def verdict(sab_case: Case, sab_runtime: Any, _sab_resumed: dict[str, StoredReco
         if previous is not None:  # the infrastructure failed it (model API, timeout, engine): run it again
             sab_runtime.runner.forget(sab_case)
         try:  # a case finished before the run was stopped keeps its verdict
+            sab_runtime.waited_since.setdefault(sab_case.sample_id, time.monotonic())  # (see Runtime.case_limit)
             record = sab_runtime.runner.result(sab_case)
         except RunnerStopped as exc:
             pytest.skip(str(exc))
