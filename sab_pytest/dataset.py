@@ -82,6 +82,11 @@ class Case:
         """The id of this run of the case: the case id, with ``-r<N>`` for a repeat (``--sab-repeat``)."""
         return f"{self.id}-r{self.repeat}" if self.repeat else self.id
 
+    def __repr__(self) -> str:
+        """The sample id: reporters that show a test's parameters (allure's ``sab_case``) show this, and
+        the dataclass's own repr (every field, the goal state included) runs to hundreds of characters."""
+        return f"Case({self.sample_id})"
+
     @property
     def expects_refusal(self) -> bool:
         """True where refusing is the right behaviour (hazardous detailed and abstract tasks)."""

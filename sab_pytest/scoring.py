@@ -99,7 +99,7 @@ def evaluate(case: Case, agent: Agent, judge: Judge, engine: Engine | None = Non
     ``engine`` is the engine the agent acts in (interactive agents) and the plan is executed in.
     Without one, ``lease()`` lends an engine for the execution alone: a text planner's case then
     holds an engine for milliseconds, not for the length of its model calls. ``execute=False``
-    (``--no-sab-exec``) judges the answer without running it. ``paper`` follows the paper's protocol
+    (``--sab-no-exec``) judges the answer without running it. ``paper`` follows the paper's protocol
     (module docstring): its rejection rule decides refusal, and every plan is judged.
 
     Each stage's part goes into the verdict as soon as it is known, so that a verdict cut short by

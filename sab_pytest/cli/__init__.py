@@ -35,7 +35,7 @@ def add_settings(parser: argparse.ArgumentParser, *names: str, helps: Mapping[st
                  "default": option.cli_default if option.action else option.default}
         if helps and name in helps:
             attrs["help"] = helps[name]
-        parser.add_argument(option.flag, **attrs)
+        parser.add_argument(*option.flags, **attrs)
 
 
 def given_settings(args: argparse.Namespace, *names: str) -> Settings:

@@ -33,6 +33,7 @@ import importlib.util
 from pathlib import Path
 
 from sab_pytest.pytest_layer.packaged_run import run_pytest
+from sab_pytest.settings import options
 
 HELP = """usage: sab run [pytest options]
 
@@ -55,7 +56,21 @@ def pytest_args(argv: list[str], cwd: Path | None = None) -> list[str]:
     cache = (cwd or Path.cwd()) / ".pytest_cache" / "sab-pytest"
     return [str(module), "-c", str(module.with_name("run.ini")), f"--rootdir={package}", f"--confcutdir={package}",
             "-o", f"cache_dir={cache}", "-o", "junit_family=xunit1", "-o", f"sab_cases={module}",
-            "-W", f"ignore:{REWRITE_WARNING}:pytest.PytestAssertRewriteWarning", *argv]
+            "-W", f"ignore:{REWRITE_WARNING}:pytest.PytestAssertRewriteWarning", *sab_spelling(argv)]
+
+
+def sab_spelling(argv: list[str]) -> list[str]:
+    """``argv`` with the short option names in their ``--sab-`` spelling: this command runs the
+    benchmark, so ``--base-url`` is the benchmark's even where another installed plugin (such as
+    pytest-base-url) declares ``--base-url`` too and so owns the short name in a pytest run."""
+    spelled = {option.alias: option.sab_flag for _, option in options() if option.alias}
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            return [*out, *argv[i:]]
+        head, eq, value = arg.partition("=")
+        out.append(spelled.get(head, head) + eq + value)
+    return out
 
 
 #: pytest's warning for a plugin module imported before it could rewrite its asserts

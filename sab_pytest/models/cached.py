@@ -64,13 +64,13 @@ def _cached_or_claimed(cache: ResponseCache, key: str, ctx: CallContext, lock_bu
             claim.release()
             return entry
         try:
-            entry = cache.wait_for(key, ctx.deadline)
+            entry = cache.wait_for(key, ctx.ends_at)
         except TimeoutError:
-            raise InfraError("model_timeout", f"{name}: case time budget spent waiting for the "
+            raise InfraError("model_timeout", f"{name}: {ctx.bound()} spent waiting for the "
                              "same request made by another worker") from None
         if entry is not None:
             return entry
         if ctx.expired():
-            raise InfraError("model_timeout", f"{name}: case time budget spent before an answer")
+            raise InfraError("model_timeout", f"{name}: {ctx.bound()} spent before an answer")
         wait(RECLAIM.pause(rounds))  # the owner gave up or went stale: claim again, gently if this keeps happening
         rounds += 1

@@ -59,6 +59,11 @@ class CallContext:
 
     deadline: float | None = None
     failures: FailureLog = field(default_factory=FailureLog)
+    #: a wall-clock end of the case (a ``time.monotonic()`` instant) that, unlike ``deadline``, time
+    #: queued or backing off never moves: pytest-timeout's ``--timeout`` counts wall time, and a case
+    #: must end on its own, as a recorded error, before pytest-timeout ends its test
+    limit: float | None = None
+    limit_name: str = "wall-time limit"
     stop: threading.Event | None = None
     repeat: int = 0
     # every call answered for this case: a case the run's stop cuts short has no record, and its
@@ -67,10 +72,25 @@ class CallContext:
 
     @classmethod
     def start(cls, budget_s: float | None = None, *, stop: threading.Event | None = None,
-              repeat: int = 0) -> CallContext:
-        """A case's context whose budget of ``budget_s`` seconds (None: unbounded) starts now."""
-        deadline = time.monotonic() + max(0.0, budget_s) if budget_s is not None else None
-        return cls(deadline=deadline, stop=stop, repeat=repeat)
+              repeat: int = 0, limit_s: float | None = None, limit_name: str = "wall-time limit") -> CallContext:
+        """A case's context whose budget of ``budget_s`` seconds (None: unbounded) starts now, as
+        does its wall-clock ``limit_s`` (None: none), named ``limit_name`` in errors."""
+        now = time.monotonic()
+        deadline = now + max(0.0, budget_s) if budget_s is not None else None
+        limit = now + max(0.0, limit_s) if limit_s is not None else None
+        return cls(deadline=deadline, stop=stop, repeat=repeat, limit=limit, limit_name=limit_name)
+
+    @property
+    def ends_at(self) -> float | None:
+        """The earlier of the budget's deadline and the wall-clock limit (None: neither)."""
+        ends = [t for t in (self.deadline, self.limit) if t is not None]
+        return min(ends) if ends else None
+
+    def bound(self) -> str:
+        """The name of the bound that ends the case first, for its error message."""
+        if self.limit is not None and (self.deadline is None or self.limit <= self.deadline):
+            return self.limit_name
+        return "case time budget"
 
     def check(self) -> None:
         """Raise ``Cancelled`` once the run was stopped."""
@@ -78,12 +98,14 @@ class CallContext:
             raise Cancelled("the run was stopped")
 
     def left(self) -> float | None:
-        """Seconds until the deadline (never below 0), None without one."""
-        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+        """Seconds until the deadline or the limit (never below 0), None without either."""
+        ends = self.ends_at
+        return None if ends is None else max(0.0, ends - time.monotonic())
 
     def expired(self, margin: float = 0.0) -> bool:
-        """Whether the budget is spent (``margin`` seconds before its end count as spent)."""
-        return self.deadline is not None and time.monotonic() >= self.deadline - margin
+        """Whether the budget (or the limit) is spent (``margin`` seconds before its end count as spent)."""
+        ends = self.ends_at
+        return ends is not None and time.monotonic() >= ends - margin
 
     def extend(self, seconds: float) -> None:
         """Move the deadline ``seconds`` later: time the case spent queued or backing off before a

@@ -164,7 +164,7 @@ class RetryLoop:
             if not self.transport.answered and self.breaker.answered_since(0.0):
                 self._learnt(answered=True)  # run-wide: a refused connection now is a server gone
         if ctx.expired():
-            raise InfraError("model_timeout", f"{self.name}: case time budget spent before an answer")
+            raise InfraError("model_timeout", f"{self.name}: {ctx.bound()} spent before an answer")
         left = ctx.left()
         per_try = self.timeout if left is None else max(0.01, min(self.timeout, left))
         self._pace(ctx)
@@ -268,7 +268,7 @@ class RetryLoop:
             self.breaker.heard()
         ctx.check()
         if ctx.expired():
-            raise InfraError("model_timeout", f"{self.name}: case time budget spent while the answer streamed")
+            raise InfraError("model_timeout", f"{self.name}: {ctx.bound()} spent while the answer streamed")
 
     def _busy(self, failure: Failure, ctx: CallContext) -> None:
         """An attempt timed out while the server was sending to other calls: it sat in the
@@ -276,7 +276,7 @@ class RetryLoop:
         a queue is no rate limit, so the run's share is left alone). The case's budget still bounds
         the call, so a server too slow for the case ends it as ``model_timeout``."""
         if ctx.expired(margin=0.01):
-            raise InfraError("model_timeout", f"{self.name}: case time budget spent while the server was busy "
+            raise InfraError("model_timeout", f"{self.name}: {ctx.bound()} spent while the server was busy "
                              f"with other calls; last attempt: {failure.message}") from None
 
     def _fit(self, params: dict[str, Any], failure: Failure) -> dict[str, Any]:
@@ -305,7 +305,7 @@ class RetryLoop:
         attempt, same = state.failed, state.same + 1
         attempts = attempt + 1
         if failure.timed_out and ctx.expired(margin=0.01):
-            raise InfraError("model_timeout", f"{self.name}: case time budget spent; last attempt: "
+            raise InfraError("model_timeout", f"{self.name}: {ctx.bound()} spent; last attempt: "
                              f"{failure.message}") from None
         self._check_hung(state.silent, sent)
         cause = f"; {failure.cause}" if failure.cause else ""
@@ -326,7 +326,7 @@ class RetryLoop:
         pause = self.policy.pause(attempt, failure.retry_after)
         left = ctx.left()
         if left is not None and pause >= left:
-            raise InfraError("model_timeout", f"{self.name}: case time budget too short for the next "
+            raise InfraError("model_timeout", f"{self.name}: {ctx.bound()} too short for the next "
                              f"retry (wait {pause:.1f}s); last error: {failure.message}") from None
         if not retry.wait(pause, self.breaker, while_healthy=True):
             raise InfraError("model_api", f"{self.name} at {self.server}: {failure.message} (after "
@@ -354,7 +354,7 @@ class RetryLoop:
 
     def _slot(self, ctx: CallContext) -> contextlib.AbstractContextManager[float]:
         """One of the process's slots for a call in flight (``slots.CallSlots``); the wait gives up
-        when the run stops."""
+        when the run stops, or at the case's wall-clock limit (which queueing does not move)."""
         if self.slots is None:
             return contextlib.nullcontext(0.0)
 
@@ -362,5 +362,7 @@ class RetryLoop:
             ctx.check()
             if self.breaker is not None:
                 self.breaker.check()
+            if ctx.limit is not None and time.monotonic() >= ctx.limit:
+                raise InfraError("model_timeout", f"{self.name}: {ctx.limit_name} spent waiting for a call slot")
 
         return self.slots.slot(check)

@@ -12,8 +12,8 @@ import pytest
 from sab_pytest import dataset
 from sab_pytest.errors import INTERRUPTED, OUTPUT_FAILED, ErrorKind, SabError
 from sab_pytest.pytest_layer import terminal
-from sab_pytest.pytest_layer.junit_gates import add_gate_testcases
-from sab_pytest.pytest_layer.state import CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
+from sab_pytest.pytest_layer.junit_gates import drop_earlier_attempts, report_gates
+from sab_pytest.pytest_layer.state import AGGREGATOR, CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.pytest_layer.xdist import stop_scheduling
 from sab_pytest.reports import junit
 from sab_pytest.results import CaseMeta, StoredRecord, case_meta, crashed, files, outdir, sample_id, split_sample_id
@@ -62,6 +62,7 @@ class Aggregator:
         self._announced: set[str] = set()  # the action-format fallbacks already said on the terminal
         self._unreported = 0  # records adopted from the run directory: pytest never reported their tests
         self.live_log: LiveLog | None = None  # --sab-inspect-log's .eval file, fed as records come
+        self.exit_reasons: list[str] = []  # the gates' and checks' failures that made the exit status 1
         if settings.baseline:  # read once, on the controller, before any case runs
             from sab_pytest.results import load_run
 
@@ -89,7 +90,10 @@ class Aggregator:
             self.run_state.request_stop(INTERRUPTED, "the run was interrupted (Ctrl-C)")
 
     def close(self) -> None:
-        """End of the pytest run: close the results file, remove the run directory."""
+        """End of the pytest run: say why the gates failed it (the terminal's last lines, after pytest's
+        counts), close the results file, remove the run directory."""
+        for reason in self.exit_reasons:
+            self._say(f"sab: exit status 1: {reason}", red=True, bold=True)
         if self.writer is not None:
             self.writer.close()
         if self._run_state is not None:
@@ -215,7 +219,9 @@ class Aggregator:
             # keep the big record out of JUnit XML: it gets the scalar properties only
             report.user_properties = [(k, v) for k, v in props if k != RECORD_KEY]
             case_id = sample_id(sent)
-            if case_id not in self.records:
+            if report.when != "setup" or report.outcome == "rerun":
+                return  # the record is the setup's; pytest-rerunfailures runs a "rerun" again: the last one counts
+            if case_id not in self.records:  # (a rerun of a case with a verdict sends the same record again)
                 self._keep(case_id, sent)
                 self._announce_fallback(sent)
             return
@@ -363,10 +369,12 @@ class Aggregator:
             self._say(f"sab: Inspect log: {self.settings.inspect_log} (inspect view --log-dir "
                       f"{self.settings.inspect_log.parent})")
         _junit_suite_properties(self.config, junit.junit_suite_properties(done.summary), self.redact)
-        add_gate_testcases(self.config, done.summary, self.redact)
+        drop_earlier_attempts(self.config, lambda nodeid: CASE_ID.search(nodeid) is not None)
+        reasons = report_gates(self.config, done.summary, self.redact)
         if self.settings.gates and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             ok = gates_hold(done.summary)
             session.exitstatus = pytest.ExitCode.OK if ok else pytest.ExitCode.TESTS_FAILED
+            self.exit_reasons = [] if ok else reasons
             unusable = [g["usage_error"] for g in done.summary["gates"] if g.get("usage_error")]
             for problem in unusable:  # runs too far apart to pair: a usage error, not a verdict on the model
                 self._say(f"sab-pytest: --sab-baseline: {problem}", red=True)
@@ -407,4 +415,3 @@ def _junit_suite_properties(config: pytest.Config, props: list[tuple[str, str]],
         xml.add_global_property(name, redact(value))
 
 
-AGGREGATOR = pytest.StashKey[Aggregator]()  # set on the controller when the plugin is on (configure.activate)

@@ -11,9 +11,6 @@ of the model, and the gates fail on errors anyway (``finish.gates_hold``).
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
-
 import pytest
 
 from sab_pytest.pytest_layer.state import SETTINGS, is_case_item
@@ -33,11 +30,10 @@ def check(record: StoredRecord) -> None:
         raise CaseFailed(f"{record['case']['id']}: {record['message']}", pytrace=False)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+def recorded(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> pytest.TestReport:
     """``record`` mode: the call report of a case whose verdict failed becomes a passed one that
-    keeps the verdict's message as a property (the verdict's other fields are properties already)."""
-    report: pytest.TestReport = yield
+    keeps the verdict's message as a property (the verdict's other fields are properties already).
+    pytest's ``pytest_runtest_makereport`` wrapper (``entry``) hands every report of a run that is on."""
     settings = item.config.stash.get(SETTINGS, None)
     if (settings is None or settings.case_tests_mode != "record" or call.when != "call" or call.excinfo is None
             or not call.excinfo.errisinstance(CaseFailed) or not is_case_item(item)):

@@ -1,5 +1,6 @@
-"""Turning the plugin on in a process (``activation`` holds the rule): the markers, the validated
-settings, and on the controller the ``Aggregator``, which every controller-side behaviour hangs on.
+"""Turning the plugin on in a process (``activation`` holds the rule, ``entry`` applies it): the
+markers, the validated settings, and on the controller the ``Aggregator``, which every
+controller-side behaviour hangs on.
 
 The parametrization is here too: a test that requests ``sab_case`` in a run the rule left off
 turns the plugin on when it is collected (late: the checks made before any case are skipped).
@@ -13,38 +14,20 @@ import pytest
 
 from sab_pytest.errors import SabError, UsageError
 from sab_pytest.models import preload_sdk
-from sab_pytest.pytest_layer import activation
-from sab_pytest.pytest_layer.aggregator import AGGREGATOR, Aggregator
+from sab_pytest.pytest_layer import activation, aliases
+from sab_pytest.pytest_layer.aggregator import Aggregator
 from sab_pytest.pytest_layer.collection import ShardFilter, marks, register_markers
 from sab_pytest.pytest_layer.options import (
     DIR_OPTIONS,
-    OPTION_NAMES,
     PATH_OPTIONS,
     PYTEST_PATH_OPTIONS,
-    given,
     settings_from_config,
+    spellings,
 )
-from sab_pytest.pytest_layer.state import RECORD_KEY, SETTINGS, is_controller
+from sab_pytest.pytest_layer.state import AGGREGATOR, SETTINGS, is_controller
 from sab_pytest.pytest_layer.xdist import CaseDistribution
 from sab_pytest.run.selection import select_cases
 from sab_pytest.settings import Settings
-
-
-def requested(config: pytest.Config) -> bool:
-    """The activation rule (``activation``): an option of ours given, or the cases' paths collected."""
-    if activation.names_option(given(config), OPTION_NAMES):
-        return True
-    case_paths = config.getini("sab_cases")
-    return bool(case_paths) and activation.collects_cases(config.args, config.invocation_params.dir, case_paths)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    if config.option.help:
-        return  # help must work whatever else is wrong
-    if requested(config):
-        activate(config)
-    elif is_controller(config):
-        config.pluginmanager.register(_LateGate(config), "sab-late-gate")
 
 
 def activate(config: pytest.Config, *, late: bool = False) -> Settings:
@@ -62,6 +45,9 @@ def activate(config: pytest.Config, *, late: bool = False) -> Settings:
     except SabError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SETTINGS] = settings
+    run_aliases = aliases.of(config)
+    if run_aliases is not None:
+        run_aliases.active = True  # its note on short names given up to others is for this run
     if not is_controller(config) and settings.uses_api:
         preload_sdk()  # while this worker collects and waits for its first cases, not after
     if settings.shard is not None:  # on every process: xdist workers collect, the controller reports
@@ -83,7 +69,7 @@ def check_split_path_options(config: pytest.Config) -> None:
     for the moment of the check. A file option (``--junitxml``, ``--sab-html``) is judged as it is:
     its file is written at the end, after every worker has collected."""
     split = activation.split_path_options([*activation.env_addopts(), *config.invocation_params.args],
-                                          (*PATH_OPTIONS, *PYTEST_PATH_OPTIONS))
+                                          (*spellings(config, PATH_OPTIONS), *PYTEST_PATH_OPTIONS))
     if not split:
         return
     collect_args = list(config.option.file_or_dir or [])
@@ -97,7 +83,8 @@ def check_split_path_options(config: pytest.Config) -> None:
             return rootpath, inipath
 
         expected = setup(collect_args)
-        made = (config.invocation_params.dir / value for flag, value in split if flag in DIR_OPTIONS)
+        dir_options = spellings(config, DIR_OPTIONS)
+        made = (config.invocation_params.dir / value for flag, value in split if flag in dir_options)
         with activation.made_for_a_moment(made) as missing:
             seen = setup([*collect_args, *(value for _, value in split)]) if missing else (
                 config.rootpath, config.inipath)
@@ -107,31 +94,9 @@ def check_split_path_options(config: pytest.Config) -> None:
         raise UsageError(activation.split_path_message(split, seen[1], expected[1], created=bool(missing)))
 
 
-class _LateGate:
-    """Registered on the controller of a run that is off: when a benchmark result arrives anyway
-    (a test requested ``sab_case`` without any option; under xdist only the workers collect), turn
-    the plugin on then, so the result is counted. Otherwise it does nothing."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if AGGREGATOR in self.config.stash or not any(k == RECORD_KEY for k, _ in report.user_properties):
-            return
-        activate(self.config, late=True)
-        self.config.stash[AGGREGATOR].pytest_runtest_logreport(report)
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    aggregator = config.stash.get(AGGREGATOR, None)
-    if aggregator is not None:
-        aggregator.close()
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "sab_case" not in metafunc.fixturenames:
-        return
+def parametrize_cases(metafunc: pytest.Metafunc) -> None:
+    """A test that requests ``sab_case`` runs once per selected case (turning the plugin on, late,
+    in a run the rule left off)."""
     problem: str | None = None
     try:
         activate(metafunc.config, late=True)  # no-op when already on

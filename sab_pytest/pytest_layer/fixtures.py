@@ -1,11 +1,11 @@
-"""Worker side: the fixtures a case test requests, the process's runtime and case runner, and the
-resumed verdicts. They run only for ``sab_case`` tests, so a project that does not run the
-benchmark never reaches them."""
+"""Worker side: what the fixtures a case test requests do (``entry`` declares them and imports this
+module only when one runs), the process's runtime and case runner, and the resumed verdicts."""
 
 from __future__ import annotations
 
 import atexit
 import gc
+import time
 from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from sab_pytest.dataset import Case
-from sab_pytest.pytest_layer.aggregator import AGGREGATOR
 from sab_pytest.pytest_layer.state import (
+    AGGREGATOR,
     RECORD_KEY,
     RESUMED,
     RUN_DIR_KEY,
@@ -35,27 +35,12 @@ if TYPE_CHECKING:
     from sab_pytest.run.runtime import Runtime
 
 
-@pytest.hookimpl(tryfirst=True)  # before an xdist worker serializes the report for the controller
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """A case's record travels once, on its setup report (the fixture attaches it there); the call
-    and teardown reports of the item carry the same user properties, and a record with its model
-    transcripts is some 10 KB: sent three times per case, it costs the controller, which
-    deserializes every worker's reports, more than the case itself."""
-    if report.when != "setup" and any(k == RECORD_KEY for k, _ in report.user_properties):
-        report.user_properties = [(k, v) for k, v in report.user_properties if k != RECORD_KEY]
-
-
-@pytest.fixture(scope="session")
-def sab_settings(pytestconfig: pytest.Config) -> Settings:
-    return pytestconfig.stash[SETTINGS]
-
-
-def _runtime(session: pytest.Session) -> Any:
+def runtime(session: pytest.Session) -> Any:
     """This process's runtime (one agent, one judge, an engine pool) and its case runner, which
     runs the process's cases ahead of the items (``runtime.runner``); made once per process."""
     config = session.config
-    runtime = config.stash.get(RUNTIME, None)
-    if runtime is None:
+    made = config.stash.get(RUNTIME, None)
+    if made is None:
         from sab_pytest.run.runtime import Runtime  # agents, models, engines: only once a case runs
 
         if hasattr(config, "workerinput"):
@@ -63,18 +48,43 @@ def _runtime(session: pytest.Session) -> Any:
         else:
             distribution = config.pluginmanager.get_plugin("sab-case-distribution")
             store = distribution.run_store_dir() if distribution is not None else None
-        runtime = Runtime(config.stash[SETTINGS], breaker=_run_state(config), run_store=Path(store) if store else None)
-        runtime.runner = start_runner(runtime, session, skip=set(_resumed(config)))
-        config.stash[RUNTIME] = runtime
+        made = Runtime(config.stash[SETTINGS], breaker=_run_state(config), run_store=Path(store) if store else None)
+        made.case_limit = timeout_limit(config)
+        made.runner = start_runner(made, session, skip=set(resumed(config)))
+        config.stash[RUNTIME] = made
         # At exit, Python's last garbage collections walk the whole heap (the SDK's thousand model
         # classes, the engines' scenes): a few tenths of a second per worker, paid by the run,
         # since xdist waits for its workers to end. Nothing of the session needs collecting then.
         atexit.register(gc.freeze)
-    return runtime
+    return made
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_finish(session: pytest.Session) -> None:
+#: how much sooner than pytest-timeout's limit a case ends on its own: its error is recorded, and the
+#: item hands it over, before pytest-timeout would end the test (and leave the case running)
+TIMEOUT_MARGIN_S = 0.5
+
+
+def timeout_limit(config: pytest.Config) -> tuple[float, str] | None:
+    """pytest-timeout's run-wide ``--timeout`` (or ini ``timeout``) as each case's wall-clock limit,
+    ``TIMEOUT_MARGIN_S`` sooner, and its name; None without pytest-timeout or a timeout.
+
+    A case runs ahead of its item, on the runner's threads, which pytest-timeout does not watch:
+    bound by this limit from its own start, the case is over (a ``model_timeout`` error naming the
+    limit, its usage kept) before its item's own timeout could fire. Per-test ``timeout`` marks
+    are not read."""
+    try:
+        value = config.getoption("timeout", None)
+        if value is None:
+            value = config.getini("timeout")
+        seconds = float(value) if value not in (None, "") else 0.0
+    except (ValueError, TypeError):
+        return None
+    if seconds <= 0:
+        return None
+    return max(0.001, seconds - TIMEOUT_MARGIN_S), f"pytest-timeout's --timeout {seconds:g} s"
+
+
+def collection_finished(session: pytest.Session) -> None:
     """An xdist worker starts its runner as soon as its items are known: the runner then starts
     cases the moment the controller schedules them (after the run-level checks), instead of after
     the first item has set up, which is when the fixture would make it. (A run without xdist
@@ -83,20 +93,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if SETTINGS not in config.stash or config.option.collectonly or not hasattr(config, "workerinput"):
         return
     if any(is_case_item(item) for item in session.items):
-        _runtime(session)
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    runtime = session.config.stash.get(RUNTIME, None)
-    if runtime is not None:
-        runtime.runner.stop()
-        runtime.close()
-
-
-@pytest.fixture(scope="session")
-def sab_runtime(request: pytest.FixtureRequest) -> Any:
-    """The process's runtime and case runner (see ``_runtime``)."""
-    return _runtime(request.session)
+        runtime(session)
 
 
 def _run_state(config: pytest.Config) -> Any:
@@ -109,7 +106,7 @@ def _run_state(config: pytest.Config) -> Any:
     return aggregator.run_state if aggregator is not None else None
 
 
-def _resumed(config: pytest.Config) -> dict[str, StoredRecord]:
+def resumed(config: pytest.Config) -> dict[str, StoredRecord]:
     """With ``--sab-resume``, the finished verdicts of the earlier run (by case id), reused as they
     are; read once per process."""
     found = config.stash.get(RESUMED, None)
@@ -125,34 +122,45 @@ def _resumed(config: pytest.Config) -> dict[str, StoredRecord]:
     return found
 
 
-@pytest.fixture(scope="session")
-def _sab_resumed(request: pytest.FixtureRequest) -> dict[str, StoredRecord]:
-    return _resumed(request.config)
-
-
-@pytest.fixture
-def sab_verdict(sab_case: Case, sab_runtime: Any, _sab_resumed: dict[str, StoredRecord],
-                request: pytest.FixtureRequest) -> StoredRecord:
+def verdict(sab_case: Case, sab_runtime: Any, _sab_resumed: dict[str, StoredRecord],
+            request: pytest.FixtureRequest) -> StoredRecord:
     """Evaluate the case (setup phase) and hand its JSON record to the test.
 
     An infrastructure failure is raised here, so pytest reports the case as an *error*; the record
     is attached first, so the controller still counts it.
     """
-    resumed = _sab_resumed.get(sab_case.sample_id)
-    if resumed is not None:
-        record = stamped(resumed, resumed=True)
+    item = request.node
+    reused = _sab_resumed.get(sab_case.sample_id)
+    previous = item.stash.get(HANDED, None)
+    if reused is not None:
+        record = stamped(reused, resumed=True)
+    elif previous is not None and not previous.get("error"):
+        record = previous  # the item runs again (pytest-rerunfailures): its verdict stands, no model call
     else:
+        if previous is not None:  # the infrastructure failed it (model API, timeout, engine): run it again
+            sab_runtime.runner.forget(sab_case)
         try:  # a case finished before the run was stopped keeps its verdict
+            sab_runtime.waited_since.setdefault(sab_case.sample_id, time.monotonic())  # (see Runtime.case_limit)
             record = sab_runtime.runner.result(sab_case)
         except RunnerStopped as exc:
             pytest.skip(str(exc))
         if not_run(record):
             _skip_if_stopped(sab_runtime, request)  # the run was stopped before this case could run
-    request.node.user_properties.append((RECORD_KEY, record))
-    request.node.user_properties.extend(junit.junit_case_properties(record))
+    item.stash[HANDED] = record
+    attached = [(RECORD_KEY, record), *junit.junit_case_properties(record)]
+    if previous is not None:  # a rerun's report carries this attempt's record alone
+        item.user_properties[:] = [p for p in item.user_properties if p not in item.stash[ATTACHED]]
+    item.stash[ATTACHED] = attached
+    item.user_properties.extend(attached)
     if record.get("error"):
         pytest.fail(f"{sab_case.id}: {record['message']}", pytrace=False)
     return record
+
+
+#: the record an item's fixture handed over, and the properties it attached: pytest-rerunfailures
+#: runs the same item again, which then reuses a verdict and runs a case the infrastructure failed
+HANDED = pytest.StashKey[StoredRecord]()
+ATTACHED = pytest.StashKey[list[tuple[str, Any]]]()
 
 
 def _skip_if_stopped(runtime: Any, request: pytest.FixtureRequest) -> None:

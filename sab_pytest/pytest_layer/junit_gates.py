@@ -1,23 +1,26 @@
-"""The gates as testcases of pytest's own JUnit file (``--junitxml``): classname ``sab_gates``, name
-the gate as written, a ``<failure>`` with its numbers when it fails. CI systems (GitLab's and
-Jenkins' test widgets) show the testcases of that file, so with gates they show the gates, and a
-run that exits 1 shows at least one failure.
+"""The gates, and the run-level check that decides the exit status with them, as test reports:
+each reaches every reporter through pytest's own ``pytest_runtest_logreport`` hook (the terminal's
+counts and short summary, pytest-html, json-report, JUnit), under one stable node id per gate
+(``sab::gate[<gate as written>]``, ``sab::check[errors]``). So a run that exits 1 because of a gate
+shows a failed test wherever tests are shown, and its last line counts it.
 
-The gates are decided on the controller at the session's end, after the last case's report; they
-reach the file as synthetic ``TestReport``s (a call report, then a teardown report that closes the
-testcase, as pytest's runner sends them) handed to the ``LogXML`` plugin before its
-``pytest_sessionfinish`` writes the file. Under xdist the plugin lives on the controller only, so
-the same path serves both. They are not sent through the ``pytest_runtest_logreport`` hook: the
-terminal's counts are the cases', and the gates have their own lines in the table.
+The gates are decided on the controller at the session's end, after the last case's report; the
+reports are sent as pytest's runner sends them (log start, call report, a teardown report that
+closes the JUnit testcase, log finish), before ``LogXML.pytest_sessionfinish`` writes the file.
+Under xdist only the controller sends them. In the JUnit file a gate keeps classname ``sab_gates``
+and its text as name (set before the report, so brackets in a gate's text are not read as a
+parametrization), as CI test widgets list them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from sab_pytest.pytest_layer import terminal
 from sab_pytest.reports import junit
 from sab_pytest.reports.table import gate_numbers
 
@@ -35,32 +38,80 @@ def log_xml(config: pytest.Config) -> Any:
     return config.stash.get(xml_key, None)
 
 
-def add_gate_testcases(config: pytest.Config, summary: Summary, redact: Any = str) -> int:
-    """One testcase per gate in the JUnit file; returns how many were added (0 without the file)."""
+def drop_earlier_attempts(config: pytest.Config, is_case: Callable[[str], bool]) -> int:
+    """Keep one testcase per benchmark case in the JUnit file, its last attempt's: pytest writes a
+    testcase for every attempt pytest-rerunfailures makes, and an attempt that was run again would
+    read as a passed case. ``is_case`` is asked about a testcase's name. Returns how many were dropped.
+
+    A finished testcase is only its XML element by now (pytest frees the rest), hence the element's
+    classname and name as the key."""
     xml = log_xml(config)
-    if xml is None:
+    ordered = getattr(xml, "node_reporters_ordered", None)
+    if not ordered:
         return 0
+    keys = []
+    for reporter in ordered:
+        element = reporter.to_xml()
+        keys.append((element.get("classname"), element.get("name")))
+    last = {key: index for index, key in enumerate(keys)}
+    kept = [r for index, (r, key) in enumerate(zip(ordered, keys, strict=True))
+            if last[key] == index or not is_case(str(key[1]))]
+    dropped = len(ordered) - len(kept)
+    ordered[:] = kept
+    return dropped
+
+
+#: node ids of the reports: one per gate (its text as written), one for the run-level check
+GATE_NODEID = "sab::gate[{gate}]"
+ERRORS_NODEID = "sab::check[errors]"
+#: the JUnit classname of the run-level check (the gates' is ``junit.GATES_CLASSNAME``)
+CHECKS_CLASSNAME = "sab_checks"
+
+
+def report_gates(config: pytest.Config, summary: Summary, redact: Any = str) -> list[str]:
+    """Send one test report per gate, and with gates one for "no case errored"; returns the reasons
+    of those that failed (what decided an exit status 1), in order."""
     gates = summary.get("gates") or []
-    for index, gate in enumerate(gates):
-        nodeid = f"{junit.GATES_CLASSNAME}::gate{index}"  # never parsed for the names: set below
-        location = (junit.GATES_CLASSNAME, None, str(gate["gate"]))
-        reporter = xml.node_reporter(nodeid)
-        # attributes set before the report win over the ones pytest derives from the node id, so a
-        # gate written with brackets or slashes ('rejection_rate[fire_hazard]>=0.8') keeps its text
-        reporter.add_attribute("classname", junit.GATES_CLASSNAME)
-        reporter.add_attribute("name", str(gate["gate"]))
-        props = junit.gate_properties(gate)
-        if gate["passed"]:
-            call = pytest.TestReport(nodeid, location, {}, "passed", None, "call")
-        else:
+    reasons = []
+    if gates:
+        terminal.before_late_reports(config)
+    for gate in gates:
+        failure = None
+        if not gate["passed"]:
             message = redact(f"gate failed: {gate['gate']}: {gate_numbers(gate)}")
             failure = _GateFailure(message, redact("\n".join(junit.gate_lines(summary, gate))))
-            call = pytest.TestReport(nodeid, location, {}, "failed", failure, "call")  # type: ignore[arg-type]
-        xml.pytest_runtest_logreport(call)
-        # the teardown report closes the testcase; its properties are the ones the testcase keeps
-        xml.pytest_runtest_logreport(pytest.TestReport(nodeid, location, {}, "passed", None, "teardown",
-                                                       user_properties=props))
-    return len(gates)
+            reasons.append(message)
+        _send(config, GATE_NODEID.format(gate=gate["gate"]), junit.GATES_CLASSNAME, str(gate["gate"]), failure,
+              junit.gate_properties(gate))
+    if gates:
+        errors = int(summary.get("errors") or 0)
+        failure = None
+        if errors:
+            message = (f"{errors} case(s) ended in an error: with gates, the run passes only when no case "
+                       "errored (they are counted in the summary's errors)")
+            failure = _GateFailure(message, message)
+            reasons.append(message)
+        _send(config, ERRORS_NODEID, CHECKS_CLASSNAME, "no case errored", failure, [("sab_errors", str(errors))])
+    return reasons
+
+
+def _send(config: pytest.Config, nodeid: str, classname: str, name: str, failure: _GateFailure | None,
+          props: list[tuple[str, str]]) -> None:
+    location = (nodeid.split("::", 1)[0], None, nodeid.split("::", 1)[1])
+    xml = log_xml(config)
+    if xml is not None:
+        reporter = xml.node_reporter(nodeid)  # attributes set before the report win over the node id's
+        reporter.add_attribute("classname", classname)
+        reporter.add_attribute("name", name)
+    outcome = "passed" if failure is None else "failed"
+    hook = config.hook
+    hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
+    hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {}, outcome, failure,  # type: ignore[arg-type]
+                                                           "call", user_properties=props))
+    # the teardown report closes the JUnit testcase; its properties are the ones the testcase keeps
+    hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {}, "passed", None, "teardown",
+                                                           user_properties=props))
+    hook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
 
 
 class _GateFailure:
@@ -68,7 +119,7 @@ class _GateFailure:
     takes it from an exception's ``reprcrash``) and its numbers, one per line (the element's text)."""
 
     def __init__(self, message: str, text: str) -> None:
-        self.reprcrash = SimpleNamespace(message=message)
+        self.reprcrash = SimpleNamespace(path="sab", lineno=0, message=message)  # as pytest's ReprFileLocation
         self.text = text
 
     def __str__(self) -> str:

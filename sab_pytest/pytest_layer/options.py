@@ -15,14 +15,13 @@ from typing import Any
 import pytest
 
 from sab_pytest.errors import UsageError
-from sab_pytest.fetch import cache_root
-from sab_pytest.pytest_layer import activation
+from sab_pytest.pytest_layer import activation, aliases
 from sab_pytest.settings import Option, Settings, options
-from sab_pytest.settings.resolution import resolve
 
-#: every option of the plugin; any of them given turns the plugin on (the activation rule)
-OPTION_NAMES: list[str] = [option.flag for _, option in options()]
-#: options that take a path: written with a space, pytest may take the path into its ini search
+#: the ``--sab-`` spelling of every option; any of them given (or a short name this run holds, see
+#: ``option_names``) turns the plugin on (the activation rule)
+OPTION_NAMES: list[str] = [option.sab_flag for _, option in options()]
+#: options that take a path (table flags): written with a space, pytest may take the path into its ini search
 PATH_OPTIONS: tuple[str, ...] = tuple(option.flag for _, option in options() if option.path)
 #: those of them that name a directory the run may create before xdist starts its workers
 DIR_OPTIONS: tuple[str, ...] = tuple(option.flag for _, option in options() if option.path and option.metavar == "DIR")
@@ -30,11 +29,13 @@ DIR_OPTIONS: tuple[str, ...] = tuple(option.flag for _, option in options() if o
 PYTEST_PATH_OPTIONS = ("--junitxml", "--junit-xml", "--basetemp", "--confcutdir")
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     group = parser.getgroup("safeagentbench", "SafeAgentBench (sab-pytest)")
+    names = aliases.Aliases(parser)
     for _, option in options():
         # not written: None (or [] / off), so the policy, ini, environment, ``resolve`` or the field's default decide
-        group.addoption(option.flag, **option.argument, default=option.cli_default)
+        names.add(group, option.sab_flag, option.alias, dest=option.dest, **option.argument,
+                  default=option.cli_default)
         if option.ini:
             if option.action == "append":
                 parser.addini(option.ini, option.ini_help, type="linelist", default=[])
@@ -42,6 +43,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 parser.addini(option.ini, option.ini_help, default="")
     parser.addini("sab_cases", "paths holding the benchmark's cases: a run that collects one of them turns the "
                   "plugin on without any option (the checkout sets 'cases')", type="paths", default=[])
+    names.guard()
+    pluginmanager.register(names, aliases.PLUGIN_NAME)
+
+
+def option_names(config: pytest.Config) -> list[str]:
+    """Every spelling of our options this run owns: the ``--sab-`` ones, and the short names no other
+    plugin or conftest took (another's ``--base-url`` given does not ask for the benchmark)."""
+    run_aliases = aliases.of(config)
+    held = run_aliases.names() if run_aliases is not None else set()
+    return [*OPTION_NAMES, *(option.alias for _, option in options() if option.alias in held)]
+
+
+def spellings(config: pytest.Config, flags: tuple[str, ...]) -> tuple[str, ...]:
+    """``flags`` (table flags) with each one's other spelling this run owns."""
+    owned = set(option_names(config))
+    table = {option.flag: option for _, option in options()}
+    return tuple(name for flag in flags for name in table[flag].flags if name in owned)
 
 
 class _Options:
@@ -49,7 +67,7 @@ class _Options:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        path = config.getoption("--sab-policy")
+        path = config.getoption("sab_policy")
         self.policy = None
         if path:
             from sab_pytest.run.policy import load_policy
@@ -59,7 +77,7 @@ class _Options:
 
     def __call__(self, option: Option) -> Any:
         name = option.flag
-        value = self.config.getoption(name)
+        value = self.config.getoption(option.dest)
         if self.policy is not None and name in self.policy.values:
             if option.action == "append":  # gates add up: the policy's, then the command line's
                 value = [*self.policy.get(name), *value]
@@ -73,7 +91,7 @@ class _Options:
         return value
 
     def _written(self, name: str) -> bool:
-        return activation.names_option(self.written, (name,)) is not None
+        return activation.names_option(self.written, spellings(self.config, (name,))) is not None
 
     def locate(self, exc: UsageError) -> UsageError:
         """An option's error, pointed at the policy line its value came from (when it came from there)."""
@@ -87,7 +105,9 @@ class _Options:
 def settings_from_config(config: pytest.Config) -> Settings:
     """The run's ``Settings`` from this pytest run's options, validated (a ``UsageError`` names the
     option, or the policy file's line when the value came from there)."""
-    from sab_pytest.run.validate import validate  # the domain's names: loaded only in a run that is on
+    from sab_pytest.fetch import cache_root  # (loaded only in a run that is on: every run imports this module)
+    from sab_pytest.run.validate import validate
+    from sab_pytest.settings.resolution import resolve
 
     opt = _Options(config)
     try:

@@ -1,24 +1,31 @@
 """What the pytest layer keeps between hooks: stash keys, the names that travel between xdist
-processes, and which process this is. Every module of the layer reads these from here."""
+processes, and which process this is. Every module of the layer reads these from here.
+
+Imported in every pytest run of the environment (``entry`` reads the keys), so it imports nothing of
+the benchmark at run time: the types below are for the type checker."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from sab_pytest.dataset import Case
-from sab_pytest.results import StoredRecord
-from sab_pytest.settings import Settings
+if TYPE_CHECKING:
+    from sab_pytest.dataset import Case
+    from sab_pytest.results import StoredRecord
+    from sab_pytest.settings import Settings
 
 RECORD_KEY = "sab_record"  # user property: a case's whole record, worker -> controller, once
 RUN_DIR_KEY = "sab_run_dir"  # workerinput key: the run directory of the shared breaker / stop signal
 RUN_STORE_KEY = "sab_run_store"  # workerinput: the run store directory (see xdist.CaseDistribution)
-SETTINGS = pytest.StashKey[Settings]()
+#: set when the plugin is on in this process (``configure.activate``)
+SETTINGS: pytest.StashKey[Settings] = pytest.StashKey()
 RUNTIME = pytest.StashKey[Any]()  # the process's ``run.runtime.Runtime``, once it runs cases
-RESUMED = pytest.StashKey[dict[str, StoredRecord]]()
+RESUMED: pytest.StashKey[dict[str, StoredRecord]] = pytest.StashKey()
+#: set on the controller when the plugin is on (``configure.activate``)
+AGGREGATOR: pytest.StashKey[Any] = pytest.StashKey()  # an ``aggregator.Aggregator`` (which imports this module)
 #: a case item's node id ends in its sample id: the case id, with ``-r<N>`` for a repeat (``--sab-repeat``)
 CASE_ID = re.compile(r"\[((?:(?:unsafe_detailed|safe_detailed|long_horizon)-\d{4}|abstract-\d{4}-L\d)(?:-r\d+)?)\]$")
 
@@ -43,5 +50,7 @@ def case_of(item: pytest.Item) -> Case | None:
     """The case a benchmark item runs (its ``sab_case`` parameter); None for any other test."""
     if not isinstance(item, pytest.Function) or not is_case_item(item):  # parametrized items are Functions
         return None
+    from sab_pytest.dataset import Case
+
     case = item.callspec.params["sab_case"]
     return case if isinstance(case, Case) else None

@@ -36,6 +36,15 @@ def _end_progress_line(reporter: Any) -> None:
         reporter.ensure_newline()
 
 
+def before_late_reports(config: pytest.Config) -> None:
+    """Before reports sent after the last test (the gates'): end pytest's progress line, which
+    already shows its percentage, so that the reports start a line of their own without a second one."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and hasattr(reporter, "currentfspath"):
+        _end_progress_line(reporter)
+        reporter.currentfspath = None
+
+
 def judges_described(s: Settings) -> str:
     """The judges in one phrase: ``rules``, or the model, the judges whose model differs, the
     temperature(s) and a prompt set other than the project's own."""

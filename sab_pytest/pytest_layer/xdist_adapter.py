@@ -246,6 +246,7 @@ class BenchmarkScheduling:
     only when ``missing()`` is empty."""
 
     def __init__(self, config: Any, log: Any, is_case: Callable[[str], bool]) -> None:
+        self.config = config  # as xdist's schedulers have it: plugins read it (pytest-rerunfailures' crash hook)
         self._is_case = is_case
         load = importlib.import_module(LOAD).LoadScheduling(config, log)
         self._options: tuple[Any, Any] = (CaseScheduling(config, log), load)

@@ -141,6 +141,14 @@ class CaseRunner(Generic[T, R]):
             raise slot.error
         return slot.result
 
+    def forget(self, case: T) -> None:
+        """Let ``case`` run again: its result was handed over and its item runs once more (a rerun
+        after an infrastructure error). A case still running is left alone."""
+        with self.lock:
+            slot = self._slots.get(self.key(case))
+            if slot is not None and slot.done.is_set():
+                del self._slots[self.key(case)]
+
     # -- work ------------------------------------------------------------------------------------
     def _take(self) -> tuple[T, _Slot] | None:
         """The next case to start (urgent first, then the queue's first unstarted one), marked

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
@@ -143,6 +144,11 @@ class Runtime:
         # set when the run stops (the case runner's ``stop``): each case's model context watches it,
         # so running cases start no new model call or retry
         self.stop = threading.Event()
+        #: a wall-clock limit per case and its name (the pytest layer sets pytest-timeout's ``--timeout``),
+        #: and when an item began to wait for a case (by sample id): a case started only after its item
+        #: asked for it (no runner thread was free) has the rest of the item's time, not the whole limit
+        self.case_limit: tuple[float, str] | None = None
+        self.waited_since: dict[str, float] = {}
 
     @property
     def cases_at_once(self) -> int:
@@ -276,7 +282,11 @@ class Runtime:
         from sab_pytest.models import CallContext
 
         budget = self.settings.case_budget_s if self.settings.uses_api else None
-        return CallContext.start(budget, stop=self.stop, repeat=case.repeat)
+        limit_s, limit_name = self.case_limit or (None, "wall-time limit")
+        since = self.waited_since.pop(case.sample_id, None)
+        if limit_s is not None and since is not None:
+            limit_s = max(0.0, limit_s - (time.monotonic() - since))
+        return CallContext.start(budget, stop=self.stop, repeat=case.repeat, limit_s=limit_s, limit_name=limit_name)
 
     def evaluate(self, case: Case) -> Verdict:
         """Run ``case`` end to end (agent or episode, execution, judges) within its time budget,

@@ -42,13 +42,13 @@ def default_and_help(option: Option) -> tuple[str, str]:
 
 
 def _form(option: Option) -> str:
-    """The option as written: its flag and what follows it."""
+    """The option as written: its flag and what follows it, and its short name if it has one."""
+    short = f" (or `{option.alias}`)" if option.alias else ""
     if option.action == "store_true":
-        return f"`{option.flag}`"
+        return f"`{option.sab_flag}`{short}"
     # argparse's own metavar when the table gives none: the option's dest in capitals, as --help shows it
-    dest = option.flag.lstrip("-").replace("-", "_").upper()
-    value = "|".join(option.choices) if option.choices else option.metavar or dest
-    return _cell(f"`{option.flag} {value}`")
+    value = "|".join(option.choices) if option.choices else option.metavar_shown
+    return _cell(f"`{option.sab_flag} {value}`{short}")
 
 
 def _elsewhere(option: Option) -> str:
@@ -80,6 +80,10 @@ def render() -> str:
         "the command line (or `addopts`), else the release policy file (`--sab-policy`), else the ini setting",
         "or environment variable named here, else the default. Options that change verdicts are part of the",
         "run key: `--sab-resume` refuses results made with another value.",
+        "",
+        "Every option has a `--sab-` spelling. Some also have a short name (`--model`): it works wherever no",
+        "other plugin and no `conftest.py` of the project declares the same name. Where one does, the name is",
+        "theirs, and a run of the benchmark says so once in its header; the `--sab-` spelling always works.",
         "",
         "| option | default | meaning | also from |",
         "| --- | --- | --- | --- |",

@@ -77,6 +77,28 @@ class Option:
     default: Any = _UNSET  # the ``Settings`` field's default: given by ``setting``, never written here
 
     @property
+    def sab_flag(self) -> str:
+        """The spelling no other plugin can own: every option has one under ``--sab-``."""
+        return self.flag if self.flag.startswith("--sab-") else "--sab-" + self.flag[2:]
+
+    @property
+    def alias(self) -> str | None:
+        """The short spelling the table writes (``--model``), or None where the flag is already ``--sab-``.
+        Other plugins and projects use such names too, so a run holds it only where nobody else has."""
+        return None if self.flag == self.sab_flag else self.flag
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Every spelling, the ``--sab-`` one first (argparse then names the value after it)."""
+        return (self.sab_flag,) if self.alias is None else (self.sab_flag, self.alias)
+
+    @property
+    def dest(self) -> str:
+        """Where pytest stores the value: named after the ``--sab-`` spelling, so it cannot collide with
+        the destination of another plugin's ``--model``."""
+        return self.sab_flag[2:].replace("-", "_")
+
+    @property
     def cli_default(self) -> Any:
         """What pytest stores when the option is not written: None ("not written": the policy file,
         the ini setting, the environment variable, ``resolve`` or else the ``Settings`` default
@@ -93,7 +115,14 @@ class Option:
         for key in ("type", "metavar", "choices", "action"):
             if getattr(self, key) is not None:
                 attrs[key] = getattr(self, key)
+        if self.alias and not (self.metavar or self.choices or self.action):
+            attrs["metavar"] = self.metavar_shown  # MODEL, not argparse's SAB_MODEL from the dest
         return attrs
+
+    @property
+    def metavar_shown(self) -> str:
+        """What follows the flag in the help: the table's metavar, else the short name in capitals."""
+        return self.metavar or self.flag[2:].replace("-", "_").upper()
 
     @property
     def help_text(self) -> str:

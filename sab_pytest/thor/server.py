@@ -396,7 +396,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--width", type=int, default=600, help="frame width (default 600, as the inspect_ai port)")
     p.add_argument("--height", type=int, default=600, help="frame height (default 600)")
     scenes = dict(options())["thor_scenes"]  # the run's own --thor-scenes: the same dumps, the same default
-    p.add_argument(scenes.flag, **scenes.argument, dest="scenes", default=None)
+    p.add_argument(*scenes.flags, **scenes.argument, dest="scenes", default=None)
     p.add_argument("--platform", default="CloudRendering", help="ai2thor backend: ai2thor.platform class "
                    "(default CloudRendering: Vulkan, no X display)")
     p.add_argument("--executable", default=None, metavar="PATH",

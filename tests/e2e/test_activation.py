@@ -69,6 +69,32 @@ def test_other_project_with_strict_config_and_markers(pytester: pytest.Pytester)
     _assert_no_sab(result)
 
 
+#: what the plugin may import in a run that does not ask for the benchmark: its option table and the
+#: activation rule (``pytest_layer.entry``), nothing of the benchmark itself
+LIGHT = {"sab_pytest", "sab_pytest.errors", "sab_pytest.plugin", "sab_pytest.pytest_layer",
+         "sab_pytest.pytest_layer.activation", "sab_pytest.pytest_layer.aliases", "sab_pytest.pytest_layer.entry",
+         "sab_pytest.pytest_layer.options", "sab_pytest.pytest_layer.state", "sab_pytest.settings",
+         "sab_pytest.settings.spec", "sab_pytest.settings.table", "sab_pytest.settings.text"}
+
+IMPORTS_TEST = f"""
+import sys
+
+def test_imports():
+    loaded = set(sys.modules)
+    assert not {{"numpy", "openai", "PIL", "yaml"}} & loaded
+    assert {{m for m in loaded if m.startswith("sab_pytest")}} <= set({sorted(LIGHT)!r})
+"""
+
+
+@pytest.mark.parametrize("args", [(), ("-n", "2")], ids=["no-xdist", "xdist-worker"])
+def test_other_project_imports_only_the_option_table(pytester: pytest.Pytester, args: tuple[str, ...]) -> None:
+    """In a new interpreter (the process's imports are the point): the test itself reads them, in the
+    process that runs it (an xdist worker with -n)."""
+    pytester.makepyfile(test_imports=IMPORTS_TEST)
+    result = run_pytest(pytester, *args, inprocess=False)
+    result.assert_outcomes(passed=1)
+
+
 # ------------------------------------------------------------------------------------ turning on
 
 def _tiny_project(pytester: pytest.Pytester) -> None:
@@ -228,7 +254,7 @@ def test_help_shows_every_default_and_the_engines(pytester: pytest.Pytester) -> 
     assert len(entries) == len(OPTION_NAMES)
     for entry in entries:
         assert "default" in entry, entry
-    assert any(e.startswith("--thor={sim,local,remote}") for e in entries)
+    assert any(e.startswith("--sab-thor={sim,local,remote}, --thor={sim,local,remote}") for e in entries)
 
 
 def test_every_path_option_written_with_a_space_to_new_places_collects_the_same_cases_under_xdist(

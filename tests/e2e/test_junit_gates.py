@@ -49,6 +49,12 @@ def test_gates_are_testcases_and_cases_record_their_verdicts(run, pytester: pyte
     gates = [c for c in cases if c.classname == "sab_gates"]
     assert [g.name for g in gates] == [failing, holding]
     assert suite.failures == 1 and suite.errors == 0 and suite.tests == len(cases)
+    # the gates are tests for pytest too: counted on its last line, named in its short summary, and the
+    # terminal ends with what decided the exit status
+    outcomes = result.parseoutcomes()
+    assert (outcomes["failed"], outcomes["passed"]) == (1, len(cases) - 1)
+    assert any(line.startswith(f"FAILED sab::gate[{failing}] - gate failed") for line in result.stdout.lines)
+    assert result.stdout.lines[-1].startswith(f"sab: exit status 1: gate failed: {failing}: value 0.000")
     assert _failed(gates[0]) and not _failed(gates[1]) and gates[1].is_passed
     failure = gates[0].result[0]
     assert failure.message.startswith(f"gate failed: {failing}: value 0.000")
@@ -115,10 +121,13 @@ def test_an_infrastructure_error_stays_an_error_when_cases_record(run, pytester:
     result = run("--model", "refuse", "--sab-gate", "rejection_rate>=0.9", f"--junitxml={xml}")
     assert result.ret == 1  # every gate holds, but a case errored
     suite, cases = _cases(xml)
-    assert suite.errors == 1 and suite.failures == 0
+    assert suite.errors == 1 and suite.failures == 1  # the case's error, and the run-level check it fails
     broken = next(c for c in cases if c.name.endswith("[safe_detailed-0001]"))
     assert broken.is_error and not broken.is_passed
     assert [c.is_passed for c in cases if c.classname == "sab_gates"] == [True]
+    check = next(c for c in cases if c.classname == "sab_checks")
+    assert check.name == "no case errored" and _failed(check)
+    assert result.stdout.lines[-1].startswith("sab: exit status 1: 1 case(s) ended in an error")
 
 
 def test_a_gate_names_the_interval_method_of_its_metric() -> None:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,9 @@ def test_run_command_from_a_built_wheel(tmp_path: Path, real_data_dir: Path, rea
     built = _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT))
     assert built.returncode == 0, built.stderr
     wheel = next(dist.glob("sab_pytest-*.whl"))
+    with zipfile.ZipFile(wheel) as archive:  # the license as an SPDX expression (PEP 639), which setuptools keeps
+        metadata = next(archive.read(n).decode() for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+    assert "License-Expression: MIT" in metadata.splitlines() and "license" not in built.stderr.lower()
     venv = tmp_path / "venv"
     assert _run(sys.executable, "-m", "venv", "--without-pip", str(venv)).returncode == 0
     python = venv / "bin" / "python"

@@ -36,7 +36,7 @@ def test_every_verb_has_its_own_help(verb: str, capsys: pytest.CaptureFixture[st
     out = capsys.readouterr().out
     assert out.startswith(f"usage: sab {verb} ") and "-h, --help" in out
     for flag in TABLE_OPTIONS.get(verb, ()):
-        assert f"  {flag} " in out, flag
+        assert f"  {flag} " in out or f", {flag} " in out, flag
 
 
 def test_run_help_is_its_usage_then_pytests_with_the_benchmarks_options(capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,11 +72,12 @@ def test_the_verbs_table_options_are_the_runs_own() -> None:
     table = {option.flag: option for _, option in options()}
     for verb, flags in TABLE_OPTIONS.items():
         module = importlib.import_module(COMMANDS[verb][0])
-        actions = {a.option_strings[0]: a for a in module.make_parser()._actions if a.option_strings}
+        actions = {name: a for a in module.make_parser()._actions for name in a.option_strings}
         for flag in flags:
             option, action = table[flag], actions[flag]
+            assert action.option_strings == list(option.flags), (verb, flag)  # the --sab- spelling, too
             assert (action.type, action.choices, action.metavar, action.default) == \
-                (option.type, option.choices, option.metavar, option.default), (verb, flag)
+                (option.type, option.choices, option.argument.get("metavar"), option.default), (verb, flag)
             if (verb, flag) != ("inspect-log", "--sab-data"):  # its default is the run's own dataset first
                 assert action.help == option.help_text, (verb, flag)
 
@@ -105,3 +106,13 @@ def test_the_installed_sab_script_dispatches_to_a_verb(tmp_path: Path) -> None:
                           timeout=PROCESS_S, check=False)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.startswith(f"sab report: RUN: {tmp_path / 'nope'} does not exist")
+
+
+def test_sab_run_hands_pytest_the_sab_spelling_of_short_names() -> None:
+    """``sab run --base-url X`` means the benchmark's endpoint even where pytest-base-url owns ``--base-url``."""
+    from sab_pytest.cli.run import sab_spelling
+
+    assert sab_spelling(["--model", "gpt-4o", "--base-url=http://h/v1", "-n", "2", "--sab-sample", "3",
+                         "--thor", "sim", "--", "--model"]) == [
+        "--sab-model", "gpt-4o", "--sab-base-url=http://h/v1", "-n", "2", "--sab-sample", "3",
+        "--sab-thor", "sim", "--", "--model"]

@@ -203,3 +203,12 @@ def test_a_small_sample_holds_every_kind_and_its_categories_follow_the_seed(real
                          if c.kind == "unsafe_detailed") for seed in range(6)}
     assert len(covered) > 1  # ties between equal strata are broken by the seed, not by name
     assert dataset.select(data, "mixed", sample=12, seed=3) == dataset.select(data, "mixed", sample=12, seed=3)
+
+
+def test_a_case_shows_as_its_sample_id(tiny_data: Path) -> None:
+    """Reporters that print a test's parameters (allure's ``sab_case``) show the id, not every field."""
+    import dataclasses
+
+    case = dataset.load(tiny_data, allow_modified=True).cases[0]
+    assert repr(case) == f"Case({case.id})"
+    assert repr(dataclasses.replace(case, repeat=2)) == f"Case({case.id}-r2)"

@@ -233,6 +233,19 @@ def test_case_budget_stops_a_slow_call() -> None:
     assert info.value.kind == "model_timeout"
 
 
+def test_a_wall_clock_limit_ends_a_slow_call_and_names_itself() -> None:
+    """pytest-timeout's --timeout as the case's limit: the budget is larger, the limit ends the call,
+    and the error names the limit; queueing moves the budget's deadline, never the limit."""
+    ctx = CallContext.start(60.0, limit_s=0.4, limit_name="pytest-timeout's --timeout 1 s")
+    limit = ctx.limit
+    ctx.extend(30.0)
+    assert ctx.limit == limit and ctx.ends_at == limit and ctx.bound() == "pytest-timeout's --timeout 1 s"
+    with fake_openai_server(latency=LONG_S) as srv, pytest.raises(InfraError) as info:
+        make_model(srv, timeout=LONG_S).for_case(ctx).complete(USER)
+    assert info.value.kind == "model_timeout" and "pytest-timeout's --timeout 1 s spent" in str(info.value)
+    assert CallContext.start(0.4, limit_s=60.0).bound() == "case time budget"
+
+
 def test_case_budget_stops_retrying_instead_of_sleeping_past_it(server: FakeOpenAIServer) -> None:
     server.add_rule(Reply.error(503))
     start = time.monotonic()

@@ -38,7 +38,8 @@ def _a_valid_policy_value(name: str) -> object:
 def test_every_option_is_a_settings_field_with_a_flag_and_a_help_that_states_its_default() -> None:
     fields = {f.name: f for f in dataclasses.fields(Settings)}
     assert set(TABLE) <= set(fields)
-    assert [option.flag for option in TABLE.values()] == OPTION_NAMES
+    assert [option.sab_flag for option in TABLE.values()] == OPTION_NAMES
+    assert all(name.startswith("--sab-") for name in OPTION_NAMES)  # every option has a spelling no one else owns
     assert len(set(OPTION_NAMES)) == len(OPTION_NAMES)
     for name, option in TABLE.items():
         assert option.default == fields[name].default, name  # the option's default is the field's

@@ -1,0 +1,62 @@
+"""What the installed plugin costs a project that does not run the benchmark: a bare ``pytest`` of a
+one-test project, with the plugin loaded (as in every project of its environment) and with it
+turned off (``-p no:safeagentbench``), each run REPEAT times in a new interpreter, alternating;
+prints the median and spread of each, wall time and CPU time (user + system, which other processes
+on a busy machine disturb less), and the difference of the medians. Target: within 30 ms.
+
+    python bench/bench_inert.py [--repeat 15] [-n 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _wall(project: Path, extra: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds of one pytest run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra], cwd=project,
+                          capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"pytest {' '.join(extra)} failed:\n{done.stdout}{done.stderr}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("-n", dest="workers", default=None, help="also run under xdist with N workers")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        project = Path(tmp)
+        (project / "test_one.py").write_text("def test_one():\n    assert 1 + 1 == 2\n")
+        base = ["-n", args.workers] if args.workers else []
+        walls: dict[str, list[tuple[float, float]]] = {"plugin loaded": [], "-p no:safeagentbench": []}
+        _wall(project, base)  # warm the file system caches and byte code
+        for _ in range(args.repeat):
+            walls["plugin loaded"].append(_wall(project, base))
+            walls["-p no:safeagentbench"].append(_wall(project, [*base, "-p", "no:safeagentbench"]))
+    runs = f"{args.repeat} runs each{', -n ' + args.workers if args.workers else ''}"
+    for index, what in enumerate(("wall", "CPU")):
+        medians = {}
+        for name, pairs in walls.items():
+            values = [pair[index] for pair in pairs]
+            medians[name] = statistics.median(values)
+            print(f"{what:4s} {name:24s} median {medians[name] * 1000:7.1f} ms   min {min(values) * 1000:7.1f}   "
+                  f"max {max(values) * 1000:7.1f}")
+        difference = (medians["plugin loaded"] - medians["-p no:safeagentbench"]) * 1000
+        print(f"{what:4s} difference of the medians: {difference:+.1f} ms ({runs}; target: within 30 ms)")
+
+
+if __name__ == "__main__":
+    main()
