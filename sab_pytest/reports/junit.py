@@ -84,7 +84,7 @@ _PAIRED_KEYS = ("paired_cases", "left_out", "unpaired_cases")
 
 def interval_method(summary: Summary, gate: dict[str, Any]) -> str:
     """How the gate's metric's interval was made: the metric entry's ``method`` ("wilson",
-    "wilson+cluster_bootstrap"); Wilson where the summary predates the key."""
+    "wilson_design_effect"); Wilson where the summary predates the key."""
     from sab_pytest.results.metrics import group_table
 
     try:  # the per-group tables are in ``metrics_full`` (``metrics`` is the flat overall one)
@@ -102,7 +102,10 @@ def gate_lines(summary: Summary, gate: dict[str, Any]) -> list[str]:
         lines.append(f"reason: {gate['reason']}")
     lines.append(f"value: {_shown(gate.get('value'))}")
     ci = gate.get("ci95")
-    if ci:
+    if ci and gate.get("form") == "no_regression":
+        lines.append(f"difference, this run - baseline: {_shown(gate.get('difference'))}, {_level(gate)} interval "
+                     f"[{_shown(ci[0])}, {_shown(ci[1])}] (the gate fails when its worse-side end is past 0)")
+    elif ci:
         lines.append(f"95% interval: [{_shown(ci[0])}, {_shown(ci[1])}] ({interval_method(summary, gate)})")
     if gate.get("on") in ("lower", "upper"):
         lines.append(f"compared: the interval's {gate['on']} end, {_shown(gate.get('compared'))}")
@@ -125,15 +128,22 @@ def gate_lines(summary: Summary, gate: dict[str, Any]) -> list[str]:
 def gate_properties(gate: dict[str, Any]) -> list[tuple[str, str]]:
     """A gate testcase's properties: its numbers, as CI tools list them beside the testcase."""
     props = [("sab_gate_passed", "true" if gate["passed"] else "false")]
-    for key in ("value", "compared", "threshold", "baseline", "p_value", "p_other_way"):
+    for key in ("value", "compared", "threshold", "baseline", "difference", "p_value", "p_other_way"):
         if gate.get(key) is not None:
             props.append((f"sab_gate_{key}", f"{gate[key]:.4g}"))
-    if gate.get("ci95"):
+    if gate.get("ci95"):  # of a no_regression gate: the difference's, at ci_level (1 - 2 alpha)
         props.append(("sab_gate_ci95", f"{gate['ci95'][0]:.4g} {gate['ci95'][1]:.4g}"))
+        if gate.get("ci_level") is not None:
+            props.append(("sab_gate_ci_level", f"{gate['ci_level']:.4g}"))
     for key in _PAIRED_KEYS:
         if gate.get(key) is not None:
             props.append((f"sab_gate_{key}", str(gate[key])))
     return props
+
+
+def _level(gate: dict[str, Any]) -> str:
+    """The level of a gate's interval in words ("90%")."""
+    return f"{gate.get('ci_level') or 0.95:.0%}"
 
 
 def _shown(value: Any) -> str:

@@ -234,7 +234,8 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
     decided = gates.check_gates([gates.parse_gate(g) for g in settings.gates], full, records=records,
                                 baseline=baseline, alpha=settings.alpha, gate_on=settings.gate_on,
                                 current=f"this run ({settings.out_dir})")
-    flat = {name: {k: entry.get(k) for k in ("value", "n", "k", "ci95", "method") if k in entry}
+    flat = {name: {k: entry.get(k) for k in ("value", "n", "k", "cases", "n_eff", "ci95", "method")
+                   if k in entry}
             for name, entry in full["overall"].items()}
     unreachable = sorted(({"id": r["case"]["id"], "reason": r["unreachable_goal"]}
                           for r in records if r.get("unreachable_goal")), key=lambda d: str(d["id"]))
