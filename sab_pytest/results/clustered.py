@@ -83,14 +83,15 @@ def cases_of(records: Iterable[Mapping[str, Any]], members: Callable[[Any], bool
 # ------------------------------------------------------------------------- vectorised kernel (last axis: cases)
 
 def effective_samples(y: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """``n_eff`` of each row of per-case counts: ``sum(m)**2 * Y (M - Y) / sum((M y - Y m)**2)``, the
-    samples over the design effect, computed from integer sums (so exact and order-free); kept within
-    [cases, samples]."""
+    """``n_eff`` of each row of per-case counts: ``sum(m)**2 * Y (M - Y) / sum((M y - Y m)**2)`` times
+    ``(n - 1) / n``, the samples over the design effect, from integer sums (so exact and order-free);
+    kept within [cases, samples], so one sample a case is exactly its cases (Wilson's interval)."""
     y, m = np.asarray(y, dtype=np.int64), np.asarray(m, dtype=np.int64)
     big_y, big_m = y.sum(-1), m.sum(-1)
     spread = ((big_m[..., None] * y - big_y[..., None] * m) ** 2).sum(-1)
     cases = (m > 0).sum(-1).astype(float)
-    top = big_m.astype(float) ** 2 * big_y.astype(float) * (big_m - big_y).astype(float)
+    # the variance over cases carries the usual small-sample factor n / (n - 1): fewer effective samples
+    top = big_m.astype(float) ** 2 * big_y.astype(float) * (big_m - big_y).astype(float) * (cases - 1) / cases
     with np.errstate(invalid="ignore", divide="ignore"):
         # no spread at all: a rate of 0 or 1 (every case agrees, worth its cases), or every case at the
         # same share strictly inside (no case effect, worth every sample)

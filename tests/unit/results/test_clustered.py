@@ -25,8 +25,8 @@ def test_the_effective_samples_lie_between_cases_and_samples() -> None:
     agree = clustered.rate_entry(_cases([(3, 3)] * 8 + [(0, 3)] * 2))
     assert agree["n_eff"] == 10.0 and agree["ci95"] == list(stats.wilson(8, 10))
     # by hand, cases of 2 samples passing 2, 1, 1, 2, 0, 0: Y = 6, M = 12, residuals M y - Y m = 12 y - 12
-    # = 12, 0, 0, 12, -12, -12, squares 576; n_eff = M**2 Y (M - Y) / 576 = 144 * 36 / 576 = 9
-    assert clustered.rate_entry(_cases([(2, 2), (1, 2), (1, 2), (2, 2), (0, 2), (0, 2)]))["n_eff"] == 9.0
+    # = 12, 0, 0, 12, -12, -12, squares 576; n_eff = M**2 Y (M - Y) / 576 * (n - 1) / n = 9 * 5 / 6
+    assert clustered.rate_entry(_cases([(2, 2), (1, 2), (1, 2), (2, 2), (0, 2), (0, 2)]))["n_eff"] == 7.5
     # every case 1 of 2: less spread than independent samples would show, kept at the 12 samples
     assert clustered.rate_entry(_cases([(1, 2)] * 6))["n_eff"] == 12.0
 
