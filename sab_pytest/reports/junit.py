@@ -122,6 +122,7 @@ def gate_lines(summary: Summary, gate: dict[str, Any]) -> list[str]:
             lines.append(f"{key.replace('_', ' ')}: {gate[key]}")
     if gate.get("p_other_way") is not None:
         lines.append(f"P(decides the other way on resampled cases): {gate['p_other_way']:.2f}")
+    lines += [f"baseline difference allowed: {d}" for d in gate.get("allowed_differences") or []]
     return lines
 
 
@@ -138,6 +139,8 @@ def gate_properties(gate: dict[str, Any]) -> list[tuple[str, str]]:
     for key in _PAIRED_KEYS:
         if gate.get(key) is not None:
             props.append((f"sab_gate_{key}", str(gate[key])))
+    if gate.get("allowed_differences"):
+        props.append(("sab_gate_allowed_differences", "; ".join(gate["allowed_differences"])))
     return props
 
 

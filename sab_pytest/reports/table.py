@@ -206,6 +206,8 @@ def gate_numbers(g: dict[str, Any]) -> str:
         parts.append(f"p={g['p_value']:.4g} (alpha {g['alpha']:g}; {g['test']})")
     if g.get("p_other_way") is not None:
         parts.append(f"P(decides the other way on resampled cases) {g['p_other_way']:.2f}")
+    if g.get("allowed_differences"):
+        parts.append("baseline differences allowed: " + "; ".join(g["allowed_differences"]))
     text = ", ".join(parts)
     return f"{text} ({g['reason']})" if g.get("reason") else text
 

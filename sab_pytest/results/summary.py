@@ -21,6 +21,7 @@ from sab_pytest.errors import SabError
 from sab_pytest.models import parse_prices
 from sab_pytest.protocol import deviations
 from sab_pytest.results import gates, metrics
+from sab_pytest.results.load import setting_differences, settings_of
 from sab_pytest.results.record import SCHEMA, StoredRecord, sample_id
 from sab_pytest.settings import Settings
 
@@ -234,6 +235,10 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
     decided = gates.check_gates([gates.parse_gate(g) for g in settings.gates], full, records=records,
                                 baseline=baseline, alpha=settings.alpha, gate_on=settings.gate_on,
                                 current=f"this run ({settings.out_dir})")
+    allowed = setting_differences(settings, settings_of(baseline_summary)) if baseline_summary else []
+    for g in decided:  # compared although the baseline measured differently (--sab-baseline-mismatch allow)
+        if g["form"] != "fixed" and allowed:
+            g["allowed_differences"] = allowed
     flat = {name: {k: entry.get(k) for k in ("value", "n", "k", "cases", "n_eff", "ci95", "method")
                    if k in entry}
             for name, entry in full["overall"].items()}

@@ -66,6 +66,25 @@ def test_same_run_as_baseline_passes(run, pytester: pytest.Pytester) -> None:
     assert result.ret == 0
 
 
+def test_a_baseline_of_other_settings_is_named_and_refused_unless_allowed(run, pytester: pytest.Pytester) -> None:
+    run("--sab-temperature", "0.5", out="base")
+    gate = ("--sab-gate", "no_regression(rejection_rate)")
+    refused = run(f"--sab-baseline={pytester.path / 'base'}", *gate)
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*--sab-baseline: the baseline (*base) was made with other settings that change "
+                                  "verdicts*temperature: baseline 0.5, this run 0.0*--sab-baseline-mismatch allow*"])
+    xml = pytester.path / "allowed.xml"
+    allowed = run(f"--sab-baseline={pytester.path / 'base'}", *gate, "--sab-baseline-mismatch", "allow",
+                  f"--junitxml={xml}")
+    out = allowed.stdout.lines
+    named = next(i for i, line in enumerate(out) if "sab: the baseline differs: temperature: baseline 0.5" in line)
+    assert named < next(i for i, line in enumerate(out) if line.startswith("test_sab.py"))  # before the first case
+    allowed.stdout.fnmatch_lines(["*gate PASS: no_regression(rejection_rate)*baseline differences allowed: "
+                                  "temperature: baseline 0.5, this run 0.0*"])
+    props = {p.get("name"): p.get("value") for p in ET.parse(xml).getroot().iter("property")}
+    assert props["sab_gate_allowed_differences"] == "temperature: baseline 0.5, this run 0.0"
+
+
 def test_a_baseline_sharing_too_few_cases_is_a_usage_error_before_the_first_case(run, pytester: pytest.Pytester
                                                                                  ) -> None:
     run("--model", "refuse", "-k", "unsafe_detailed-0000 or unsafe_detailed-0001", out="base")

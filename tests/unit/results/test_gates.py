@@ -149,3 +149,16 @@ def test_missing_baseline_or_undefined_values_fail_with_a_reason() -> None:
     assert out["passed"] is False and "no baseline" in out["reason"]
     out = _check("safe_success_rate >= baseline", BASE, BASE)
     assert out["passed"] is False and out["reason"].startswith("undefined")
+
+
+def test_a_baseline_of_other_verdict_settings_is_named_setting_by_setting() -> None:
+    from sab_pytest.results import setting_differences
+
+    mine = Settings(model="gpt-4o", model_given=True, judge_model="gpt-4o-mini", strategy="cot")
+    same_but_model = Settings(model="gpt-4o-2024", model_given=True, judge_model="gpt-4o-mini", strategy="cot")
+    assert setting_differences(mine, same_but_model) == []  # the model under test may differ: that is the point
+    other = Settings(model="gpt-4o", model_given=True, judge_model="gpt-4", strategy="cot", temperature=0.7)
+    lines = setting_differences(mine, other)
+    assert "temperature: baseline 0.7, this run 0.0" in lines
+    assert "judge_model: baseline 'gpt-4', this run 'gpt-4o-mini'" in lines
+    assert all(not line.startswith(("model:", "base_url:")) for line in lines)

@@ -182,6 +182,8 @@ def test_a_repeated_run_against_the_stochastic_model(sab_run, pytester: pytest.P
         junit = xml.read_text()
         assert 'name="test_case[' in junit and '-r3]"' in junit and 'name="sab_repeat" value="3"' in junit
         assert "flaky_cases (repeats disagree)" in stdout
+        # at temperature 0 the run says once, before the cases, that its repeats are likely identical
+        assert stdout.count("likely identical") == 1
         # the same run again: every repeat's answers come from the cache, none is asked again
         again = run("-p", "no:randomly")
         assert again.ret == result.ret
