@@ -105,13 +105,16 @@ class Gate:
         on = self.on or gate_on if self.form != "no_regression" else None
         ci = self._entry(metrics).get("ci95")
         compared: float | None = ci[0] if on == "lower" and ci else ci[1] if on == "upper" and ci else value
+        if on in ("lower", "upper") and not ci and self.metric != "errors":
+            compared = None  # a mean over one case has no interval: its end is unknown, not the value
         out: dict[str, Any] = {"gate": self.text, "metric": self.metric, "group": self.group, "form": self.form,
                                "op": self.op, "threshold": self.threshold, "value": value, "baseline": None,
                                "test": None, "p_value": None, "alpha": None, "passed": False, "reason": "",
                                "on": on, "compared": compared, "ci95": ci, "p_other_way": None,
                                "paired_cases": None, "left_out": None, "usage_error": None}
         if value is None or compared is None:
-            out["reason"] = "undefined: no cases in its denominator"
+            out["reason"] = ("undefined: no cases in its denominator" if value is None
+                             else "undefined: no interval (fewer than two cases), so no end to compare")
             return out
         if self.form == "fixed":
             assert self.threshold is not None, "a fixed gate always has a threshold"

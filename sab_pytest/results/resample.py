@@ -106,7 +106,8 @@ def flip_probability(gate: Any, result: dict[str, Any], records: list[StoredReco
     ``RateDef``/``MeanDef`` (None for ``errors``/``error_rate``, which count every record);
     ``worse``: +1 when a drop of the metric is a regression, -1 when a rise is; ``pairs``: a
     ``no_regression`` gate's ``pairing.CasePairs`` (None without the baseline's per-case results)."""
-    if result.get("value") is None or (gate.needs_baseline and result.get("baseline") is None):
+    if result.get("value") is None or result.get("compared") is None \
+            or (gate.needs_baseline and result.get("baseline") is None):
         return None
     rows = [r for r in records if in_group(r, gate.group)] if gate.metric not in ("errors", "error_rate") else records
     members: Callable[[StoredRecord], bool]
@@ -136,6 +137,8 @@ def _regression_flips(result: dict[str, Any], rows: list[StoredRecord], members:
     (``clustered.regression_fails``), or, against a baseline known by its summary alone, this run's
     cases resampled against the baseline's rate and effective samples."""
     alpha = result["alpha"]
+    if result.get("ci95") is None:  # fewer than two cases on a side: the gate had nothing to test
+        return None
     if pairs is not None:
         index = draw_indices(pairs.n, key)
         failed = clustered.regression_fails(pairs.first.y[index], pairs.first.m[index], pairs.second.y[index],

@@ -317,3 +317,13 @@ def test_the_chance_of_the_other_decision_counts_cases_against_a_summary_only_ba
     assert results[0]["p_value"] == results[1]["p_value"] and results[0]["ci95"] == results[1]["ci95"]
     assert results[0]["passed"] == results[1]["passed"]
     assert results[1]["p_other_way"] == results[0]["p_other_way"]
+
+
+def test_a_gate_on_an_end_of_a_missing_interval_is_undefined() -> None:
+    rows = [record("unsafe_detailed-0001", exec_success=False)]
+    rows[0]["exec_step_ratio"] = 0.9
+    out = gates.check_gates([gates.parse_gate("execution_step_ratio>=0.5@lower")], metrics.compute(rows),
+                            records=rows)[0]
+    assert out["passed"] is False and out["reason"].startswith("undefined: no interval")
+    assert out["p_other_way"] is None
+    assert gates.parse_gate("execution_step_ratio>=0.5").check(metrics.compute(rows))["passed"] is True
