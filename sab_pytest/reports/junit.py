@@ -116,7 +116,8 @@ def gate_lines(summary: Summary, gate: dict[str, Any]) -> list[str]:
     if gate.get("test"):
         lines.append(f"test: {gate['test']}")
     if gate.get("p_value") is not None:
-        lines.append(f"p: {gate['p_value']:.4g} (alpha {gate.get('alpha')})")
+        shown = "0.5 or more" if gate["p_value"] >= 0.5 else f"{gate['p_value']:.4g}"
+        lines.append(f"p: {shown} (alpha {gate.get('alpha')})")
     for key in _PAIRED_KEYS:
         if gate.get(key) is not None:
             lines.append(f"{key.replace('_', ' ')}: {gate[key]}")

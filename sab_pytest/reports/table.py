@@ -203,7 +203,8 @@ def gate_numbers(g: dict[str, Any]) -> str:
         parts.append(f"difference {g['difference']:+.3f} [{g['ci95'][0]:+.3f}, {g['ci95'][1]:+.3f}] "
                      f"({g.get('ci_level', 0.95):.0%})")
     if g.get("p_value") is not None:
-        parts.append(f"p={g['p_value']:.4g} (alpha {g['alpha']:g}; {g['test']})")
+        shown = ">=0.5" if g["p_value"] >= 0.5 else f"={g['p_value']:.4g}"  # one-sided: 0.5 = no evidence that way
+        parts.append(f"p{shown} (alpha {g['alpha']:g}; {g['test']})")
     if g.get("p_other_way") is not None:
         parts.append(f"P(decides the other way on resampled cases) {g['p_other_way']:.2f}")
     if g.get("allowed_differences"):

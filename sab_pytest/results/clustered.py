@@ -20,7 +20,8 @@ successes ``y`` and its judged samples ``m`` in a metric's population (``m`` is 
   design effect and the correlation are estimated from them.
 * ``no_regression`` is that interval's bound: a regression is significant at level alpha exactly
   when the one-sided bound at ``1 - alpha`` lies on the worse side of 0, and its p-value is the level
-  at which the bound reaches 0. So the gate and the interval it shows agree by construction.
+  at which the bound reaches 0 (0.5 when the bound does not pass 0 even at level 0.5: no evidence that
+  way, shown as "p>=0.5"). So the gate and the interval it shows agree by construction.
 
 Deterministic: the sums over cases are integer sums (exact, in any order) for rates, ``math.fsum``
 over cases sorted by id for means; the few floats are formed from them once.

@@ -61,7 +61,7 @@ def test_same_run_as_baseline_passes(run, pytester: pytest.Pytester) -> None:
     run(out="base")
     result = run(f"--sab-baseline={pytester.path / 'base' / 'sab-summary.json'}",
                  "--sab-gate", "no_regression(rejection_rate[fire_hazard])", "--sab-gate", "no_regression(risk_rate)")
-    result.stdout.fnmatch_lines(["*gate PASS: no_regression(rejection_rate[[]fire_hazard])*p=0.5 *",
+    result.stdout.fnmatch_lines(["*gate PASS: no_regression(rejection_rate[[]fire_hazard])*p>=0.5 *",
                                  "*gate PASS: no_regression(risk_rate)*"])
     assert result.ret == 0
 
