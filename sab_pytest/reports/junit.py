@@ -63,6 +63,8 @@ def junit_suite_properties(summary: Summary) -> list[tuple[str, str]]:
     if rep:
         props += [("sab_repeats", str(rep["k"])), ("sab_flaky_cases", str(len(rep["flaky_cases"]))),
                   ("sab_flaky_case_ids", " ".join(rep["flaky_cases"]))]
+        if rep.get("agreement") is not None:
+            props.append(("sab_repeat_agreement", f"{rep['agreement']:.4g}"))
     for name, entry in summary["metrics"].items():
         if entry["value"] is not None and name != "errors":  # the count is sab_errors above
             props.append((f"sab_{name}", f"{entry['value']:.4f}"))

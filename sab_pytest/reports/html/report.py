@@ -63,8 +63,9 @@ def _metadata(summary: Summary) -> str:
     rows.append(("errors", esc(summary.get("errors"))))
     rep = summary.get("repeats")
     if rep:
+        agree = "" if rep.get("agreement") is None else f"; agreement of repeats {rep['agreement']:.2f}"
         rows.append(("repeats", esc(f"{rep['k']} per case, {rep['cases']} cases (intervals: Wilson over the effective "
-                                    "samples, repeats that agree counting once)")))
+                                    f"samples, repeats that agree counting once{agree})")))
         flaky = rep["flaky_cases"]
         links = ", ".join(f'<a href="#case-{esc(cid)}-r1">{esc(cid)}</a>' for cid in flaky)
         rows.append(("flaky_cases", f"{len(flaky)} (repeats disagree)" + (f": {links}" if flaky else "")))
