@@ -6,7 +6,9 @@ successes ``y`` and its judged samples ``m`` in a metric's population (``m`` is 
 
 * A rate is the pooled ratio ``sum(y) / sum(m)``. Its variance is the ratio estimator's over cases
   (the cluster-robust one), which a design effect compares with the binomial variance of as many
-  independent samples: ``n_eff = sum(m) / deff`` is the number of samples the run is worth. Its
+  independent samples: ``n_eff = sum(m) / deff`` is the number of samples the run is worth (with the
+  usual small-sample factor ``(n - 1) / n`` of a variance over n cases, which kept ``@lower`` and
+  ``@upper`` ends covering the true rate at 20 cases in the calibration bench). Its
   interval is Wilson's over ``n_eff`` samples: Wilson's own at K = 1 (``deff`` is then exactly 1),
   and when every case's repeats agree ``n_eff`` is exactly the number of cases, so a K = 3 run of a
   deterministic model gets the K = 1 run's interval. ``n_eff`` is kept between the cases and the
