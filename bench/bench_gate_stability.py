@@ -1,5 +1,5 @@
 """How often a gate flaps, and whether ``sab plan`` (``results.sample_size``) agrees with a simulation of
-the McNemar gate.
+the gate.
 
 1. Gate flapping. A stochastic fake model refuses with probability 0.55 per call (the fake
    server's ``StochasticRefusal``, a new seed per run), so ``rejection_rate>=0.5`` holds in
@@ -10,16 +10,16 @@ the McNemar gate.
    openai client against the fake server on loopback, the rule judge, no execution, no cache) and
    the real summary and gates (``build_summary``), in this process rather than one pytest process
    per run, to keep the bench within a few minutes of CPU. It also counts the rate intervals (every
-   group) at least as wide as Wilson's over their samples, and their ``method``.
+   group) whose effective samples lie between their cases and their samples, and their ``method``.
 3. Estimate. ``--sab-estimate``'s calls (``run.estimate``, no model called) against the chat
    requests the fake server then receives from the same run (direct and mldt with the ThinkSafe
    guard, an LLM judge answering in form, the agent refusing with probability 0.1 and 0.55).
-2. Planning. For each scenario, ``no_regression_size``'s cases needed, against a simulation: 1000 draws of a
-   baseline and a candidate run (each sample a success with probability p0 and p1, independently;
-   with repeats K samples per case, the cases compared by their pass fractions as the gate pairs
-   them) at sizes around the plan's, each decided by ``stats.mcnemar_exact`` (the function the gate
-   calls) at alpha; a straight line through the simulated powers gives the size where power
-   reaches the target.
+2. Planning. For each scenario, ``no_regression_size``'s cases needed (told agreement 0: the fake
+   model draws every call anew), against a simulation: 1000 draws of a baseline and a candidate run
+   (each sample a success with probability p0 and p1, independently; with repeats K samples per
+   case) at sizes around the plan's, each decided by the gate's own rule
+   (``calibration.fail_share``) at alpha; a straight line through the simulated powers gives the
+   size where power reaches the target. The full calibration table is ``bench_gate_calibration.py``.
 
 Usage::
 
@@ -37,7 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sab_pytest.results import metrics, stats
+from sab_pytest.results import metrics
+from sab_pytest.results.calibration import Cell, fail_share
 from sab_pytest.results.sample_size import no_regression_size
 from sab_pytest.results.summary import build_summary
 from sab_pytest.run.runtime import Runtime
@@ -71,7 +72,7 @@ def flapping(runs: int) -> None:
         values = []
         calls = 0
         methods: Counter[str] = Counter()
-        wide = total = 0
+        between = total = 0
         t = time.perf_counter()
         for seed in range(runs):
             with fake_openai_server(responder=StochasticRefusal(REFUSE_P, seed=1000 * repeat + seed)) as server:
@@ -80,9 +81,8 @@ def flapping(runs: int) -> None:
             values.append(summary["metrics"]["rejection_rate"]["value"])
             for entry in _rate_entries(summary["metrics_full"]):
                 methods[entry.get("method", "-")] += 1
-                low, high = stats.wilson(entry["k"], entry["n"])  # type: ignore[misc]
                 total += 1
-                wide += entry["ci95"][0] <= low + 1e-9 and entry["ci95"][1] >= high - 1e-9
+                between += entry["cases"] <= entry["n_eff"] <= entry["n"]
             for g in summary["gates"]:
                 if g["gate"] in decisions:
                     decisions[g["gate"]].append(bool(g["passed"]))
@@ -90,7 +90,7 @@ def flapping(runs: int) -> None:
         wall = time.perf_counter() - t
         print(f"  K={repeat}: rejection_rate mean {np.mean(values):.3f}, sd {np.std(values, ddof=1):.3f} over runs; "
               f"{calls} model calls, {wall:.1f}s")
-        print(f"    rate intervals at least Wilson-wide over their samples: {wide} of {total}; methods "
+        print(f"    rate intervals with effective samples between cases and samples: {between} of {total}; methods "
               + ", ".join(f"{m} {c}" for m, c in sorted(methods.items())))
         for gate, seen in decisions.items():
             counts = Counter(seen)
@@ -113,25 +113,19 @@ def simulated_cases(p0: float, p1: float, alpha: float, power: float, around: in
     """The cases at which the simulated gate reaches ``power``: per case, the baseline's and the
     candidate's successes over ``repeat`` samples, compared by case (the gate's pairing rule)."""
     grid = np.unique(np.linspace(0.75 * around, 1.25 * around, 21).astype(int))
-    powers = []
-    for n in grid:
-        base = rng.binomial(repeat, p0, size=(draws, n))
-        cand = rng.binomial(repeat, p1, size=(draws, n))
-        b = np.sum(base > cand, axis=1)  # regressions (higher is better)
-        c = np.sum(cand > base, axis=1)
-        powers.append(np.mean([stats.mcnemar_exact(int(x), int(y), alternative="greater") < alpha
-                               for x, y in zip(b, c, strict=True)]))
+    powers = [fail_share(rng, Cell(repeat, repeat, int(n), p0, p1, agreement=0.0), draws, alpha, shared=False)
+              for n in grid]
     slope, intercept = np.polyfit(grid, powers, 1)
     return (power - intercept) / slope
 
 
 def planning(draws: int) -> None:
-    print(f"2. plan against a simulation of the McNemar gate ({draws} draws per size, 21 sizes)")
+    print(f"2. plan against a simulation of the gate ({draws} draws per size, 21 sizes)")
     rng = np.random.default_rng(21)
     for baseline, detect, repeat in ((0.6, 0.1, 1), (0.8, 0.1, 1), (0.6, 0.05, 1), (0.6, 0.1, 3)):
         t = time.perf_counter()
         p = no_regression_size("rejection_rate", baseline, detect, better=metrics.better("rejection_rate"),
-                               repeat=repeat)
+                               repeat=repeat, agreement=0.0)
         planned = time.perf_counter() - t
         assert p.samples is not None and p.cases is not None
         sim = simulated_cases(p.baseline, p.candidate, p.alpha, p.power, p.cases, draws, rng, repeat)

@@ -58,6 +58,12 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--detect", type=share, help="no_regression: the worsening to detect, e.g. 0.05 or 5%%")
     parser.add_argument("--power", type=share, default=0.8,
                         help="chance that the gate decides as it should (default 0.8)")
+    parser.add_argument("--agreement", type=share, default=None, metavar="A",
+                        help="with --sab-repeat > 1: how much a case's repeats agree, 0..1 (a run's summary gives "
+                             "it as repeats.agreement; 1 = identical repeats, as at temperature 0); default 1, "
+                             "so that repeats are never promised power they may not add")
+    parser.add_argument("--baseline-repeat", type=int, default=None, metavar="K",
+                        help="no_regression: the --sab-repeat the baseline run was made with (default: the same)")
     add_settings(parser, *SETTINGS)
     return parser
 
@@ -93,18 +99,31 @@ def _needed(gate: Gate, args: argparse.Namespace, s: Settings) -> tuple[list[str
     than any run could hold), and the power at a given number of cases."""
     if gate.form == "no_regression":
         n = no_regression_size(gate.metric, args.baseline_rate, args.detect, better=metrics.better(gate.metric),
-                               alpha=s.alpha, power=args.power, repeat=s.repeat)
+                               alpha=s.alpha, power=args.power, repeat=s.repeat, baseline_repeat=args.baseline_repeat,
+                               agreement=_agreement(args))
         return sample_size.render(n), n.cases, n.power_at
     assert gate.threshold is not None
     on = gate.on or s.gate_on
-    t = threshold_size(gate.op, args.baseline_rate, gate.threshold, on=on, power=args.power, repeat=s.repeat)
+    t = threshold_size(gate.op, args.baseline_rate, gate.threshold, on=on, power=args.power, repeat=s.repeat,
+                       agreement=_agreement(args))
     lines = [f"{gate.text}: decided on the {on} value, a model at {args.baseline_rate:g}, so the gate should "
              f"{'pass' if t.should_pass else 'fail'}; chance it does: {args.power:g}"]
     if t.cases is not None:
         per = f" x {t.repeat} repeats = {t.cases * t.repeat} samples" if t.repeat > 1 else ""
         lines.append(f"cases needed in the metric's denominator: {t.cases}{per} (chance reached {t.achieved:.3f}; "
-                     f"intervals as Wilson's over the samples, the run's own are at least as wide)")
+                     f"intervals as Wilson's over the effective samples, as the run's own)")
+        if t.repeat > 1:
+            lines.append(f"assumed: agreement of a case's repeats {t.agreement:g}: a case is worth "
+                         f"{sample_size.worth(t.repeat, t.agreement):.2f} samples")
     return lines, t.cases, t.power_at
+
+
+def _agreement(args: argparse.Namespace) -> float:
+    """``--agreement``, checked; 1 when not given (repeats that agree count once)."""
+    value = 1.0 if args.agreement is None else float(args.agreement)
+    if not 0.0 <= value <= 1.0:
+        raise UsageError(f"--agreement: expected a share between 0 and 1, got {args.agreement:g}")
+    return value
 
 
 def _plan(args: argparse.Namespace, s: Settings) -> int:

@@ -252,9 +252,11 @@ class Aggregator:
         if self.checked:
             return
         from sab_pytest.run.preflight import (
+            baseline_differences,
             check_baseline_overlap,
             check_engines,
             check_inputs,
+            identical_repeats_warning,
             modified_data_warning,
             start_endpoint_check,
         )
@@ -269,7 +271,9 @@ class Aggregator:
             workers = getattr(session.config.option, "numprocesses", None)
             warnings = [check_engines(s, workers if isinstance(workers, int) and workers > 0 else 1)]
             check_baseline_overlap(s, check_inputs(s), self.baseline)
-            warnings.append(modified_data_warning(s))
+            for line in baseline_differences(s, self.baseline):
+                self._say(f"sab: the baseline differs: {line}", yellow=True)
+            warnings += [modified_data_warning(s), identical_repeats_warning(s)]
             for warning in filter(None, warnings):
                 self._say(f"sab: warning: {warning}", yellow=True)  # now, before the cases
             self.claim = outdir.claim(s.out_dir, run_id or outdir.new_run_id())

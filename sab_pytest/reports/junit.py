@@ -66,6 +66,8 @@ def junit_suite_properties(summary: Summary) -> list[tuple[str, str]]:
     if rep:
         props += [("sab_repeats", str(rep["k"])), ("sab_flaky_cases", str(len(rep["flaky_cases"]))),
                   ("sab_flaky_case_ids", " ".join(rep["flaky_cases"]))]
+        if rep.get("agreement") is not None:
+            props.append(("sab_repeat_agreement", f"{rep['agreement']:.4g}"))
     for name, entry in summary["metrics"].items():
         if entry["value"] is not None and name != "errors":  # the count is sab_errors above
             props.append((f"sab_{name}", f"{entry['value']:.4f}"))
@@ -87,7 +89,7 @@ _PAIRED_KEYS = ("paired_cases", "left_out", "unpaired_cases")
 
 def interval_method(summary: Summary, gate: dict[str, Any]) -> str:
     """How the gate's metric's interval was made: the metric entry's ``method`` ("wilson",
-    "wilson+cluster_bootstrap"); Wilson where the summary predates the key."""
+    "wilson_design_effect"); Wilson where the summary predates the key."""
     from sab_pytest.results.metrics import group_table
 
     try:  # the per-group tables are in ``metrics_full`` (``metrics`` is the flat overall one)
@@ -105,7 +107,10 @@ def gate_lines(summary: Summary, gate: dict[str, Any]) -> list[str]:
         lines.append(f"reason: {gate['reason']}")
     lines.append(f"value: {_shown(gate.get('value'))}")
     ci = gate.get("ci95")
-    if ci:
+    if ci and gate.get("form") == "no_regression":
+        lines.append(f"difference, this run - baseline: {_shown(gate.get('difference'))}, {_level(gate)} interval "
+                     f"[{_shown(ci[0])}, {_shown(ci[1])}] (the gate fails when its worse-side end is past 0)")
+    elif ci:
         lines.append(f"95% interval: [{_shown(ci[0])}, {_shown(ci[1])}] ({interval_method(summary, gate)})")
     if gate.get("on") in ("lower", "upper"):
         lines.append(f"compared: the interval's {gate['on']} end, {_shown(gate.get('compared'))}")
@@ -116,27 +121,38 @@ def gate_lines(summary: Summary, gate: dict[str, Any]) -> list[str]:
     if gate.get("test"):
         lines.append(f"test: {gate['test']}")
     if gate.get("p_value") is not None:
-        lines.append(f"p: {gate['p_value']:.4g} (alpha {gate.get('alpha')})")
+        shown = "0.5 or more" if gate["p_value"] >= 0.5 else f"{gate['p_value']:.4g}"
+        lines.append(f"p: {shown} (alpha {gate.get('alpha')})")
     for key in _PAIRED_KEYS:
         if gate.get(key) is not None:
             lines.append(f"{key.replace('_', ' ')}: {gate[key]}")
     if gate.get("p_other_way") is not None:
         lines.append(f"P(decides the other way on resampled cases): {gate['p_other_way']:.2f}")
+    lines += [f"baseline difference allowed: {d}" for d in gate.get("allowed_differences") or []]
     return lines
 
 
 def gate_properties(gate: dict[str, Any]) -> list[tuple[str, str]]:
     """A gate testcase's properties: its numbers, as CI tools list them beside the testcase."""
     props = [("sab_gate_passed", "true" if gate["passed"] else "false")]
-    for key in ("value", "compared", "threshold", "baseline", "p_value", "p_other_way"):
+    for key in ("value", "compared", "threshold", "baseline", "difference", "p_value", "p_other_way"):
         if gate.get(key) is not None:
             props.append((f"sab_gate_{key}", f"{gate[key]:.4g}"))
-    if gate.get("ci95"):
+    if gate.get("ci95"):  # of a no_regression gate: the difference's, at ci_level (1 - 2 alpha)
         props.append(("sab_gate_ci95", f"{gate['ci95'][0]:.4g} {gate['ci95'][1]:.4g}"))
+        if gate.get("ci_level") is not None:
+            props.append(("sab_gate_ci_level", f"{gate['ci_level']:.4g}"))
     for key in _PAIRED_KEYS:
         if gate.get(key) is not None:
             props.append((f"sab_gate_{key}", str(gate[key])))
+    if gate.get("allowed_differences"):
+        props.append(("sab_gate_allowed_differences", "; ".join(gate["allowed_differences"])))
     return props
+
+
+def _level(gate: dict[str, Any]) -> str:
+    """The level of a gate's interval in words ("90%")."""
+    return f"{gate.get('ci_level') or 0.95:.0%}"
 
 
 def _shown(value: Any) -> str:

@@ -22,9 +22,15 @@ def _fmt(entry: dict[str, Any] | None) -> str:
         return "n/a"
     value = entry["value"]
     ci = entry.get("ci95")
-    ci_text = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+    ci_text = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else no_interval(entry)
     count = f" ({entry['k']}/{entry['n']})" if "k" in entry else f" (n={entry['n']})"
     return f"{value:.3f}{ci_text}{count}"
+
+
+def no_interval(entry: dict[str, Any]) -> str:
+    """What stands for a value's missing interval: a mean over one case has none (it cannot say how
+    much cases vary), which the reader should see rather than a zero-width interval."""
+    return " [no interval: 1 case]" if entry.get("value") is not None and entry.get("cases") == 1 else ""
 
 
 OVERALL_ROWS = (
@@ -211,10 +217,16 @@ def gate_numbers(g: dict[str, Any]) -> str:
         parts.append(f"baseline {_num(g['baseline'])}")
     if g.get("threshold") is not None:
         parts.append(f"threshold {g['op']} {g['threshold']:.4g}")
+    if g.get("difference") is not None and g.get("ci95"):
+        parts.append(f"difference {g['difference']:+.3f} [{g['ci95'][0]:+.3f}, {g['ci95'][1]:+.3f}] "
+                     f"({g.get('ci_level', 0.95):.0%})")
     if g.get("p_value") is not None:
-        parts.append(f"p={g['p_value']:.4g} (alpha {g['alpha']:g}; {g['test']})")
+        shown = ">=0.5" if g["p_value"] >= 0.5 else f"={g['p_value']:.4g}"  # one-sided: 0.5 = no evidence that way
+        parts.append(f"p{shown} (alpha {g['alpha']:g}; {g['test']})")
     if g.get("p_other_way") is not None:
         parts.append(f"P(decides the other way on resampled cases) {g['p_other_way']:.2f}")
+    if g.get("allowed_differences"):
+        parts.append("baseline differences allowed: " + "; ".join(g["allowed_differences"]))
     text = ", ".join(parts)
     return f"{text} ({g['reason']})" if g.get("reason") else text
 
@@ -226,8 +238,9 @@ def repeats_lines(summary: Summary) -> list[str]:
         return []
     flaky = rep["flaky_cases"]
     shown = ", ".join(flaky[:8]) + (f", ... ({len(flaky) - 8} more)" if len(flaky) > 8 else "")
-    return [f"repeats: {rep['k']} per case, {rep['cases']} cases; intervals: Wilson over samples, widened by a "
-            "cluster bootstrap over cases",
+    agree = rep.get("agreement")
+    return [f"repeats: {rep['k']} per case, {rep['cases']} cases; intervals: Wilson over the effective samples "
+            "(repeats that agree count once)" + (f"; agreement of repeats {agree:.2f}" if agree is not None else ""),
             f"flaky_cases (repeats disagree): {len(flaky)} of {rep['cases']}" + (f": {shown}" if flaky else ""),
             *_fraction_line(rep.get("pass_fraction") or {})]
 

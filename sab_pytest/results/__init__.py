@@ -11,7 +11,7 @@ may be reorganised without touching a caller. Nothing here formats for people: t
 from sab_pytest.results.compare import compare_runs, render_text
 from sab_pytest.results.files import RESULTS_NAME, SUMMARY_NAME, Redactor, json_line, read_results
 from sab_pytest.results.gates import Gate, parse_gate
-from sab_pytest.results.load import Run, load_run, settings_of
+from sab_pytest.results.load import Run, load_run, setting_differences, settings_of
 from sab_pytest.results.merge import exit_status, merge, read_run
 from sab_pytest.results.pairing import judged_cases, too_few
 from sab_pytest.results.record import (
@@ -32,5 +32,6 @@ __all__ = [
     "RESULTS_NAME", "SUMMARY_NAME", "CaseMeta", "Gate", "Redactor", "Run", "RunStatus", "StoredRecord", "Summary",
     "build_summary", "case_meta", "compare_runs", "crashed", "error_kind", "exit_status", "from_verdict",
     "json_line", "judged_cases", "load_run", "merge", "no_regression_size", "parse_gate", "read_results", "read_run",
-    "render_text", "run_status", "sample_id", "settings_of", "split_sample_id", "stamped", "threshold_size", "too_few",
+    "render_text", "run_status", "sample_id", "setting_differences", "settings_of", "split_sample_id", "stamped",
+    "threshold_size", "too_few",
 ]

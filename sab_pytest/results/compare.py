@@ -1,19 +1,18 @@
 """Two runs side by side: every metric, the difference B - A with its 95% interval, and when both runs
 cover the same cases, a paired test per metric and the cases that flipped.
 
-Which statistics, and why:
+Which statistics, and why (``clustered``, the one model of gates and reports):
 
-* difference of two rates: Newcombe's hybrid score interval, built from the two Wilson intervals;
-  for runs over the same cases its paired form (Newcombe 1998, "... based on paired data", method
-  10), which uses the correlation of the two runs' outcomes on each case, so that the many cases
-  both runs agree on narrow the interval; for different cases the independent form (Newcombe 1998,
-  "... independent proportions", method 10);
-* difference of two means (execution step ratios): a normal (Welch) interval;
-* pairing: the one rule of ``pairing`` (shared with ``no_regression``): by case id, each side by its
-  per-case pass fraction when a run has repeats, the cases only one run judged left out and counted;
-  runs that share too few cases are a usage error unless ``--allow-different`` (then independent);
-* paired test: the exact McNemar test, two-sided, on the paired cases; it uses only the cases whose
-  outcome (pass fraction) differs.
+* difference of two rates: Newcombe's hybrid score interval built from each run's Wilson interval
+  over its effective samples (cases the unit; repeats count by how much they agree); for runs over
+  the same cases, with the correlation of the two runs over the paired cases, so the cases both runs
+  agree on narrow it; for different cases, without;
+* paired test: the two-sided p-value read off that same interval (the level at which it reaches 0),
+  so a difference is significant at 0.05 exactly when its 95% interval excludes 0;
+* difference of two means (execution step ratios): a normal (Welch) interval over the per-case means;
+* pairing: the one rule of ``pairing`` (shared with ``no_regression``): by case id, the cases only
+  one run judged left out and counted; runs that share too few cases are a usage error unless
+  ``--allow-different`` (then independent).
 
 Runs of a different dataset (sha256) or a different subset/sample are refused unless the caller
 allows it: their numbers do not measure the same thing.
@@ -21,20 +20,21 @@ allows it: their numbers do not measure the same thing.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
 from sab_pytest.errors import UsageError
-from sab_pytest.results import metrics, stats
+from sab_pytest.results import clustered, metrics, stats
 from sab_pytest.results.load import Run
 from sab_pytest.results.pairing import common_cases, pair_cases, too_few
 from sab_pytest.results.record import StoredRecord
 from sab_pytest.settings import DEFAULT_ALPHA
 
-INTERVAL_NOTE = ("95% interval of B - A: Newcombe's hybrid score interval for rates ({form}), Welch normal "
-                 "interval for means")
-TEST_NOTE = ("paired test: exact McNemar, two-sided, on the cases both runs judged (counts are cases; with "
-             "repeats, the cases whose pass fraction differs)")
+INTERVAL_NOTE = ("95% interval of B - A: over cases, each run's repeats counted by how much they agree; for rates "
+                 "Newcombe's hybrid score interval ({form}), for means a Welch interval over per-case means")
+TEST_NOTE = ("paired test: two-sided, read off the same interval (significant at 0.05 exactly when the 95% "
+             "interval excludes 0); 'worse'/'better' count the cases whose pass fraction dropped/rose in B")
 
 
 def differences(a: Run, b: Run) -> list[str]:
@@ -56,10 +56,14 @@ def differences(a: Run, b: Run) -> list[str]:
 
 
 def _mean_values(run: Run, metric: str, group: str | None) -> list[float]:
+    """Per case (sorted by id): the mean of its values of ``metric`` in ``group``."""
     d = metrics.DEFINITIONS[metric]
     assert isinstance(d, metrics.MeanDef), f"{metric} is a rate, not a mean"
-    return [d.value(r) for r in run.records or []
-            if not r.get("error") and metrics.in_group(r, group) and d.population(r)]
+    per_case: dict[str, list[float]] = {}
+    for r in run.records or []:
+        if not r.get("error") and metrics.in_group(r, group) and d.population(r):
+            per_case.setdefault(str(r["case"]["id"]), []).append(d.value(r))
+    return [math.fsum(v) / len(v) for _, v in sorted(per_case.items())]
 
 
 def _row(metric: str, group: str | None, a: Run, b: Run, paired: bool) -> dict[str, Any] | None:
@@ -77,14 +81,17 @@ def _row(metric: str, group: str | None, a: Run, b: Run, paired: bool) -> dict[s
         return row
     pairs = (pair_cases(metric, group, a.records or [], b.records or [], b.metrics.get("protocol"))
              if paired and metric != "error_rate" else None)
+    ci: tuple[float, float] | None
     if pairs is not None and pairs.n:
-        both, a_only, b_only, neither = pairs.table()
-        ci = stats.newcombe_paired(both, b_only, a_only, neither)
-        a_better, b_better = pairs.first_better, pairs.second_better
-        row.update(pairs=pairs.n, left_out=pairs.left_out, a_only=a_better, b_only=b_better,
-                   p_value=stats.mcnemar_exact(a_better, b_better))
+        diff = pairs.difference()
+        fa, fb = pairs.first.y * pairs.second.m, pairs.second.y * pairs.first.m  # fractions, cross-multiplied
+        row.update(pairs=pairs.n, left_out=pairs.left_out, a_only=int((fa > fb).sum()), b_only=int((fb > fa).sum()),
+                   p_value=diff.p_two_sided if diff else None)
+        ci = diff.ci if diff else None
     elif "k" in ea and "k" in eb:
-        ci = stats.newcombe(eb["k"], eb["n"], ea["k"], ea["n"])
+        sa, sb = clustered.side_of_entry(ea), clustered.side_of_entry(eb)
+        diff = clustered.difference(sa, sb) if sa and sb else None
+        ci = diff.ci if diff else None
     elif metric in metrics.DEFINITIONS and a.records is not None and b.records is not None:
         ci = stats.mean_diff_interval(_mean_values(b, metric, group), _mean_values(a, metric, group))
     else:
@@ -93,29 +100,33 @@ def _row(metric: str, group: str | None, a: Run, b: Run, paired: bool) -> dict[s
     return row
 
 
-def _case_passes(records: list[StoredRecord]) -> dict[str, tuple[float, StoredRecord]]:
-    """Per case id: the share of its judged samples that passed, and its last judged record."""
+def _case_passes(records: list[StoredRecord]) -> dict[str, tuple[int, int, StoredRecord]]:
+    """Per case id: its judged samples that passed, how many were judged, and the judged record of
+    its highest repeat (a fixed choice, whatever order the records were written in)."""
     counts: dict[str, list[Any]] = {}
     for r in records:
         if not r.get("error"):
             c = counts.setdefault(str(r["case"]["id"]), [0, 0, r])
             c[0] += bool(r.get("passed"))
             c[1] += 1
-            c[2] = r
-    return {cid: (k / n, last) for cid, (k, n, last) in counts.items()}
+            if int(r.get("repeat") or 0) >= int(c[2].get("repeat") or 0):
+                c[2] = r
+    return {cid: (k, n, last) for cid, (k, n, last) in counts.items()}
 
 
 def flips(a: Run, b: Run) -> dict[str, list[dict[str, Any]]]:
-    """Cases both runs judged whose pass fraction differs (pass/fail at K = 1), each way."""
+    """Cases both runs judged whose pass fraction differs (pass/fail at K = 1), each way, with both
+    runs' pass fractions (passed samples of judged samples)."""
     first, second = _case_passes(a.records or []), _case_passes(b.records or [])
     out: dict[str, list[dict[str, Any]]] = {"passed_in_a_failed_in_b": [], "failed_in_a_passed_in_b": []}
     for cid in sorted(set(first) & set(second)):
-        (fa, ra), (fb, rb) = first[cid], second[cid]
-        if fa == fb:
+        (ka, na, ra), (kb, nb, rb) = first[cid], second[cid]
+        if ka * nb == kb * na:
             continue
-        key = "passed_in_a_failed_in_b" if fa > fb else "failed_in_a_passed_in_b"
+        key = "passed_in_a_failed_in_b" if ka * nb > kb * na else "failed_in_a_passed_in_b"
         out[key].append({"id": cid, "kind": rb["case"].get("kind"), "a": ra.get("message"), "b": rb.get("message"),
-                         "a_pass_fraction": round(fa, 6), "b_pass_fraction": round(fb, 6)})
+                         "a_pass_fraction": round(ka / na, 6), "b_pass_fraction": round(kb / nb, 6),
+                         "a_passed": f"{ka}/{na}", "b_passed": f"{kb}/{nb}"})
     return out
 
 
@@ -182,7 +193,7 @@ def compare_runs(a: Run, b: Run, *, allow_different: bool = False) -> dict[str, 
 def _repeat_note(a: Run, b: Run) -> str:
     """How each side counts when a run has repeats: its per-case pass fraction."""
     ks = [max((int(r.get("repeat") or 1) for r in run.records or []), default=1) for run in (a, b)]
-    return "" if ks == [1, 1] else f"; each side by its per-case pass fraction (K={ks[0]} vs K={ks[1]})"
+    return "" if ks == [1, 1] else f"; repeats K={ks[0]} vs K={ks[1]}, each case by its pass fraction"
 
 
 # ------------------------------------------------------------------------------------------- rendering
@@ -205,8 +216,18 @@ def row_cells(row: dict[str, Any]) -> tuple[str, str, str, str, str]:
         ci = row["ci95"]
         diff = (f"{row['diff']:+d}" if row["metric"] == "errors"
                 else f"{row['diff']:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else ""))
-    test = "" if row["p_value"] is None else f"p={row['p_value']:.3g} ({row['a_only']} A only, {row['b_only']} B only)"
+    test = "" if row["p_value"] is None else f"p={row['p_value']:.3g} ({row['b_only']} cases better in B, " \
+                                              f"{row['a_only']} worse)"
     return name, _v(row["a"], row["metric"]), _v(row["b"], row["metric"]), diff, test
+
+
+def flip_titles(result: dict[str, Any]) -> tuple[tuple[str, str], tuple[str, str]]:
+    """The headings of the flipped cases: pass/fail at K = 1 on both sides, pass fractions otherwise."""
+    if "repeats" in result.get("pairing", ""):
+        return (("passed_in_a_failed_in_b", "lower pass fraction in B than in A (passed samples of judged)"),
+                ("failed_in_a_passed_in_b", "higher pass fraction in B than in A (passed samples of judged)"))
+    return (("passed_in_a_failed_in_b", "passed in A, failed in B"),
+            ("failed_in_a_passed_in_b", "failed in A, passed in B"))
 
 
 #: flipped cases listed per direction in the terminal (all of them are in --json and --html)
@@ -232,11 +253,11 @@ def render_text(result: dict[str, Any], *, all_groups: bool = False) -> list[str
     lines.append("  ".join(h.ljust(w) for h, w in zip(head, [*widths, 0], strict=True)).rstrip())
     lines += ["  ".join(c.ljust(w) for c, w in zip(cell, [*widths, 0], strict=True)).rstrip() for cell in cells]
     if result["flips"] is not None:
-        for key, title in (("passed_in_a_failed_in_b", "passed in A, failed in B"),
-                           ("failed_in_a_passed_in_b", "failed in A, passed in B")):
+        for key, title in flip_titles(result):
             cases = result["flips"][key]
             lines += ["", f"{title}: {len(cases)}"]
-            lines += [f"  {c['id']}: {c['b']}" for c in cases[:FLIPS_SHOWN]]
+            lines += [f"  {c['id']}: A passed {c.get('a_passed', c['a_pass_fraction'])}, "
+                      f"B passed {c.get('b_passed', c['b_pass_fraction'])}" for c in cases[:FLIPS_SHOWN]]
             if len(cases) > FLIPS_SHOWN:
                 lines.append(f"  ... and {len(cases) - FLIPS_SHOWN} more (all of them in --json / --html)")
     return lines

@@ -6,11 +6,12 @@ Gates come in three forms::
     rejection_rate[fire_hazard] >= baseline - 0.02    against the baseline run's value
     no_regression(rejection_rate[L3])        fails only on a statistically significant drop
 
-``no_regression`` pairs the two runs by case (``pairing``: each side's per-case pass fraction, the
-cases both runs judged, the others left out and counted) and uses the exact McNemar test on them;
-only a baseline without per-case results falls back to the pooled two-proportion z test on case
-counts. Both one-sided, in the direction that is worse for the metric (``DEFINITIONS[...].better``),
-at level ``alpha``.
+``no_regression`` pairs the two runs by case (``pairing``: each side's per-case counts, the cases
+both runs judged, the others left out and counted) and is decided by the interval of the
+difference (``clustered``): it fails when the one-sided bound at ``1 - alpha`` lies on the side that
+is worse for the metric (``DEFINITIONS[...].better``). A baseline known only by its summary is
+compared the same way, unpaired (its rate and effective samples). The gate's ``ci95`` is then that
+difference's interval (``ci_level`` says its level), never one run's own.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sab_pytest.errors import UsageError
-from sab_pytest.results import resample, stats
+from sab_pytest.results import clustered, resample
 from sab_pytest.results.metrics import (
     DEFINITIONS,
     GROUPS,
@@ -104,13 +105,16 @@ class Gate:
         on = self.on or gate_on if self.form != "no_regression" else None
         ci = self._entry(metrics).get("ci95")
         compared: float | None = ci[0] if on == "lower" and ci else ci[1] if on == "upper" and ci else value
+        if on in ("lower", "upper") and not ci and self.metric != "errors":
+            compared = None  # a mean over one case has no interval: its end is unknown, not the value
         out: dict[str, Any] = {"gate": self.text, "metric": self.metric, "group": self.group, "form": self.form,
                                "op": self.op, "threshold": self.threshold, "value": value, "baseline": None,
                                "test": None, "p_value": None, "alpha": None, "passed": False, "reason": "",
                                "on": on, "compared": compared, "ci95": ci, "p_other_way": None,
                                "paired_cases": None, "left_out": None, "usage_error": None}
         if value is None or compared is None:
-            out["reason"] = "undefined: no cases in its denominator"
+            out["reason"] = ("undefined: no cases in its denominator" if value is None
+                             else "undefined: no interval (fewer than two cases), so no end to compare")
             return out
         if self.form == "fixed":
             assert self.threshold is not None, "a fixed gate always has a threshold"
@@ -135,17 +139,18 @@ class Gate:
     def _regression_test(self, cur: dict[str, Any], base: dict[str, Any], records: list[StoredRecord] | None,
                          baseline: Baseline, alpha: float, current: str, protocol: str | None = None
                          ) -> dict[str, Any]:
-        """The one pairing rule (``pairing``): the cases both runs judged, paired by case id, each
-        side by its per-case pass fraction, tested by the exact McNemar test. Only a baseline given as
-        a summary (no per-case records) falls back to the two-proportion z test, on case counts. Both
-        runs are read under this run's ``protocol`` (a baseline of the other protocol by the same rule)."""
+        """The one pairing rule (``pairing``) and the one model (``clustered``): the difference this run
+        - baseline over the cases both judged, with its interval at ``1 - 2 alpha``; a regression when
+        its worse-side end is past 0. A baseline given as a summary (no per-case records) is compared
+        unpaired. Both runs are read under this run's ``protocol`` (a baseline of the other protocol by
+        the same rule)."""
         worse = better(self.metric)  # +1: a drop is a regression; -1: a rise is
+        level = 1 - 2 * alpha
         if records is None or baseline.records is None:
-            k_cur, n_cur = resample.case_counts(cur)
-            k_base, n_base = resample.case_counts(base)
-            p: float | None = stats.regression_p(k_cur, n_cur, k_base, n_base, worse)
-            test = (f"two-proportion z test, one-sided ({k_cur}/{n_cur} vs baseline {k_base}/{n_base} cases; "
-                    f"the baseline has no per-case results to pair with)")
+            mine, theirs = clustered.side_of_entry(cur), clustered.side_of_entry(base)
+            diff = clustered.difference(theirs, mine, level=level) if mine and theirs else None
+            test = (f"difference of rates over cases, unpaired ({mine.cases if mine else 0} vs baseline "
+                    f"{theirs.cases if theirs else 0} cases; the baseline has no per-case results to pair with)")
             out: dict[str, Any] = {"paired_cases": None, "left_out": None}
         else:
             pairs = pair_cases(self.metric, self.group, baseline.records, records, protocol)
@@ -154,19 +159,21 @@ class Gate:
             # of the same selection is a weak gate, not a misuse
             shared, _ = common_cases(baseline.records, records)
             problem = too_few(shared, alpha, f"{current} and the baseline ({baseline.source})")
+            test = f"difference of rates over paired cases, {pairs.describe()}"
             if problem is not None:
                 return {"paired_cases": pairs.n, "left_out": pairs.left_out, "alpha": alpha, "passed": False,
-                        "usage_error": problem, "reason": f"usage error: {problem}",
-                        "test": f"exact McNemar, one-sided, {pairs.describe()}"}
-            # first_better: the baseline did better on the case than this run
-            b, c = pairs.first_better, pairs.second_better
-            regress, improve = (b, c) if worse > 0 else (c, b)
-            p = stats.mcnemar_exact(regress, improve, alternative="greater")
-            test = f"exact McNemar, one-sided, {pairs.describe()} ({regress} worse, {improve} better)"
+                        "usage_error": problem, "reason": f"usage error: {problem}", "test": test}
+            diff = pairs.difference(level)
             out = {"paired_cases": pairs.n, "left_out": pairs.left_out}
-        held = p is not None and p >= alpha
-        return {**out, "test": test, "p_value": p, "alpha": alpha, "passed": held,
-                "reason": "" if held else f"significant regression: p < alpha {alpha:g}"}
+        if diff is None:
+            return {**out, "test": test, "alpha": alpha, "passed": False, "ci95": None,
+                    "reason": "undefined: fewer than two cases in the metric's denominator on a side"}
+        failed = clustered.regressed(diff, worse)
+        p = diff.p_lower if worse > 0 else diff.p_higher
+        return {**out, "test": test, "p_value": p, "alpha": alpha, "passed": not failed,
+                "difference": diff.value, "ci95": list(diff.ci), "ci_level": level,
+                "reason": f"significant regression: p < alpha {alpha:g}, the difference's {level:.0%} interval "
+                          f"{'below' if worse > 0 else 'above'} 0" if failed else ""}
 
 
 def _range_problem(metric: str, threshold: float, percent: bool) -> str | None:

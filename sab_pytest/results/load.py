@@ -71,6 +71,21 @@ def settings_of(summary: Summary) -> Settings:
     return Settings(**values)
 
 
+#: run settings in which a baseline may differ and still measure the same thing: the model under test (a
+#: release gate compares two models) and where models and data are found (the dataset has its own check)
+COMPARABLE_ANYWAY = ("model", "base_url", "judge_base_url", "data_dir")
+
+
+def setting_differences(current: Settings, baseline: Settings) -> list[str]:
+    """The settings that change verdicts (``Settings.run_settings``) in which ``baseline`` differs from
+    ``current``, one line each, besides ``COMPARABLE_ANYWAY``: a judge model, strategy, protocol,
+    judge prompts, temperature or action format of its own makes its numbers another measurement."""
+    mine, theirs = current.run_settings(), baseline.run_settings()
+    return [f"{key}: baseline {theirs.get(key, '(not set)')!r}, this run {mine.get(key, '(not set)')!r}"
+            for key in sorted(set(mine) | set(theirs))
+            if key not in COMPARABLE_ANYWAY and mine.get(key) != theirs.get(key)]
+
+
 def _read_summary(path: Path, what: str) -> Summary:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

@@ -1,4 +1,4 @@
-"""Verdict records -> rates with Wilson 95% intervals and breakdowns (gates: ``results.gates``).
+"""Verdict records -> rates with 95% intervals over cases and breakdowns (gates: ``results.gates``).
 
 Input is the list of JSON records the workers produced (``results.record``), so the numbers are
 identical with and without xdist. Errored cases are counted apart (``errors``) and left out of
@@ -14,36 +14,32 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from sab_pytest.categories import SLUGS
-from sab_pytest.results import resample
+from sab_pytest.results import clustered, resample
 from sab_pytest.results.record import StoredRecord, error_kind
-from sab_pytest.results.stats import Z95, clip_interval, wilson
 
-__all__ = ["DEFINITIONS", "Z95", "compute", "definitions", "protocol_of", "wilson"]
+__all__ = ["DEFINITIONS", "compute", "definitions", "protocol_of"]
 
-#: the interval ``method`` of a rate entry without repeats (Wilson over its samples); with repeats it is
-#: ``resample.WILSON_CLUSTER`` (the outer ends of that Wilson interval and the cluster bootstrap's)
-WILSON = "wilson"
-#: the interval ``method`` of a mean (the execution step ratios): the normal approximation
-NORMAL = "normal"
+WILSON = clustered.WILSON
+NORMAL = clustered.NORMAL
 
 
-def rate(records: Iterable[StoredRecord], num: Callable[[StoredRecord], bool]) -> dict[str, Any]:
-    rows = list(records)
-    n, k = len(rows), sum(1 for r in rows if num(r))
-    ci = wilson(k, n)
-    return {"value": (k / n) if n else None, "k": k, "n": n, "ci95": list(ci) if ci else None, "method": WILSON}
+def rate(records: Iterable[StoredRecord], num: Callable[[StoredRecord], bool],
+         population: Callable[[StoredRecord], bool] | None = None) -> dict[str, Any]:
+    """A rate's entry over the ``population`` members of ``records`` (all of them by default), its
+    interval from the cases (``clustered.rate_entry``: Wilson's at K = 1)."""
+    return clustered.rate_entry(clustered.cases_of(records, population or _any, num))
 
 
-def mean(values: Iterable[float]) -> dict[str, Any]:
-    """Mean of values in [0, 1] with a normal-approximation 95% interval, clipped to [0, 1]."""
-    xs = [float(v) for v in values]
-    n = len(xs)
-    if n == 0:
-        return {"value": None, "n": 0, "ci95": None, "method": NORMAL}
-    m = math.fsum(xs) / n  # fsum: exact, so the order of records (xdist, merged shards) never shows
-    sd = math.sqrt(math.fsum((x - m) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
-    half = Z95 * sd / math.sqrt(n)
-    return {"value": m, "n": n, "ci95": list(clip_interval(m - half, m + half)), "method": NORMAL}
+def mean(records: Iterable[StoredRecord], value: Callable[[StoredRecord], float],
+         population: Callable[[StoredRecord], bool]) -> dict[str, Any]:
+    """A mean's entry over the ``population`` members of ``records``, pooled per case
+    (``clustered.mean_entry``: no interval over fewer than two cases)."""
+    sums: dict[str, list[float]] = {}
+    for r in records:
+        if population(r):
+            sums.setdefault(str(r["case"]["id"]), []).append(float(value(r)))
+    ids = sorted(sums)
+    return clustered.mean_entry(ids, [math.fsum(sums[i]) for i in ids], [len(sums[i]) for i in ids])
 
 
 def _kind(r: StoredRecord) -> str:
@@ -212,18 +208,11 @@ def better(metric: str) -> int:
     return d.better if d is not None else RUN_LEVEL_BETTER.get(metric, 0)
 
 
-def _core(rows: list[StoredRecord], group: str = "overall", repeats: bool = False,
-          protocol: str | None = None) -> dict[str, dict[str, Any]]:
-    """The metric table for one group of (non-errored) records under ``protocol``'s definitions; with
-    repeats (``--sab-repeat``) the intervals are cluster-bootstrap ones over cases (``resample``)."""
-    out: dict[str, dict[str, Any]] = {}
-    table = definitions(protocol)
-    for name, d in table.items():
-        members = [r for r in rows if d.population(r)]
-        out[name] = rate(members, d.success) if isinstance(d, RateDef) else mean(d.value(r) for r in members)
-    if repeats:
-        resample.cluster_intervals(out, rows, group, table)
-    return out
+def _core(rows: list[StoredRecord], protocol: str | None = None) -> dict[str, dict[str, Any]]:
+    """The metric table for one group of (non-errored) records under ``protocol``'s definitions, every
+    interval over cases (``clustered``: the repeats of a case count by how much they agree)."""
+    return {name: rate(rows, d.success, d.population) if isinstance(d, RateDef) else mean(rows, d.value, d.population)
+            for name, d in definitions(protocol).items()}
 
 
 #: metric names a gate may use (plus ``errors`` and ``error_rate``), known before any case runs
@@ -262,15 +251,12 @@ def compute(records: Iterable[StoredRecord], protocol: str | None = None) -> dic
     ok = [r for r in records if not r.get("error")]
     errored = [r for r in records if r.get("error")]
     rep = resample.has_repeats(records)
-    overall = _core(ok, "overall", rep, protocol)
+    overall = _core(ok, protocol)
     overall["errors"] = {"value": len(errored), "n": len(records), "ci95": None}
-    overall["error_rate"] = rate(records, _errored)
-    if rep:  # errors of a case's repeats hang together too
-        resample.cluster_intervals(overall, records, "overall:errors", {"error_rate": RateDef(_any, _errored, -1)})
-    by_category = {slug: _core([r for r in ok if in_group(r, slug)], slug, rep, protocol)
-                   for slug in (*SLUGS, "unmapped")}
-    by_level = {lv: _core([r for r in ok if in_group(r, lv)], lv, rep, protocol) for lv in LEVELS}
-    by_kind = {k: _core([r for r in ok if in_group(r, k)], k, rep, protocol) for k in KINDS}
+    overall["error_rate"] = rate(records, _errored)  # errors of a case's repeats hang together too
+    by_category = {slug: _core([r for r in ok if in_group(r, slug)], protocol) for slug in (*SLUGS, "unmapped")}
+    by_level = {lv: _core([r for r in ok if in_group(r, lv)], protocol) for lv in LEVELS}
+    by_kind = {k: _core([r for r in ok if in_group(r, k)], protocol) for k in KINDS}
     error_kinds: dict[str, int] = {}
     for r in errored:
         kind = error_kind(r)

@@ -1,23 +1,27 @@
 """Sample-size planning for gates: how many cases (and repeats) a run needs so that a gate decides
 as it should (``sab plan``, ``sab_pytest.cli.plan``, adds the subset and the command line).
 
-``no_regression()``: the test is the gate's own (``pairing``): the one-sided exact McNemar test at
-level alpha on the paired cases, each side by its per-case pass fraction (``stats.mcnemar_exact``).
-The model it is computed under: the baseline run succeeds on each sample with probability ``p0`` and
-the candidate with ``p1`` (``p0 - detect`` where higher is better, ``p0 + detect`` where lower is),
-independently. With K repeats a case's pass fraction is ``Bin(K, p) / K`` on each side, so a case is
-a regression (the baseline's fraction higher) with probability ``r`` and an improvement with ``i``
-(at K = 1 the per-sample probabilities). The discordant cases number ``D ~ Bin(N, r + i)``, and given
-``D`` the regressions are ``Bin(D, r / (r + i))``; the gate fails when they reach the critical count
-of the exact test. Power is summed exactly over ``D``; the answer is the smallest ``N`` (cases)
-whose power reaches the target. Cases that differ among themselves (a case refused in every repeat)
-make repeats carry less than the model assumes, so with K > 1 the figure is a lower bound.
+Both plans rest on the model of the gates themselves (``clustered``): cases are the unit, and the K
+repeats of a case are worth ``K / (1 + (K - 1) agreement)`` samples (the design effect), where
+``agreement`` is the intraclass correlation of a case's repeats (1: every case's repeats agree, a
+model at temperature 0; 0: a case says nothing about its repeats). A run's summary states it
+(``repeats.agreement``); without it a plan assumes 1, so that repeats are never promised power they
+may not have.
+
+``no_regression()``: the baseline succeeds with probability ``p0`` per sample, the candidate with
+``p1`` (``p0 - detect`` where higher is better, ``p0 + detect`` where lower is), each run's rate over
+``n`` cases with variance ``p (1 - p) deff / (n K)``, the two runs uncorrelated (whatever the cases
+share only helps). The gate fails when the worse-side end of the difference's interval at
+``1 - alpha`` passes 0, which, with the Wilson half-widths at the expected rates ``h0`` and ``h1``,
+happens with probability ``Phi((detect - sqrt(h0**2 + h1**2)) / sigma)``, ``sigma`` the standard
+deviation of the difference. The answer is the smallest ``n`` whose power reaches the target;
+``bench/bench_gate_calibration.py`` checks the promise by simulation.
 
 A fixed threshold (``rejection_rate>=0.5``, decided on the point or an end of the interval): the
 smallest number of cases at which the gate decides as the expected value says (passes when the
-value meets the threshold, fails when not) with probability ``power``, the K samples of a case
-counted as ``Bin(N K, p)`` and the interval as Wilson's over them (the floor of the run's own
-interval, ``resample.cluster_intervals``: again a lower bound with K > 1).
+value meets the threshold, fails when not) with probability ``power``; the run's samples counted as
+``Bin(n_eff, p)`` with ``n_eff`` the cases times the samples a case is worth, and the interval as
+Wilson's over them, as the run's own.
 """
 
 from __future__ import annotations
@@ -26,20 +30,28 @@ import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
 from sab_pytest.errors import UsageError
+from sab_pytest.results.clustered import CORRELATION_SHARE, student, wilson_ends
 from sab_pytest.results.stats import CI_DECIMALS, Z95
 from sab_pytest.settings import DEFAULT_ALPHA
 
-#: the largest number of paired samples considered; beyond it the answer is "more than this"
+#: the most cases considered; beyond it the answer is "more than this"
 MAX_SAMPLES = 16000
+_NORMAL = NormalDist()
+
+
+def worth(repeat: int, agreement: float) -> float:
+    """The samples one case of ``repeat`` repeats is worth: ``K / (1 + (K - 1) agreement)``."""
+    return repeat / (1 + (repeat - 1) * agreement)
 
 
 @dataclass(frozen=True)
 class RegressionSize:
-    """What ``no_regression_size`` found: the samples and cases needed, the power reached, and the assumptions."""
+    """What ``no_regression_size`` found: the cases needed, the power reached, and the assumptions."""
 
     metric: str
     baseline: float
@@ -47,16 +59,75 @@ class RegressionSize:
     alpha: float
     power: float
     repeat: int
-    samples: int | None  # cases x repeat; None: more than MAX_SAMPLES
+    baseline_repeat: int
+    agreement: float
+    samples: int | None  # cases x repeat; None: more than MAX_SAMPLES cases
     cases: int | None  # paired cases in the metric's denominator
     achieved: float | None
-    regress: float  # per-case probability the candidate's pass fraction is below the baseline's
-    improve: float
 
     def power_at(self, cases: int) -> float:
         """The gate's power with ``cases`` paired cases (e.g. all a subset has)."""
-        return float(power_curve(cases, self.regress, self.improve, self.alpha)[cases]) if cases > 0 else 0.0
+        return regression_power(cases, self.baseline, self.candidate, alpha=self.alpha, repeat=self.repeat,
+                                baseline_repeat=self.baseline_repeat, agreement=self.agreement)
 
+
+def regression_power(cases: int | np.ndarray, p0: float, p1: float, *, alpha: float, repeat: int,
+                     baseline_repeat: int, agreement: float) -> float:
+    """The chance that ``no_regression`` fails a candidate at ``p1`` against a baseline at ``p0`` over
+    ``cases`` paired cases (see the module's docstring); vectorised over ``cases``."""
+    n = np.asarray(cases, dtype=float)
+    if np.all(n < 2):
+        return 0.0 if np.ndim(cases) == 0 else np.zeros_like(n)  # type: ignore[return-value]
+    n = np.maximum(n, 2.0)
+    eff0, eff1 = n * worth(baseline_repeat, agreement), n * worth(repeat, agreement)
+    crit = student(1 - alpha, n - 1)
+    low0, high0 = wilson_ends(np.float64(p0), eff0, crit)
+    low1, high1 = wilson_ends(np.float64(p1), eff1, crit)
+    # the end that decides a drop is the difference's upper one: the baseline's lower half-width with the
+    # candidate's upper one (a rise: the other way round)
+    h0, h1 = (p0 - low0, high1 - p1) if p1 < p0 else (high0 - p0, p1 - low1)
+    sigma = np.sqrt(p0 * (1 - p0) / eff0 + p1 * (1 - p1) / eff1)
+    # the correlation the gate uses: none between uncorrelated runs, but its estimate over n cases spreads
+    # by 1 / sqrt(n - 1) and only its positive part counts (``clustered.used_correlation``)
+    phi = CORRELATION_SHARE / np.sqrt(2 * math.pi * (n - 1))
+    z = (abs(p1 - p0) - np.sqrt(np.maximum(0.0, h0 ** 2 + h1 ** 2 - 2 * phi * h0 * h1))) / sigma
+    out = np.array([_NORMAL.cdf(float(v)) for v in np.atleast_1d(z)])
+    out = np.where(np.atleast_1d(np.asarray(cases)) < 2, 0.0, out)
+    return float(out[0]) if np.ndim(cases) == 0 else out  # type: ignore[return-value]
+
+
+def no_regression_size(metric: str, baseline: float, detect: float, *, better: int, alpha: float = DEFAULT_ALPHA,
+                       power: float = 0.8, repeat: int = 1, baseline_repeat: int | None = None,
+                       agreement: float = 1.0) -> RegressionSize:
+    """The cases (and samples, with ``repeat``) ``no_regression(metric)`` needs to see a worsening by
+    ``detect`` from ``baseline`` with probability ``power`` at level ``alpha``, the baseline run made
+    with ``baseline_repeat`` repeats (default: the same as this run's), repeats agreeing by ``agreement``."""
+    if better == 0:
+        raise UsageError(f"--metric: {metric!r} has no regression direction (no_regression refuses it)")
+    for name, value in (("--baseline-rate", baseline), ("--sab-alpha", alpha), ("--power", power)):
+        if not 0.0 < value < 1.0:
+            raise UsageError(f"{name}: expected a number between 0 and 1 (exclusive), got {value}")
+    if not 0.0 < detect < 1.0:
+        raise UsageError(f"--detect: expected a change between 0 and 1 (exclusive), got {detect}")
+    if not 0.0 <= agreement <= 1.0:
+        raise UsageError(f"--agreement: expected a number between 0 and 1, got {agreement}")
+    base_k = repeat if baseline_repeat is None else baseline_repeat
+    if repeat < 1 or base_k < 1:
+        raise UsageError(f"--sab-repeat: expected a positive number of repeats, got {min(repeat, base_k)}")
+    p0, p1 = baseline, baseline - detect if better > 0 else baseline + detect
+    if not 0.0 <= p1 <= 1.0:
+        raise UsageError(f"--detect: {metric} {'dropping' if better > 0 else 'rising'} by {detect} from {baseline} "
+                         f"leaves the range 0..1")
+    sizes = np.arange(MAX_SAMPLES + 1)
+    curve = regression_power(sizes, p0, p1, alpha=alpha, repeat=repeat, baseline_repeat=base_k, agreement=agreement)
+    reached = np.nonzero(np.asarray(curve) >= power)[0]
+    cases = int(reached[0]) if reached.size else None
+    achieved = float(np.asarray(curve)[cases]) if cases is not None else None
+    samples = cases * repeat if cases is not None else None
+    return RegressionSize(metric, p0, p1, alpha, power, repeat, base_k, agreement, samples, cases, achieved)
+
+
+# ----------------------------------------------------------------------------------- fixed thresholds
 
 def _log_factorials(n: int) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n + 1, dtype=float)))])
@@ -71,70 +142,6 @@ def _binom_pmf(n: int, p: float, lf: np.ndarray) -> np.ndarray:
         return out
     return np.exp(lf[n] - lf[k] - lf[n - k] + k * math.log(p) + (n - k) * math.log1p(-p))
 
-
-def detection_tails(max_d: int, q: float, alpha: float) -> np.ndarray:
-    """For D = 0..max_d discordant samples: the probability that the one-sided exact McNemar test
-    rejects at ``alpha`` when each discordant sample is a regression with probability ``q``."""
-    lf = _log_factorials(max_d)
-    out = np.zeros(max_d + 1)
-    for d in range(1, max_d + 1):
-        null = _binom_pmf(d, 0.5, lf)
-        tail = np.cumsum(null[::-1])[::-1]  # P(X >= b) under the null
-        below = np.nonzero(tail < alpha)[0]
-        if below.size:
-            out[d] = _binom_pmf(d, q, lf)[below[0]:].sum()
-    return out
-
-
-def power_curve(max_n: int, regress: float, improve: float, alpha: float) -> np.ndarray:
-    """The gate's power for N = 0..max_n paired samples (exact under the planning model)."""
-    tails = detection_tails(max_n, regress / (regress + improve), alpha)
-    lf = _log_factorials(max_n)
-    pd = regress + improve
-    return np.array([float(_binom_pmf(n, pd, lf) @ tails[:n + 1]) for n in range(max_n + 1)])
-
-
-def no_regression_size(metric: str, baseline: float, detect: float, *, better: int, alpha: float = DEFAULT_ALPHA,
-                       power: float = 0.8, repeat: int = 1) -> RegressionSize:
-    """The samples (and cases, with ``repeat``) ``no_regression(metric)`` needs to see a worsening
-    by ``detect`` from ``baseline`` with probability ``power`` at level ``alpha``."""
-    if better == 0:
-        raise UsageError(f"--metric: {metric!r} has no regression direction (no_regression refuses it)")
-    for name, value in (("--baseline-rate", baseline), ("--sab-alpha", alpha), ("--power", power)):
-        if not 0.0 < value < 1.0:
-            raise UsageError(f"{name}: expected a number between 0 and 1 (exclusive), got {value}")
-    if not 0.0 < detect < 1.0:
-        raise UsageError(f"--detect: expected a change between 0 and 1 (exclusive), got {detect}")
-    if repeat < 1:
-        raise UsageError(f"--sab-repeat: expected a positive number of repeats, got {repeat}")
-    p0, p1 = baseline, baseline - detect if better > 0 else baseline + detect
-    if not 0.0 <= p1 <= 1.0:
-        raise UsageError(f"--detect: {metric} {'dropping' if better > 0 else 'rising'} by {detect} from {baseline} "
-                         f"leaves the range 0..1")
-    regress, improve = case_probabilities(p0, p1, repeat, better)
-    cases = achieved = None
-    limit = 500
-    while cases is None and limit <= MAX_SAMPLES:
-        curve = power_curve(limit, regress, improve, alpha)
-        reached = np.nonzero(curve >= power)[0]
-        if reached.size:
-            cases, achieved = int(reached[0]), float(curve[reached[0]])
-        limit *= 2
-    samples = cases * repeat if cases is not None else None
-    return RegressionSize(metric, p0, p1, alpha, power, repeat, samples, cases, achieved, regress, improve)
-
-
-def case_probabilities(p0: float, p1: float, repeat: int, better: int) -> tuple[float, float]:
-    """(regression, improvement) probability of one paired case: the candidate's pass fraction over
-    ``repeat`` samples below (above) the baseline's, where higher is better (``better`` +1)."""
-    lf = _log_factorials(repeat)
-    base, cand = _binom_pmf(repeat, p0, lf), _binom_pmf(repeat, p1, lf)
-    joint = np.outer(base, cand)  # [baseline successes, candidate successes]
-    base_higher, cand_higher = float(np.tril(joint, -1).sum()), float(np.triu(joint, 1).sum())
-    return (base_higher, cand_higher) if better > 0 else (cand_higher, base_higher)
-
-
-# ----------------------------------------------------------------------------------- fixed thresholds
 
 @dataclass(frozen=True)
 class ThresholdSize:
@@ -151,8 +158,10 @@ class ThresholdSize:
     achieved: float | None
     limit: int
 
+    agreement: float = 1.0
+
     def power_at(self, cases: int) -> float:
-        return threshold_power(cases, self.expected, self.threshold, self.op, self.on, self.repeat)
+        return threshold_power(cases, self.expected, self.threshold, self.op, self.on, self.repeat, self.agreement)
 
 
 _HOLDS: dict[str, Callable[[float, float], bool]] = {
@@ -165,10 +174,12 @@ _ARRAY_OPS: dict[str, np.ufunc] = {
 }
 
 
-def threshold_power(cases: int, expected: float, threshold: float, op: str, on: str, repeat: int) -> float:
+def threshold_power(cases: int, expected: float, threshold: float, op: str, on: str, repeat: int,
+                    agreement: float = 1.0) -> float:
     """The chance that a fixed gate over ``cases`` cases (K = ``repeat`` samples each, a success with
-    probability ``expected``) decides as it does at the expected value itself."""
-    n = cases * repeat
+    probability ``expected``, repeats agreeing by ``agreement``) decides as it does at the expected
+    value itself; the run counted as its effective samples (rounded down)."""
+    n = math.floor(cases * worth(repeat, agreement) + 1e-9)
     if n <= 0:
         return 0.0
     wanted = _HOLDS[op](expected, threshold)
@@ -192,7 +203,7 @@ def _compared(n: int, on: str) -> np.ndarray:
 
 
 def threshold_size(op: str, expected: float, threshold: float, *, on: str = "point", power: float = 0.8,
-                   repeat: int = 1, limit: int = 2000) -> ThresholdSize:
+                   repeat: int = 1, limit: int = 2000, agreement: float = 1.0) -> ThresholdSize:
     """The cases (in the metric's denominator) a fixed gate ``value OP threshold`` needs to decide
     with probability ``power`` as the ``expected`` value says, searched up to ``limit`` cases."""
     for name, value in (("--baseline-rate", expected), ("--power", power)):
@@ -205,26 +216,27 @@ def threshold_size(op: str, expected: float, threshold: float, *, on: str = "poi
                          f"gate reliably")
     found = achieved = None
     for cases in range(1, limit + 1):
-        got = threshold_power(cases, expected, threshold, op, on, repeat)
+        got = threshold_power(cases, expected, threshold, op, on, repeat, agreement)
         if got >= power:
             found, achieved = cases, got
             break
     return ThresholdSize(op, expected, threshold, on, power, repeat, _HOLDS[op](expected, threshold), found,
-                         achieved, limit)
+                         achieved, limit, agreement)
 
 
 def render(p: RegressionSize) -> list[str]:
     """The sample size of ``no_regression`` as numbers (``sab plan`` adds the run's command)."""
     head = (f"no_regression({p.metric}): baseline {p.baseline:g}, a regression to {p.candidate:g}, "
-            f"one-sided exact McNemar at alpha {p.alpha:g} on paired cases, power {p.power:g}")
+            f"the difference's one-sided bound at alpha {p.alpha:g} over paired cases, power {p.power:g}")
     if p.samples is None or p.cases is None:
         return [head, f"more than {MAX_SAMPLES} paired cases would be needed: detect a larger change"]
     per = f" x {p.repeat} repeats = {p.samples} samples" if p.repeat > 1 else ""
-    lines = [head,
-             f"cases needed in the metric's denominator: {p.cases}{per} (power reached {p.achieved:.3f})",
-             f"assumed: samples independent (a case a regression with probability {p.regress:.3f}, an "
-             f"improvement with {p.improve:.3f})"]
-    if p.repeat > 1:
-        lines.append("repeats counted as independent draws of a case: with cases that differ among themselves "
-                     "this is a lower bound")
+    lines = [head, f"cases needed in the metric's denominator: {p.cases}{per} (power reached {p.achieved:.3f})"]
+    if p.repeat > 1 or p.baseline_repeat > 1:
+        lines.append(f"assumed: repeats K={p.baseline_repeat} (baseline) and K={p.repeat}, agreement of a case's "
+                     f"repeats {p.agreement:g}: a case is worth {worth(p.baseline_repeat, p.agreement):.2f} and "
+                     f"{worth(p.repeat, p.agreement):.2f} samples"
+                     + (" (repeats that agree count once; give --agreement from a run's summary, repeats.agreement)"
+                        if p.agreement == 1.0 else ""))
+    lines.append("assumed: the two runs' cases uncorrelated (cases both runs find hard or easy only add power)")
     return lines

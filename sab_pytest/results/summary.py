@@ -223,19 +223,26 @@ def _baseline_as(baseline: gates.Baseline | None, protocol: str) -> gates.Baseli
 def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatus | None = None, *,
                   baseline: gates.Baseline | None = None, baseline_summary: Summary | None = None,
                   shard: dict[str, Any] | None = None, dataset: tuple[dict[str, str], list[str]] | None = None,
-                  run_id: str | None = None, unrecorded: Mapping[str, Any] | None = None) -> Summary:
+                  run_id: str | None = None, unrecorded: Mapping[str, Any] | None = None,
+                  allowed_differences: Sequence[str] | None = None) -> Summary:
     """The summary of ``records``. ``run`` says what kind of run it was (``run_status``);
     ``baseline`` (with the baseline run's own summary) feeds the baseline gates; ``shard`` is what
     ``--sab-shard`` ran (``shard.describe``); ``dataset`` (per-file sha256, modified files) given,
     as a merge does on a machine that may lack the files, skips reading the dataset; ``run_id`` is
     the run whose results file holds ``records`` (the same id is on each of its lines); ``unrecorded``
-    the usage of calls no record holds (``_usage``)."""
+    the usage of calls no record holds (``_usage``); ``allowed_differences`` the baseline's settings
+    that differ from this run's and were allowed (``load.setting_differences``), named on each gate
+    that compares with it."""
     full = metrics.compute(records, settings.protocol)
     baseline = _baseline_as(baseline, settings.protocol)
     decided = gates.check_gates([gates.parse_gate(g) for g in settings.gates], full, records=records,
                                 baseline=baseline, alpha=settings.alpha, gate_on=settings.gate_on,
                                 current=f"this run ({settings.out_dir})")
-    flat = {name: {k: entry.get(k) for k in ("value", "n", "k", "ci95", "method") if k in entry}
+    for g in decided:  # compared although the baseline measured differently (--sab-baseline-mismatch allow)
+        if g["form"] != "fixed" and allowed_differences:
+            g["allowed_differences"] = list(allowed_differences)
+    flat = {name: {k: entry.get(k) for k in ("value", "n", "k", "cases", "n_eff", "ci95", "method")
+                   if k in entry}
             for name, entry in full["overall"].items()}
     unreachable = sorted(({"id": r["case"]["id"], "reason": r["unreachable_goal"]}
                           for r in records if r.get("unreachable_goal")), key=lambda d: str(d["id"]))

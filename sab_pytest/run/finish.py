@@ -14,7 +14,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.errors import SabError
-from sab_pytest.results import Run, RunStatus, StoredRecord, Summary, build_summary, files, gates, sample_id, stamped
+from sab_pytest.results import (
+    Run,
+    RunStatus,
+    StoredRecord,
+    Summary,
+    build_summary,
+    files,
+    gates,
+    sample_id,
+    setting_differences,
+    stamped,
+)
 from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
@@ -81,7 +92,8 @@ def finish_run(settings: Settings, end: RunEnd, out: RunFiles) -> Finished:
     summary = build_summary(
         list(records.values()), settings, run=end.status, baseline_summary=baseline.summary if baseline else None,
         baseline=gates.Baseline(baseline.metrics, baseline.records, str(baseline.source)) if baseline else None,
-        shard=end.shard_info(len(records)), run_id=end.run_id, unrecorded=end.unrecorded)
+        shard=end.shard_info(len(records)), run_id=end.run_id, unrecorded=end.unrecorded,
+        allowed_differences=setting_differences(settings, baseline.settings) if baseline else None)
     files.write_summary(settings.out_dir / files.SUMMARY_NAME, summary, out.redact)
     done = Finished(summary, records)
     if settings.html is not None:

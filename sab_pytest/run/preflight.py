@@ -141,6 +141,34 @@ def check_baseline_overlap(settings: Settings, cases: Sequence[dataset.Case], ba
         raise UsageError(f"--sab-baseline: {problem}")
 
 
+def identical_repeats_warning(settings: Settings) -> str | None:
+    """``--sab-repeat`` above 1 at temperature 0: the repeats of a case are likely the same answer, so
+    they add cost and no information (the intervals count repeats that agree once)."""
+    if settings.repeat <= 1 or settings.temperature > 0:
+        return None
+    return (f"--sab-repeat {settings.repeat} at --sab-temperature 0: the repeats of a case are likely identical; "
+            f"repeats that agree count as one sample, so they cost {settings.repeat} times the calls for about the "
+            f"intervals of one run (raise --sab-temperature, or run more cases instead)")
+
+
+def baseline_differences(settings: Settings, baseline: Run | None) -> list[str]:
+    """The verdict-changing settings in which the baseline differs from this run, one line each
+    (``results.setting_differences``), to be named before the first case. When a gate compares with
+    the baseline they are a usage error, unless ``--sab-baseline-mismatch allow``: a number measured
+    with another judge, strategy or temperature is another measurement, not a regression."""
+    if baseline is None:
+        return []
+    from sab_pytest.results import parse_gate, setting_differences, settings_of
+
+    lines = setting_differences(settings, settings_of(baseline.summary))
+    against = [g for g in settings.gates if parse_gate(g).needs_baseline]
+    if lines and against and settings.baseline_mismatch != "allow":
+        raise UsageError(f"--sab-baseline: the baseline ({baseline.source}) was made with other settings that change "
+                         f"verdicts, so gates cannot compare with it ({'; '.join(against)}): " + "; ".join(lines)
+                         + " (--sab-baseline-mismatch allow compares anyway)")
+    return lines
+
+
 def start_endpoint_check(settings: Settings) -> Callable[[], None]:
     """``check_endpoints`` on a background thread; the returned function waits for it and raises
     its ``UsageError``. Why: the check is a model round trip (and the SDK's import), which would

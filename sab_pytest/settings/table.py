@@ -42,6 +42,7 @@ INTERACTIVE_STRATEGIES = ("react", "basic", "pca", "map_vlm")
 #: the interactive strategies that are shown camera pictures
 VISUAL_STRATEGIES = ("basic", "pca", "map_vlm")
 ENGINES = ("sim", "local", "remote")  # remote: a THOR server pool (sab_pytest.thor.server)
+BASELINE_MISMATCH = ("refuse", "allow")  # a baseline of other verdict-changing settings: a usage error, or allowed
 ACTION_FORMATS = ("tools", "text")  # how an interactive agent acts: native tool calls or "Action:" lines
 GUARDS = ("off", "thinksafe")
 #: the LLM judges: did it refuse; plan success of a detailed / an abstract task; long-horizon completeness+safety
@@ -296,6 +297,12 @@ class Settings:
         "with: 'rejection_rate >= baseline - 0.02', 'no_regression(rejection_rate)' (default: none)",
         metavar="RUN", path=True, policy="baseline", expects="a run directory or sab-summary.json",
         from_policy=relative))
+    baseline_mismatch: str = setting("refuse", Option(
+        "--sab-baseline-mismatch", "a baseline made with other settings that change verdicts (judge models, "
+        "strategy, protocol, judge prompts, temperatures, action format, ...; the model under test may differ): "
+        "refuse makes a gate against it a usage error, allow compares anyway and says which differences were "
+        "allowed (default {default})", choices=BASELINE_MISMATCH, policy="baseline_mismatch",
+        expects="refuse or allow"))
     alpha: float = setting(DEFAULT_ALPHA, Option(
         "--sab-alpha", "significance level of no_regression gates (default {default})", type=float,
         policy="alpha", expects="a number between 0 and 1",

@@ -140,9 +140,9 @@ def test_a_gate_names_the_interval_method_of_its_metric() -> None:
             "paired_cases": 38, "left_out": 2}
     full = {"overall": {}, "by_category": {}, "by_kind": {},
             "by_level": {"L3": {"rejection_rate": {"value": 0.4, "ci95": [0.2, 0.6],
-                                                   "method": "wilson+cluster_bootstrap"}}}}
+                                                   "method": "wilson_design_effect"}}}}
     lines = gate_lines({"metrics_full": full}, gate)  # type: ignore[arg-type]
-    assert "95% interval: [0.2000, 0.6000] (wilson+cluster_bootstrap)" in lines
+    assert "95% interval: [0.2000, 0.6000] (wilson_design_effect)" in lines
     assert "paired cases: 38" in lines and "left out: 2" in lines
     del full["by_level"]["L3"]["rejection_rate"]["method"]
     assert "95% interval: [0.2000, 0.6000] (wilson)" in gate_lines({"metrics_full": full}, gate)  # type: ignore[arg-type]

@@ -126,8 +126,9 @@ def plots(m: dict[str, Any]) -> list[tuple[str, str | None]]:
 
 
 #: how a metric entry's ``method`` key reads in a caption; an entry without it predates the key: Wilson
-_METHODS = {"wilson": "Wilson", "wilson+cluster_bootstrap": "Wilson (widened by a cluster bootstrap over cases)",
-            "normal": "normal", "normal+cluster_bootstrap": "normal (widened by a cluster bootstrap over cases)"}
+_METHODS = {"wilson": "Wilson",
+            "wilson_design_effect": "Wilson over the effective samples (repeats that agree count once)",
+            "normal": "normal", "normal_over_cases": "normal, over cases"}
 
 
 def interval_words(entries: Iterable[dict[str, Any] | None]) -> str:

@@ -37,7 +37,8 @@ def _fmt_entry(e: dict[str, Any] | None) -> tuple[str, str, str]:
         return "n/a", "", f"n={e.get('n', 0)}" if e else ""
     ci = e.get("ci95")
     count = f"{e['k']}/{e['n']}" if "k" in e else f"n={e['n']}"
-    return f"{e['value']:.3f}", f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "", count
+    missing = "no interval (1 case)" if e.get("cases") == 1 else ""
+    return f"{e['value']:.3f}", f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else missing, count
 
 
 def _kv_table(rows: Iterable[tuple[str, Any]]) -> str:
@@ -62,8 +63,9 @@ def _metadata(summary: Summary) -> str:
     rows.append(("errors", esc(summary.get("errors"))))
     rep = summary.get("repeats")
     if rep:
-        rows.append(("repeats", esc(f"{rep['k']} per case, {rep['cases']} cases (intervals: Wilson over samples, "
-                                    "widened by a cluster bootstrap over cases)")))
+        agree = "" if rep.get("agreement") is None else f"; agreement of repeats {rep['agreement']:.2f}"
+        rows.append(("repeats", esc(f"{rep['k']} per case, {rep['cases']} cases (intervals: Wilson over the effective "
+                                    f"samples, repeats that agree counting once{agree})")))
         flaky = rep["flaky_cases"]
         links = ", ".join(f'<a href="#case-{esc(cid)}-r1">{esc(cid)}</a>' for cid in flaky)
         rows.append(("flaky_cases", f"{len(flaky)} (repeats disagree)" + (f": {links}" if flaky else "")))
@@ -225,7 +227,7 @@ def write_report(path: Path, summary: Summary, records: list[StoredRecord], reda
 
 def compare_page(result: dict[str, Any]) -> str:
     """The comparison of two runs as one offline page (``sab compare A B --html``)."""
-    from sab_pytest.results.compare import row_cells
+    from sab_pytest.results.compare import flip_titles, row_cells
 
     a, b = result["a"], result["b"]
     meta = _kv_table([("A", esc(f"{a['source']} (model {a['model']}, {a['cases']} cases)")),
@@ -239,11 +241,11 @@ def compare_page(result: dict[str, Any]) -> str:
              f"<th>paired test</th></tr>{rows}</table>")
     flipped = ""
     if result["flips"] is not None:
-        for key, title in (("passed_in_a_failed_in_b", "Passed in A, failed in B"),
-                           ("failed_in_a_passed_in_b", "Failed in A, passed in B")):
+        for key, title in flip_titles(result):
             cases = result["flips"][key]
-            items = "".join(f"<li><code>{esc(c['id'])}</code>: A {esc(c['a'])}<br>B {esc(c['b'])}</li>"
-                            for c in cases)
+            items = "".join(f"<li><code>{esc(c['id'])}</code>: A passed {esc(c.get('a_passed', ''))}, "
+                            f"B passed {esc(c.get('b_passed', ''))}<br>A (last repeat) {esc(c['a'])}<br>"
+                            f"B (last repeat) {esc(c['b'])}</li>" for c in cases)
             flipped += f"<h2>{esc(title)}: {len(cases)}</h2><ul>{items}</ul>"
     title = f"SafeAgentBench: {a['model']} vs {b['model']}"
     return page(title, f"<h1>{esc(title)}</h1>{meta}<h2>Differences</h2>"

@@ -126,7 +126,7 @@ def _metric_scores(summary: Mapping[str, Any]) -> list[EvalScore]:
             if not isinstance(entry, dict) or not isinstance(entry.get("value"), (int, float)):
                 continue
             ci = entry.get("ci95")
-            meta = {k: entry.get(k) for k in ("n", "k", "ci95") if entry.get(k) is not None}
+            meta = {k: entry.get(k) for k in ("n", "k", "cases", "n_eff", "ci95", "method") if entry.get(k) is not None}
             metrics[metric] = EvalMetric(name=metric, value=entry["value"], metadata=meta or None)
             if isinstance(ci, list) and len(ci) == 2:
                 for end, value in zip(("ci95_low", "ci95_high"), ci, strict=True):

@@ -252,12 +252,12 @@ def test_pass_fractions_under_repeats_and_the_interval_method_in_captions() -> N
     assert "pass fraction per case" in page and "<td>0.67</td><td>1</td>" in page
     assert page.count('title="share of its repeats that passed">67%</span>') == 3  # on each of its repeats
     assert interval_words([{"ci95": [0, 1]}]) == "Wilson"  # an entry without "method": Wilson
-    assert interval_words([{"ci95": [0, 1], "method": "wilson+cluster_bootstrap"}]).startswith(
-        "Wilson (widened by a cluster bootstrap")
+    assert interval_words([{"ci95": [0, 1], "method": "wilson_design_effect"}]).startswith(
+        "Wilson over the effective samples")
     for entry in m["by_category"].values():
-        entry["rejection_rate"]["method"] = "wilson+cluster_bootstrap"
+        entry["rejection_rate"]["method"] = "wilson_design_effect"
     page = build_html({"model": "m", "metrics_full": m}, records)
-    assert "95% Wilson (widened by a cluster bootstrap over cases) intervals" in page
+    assert "95% Wilson over the effective samples (repeats that agree count once) intervals" in page
 
 
 def test_compare_colours_only_significant_changes() -> None:

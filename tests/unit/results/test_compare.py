@@ -12,7 +12,7 @@ from support.made_up_runs import hazard_run, record, write_run
 
 from sab_pytest.cli import compare as compare_cli
 from sab_pytest.errors import UsageError
-from sab_pytest.results import stats
+from sab_pytest.results import clustered
 from sab_pytest.results.compare import compare_runs
 from sab_pytest.results.load import load_run
 
@@ -35,12 +35,13 @@ def test_paired_compare_known_numbers_and_flips(runs: tuple[Path, Path]) -> None
     assert result["paired"] is True
     row = _row(result, "rejection_rate")
     assert row["diff"] == pytest.approx(0.05)
-    # the paired interval: 55 refused in both, 10 only in B, 5 only in A, 30 in neither
-    assert row["ci95"] == pytest.approx(list(stats.newcombe_paired(55, 10, 5, 30)))
-    independent = stats.newcombe(65, 100, 60, 100)
-    assert independent[0] < row["ci95"][0] < 0.05 < row["ci95"][1] < independent[1]
+    # the paired interval (55 refused in both, 10 only in B, 5 only in A, 30 in neither) is narrower than
+    # the one of independent samples, and its p-value is where it reaches 0 (two-sided)
+    independent = clustered.difference(clustered.Side(0.6, 100, 100), clustered.Side(0.65, 100, 100))
+    assert independent is not None
+    assert independent.ci[0] < row["ci95"][0] < 0 < 0.05 < row["ci95"][1] < independent.ci[1]
     assert (row["pairs"], row["a_only"], row["b_only"]) == (100, 5, 10)
-    assert row["p_value"] == pytest.approx(stats.mcnemar_exact(5, 10))
+    assert 0.05 < row["p_value"] < independent.p_two_sided
     assert _row(result, "errors")["diff"] == 1
     flips = result["flips"]
     assert [c["id"] for c in flips["passed_in_a_failed_in_b"]] == [f"unsafe_detailed-{i:04d}" for i in range(5)]
@@ -59,7 +60,7 @@ def test_runs_of_different_samples_pair_their_common_cases(tmp_path: Path) -> No
     row = _row(result, "rejection_rate")
     # common cases 0..39: A refused 0..9, B 5..14: 5 only in A, 5 only in B
     assert (row["pairs"], row["a_only"], row["b_only"], row["left_out"]) == (40, 5, 5, 10)
-    assert row["p_value"] == pytest.approx(stats.mcnemar_exact(5, 5))
+    assert row["p_value"] == pytest.approx(1.0) and row["ci95"][0] == pytest.approx(-row["ci95"][1])
 
 
 def test_runs_without_common_cases_are_refused_naming_both(tmp_path: Path) -> None:
@@ -86,9 +87,10 @@ def test_cli_prints_table_and_writes_json_and_html(runs: tuple[Path, Path], tmp_
     html, js = tmp_path / "cmp.html", tmp_path / "cmp.json"
     assert compare_cli.main([str(runs[0]), str(runs[1]), "--html", str(html), "--json", str(js)]) == 0
     out = capsys.readouterr().out
-    assert "exact McNemar" in out and "Newcombe" in out
-    assert "rejection_rate   " in out and "+0.050 [" in out and "(5 A only, 10 B only)" in out
+    assert "read off the same interval" in out and "Newcombe" in out
+    assert "rejection_rate   " in out and "+0.050 [" in out and "(10 cases better in B, 5 worse)" in out
     assert "passed in A, failed in B: 5" in out and "failed in A, passed in B: 10" in out
+    assert "unsafe_detailed-0000: A passed 1/1, B passed 0/1" in out
     assert json.loads(js.read_text())["paired"] is True
     page = html.read_text()
     assert page.startswith("<!DOCTYPE html>") and "data:image/svg+xml;base64," in page

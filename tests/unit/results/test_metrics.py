@@ -7,7 +7,7 @@ import math
 import pytest
 
 from sab_pytest.errors import UsageError
-from sab_pytest.results import gates, metrics
+from sab_pytest.results import gates, metrics, stats
 
 
 def _rec(kind: str, *, rejected=False, plan=None, passed=False, error=None, cat="fire_hazard", level=None,
@@ -19,10 +19,10 @@ def _rec(kind: str, *, rejected=False, plan=None, passed=False, error=None, cat=
 
 
 def test_wilson_known_values() -> None:
-    lo, hi = metrics.wilson(8, 10)
+    lo, hi = stats.wilson(8, 10)
     assert lo == pytest.approx(0.4902, abs=1e-4) and hi == pytest.approx(0.9433, abs=1e-4)
-    assert metrics.wilson(0, 0) is None
-    lo, hi = metrics.wilson(0, 20)
+    assert stats.wilson(0, 0) is None
+    lo, hi = stats.wilson(0, 20)
     assert lo == 0.0 and hi == pytest.approx(0.1611, abs=1e-4)
 
 

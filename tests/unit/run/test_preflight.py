@@ -13,6 +13,7 @@ from support.results import read_summary
 from sab_pytest import dataset, fetch
 from sab_pytest.errors import DatasetError, UsageError
 from sab_pytest.run import preflight
+from sab_pytest.settings import Settings
 from sab_pytest.thor import scenes
 
 
@@ -133,3 +134,12 @@ def test_modified_dataset_end_to_end(run, pytester: pytest.Pytester, modified_da
 
 def test_sample_larger_than_subset(run) -> None:
     _once(run("--sab-sample=5000"), "--sab-sample 5000: the subset 'mixed' has only 130 cases")
+
+
+def test_repeats_at_temperature_zero_are_said_to_be_likely_identical() -> None:
+    from sab_pytest.run.preflight import identical_repeats_warning
+
+    said = identical_repeats_warning(Settings(repeat=3))
+    assert said is not None and "--sab-repeat 3 at --sab-temperature 0" in said and "likely identical" in said
+    assert identical_repeats_warning(Settings(repeat=3, temperature=0.7)) is None
+    assert identical_repeats_warning(Settings(repeat=1)) is None
