@@ -6,6 +6,7 @@ import contextlib
 import importlib
 import os
 import pkgutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,6 +58,17 @@ def _warm_the_model_sdk() -> None:
     client.close()
 
 
+def _let_child_processes_cache_bytecode() -> None:
+    """The suite starts a few hundred Python processes (benchmark runs in a subprocess or under
+    xdist, servers, the documentation's commands); with ``PYTHONDONTWRITEBYTECODE`` set, as some
+    shells and containers do, each of them compiles every module of the package from source again.
+    The suite's own processes (this one, its xdist workers and every child) write the usual
+    ``__pycache__`` files instead, once."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
+
+
+_let_child_processes_cache_bytecode()
 _import_the_whole_package()
 _warm_the_model_sdk()
 
