@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.results import read_summary
+from support.results import read_records, read_summary
 
-from sab_pytest.results import stats
+from sab_pytest.results import sample_id, stats
 from sab_pytest.testing import fake_openai_server
 from sab_pytest.testing.fake_replies import STOCHASTIC_REFUSAL, RecordedRequest, StochasticRefusal
 
@@ -104,18 +104,21 @@ def test_a_lower_gate_on_a_small_group_decides_alike_at_k1_and_k3(bench) -> None
 
 
 def test_two_runs_from_one_cache_give_the_same_summary(bench, pytester: pytest.Pytester) -> None:
-    """K = 3 over a stochastic model, then the same run from the cache with four calls in flight (so
-    the records are written in another order): the same metrics, repeats and gate decisions, bit for
-    bit, and no model call but the endpoint check."""
+    """K = 3 over a stochastic model, then the same run from the cache with its items in reverse order
+    and four calls in flight (so the records are written in another order): the same metrics,
+    repeats and gate decisions, bit for bit, and no model call but the endpoint check."""
     gate = "rejection_rate>=0.45@lower"
     with fake_openai_server(responder=StochasticRefusal(0.6, seed=3)) as server:
         run = bench(f"--sab-cache={pytester.path / 'cache'}", "--sab-repeat=3", "--sab-temperature=0.7",
                     f"--sab-gate={gate}")
         first = run(out="first", server=server)
         calls = len(server.chat_requests)
+        pytester.makeconftest("def pytest_collection_modifyitems(items):\n    items.reverse()\n")
         again = run("--sab-concurrency=4", out="again", server=server)
         assert len(server.chat_requests) - calls <= 1  # at most the endpoint check
     assert first.ret == again.ret and first.ret in (0, 1)
+    written = [[sample_id(r) for r in read_records(run.where(out))] for out in ("first", "again")]
+    assert written[0] != written[1] and sorted(written[0]) == sorted(written[1])
     one, two = read_summary(run.where("first")), read_summary(run.where("again"))
     assert 0 < len(one["repeats"]["flaky_cases"]) < one["repeats"]["cases"]  # the repeats did disagree
     for key in ("metrics", "metrics_full", "repeats", "gates"):
