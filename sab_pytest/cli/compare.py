@@ -2,8 +2,8 @@
 
 Every metric of two finished runs side by side with B - A and its 95% interval, a paired test per
 metric on the cases both runs judged (paired by case, ``results.pairing``), and the cases that
-flipped. Exit status 0 when compared, 2 on a usage error (a missing run, runs of different datasets
-or subsets, or sharing too few cases, without --allow-different).
+flipped. Exit status 0 when compared, 2 on a usage error (a missing run; without --allow-different,
+runs of different datasets, subsets or verdict-changing settings, or sharing too few cases).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ def main(argv: list[str]) -> int:
                         help="print every metric of every group (default: overall metrics and per-group "
                              "rejection rates)")
     parser.add_argument("--allow-different", action="store_true",
-                        help="compare runs of a different dataset sha256, subset or sample anyway")
+                        help="compare runs of a different dataset sha256, subset, sample or verdict-changing "
+                             "settings (judge, strategy, temperature...) anyway")
     args = parser.parse_args(argv)
     try:
         a, b = load_run(args.run_a, "RUN_A"), load_run(args.run_b, "RUN_B")

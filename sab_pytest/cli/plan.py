@@ -4,10 +4,11 @@ The run to make for a gate to decide reliably, as a command line: the ``--sab-sa
 select from the subset) and the ``--sab-repeat``, for ``no_regression(M)`` (sees a worsening by D
 from a baseline rate P) and for fixed thresholds (``rejection_rate>=0.5``, on the point or an end of
 the interval, when the model's rate is P). The numbers come from ``results.sample_size``; rates take
-fractions or percentages (``--baseline-rate 55%``). The options a run has too (``--sab-subset``,
-``--sab-seed``, ``--sab-repeat``, ``--sab-alpha``, ``--sab-gate-on``, ``--sab-data``) are the run's
-own, from the settings table. Offline; exit status 0 with the command, 1 when the subset holds too
-few cases (with the best power all of them reach), 2 on a bad value.
+fractions or percentages (``--baseline-rate 55%``). With repeats, how much a case's repeats agree is
+given (``--agreement``) or read from an earlier run's summary (``--agreement-from RUN``). The options
+a run has too (``--sab-subset``, ``--sab-seed``, ``--sab-repeat``, ``--sab-alpha``, ``--sab-gate-on``,
+``--sab-data``) are the run's own, from the settings table. Offline; exit status 0 with the command,
+1 when the subset holds too few cases (with the best power all of them reach), 2 on a bad value.
 
 Why the sample is a separate step: ``sample_size`` counts cases in the metric's denominator (the
 hazards of ``rejection_rate``, the fire hazards of ``rejection_rate[fire_hazard]``), but a run is
@@ -28,7 +29,16 @@ from sab_pytest import dataset
 from sab_pytest.cli import add_settings, fail, given_settings
 from sab_pytest.dataset import Case, Dataset
 from sab_pytest.errors import SabError, UsageError
-from sab_pytest.results import Gate, StoredRecord, metrics, no_regression_size, parse_gate, sample_size, threshold_size
+from sab_pytest.results import (
+    Gate,
+    StoredRecord,
+    load_run,
+    metrics,
+    no_regression_size,
+    parse_gate,
+    sample_size,
+    threshold_size,
+)
 from sab_pytest.settings import Settings
 
 #: the run's own options that this verb takes, as the settings table writes them
@@ -58,10 +68,14 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--detect", type=share, help="no_regression: the worsening to detect, e.g. 0.05 or 5%%")
     parser.add_argument("--power", type=share, default=0.8,
                         help="chance that the gate decides as it should (default 0.8)")
-    parser.add_argument("--agreement", type=share, default=None, metavar="A",
-                        help="with --sab-repeat > 1: how much a case's repeats agree, 0..1 (a run's summary gives "
-                             "it as repeats.agreement; 1 = identical repeats, as at temperature 0); default 1, "
-                             "so that repeats are never promised power they may not add")
+    agreement = parser.add_mutually_exclusive_group()
+    agreement.add_argument("--agreement", type=share, default=None, metavar="A",
+                           help="with --sab-repeat > 1: how much a case's repeats agree, 0..1 (a run's summary "
+                                "gives it as repeats.agreement; 1 = identical repeats, as at temperature 0); "
+                                "default 1, so that repeats are never promised power they may not add")
+    agreement.add_argument("--agreement-from", metavar="RUN",
+                           help="read --agreement from an earlier run made with --sab-repeat > 1 (its --sab-out "
+                                "directory or sab-summary.json): its repeats.agreement")
     parser.add_argument("--baseline-repeat", type=int, default=None, metavar="K",
                         help="no_regression: the --sab-repeat the baseline run was made with (default: the same)")
     add_settings(parser, *SETTINGS)
@@ -119,16 +133,41 @@ def _needed(gate: Gate, args: argparse.Namespace, s: Settings) -> tuple[list[str
 
 
 def _agreement(args: argparse.Namespace) -> float:
-    """``--agreement``, checked; 1 when not given (repeats that agree count once)."""
+    """``--agreement``, checked (``_plan`` sets it from ``--agreement-from``); 1 when not given (repeats
+    that agree count once)."""
     value = 1.0 if args.agreement is None else float(args.agreement)
     if not 0.0 <= value <= 1.0:
         raise UsageError(f"--agreement: expected a share between 0 and 1, got {args.agreement:g}")
     return value
 
 
+def agreement_of(path: str) -> float:
+    """How much the repeats of a case agreed in the run at ``path`` (its summary's ``repeats.agreement``,
+    rebuilt from its results file where the summary lacks it): the history of the model to plan for is
+    a better guess than any default. A run without repeats, or whose repeats cannot tell (every sample
+    passed, or none did), is a usage error naming the run: planning on a made-up number would promise
+    power the run may not have."""
+    run = load_run(path, "--agreement-from")
+    repeats = run.summary.get("repeats") or run.metrics.get("repeats")
+    if not repeats or int(repeats.get("k") or 1) < 2:
+        raise UsageError(f"--agreement-from: {run.source} was run without --sab-repeat (one sample a case), so it "
+                         f"tells nothing of how repeats agree: give a run made with --sab-repeat 2 or more, or "
+                         f"--agreement")
+    value = repeats.get("agreement")
+    if value is None:
+        raise UsageError(f"--agreement-from: the repeats of {run.source} cannot tell their agreement (every judged "
+                         f"sample passed, or none did, or no case has two judged repeats): give --agreement")
+    return float(value)
+
+
 def _plan(args: argparse.Namespace, s: Settings) -> int:
     gate = _gate(args)
+    if args.agreement_from is not None:
+        args.agreement = agreement_of(args.agreement_from)
     lines, needed, power_at = _needed(gate, args, s)
+    if args.agreement_from is not None:
+        lines.append(f"agreement of a case's repeats read from {args.agreement_from}: {args.agreement:g} "
+                     f"(its repeats.agreement)")
     data = dataset.load(s.data_dir)
     available = members(dataset.select(data, s.subset, seed=s.seed), gate.metric, gate.group)
     found = sample_for(data, s.subset, s.seed, gate.metric, gate.group, needed) if needed is not None else None

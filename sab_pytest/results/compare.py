@@ -14,8 +14,9 @@ Which statistics, and why (``clustered``, the one model of gates and reports):
   one run judged left out and counted; runs that share too few cases are a usage error unless
   ``--allow-different`` (then independent).
 
-Runs of a different dataset (sha256) or a different subset/sample are refused unless the caller
-allows it: their numbers do not measure the same thing.
+Runs of a different dataset (sha256), subset, sample or protocol, or made with other settings that
+change verdicts (the check a gate's baseline gets), are refused unless the caller allows it, naming
+each difference on a line of its own: their numbers do not measure the same thing.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 from sab_pytest.errors import UsageError
 from sab_pytest.results import clustered, metrics, stats
-from sab_pytest.results.load import Run
+from sab_pytest.results.load import Run, setting_differences
 from sab_pytest.results.pairing import common_cases, pair_cases, too_few
 from sab_pytest.results.record import StoredRecord
 from sab_pytest.settings import DEFAULT_ALPHA
@@ -38,7 +39,11 @@ TEST_NOTE = ("paired test: two-sided, read off the same interval (significant at
 
 
 def differences(a: Run, b: Run) -> list[str]:
-    """What makes two runs measure different things: dataset files, subset, sample."""
+    """What makes two runs measure different things, one line each: dataset files, subset, sample and
+    its seed, protocol, and every setting that changes verdicts (``load.setting_differences``, the
+    check a gate's baseline gets: judge models, strategy, temperature...; the model under test may
+    differ). Settings are compared only where both summaries hold them (a run known by its results
+    file alone does not)."""
     out = []
     sha_a, sha_b = a.summary.get("dataset_sha256"), b.summary.get("dataset_sha256")
     if sha_a and sha_b and sha_a != sha_b:
@@ -52,6 +57,10 @@ def differences(a: Run, b: Run) -> list[str]:
         out.append(f"protocol: {protocols[0]!r} vs {protocols[1]!r} (rejection_rate and SR(goal) differ by protocol)")
     if a.summary.get("sample") and a.summary.get("seed") != b.summary.get("seed"):
         out.append(f"sampling seed: {a.summary.get('seed')!r} vs {b.summary.get('seed')!r}")
+    if a.summary.get("settings") and b.summary.get("settings"):
+        # the protocol has its own line above, saying what it changes
+        out += [line for line in setting_differences(b.settings, a.settings, ("A", "B"))
+                if not line.startswith("protocol:")]
     return out
 
 
@@ -157,8 +166,8 @@ def compare_runs(a: Run, b: Run, *, allow_different: bool = False) -> dict[str, 
     """The comparison as JSON-safe data; refuses runs that measure different things unless allowed."""
     diffs = differences(a, b)
     if diffs and not allow_different:
-        raise UsageError("the runs are not comparable: " + "; ".join(diffs)
-                         + " (--allow-different compares them anyway)")
+        raise UsageError("the runs are not comparable (--allow-different compares them anyway):"
+                         + "".join(f"\n  {d}" for d in diffs))
     have_records = a.records is not None and b.records is not None
     common, left_out = common_cases(a.records or [], b.records or []) if have_records else (0, 0)
     runs = f"run A ({a.source}) and run B ({b.source})"
@@ -240,7 +249,7 @@ def render_text(result: dict[str, Any], *, all_groups: bool = False) -> list[str
     lines = [f"A: {a['source']} (model {a['model']}, {a['cases']} cases)",
              f"B: {b['source']} (model {b['model']}, {b['cases']} cases)"]
     if result["differences"]:
-        lines.append("compared although they differ: " + "; ".join(result["differences"]))
+        lines += ["compared although they differ:"] + [f"  {d}" for d in result["differences"]]
     for side in ("a", "b"):
         status = result[side].get("status")
         if status in ("interrupted", "stopped", "rerun"):

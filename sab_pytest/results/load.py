@@ -76,12 +76,14 @@ def settings_of(summary: Summary) -> Settings:
 COMPARABLE_ANYWAY = ("model", "base_url", "judge_base_url", "data_dir")
 
 
-def setting_differences(current: Settings, baseline: Settings) -> list[str]:
+def setting_differences(current: Settings, baseline: Settings,
+                        names: tuple[str, str] = ("baseline", "this run")) -> list[str]:
     """The settings that change verdicts (``Settings.run_settings``) in which ``baseline`` differs from
     ``current``, one line each, besides ``COMPARABLE_ANYWAY``: a judge model, strategy, protocol,
-    judge prompts, temperature or action format of its own makes its numbers another measurement."""
+    judge prompts, temperature or action format of its own makes its numbers another measurement.
+    ``names`` label the two values (baseline's first), so that ``compare`` says "A ..., B ..."."""
     mine, theirs = current.run_settings(), baseline.run_settings()
-    return [f"{key}: baseline {theirs.get(key, '(not set)')!r}, this run {mine.get(key, '(not set)')!r}"
+    return [f"{key}: {names[0]} {theirs.get(key, '(not set)')!r}, {names[1]} {mine.get(key, '(not set)')!r}"
             for key in sorted(set(mine) | set(theirs))
             if key not in COMPARABLE_ANYWAY and mine.get(key) != theirs.get(key)]
 

@@ -236,7 +236,7 @@ def render(p: RegressionSize) -> list[str]:
         lines.append(f"assumed: repeats K={p.baseline_repeat} (baseline) and K={p.repeat}, agreement of a case's "
                      f"repeats {p.agreement:g}: a case is worth {worth(p.baseline_repeat, p.agreement):.2f} and "
                      f"{worth(p.repeat, p.agreement):.2f} samples"
-                     + (" (repeats that agree count once; give --agreement from a run's summary, repeats.agreement)"
+                     + (" (repeats that agree count once; give --agreement, or --agreement-from an earlier run)"
                         if p.agreement == 1.0 else ""))
     lines.append("assumed: the two runs' cases uncorrelated (cases both runs find hard or easy only add power)")
     return lines

@@ -76,10 +76,43 @@ def test_runs_without_common_cases_are_refused_naming_both(tmp_path: Path) -> No
 def test_different_dataset_or_subset_is_refused_unless_allowed(tmp_path: Path) -> None:
     a = write_run(tmp_path / "a", hazard_run(10, {1}))
     b = write_run(tmp_path / "b", hazard_run(10, {1}), sha="b" * 64, subset="mixed")
-    with pytest.raises(UsageError, match=r"dataset sha256 differs \(unsafe_detailed_1009.jsonl\); subset: 'all' vs "
-                                         r"'mixed' \(--allow-different"):
+    with pytest.raises(UsageError, match=r"not comparable \(--allow-different compares them anyway\):\n"
+                                         r"  dataset sha256 differs \(unsafe_detailed_1009.jsonl\)\n"
+                                         r"  subset: 'all' vs 'mixed'$"):
         compare_runs(load_run(a), load_run(b))
     assert compare_runs(load_run(a), load_run(b), allow_different=True)["differences"]
+
+
+def _settings(**values: object) -> dict:
+    """A summary's ``settings``, as a run writes them."""
+    from sab_pytest.settings import Settings
+
+    return json.loads(json.dumps(Settings(**values).describe(), default=str))  # type: ignore[arg-type]
+
+
+def test_runs_of_other_verdict_settings_are_refused_setting_by_setting(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """The gate's baseline check, in compare: another judge model or temperature is another
+    measurement, named on a line each; the model under test (and where it is served) may differ."""
+    rows = hazard_run(10, {1})
+    a = write_run(tmp_path / "a", rows, settings=_settings(model="gpt-4o", judge_model="gpt-4", temperature=0.5))
+    b = write_run(tmp_path / "b", rows, settings=_settings(model="gpt-4o-mini", base_url="http://x/v1",
+                                                            judge_model="gpt-4o", temperature=0.0))
+    with pytest.raises(UsageError) as refused:
+        compare_runs(load_run(a), load_run(b))
+    lines = str(refused.value).splitlines()
+    assert lines[0] == "the runs are not comparable (--allow-different compares them anyway):"
+    assert "  judge_model: A 'gpt-4', B 'gpt-4o'" in lines and "  temperature: A 0.5, B 0.0" in lines
+    assert all(line.startswith("  ") and ": A " in line and ", B " in line for line in lines[1:])
+    assert not [line for line in lines if line.startswith(("  model:", "  base_url:"))]
+    assert compare_cli.main([str(a), str(b)]) == 2
+    assert "  temperature: A 0.5, B 0.0" in capsys.readouterr().err.splitlines()
+    assert compare_cli.main([str(a), str(b), "--allow-different"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[out.index("compared although they differ:") + 1:][:len(lines) - 1] == lines[1:]
+    only_model = write_run(tmp_path / "c", rows, settings=_settings(model="gpt-4o-mini", judge_model="gpt-4",
+                                                                     temperature=0.5))
+    assert compare_runs(load_run(a), load_run(only_model))["differences"] == []
 
 
 def test_cli_prints_table_and_writes_json_and_html(runs: tuple[Path, Path], tmp_path: Path,

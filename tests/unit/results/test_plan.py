@@ -94,3 +94,35 @@ def test_a_fixed_gate_on_its_lower_end_needs_more_cases_than_on_its_point() -> N
     # power by simulation of the point gate, at the planned size
     rng = np.random.default_rng(3)
     assert abs(np.mean(rng.binomial(point.cases, 0.6, size=4000) / point.cases >= 0.5) - point.achieved) < 0.03
+
+
+def test_plan_reads_the_agreement_of_repeats_from_an_earlier_run(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--agreement-from RUN: the run's repeats.agreement, planned on exactly as --agreement with that
+    value; a run without repeats (or whose repeats cannot tell) is a usage error naming the option."""
+    from support.made_up_runs import hazard_run, record, write_run
+
+    from sab_pytest.results import metrics
+
+    rows = []
+    for i in range(30):  # 20 cases that agree (10 refuse, 10 comply), 10 that refuse in 1 or 2 of 3 repeats
+        for rep in (1, 2, 3):
+            rejected = i < 10 or (i >= 20 and rep <= 1 + i % 2)
+            rows.append({**record(f"unsafe_detailed-{i:04d}", rejected=rejected), "repeat": rep})
+    agreement = metrics.compute(rows)["repeats"]["agreement"]
+    assert 0.2 < agreement < 0.9
+    run = write_run(tmp_path / "k3", rows)
+    plan = ["plan", "--metric", "rejection_rate", "--baseline-rate", "0.7", "--detect", "0.15", "--sab-repeat", "3",
+            "--sab-subset", "all"]
+    assert main([*plan, "--agreement", str(agreement)]) == 0
+    given = capsys.readouterr().out.splitlines()
+    assert main([*plan, "--agreement-from", str(run)]) == 0
+    read = capsys.readouterr().out.splitlines()
+    assert f"agreement of a case's repeats read from {run}: {agreement:g} (its repeats.agreement)" in read
+    assert [line for line in read if "read from" not in line] == given
+    assert main([*plan, "--agreement-from", str(write_run(tmp_path / "k1", hazard_run(30, set(range(10)))))]) == 2
+    assert "--agreement-from: " in (err := capsys.readouterr().err) and "without --sab-repeat" in err
+    alike = [{**record(f"unsafe_detailed-{i:04d}", rejected=True), "repeat": rep} for i in range(5) for rep in (1, 2)]
+    assert main([*plan, "--agreement-from", str(write_run(tmp_path / "all-refused", alike))]) == 2
+    assert "cannot tell their agreement" in capsys.readouterr().err
+    assert main([*plan, "--agreement-from", str(tmp_path / "nope")]) == 2
+    assert "--agreement-from: " in capsys.readouterr().err
