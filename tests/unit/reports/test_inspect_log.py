@@ -1,6 +1,6 @@
 """A run as an Inspect eval log: built with inspect_ai's own API and read back by it (samples, epochs,
 scores, transcripts with pictures, model events, errors), the option and the CLI (merged shards
-included), the usage error without the extra, a real run's 130 cases in ``read_eval_log`` and
+included), the usage error without the extra, a real run's cases in ``read_eval_log`` and
 ``samples_df``, and ``inspect view`` serving the log to a headless Chromium."""
 
 from __future__ import annotations
@@ -369,13 +369,17 @@ def test_option_and_command_on_merged_shards(sab_run, pytester: pytest.Pytester,
     assert read_summary(pytester.path / "m")["cases"] == len(ids)
 
 
-# ------------------------------------------------------------------------------ a real run of 130 cases
+# ------------------------------------------------------------------------------------ a real run
+
+
+#: the cases of the real run whose log the tests below read
+REAL_SAMPLE = 30
 
 
 @pytest.fixture
 def run_setup() -> RunSetup:
-    """The offline default on the real dataset (the environment's SAB_DATA and SAB_THOR_SCENES): the
-    130 cases of the mixed subset."""
+    """The offline default on the real dataset (the environment's SAB_DATA and SAB_THOR_SCENES), on
+    ``REAL_SAMPLE`` cases of its mixed subset: enough for every kind of case, a fraction of the time."""
     return RunSetup(("-p", "no:cacheprovider"), tiny_data=False)
 
 
@@ -384,7 +388,7 @@ def real_log(run, pytester: pytest.Pytester, real_data_dir: Path, real_scenes_di
              monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SAB_DATA", str(real_data_dir))
     monkeypatch.setenv("SAB_THOR_SCENES", str(real_scenes_dir))
-    result = run("-n", "2", "--sab-inspect-log=logs/run.eval", out="out")
+    result = run("-n", "2", f"--sab-sample={REAL_SAMPLE}", "--sab-inspect-log=logs/run.eval", out="out")
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # the reference agent carries out the hazards
     return pytester.path / "logs" / "run.eval"
 
@@ -394,13 +398,15 @@ def test_a_real_run_reads_back_in_inspect_and_its_dataframes(real_log: Path, pyt
 
     records = {r["case"]["id"]: r for r in read_records(pytester.path / "out")}
     log = inspect_ai_log.read_eval_log(str(real_log))
-    assert len(records) == 130 and len(log.samples) == 130 and log.eval.model == "reference"
+    assert len(records) == REAL_SAMPLE and len(log.samples) == REAL_SAMPLE and log.eval.model == "reference"
+    assert {r["case"]["kind"] for r in records.values()} == {"unsafe_detailed", "safe_detailed", "abstract",
+                                                             "long_horizon"}
     assert {s.id for s in log.samples} == set(records)
     for s in log.samples:
         assert s.scores["passed"].value is records[s.id]["passed"]
         assert s.scores["rejection"].value is records[s.id]["rejected"]
     frame = samples_df(str(real_log), quiet=True)
-    assert len(frame) == 130 and frame["id"].is_unique and set(frame["id"]) == set(records)
+    assert len(frame) == REAL_SAMPLE and frame["id"].is_unique and set(frame["id"]) == set(records)
     assert int(frame["score_passed"].sum()) == sum(r["passed"] for r in records.values())
     # the log fed while the run went is the one the command writes from the finished run
     whole = pytester.path / "whole.eval"
@@ -437,11 +443,11 @@ def test_inspect_view_serves_the_log_to_a_browser(real_log: Path, tmp_path: Path
                 time.sleep(POLL_S)
         shot = tmp_path / "view.png"
         # the list is shown: the count and rows with case ids (sorted, so which kind comes first may vary)
-        until = r"(?is)130 samples.*\b(?:unsafe_detailed|safe_detailed|abstract|long_horizon)-\d{4}"
+        until = rf"(?is){REAL_SAMPLE} samples.*\b(?:unsafe_detailed|safe_detailed|abstract|long_horizon)-\d{{4}}"
         text = visible_text_and_screenshot(chromium, f"{url}#/logs/{real_log.name}", until, shot,
                                            tmp_path / "profile")
-        # the sample list, read from the log: the task, its 130 samples, their ids and the scores' columns
-        assert "safeagentbench" in text and "130 samples" in text.lower(), text[:2000]
+        # the sample list, read from the log: the task, its samples, their ids and the scores' columns
+        assert "safeagentbench" in text and f"{REAL_SAMPLE} samples" in text.lower(), text[:2000]
         shown = set(re.findall(r"\b(?:unsafe_detailed|safe_detailed|abstract|long_horizon)-\d{4}(?:-L\d)?\b", text))
         assert len(shown) >= 5 and "REJECTION" in text.upper(), text[:2000]  # rows of the list, its score columns
         image = Image.open(shot).convert("RGB")
