@@ -165,12 +165,13 @@ class RetryLoop:
             self.breaker.check()  # a stopped run makes no new request
             if not self.transport.answered and self.breaker.answered_since(0.0):
                 self._learnt(answered=True)  # run-wide: a refused connection now is a server gone
-        if ctx.expired():
-            raise ctx.out_of_time(f"{self.name}: {ctx.bound()} spent before an answer")
+        for turn in (False, True):  # the attempt's timeout is what is left once its turn has come
+            if ctx.expired():
+                raise ctx.out_of_time(f"{self.name}: {ctx.bound()} spent before an answer")
+            if not turn:
+                self._pace(ctx)
         left = ctx.left()
-        per_try = self.timeout if left is None else max(0.01, min(self.timeout, left))
-        self._pace(ctx)
-        return per_try
+        return self.timeout if left is None else max(0.01, min(self.timeout, left))
 
     def _send(self, params: dict[str, Any], per_try: float, ctx: CallContext, sending: _Attempt) -> Answer:
         """One attempt, in the server's one turn when it needs one; ``sending`` notes when it was
@@ -255,6 +256,8 @@ class RetryLoop:
         wait = self.pacer.reserve()
         while wait is None:  # the endpoint's first answer of the run is awaited
             ctx.check()
+            if ctx.expired():  # the wall-clock limit, which the wait does not move
+                raise ctx.out_of_time(f"{self.name}: {ctx.bound()} spent waiting for the endpoint's first answer")
             ctx.extend(POLL_S)
             retry.wait(POLL_S, self.breaker)
             wait = self.pacer.reserve()
