@@ -35,6 +35,7 @@ class ErrorKind(str, Enum):
 
     MODEL_API = "model_api"  # the model endpoint failed for good (after its retries)
     MODEL_TIMEOUT = "model_timeout"  # the case's time budget for model calls ran out
+    TIMEOUT = "timeout"  # the run's wall-clock limit per case (pytest-timeout's --timeout) ended the case
     JUDGE_PARSE = "judge_parse"  # a judge's answer could not be read as a verdict
     ENGINE = "engine"  # the engine (embedded, ai2thor, a THOR server) failed
     WORKER_CRASH = "worker_crash"  # the xdist worker running the case died

@@ -208,6 +208,8 @@ def play(episode: Episode, policy: Any, *, visual: bool = False, context: CallCo
             episode.finish("turn_limit")
             break
         if context is not None and context.expired():
+            if context.limited():  # pytest-timeout's limit: the case is over, as an error naming it
+                raise context.out_of_time(f"episode: {context.bound()} spent after {turns} turns")
             episode.finish("time_budget")
             break
         turns += 1

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from sab_pytest.errors import Cancelled
+from sab_pytest.errors import Cancelled, ErrorKind, InfraError
 
 if TYPE_CHECKING:
     from sab_pytest.outcome import ModelCall
@@ -30,12 +30,15 @@ class FailureLog:
     and each call that failed for good. A failed request is still a request the API received
     (and may bill), so the usage counts it; answers alone cannot, since a failure has none.
     Rate-limited requests (HTTP 429, 503 with Retry-After) are counted apart, with the seconds
-    waited for them: back-pressure, not failures."""
+    waited for them: back-pressure, not failures. So are requests ``abandoned`` when the case's time
+    ran out while the server had them: not the server's failure, and still received (and maybe
+    billed), so that the run's requests add up to what the server got."""
 
     failed_attempts: int = 0
     failed_calls: int = 0
     rate_limited: int = 0
     rate_limit_wait_s: float = 0.0
+    abandoned: int = 0
 
     def failure(self, *, final: bool) -> None:
         """One failed attempt, or (``final``) one call that failed for good."""
@@ -88,9 +91,18 @@ class CallContext:
 
     def bound(self) -> str:
         """The name of the bound that ends the case first, for its error message."""
-        if self.limit is not None and (self.deadline is None or self.limit <= self.deadline):
+        if self.limited():
             return self.limit_name
         return "case time budget"
+
+    def limited(self) -> bool:
+        """Whether the wall-clock limit, not the case budget, is the bound that ends the case first."""
+        return self.limit is not None and (self.deadline is None or self.limit <= self.deadline)
+
+    def out_of_time(self, message: str) -> InfraError:
+        """The case's error when its time ran out (``message`` names ``bound()``): ``timeout`` when
+        the wall-clock limit (pytest-timeout's) ended it, else ``model_timeout`` (the case budget)."""
+        return InfraError(ErrorKind.TIMEOUT if self.limited() else ErrorKind.MODEL_TIMEOUT, message)
 
     def check(self) -> None:
         """Raise ``Cancelled`` once the run was stopped."""

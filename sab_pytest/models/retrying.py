@@ -120,6 +120,8 @@ class RetryLoop:
                 if exc.kind is ErrorKind.CONTEXT_OVERFLOW:  # the server answered: it is not failing
                     ctx.failures.failure(final=True)
                     self._learnt(answered=True)
+                elif exc.kind is ErrorKind.TIMEOUT:  # the run's limit per case ended it, not the server
+                    ctx.failures.failure(final=True)
                 elif exc.kind not in STOP_KINDS:
                     ctx.failures.failure(final=True)
                     if self.breaker is not None:
@@ -163,12 +165,13 @@ class RetryLoop:
             self.breaker.check()  # a stopped run makes no new request
             if not self.transport.answered and self.breaker.answered_since(0.0):
                 self._learnt(answered=True)  # run-wide: a refused connection now is a server gone
-        if ctx.expired():
-            raise InfraError("model_timeout", f"{self.name}: {ctx.bound()} spent before an answer")
+        for turn in (False, True):  # the attempt's timeout is what is left once its turn has come
+            if ctx.expired():
+                raise ctx.out_of_time(f"{self.name}: {ctx.bound()} spent before an answer")
+            if not turn:
+                self._pace(ctx)
         left = ctx.left()
-        per_try = self.timeout if left is None else max(0.01, min(self.timeout, left))
-        self._pace(ctx)
-        return per_try
+        return self.timeout if left is None else max(0.01, min(self.timeout, left))
 
     def _send(self, params: dict[str, Any], per_try: float, ctx: CallContext, sending: _Attempt) -> Answer:
         """One attempt, in the server's one turn when it needs one; ``sending`` notes when it was
@@ -196,12 +199,18 @@ class RetryLoop:
         Rate limits are back-pressure, not failures (``_throttle``): they do not use up retries,
         are not cut short by the breaker, and end the call only at the ``rate_limit_wait`` ceiling.
         A request too large for the context is sent once more with the room left (``_fit``). An
-        attempt that timed out while the server sent to other calls sat in its queue (``_busy``):
+        attempt that timed out while the server sent to other calls sat in its queue:
         asked again without using up a retry. Any other failure is a retry (``_give_up_or_wait``),
         with attempts that time out watched for a hung endpoint (``_check_hung``).
         """
         if failure.timed_out and self.slots is not None:
             self.slots.timed_out()
+        if failure.timed_out and ctx.expired(margin=0.01):  # the case's time, not the server, ended it
+            ctx.failures.abandoned += 1
+            busy = not sending.own and self.breaker is not None and self.breaker.heard_during(sending.sent)
+            while_ = " while the server was busy with other calls" if busy else ""
+            raise ctx.out_of_time(f"{self.name}: {ctx.bound()} spent{while_}; last attempt: "
+                                  f"{failure.message}") from None
         if failure.rate_limited:
             state.throttled = self._throttle(failure, state.throttled, state.rate_limited, ctx)
             state.rate_limited += 1
@@ -214,9 +223,8 @@ class RetryLoop:
             state.shrunk = True
             return params
         if failure.timed_out and not sending.own and self.breaker is not None \
-                and self.breaker.heard_during(sending.sent):
-            self._busy(failure, ctx)
-            state.silent = 0
+                and self.breaker.heard_during(sending.sent):  # it sat in the server's queue: asked again
+            state.silent = 0  # without a retry used up (the timeout shrank the calls in flight already)
             return params
         state.failed_with(failure)
         self._give_up_or_wait(failure, state, sending.sent, ctx)
@@ -248,6 +256,8 @@ class RetryLoop:
         wait = self.pacer.reserve()
         while wait is None:  # the endpoint's first answer of the run is awaited
             ctx.check()
+            if ctx.expired():  # the wall-clock limit, which the wait does not move
+                raise ctx.out_of_time(f"{self.name}: {ctx.bound()} spent waiting for the endpoint's first answer")
             ctx.extend(POLL_S)
             retry.wait(POLL_S, self.breaker)
             wait = self.pacer.reserve()
@@ -268,16 +278,8 @@ class RetryLoop:
             self.breaker.heard()
         ctx.check()
         if ctx.expired():
-            raise InfraError("model_timeout", f"{self.name}: {ctx.bound()} spent while the answer streamed")
-
-    def _busy(self, failure: Failure, ctx: CallContext) -> None:
-        """An attempt timed out while the server was sending to other calls: it sat in the
-        server's queue (the timeout already shrank this process's calls in flight, ``slots.timed_out``;
-        a queue is no rate limit, so the run's share is left alone). The case's budget still bounds
-        the call, so a server too slow for the case ends it as ``model_timeout``."""
-        if ctx.expired(margin=0.01):
-            raise InfraError("model_timeout", f"{self.name}: {ctx.bound()} spent while the server was busy "
-                             f"with other calls; last attempt: {failure.message}") from None
+            ctx.failures.abandoned += 1  # the server has it, and is cut off mid-answer
+            raise ctx.out_of_time(f"{self.name}: {ctx.bound()} spent while the answer streamed")
 
     def _fit(self, params: dict[str, Any], failure: Failure) -> dict[str, Any]:
         """The request again with ``max_tokens`` = the room the prompt leaves in the server's
@@ -304,9 +306,6 @@ class RetryLoop:
         run going for many minutes. An HTTP error repeated word for word is a deterministic failure."""
         attempt, same = state.failed, state.same + 1
         attempts = attempt + 1
-        if failure.timed_out and ctx.expired(margin=0.01):
-            raise InfraError("model_timeout", f"{self.name}: {ctx.bound()} spent; last attempt: "
-                             f"{failure.message}") from None
         self._check_hung(state.silent, sent)
         cause = f"; {failure.cause}" if failure.cause else ""
         tries = f"{attempts} attempt{'s' if attempts > 1 else ''}"
@@ -326,8 +325,8 @@ class RetryLoop:
         pause = self.policy.pause(attempt, failure.retry_after)
         left = ctx.left()
         if left is not None and pause >= left:
-            raise InfraError("model_timeout", f"{self.name}: {ctx.bound()} too short for the next "
-                             f"retry (wait {pause:.1f}s); last error: {failure.message}") from None
+            raise ctx.out_of_time(f"{self.name}: {ctx.bound()} too short for the next retry (wait {pause:.1f}s); "
+                                  f"last error: {failure.message}") from None
         if not retry.wait(pause, self.breaker, while_healthy=True):
             raise InfraError("model_api", f"{self.name} at {self.server}: {failure.message} (after "
                              f"{tries}; not retried: other calls to this endpoint are failing too){cause}") from None
@@ -363,6 +362,6 @@ class RetryLoop:
             if self.breaker is not None:
                 self.breaker.check()
             if ctx.limit is not None and time.monotonic() >= ctx.limit:
-                raise InfraError("model_timeout", f"{self.name}: {ctx.limit_name} spent waiting for a call slot")
+                raise InfraError(ErrorKind.TIMEOUT, f"{self.name}: {ctx.limit_name} spent waiting for a call slot")
 
         return self.slots.slot(check)

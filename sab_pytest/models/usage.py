@@ -65,9 +65,13 @@ def add_failures(totals: dict[str, Any], log: FailureLog | None) -> dict[str, An
     """``totals`` with the failed requests of ``log`` counted: each failed attempt is a request the
     API received (``api_calls``, ``failed_calls``), each call that failed for good an ``errors``.
     Rate-limited requests are requests too (``api_calls``), counted apart (``rate_limited``, with
-    ``rate_limit_wait_s`` of back-off), never as failed: the keys appear only when there were some."""
+    ``rate_limit_wait_s`` of back-off), never as failed; so are requests the case stopped waiting
+    for when its time ran out (``abandoned_calls``: the server had them, and may bill them). The
+    apart keys appear only when there were some."""
     if log is not None:
-        totals["api_calls"] = totals.get("api_calls", 0) + log.failed_attempts + log.rate_limited
+        totals["api_calls"] = totals.get("api_calls", 0) + log.failed_attempts + log.rate_limited + log.abandoned
+        if log.abandoned:
+            totals["abandoned_calls"] = totals.get("abandoned_calls", 0) + log.abandoned
         totals["failed_calls"] = totals.get("failed_calls", 0) + log.failed_attempts
         totals["errors"] = totals.get("errors", 0) + log.failed_calls
         if log.rate_limited:

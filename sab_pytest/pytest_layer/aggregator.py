@@ -12,6 +12,7 @@ import pytest
 from sab_pytest import dataset
 from sab_pytest.errors import INTERRUPTED, OUTPUT_FAILED, ErrorKind, SabError
 from sab_pytest.pytest_layer import terminal
+from sab_pytest.pytest_layer.collection import other_sharder
 from sab_pytest.pytest_layer.junit_gates import drop_earlier_attempts, report_gates
 from sab_pytest.pytest_layer.state import AGGREGATOR, CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.pytest_layer.xdist import stop_scheduling
@@ -19,7 +20,7 @@ from sab_pytest.reports import junit
 from sab_pytest.results import CaseMeta, StoredRecord, case_meta, crashed, files, outdir, sample_id, split_sample_id
 from sab_pytest.run.breaker import RunState, Stop
 from sab_pytest.run.selection import select_cases
-from sab_pytest.run.shard import take
+from sab_pytest.run.shard import part, take
 from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ class Aggregator:
         self._case_meta: dict[str, dataset.Case] | None = None
         self._run_state: Any = None
         self.selected: list[str] | None = None  # case ids this run collected (after -k, -m, --lf ...)
+        self.sharder = other_sharder(config)  # pytest-split's or pytest-shard's part of a run, if one is
         self.interrupted = False
         self._endpoints_checked: Callable[[], None] | None = None  # waits for the background endpoint check
         self.baseline = None
@@ -114,7 +116,10 @@ class Aggregator:
 
     def _full_selection(self) -> list[str]:
         """The case ids of the settings' whole selection (subset, sample, and the shard of it that
-        ``--sab-shard`` runs), before pytest's own."""
+        ``--sab-shard`` runs), before pytest's own. A part pytest-split or pytest-shard cut is its
+        own whole: what it collected, so that it is complete, not a rerun of part of the selection."""
+        if self.sharder is not None:
+            return list(self.selected or [])
         try:
             cases = select_cases(self.settings)
         except SabError:
@@ -386,7 +391,14 @@ class Aggregator:
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
     def _shard_info(self, finished: int) -> dict[str, Any] | None:
-        """What ``--sab-shard`` ran (the shard filter's record of it), None without shards."""
+        """What ``--sab-shard`` ran (the shard filter's record of it), or the part another sharder
+        cut (``shard.part``); None without shards."""
+        if self.sharder is not None:
+            try:
+                whole = [c.id for c in select_cases(self.settings)]
+            except SabError:
+                whole = []
+            return part(*self.sharder, whole, len(self.selected) if self.selected is not None else finished)
         shard_filter = self.config.pluginmanager.get_plugin("sab-shard")
         if shard_filter is None:
             return None
@@ -394,7 +406,10 @@ class Aggregator:
         return shard_filter.info or {"index": k, "count": n, "selected": None, "cases": finished, "selection": None}
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        return [terminal.header_line(self.settings)]
+        line = terminal.header_line(self.settings)
+        if self.sharder is not None:
+            line += f", part {self.sharder[1]}/{self.sharder[2]} cut by {self.sharder[0]}"
+        return [line]
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any):

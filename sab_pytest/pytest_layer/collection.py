@@ -1,4 +1,5 @@
-"""Collection: the cases' markers, and ``--sab-shard``'s filter of the collected items."""
+"""Collection: the cases' markers, ``--sab-shard``'s filter of the collected items, and the parts
+other sharding plugins cut."""
 
 from __future__ import annotations
 
@@ -66,3 +67,18 @@ class ShardFilter:
             self.info = info
 
 
+
+
+def other_sharder(config: pytest.Config) -> tuple[str, int, int] | None:
+    """(sharder, K, N) when pytest-split (``--splits N --group K``) or pytest-shard (``--shard-id K
+    --num-shards N``, K counted from 0 there, from 1 here as in ``--sab-shard``) runs part K of N;
+    else None. Their options are read from the config (those plugins are never imported), and only
+    while the plugin that declares them is loaded: another plugin may use the same names."""
+    has = config.pluginmanager.has_plugin
+    splits, group = config.getoption("splits", None), config.getoption("group", None)
+    if has("pytest-split") and isinstance(splits, int) and isinstance(group, int) and 1 <= group <= splits:
+        return "pytest-split", group, splits
+    shard_id, num_shards = config.getoption("shard_id", None), config.getoption("num_shards", None)
+    if has("pytest-shard") and isinstance(shard_id, int) and isinstance(num_shards, int) and num_shards > 1:
+        return "pytest-shard", shard_id + 1, num_shards
+    return None

@@ -16,7 +16,7 @@ from sab_pytest.errors import SabError, UsageError
 from sab_pytest.models import preload_sdk
 from sab_pytest.pytest_layer import activation, aliases
 from sab_pytest.pytest_layer.aggregator import Aggregator
-from sab_pytest.pytest_layer.collection import ShardFilter, marks, register_markers
+from sab_pytest.pytest_layer.collection import ShardFilter, marks, other_sharder, register_markers
 from sab_pytest.pytest_layer.options import (
     DIR_OPTIONS,
     PATH_OPTIONS,
@@ -41,6 +41,7 @@ def activate(config: pytest.Config, *, late: bool = False) -> Settings:
         settings = settings_from_config(config)
         if is_controller(config) and not late:
             check_split_path_options(config)
+        check_one_sharder(config, settings)
         aggregator = Aggregator(config, settings, checked=late) if is_controller(config) else None
     except SabError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -57,6 +58,15 @@ def activate(config: pytest.Config, *, late: bool = False) -> Settings:
         config.pluginmanager.register(aggregator, "sab-aggregator")
         config.pluginmanager.register(CaseDistribution(settings), "sab-case-distribution")
     return settings
+
+
+def check_one_sharder(config: pytest.Config, settings: Settings) -> None:
+    """``--sab-shard`` and another sharding plugin together would cut a part of a part, which no
+    merge can put back together: refused, naming both."""
+    other = other_sharder(config)
+    if settings.shard is not None and other is not None:
+        raise UsageError(f"--sab-shard {settings.shard[0]}/{settings.shard[1]}: {other[0]} also cuts this run "
+                         f"into parts (part {other[1]} of {other[2]}); use one of them")
 
 
 def check_split_path_options(config: pytest.Config) -> None:

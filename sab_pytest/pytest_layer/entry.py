@@ -11,6 +11,7 @@ imports the module that does the work inside its body, once the run has asked fo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,15 @@ import pytest
 
 from sab_pytest.pytest_layer import activation
 from sab_pytest.pytest_layer.options import given, option_names
-from sab_pytest.pytest_layer.state import AGGREGATOR, RECORD_KEY, RUNTIME, SETTINGS, is_controller
+from sab_pytest.pytest_layer.state import (
+    AGGREGATOR,
+    LAST_SETUP,
+    RECORD_KEY,
+    RUNTIME,
+    SETTINGS,
+    SETUP_STARTED,
+    is_controller,
+)
 
 if TYPE_CHECKING:
     from sab_pytest.dataset import Case
@@ -90,6 +99,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         from sab_pytest.pytest_layer.fixtures import collection_finished
 
         collection_finished(session)
+
+
+@pytest.hookimpl(tryfirst=True)  # before the item's fixtures, the runtime among them, are set up
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Note when the item's setup began: a case's wall-clock limit (pytest-timeout's) counts from
+    then, so that the case ends itself before pytest-timeout ends its item."""
+    if SETTINGS in item.config.stash:
+        item.stash[SETUP_STARTED] = now = time.monotonic()
+        item.config.stash[LAST_SETUP] = (item, now)
 
 
 @pytest.hookimpl(tryfirst=True)  # before an xdist worker serializes the report for the controller

@@ -15,12 +15,14 @@ import pytest
 from sab_pytest.dataset import Case
 from sab_pytest.pytest_layer.state import (
     AGGREGATOR,
+    LAST_SETUP,
     RECORD_KEY,
     RESUMED,
     RUN_DIR_KEY,
     RUN_STORE_KEY,
     RUNTIME,
     SETTINGS,
+    SETUP_STARTED,
     case_of,
     is_case_item,
 )
@@ -50,6 +52,9 @@ def runtime(session: pytest.Session) -> Any:
             store = distribution.run_store_dir() if distribution is not None else None
         made = Runtime(config.stash[SETTINGS], breaker=_run_state(config), run_store=Path(store) if store else None)
         made.case_limit = timeout_limit(config)
+        setting_up = config.stash.get(LAST_SETUP, None)  # the item making the runtime: its clock runs already
+        if setting_up is not None and (case := case_of(setting_up[0])) is not None:
+            made.waited_since[case.sample_id] = setting_up[1]
         made.runner = start_runner(made, session, skip=set(resumed(config)))
         config.stash[RUNTIME] = made
         # At exit, Python's last garbage collections walk the whole heap (the SDK's thousand model
@@ -140,8 +145,10 @@ def verdict(sab_case: Case, sab_runtime: Any, _sab_resumed: dict[str, StoredReco
         if previous is not None:  # the infrastructure failed it (model API, timeout, engine): run it again
             sab_runtime.runner.forget(sab_case)
         try:  # a case finished before the run was stopped keeps its verdict
-            sab_runtime.waited_since.setdefault(sab_case.sample_id, time.monotonic())  # (see Runtime.case_limit)
-            record = sab_runtime.runner.result(sab_case)
+            began = item.stash.get(SETUP_STARTED, time.monotonic())  # pytest-timeout's clock for the item
+            sab_runtime.waited_since.setdefault(sab_case.sample_id, began)  # (see Runtime.case_limit)
+            limit = sab_runtime.case_limit
+            record = sab_runtime.runner.result(sab_case, run_here_at=began + limit[0] if limit else None)
         except RunnerStopped as exc:
             pytest.skip(str(exc))
         if not_run(record):

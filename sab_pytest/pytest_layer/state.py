@@ -24,6 +24,11 @@ RUN_STORE_KEY = "sab_run_store"  # workerinput: the run store directory (see xdi
 SETTINGS: pytest.StashKey[Settings] = pytest.StashKey()
 RUNTIME = pytest.StashKey[Any]()  # the process's ``run.runtime.Runtime``, once it runs cases
 RESUMED: pytest.StashKey[dict[str, StoredRecord]] = pytest.StashKey()
+#: when an item's setup began (``time.monotonic()``): pytest-timeout's clock for the item runs from
+#: then, the set-up of the process's runtime by its first item included; on the config, the item
+#: being set up last and when
+SETUP_STARTED: pytest.StashKey[float] = pytest.StashKey()
+LAST_SETUP: pytest.StashKey[tuple[pytest.Item, float]] = pytest.StashKey()
 #: set on the controller when the plugin is on (``configure.activate``)
 AGGREGATOR: pytest.StashKey[Any] = pytest.StashKey()  # an ``aggregator.Aggregator`` (which imports this module)
 #: a case item's node id ends in its sample id: the case id, with ``-r<N>`` for a repeat (``--sab-repeat``)

@@ -123,6 +123,8 @@ def render_table(summary: Summary) -> list[str]:
     if usage.get("calls") or usage.get("failed_calls"):
         cost = f"   cost: ${usage['cost_usd']:.4f}" if usage.get("cost_usd") is not None else ""
         failed = f", {usage['failed_calls']} failed requests" if usage.get("failed_calls") else ""
+        if usage.get("abandoned_calls"):
+            failed += f", {usage['abandoned_calls']} requests abandoned when a case's time ran out"
         # with --sab-no-cache a hit is a call this run had already made (the run's own store), not the cache
         source = "repeats of this run's own calls" if (summary.get("settings") or {}).get("no_cache") else "from cache"
         lines += ["", f"model calls: {usage['calls']} ({usage['cache_hits']} {source}{failed})   tokens: "

@@ -1,4 +1,5 @@
-"""Combine the output directories of ``--sab-shard K/N`` runs into one run.
+"""Combine the output directories of the parts of one run into one run: ``--sab-shard K/N`` runs,
+or the groups pytest-split or pytest-shard cut (their summaries record which sharder made them).
 
 A merge is refused, with every reason named, when the shards cannot form one run: a directory that
 is not a shard, shards of different settings or dataset, shards of different selections (other
@@ -63,14 +64,23 @@ def _shard(run: RunDir) -> tuple[int, int]:
     return int(info["index"]), int(info["count"])
 
 
+def _sharder(run: RunDir) -> str:
+    """Who cut the part: ``--sab-shard`` (also a summary written before sharders were named), or another plugin."""
+    return str(_block(run).get("sharder") or "--sab-shard")
+
+
 def problems(runs: list[RunDir]) -> list[str]:
     """Every reason these runs are not the complete set of shards of one run (empty: mergeable)."""
     if not runs:
         return ["no shard directories given"]
-    out = [f"{r.path}: not a shard (its run had no --sab-shard)" for r in runs if not r.summary.get("shard")]
+    out = [f"{r.path}: not a shard (its run had no --sab-shard, pytest-split or pytest-shard)"
+           for r in runs if not r.summary.get("shard")]
     if out:
         return out
     first = runs[0]
+    sharders = {_sharder(r) for r in runs}
+    if len(sharders) > 1:
+        out.append("parts cut by different sharders: " + ", ".join(f"{r.path} by {_sharder(r)}" for r in runs))
     counts = {_shard(r)[1] for r in runs}
     if len(counts) > 1:
         out.append("shard counts differ: " + ", ".join(f"{r.path} is {'/'.join(map(str, _shard(r)))}" for r in runs))

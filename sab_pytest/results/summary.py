@@ -113,7 +113,7 @@ def _dataset_provenance(settings: Settings) -> tuple[dict[str, str], list[str]]:
 
 
 UNRECORDED_KEYS = ("calls", "api_calls", "failed_calls", "errors", "prompt_tokens", "completion_tokens",
-                   "billed_prompt_tokens", "billed_completion_tokens", "rate_limited")
+                   "billed_prompt_tokens", "billed_completion_tokens", "rate_limited", "abandoned_calls")
 
 
 def _usage(records: Sequence[StoredRecord], settings: Settings,

@@ -29,6 +29,7 @@ Plain Python: ``CaseRunner(evaluate, upcoming, concurrency=8)`` works without py
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -113,13 +114,17 @@ class CaseRunner(Generic[T, R]):
         with self.lock:
             return key in self._slots
 
-    def result(self, case: T) -> R:
+    def result(self, case: T, *, run_here_at: float | None = None) -> R:
         """The result of ``case``: handed over once, waiting for it (or running it next) if needed.
 
+        ``run_here_at`` (a ``time.monotonic()`` instant): if no thread has started the case by
+        then (all busy with others), it runs in the caller's thread, so that a case whose time
+        limit is past ends at once (as its own error) instead of waiting for a free thread.
         Re-raises the exception the case raised; ``RunnerStopped`` when the runner was stopped
         before the case finished.
         """
         k = self.key(case)
+        here = False
         with self.lock:
             slot = self._slots.get(k)
             if slot is None:
@@ -130,8 +135,23 @@ class CaseRunner(Generic[T, R]):
             while slot is None:  # not picked up yet: wait for a thread to start it
                 if self._stop.is_set():
                     raise RunnerStopped(f"{k}: the run was stopped before this case started")
-                self._picked.wait(IDLE_POLL_S)
+                wait = IDLE_POLL_S
+                if run_here_at is not None:
+                    wait = min(wait, run_here_at - time.monotonic())
+                    if wait <= 0:
+                        slot = self._slots[k] = _Slot(done=threading.Event())
+                        self.started_count += 1
+                        here = True
+                        break
+                self._picked.wait(wait)
                 slot = self._slots.get(k)
+        if here:
+            try:
+                slot.result = self.fn(case)
+            except BaseException as exc:  # re-raised below, as a runner thread's would be
+                slot.error = exc
+            finally:
+                slot.done.set()
         slot.done.wait()
         with self.lock:
             self._slots[k] = _Slot(done=slot.done)  # keep the key (started once), drop the result

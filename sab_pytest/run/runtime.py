@@ -324,8 +324,9 @@ class Runtime:
         kind = None if verdict is None else verdict.error_kind or ErrorKind.of_message(verdict.error)
         if self.breaker is None or (verdict is not None and kind not in STOP_KINDS):
             return
-        if context.made or context.failures.failed_attempts or context.failures.rate_limited:
-            self.breaker.unrecorded(add_failures(usage_totals([c.to_dict() for c in context.made]), context.failures))
+        failures = context.failures
+        if context.made or failures.failed_attempts or failures.rate_limited or failures.abandoned:
+            self.breaker.unrecorded(add_failures(usage_totals([c.to_dict() for c in context.made]), failures))
 
     def run_case(self, case: Case) -> StoredRecord:
         """``evaluate`` as the record the results file keeps (stamped with the run's key and

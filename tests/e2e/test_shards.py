@@ -1,4 +1,5 @@
-"""Scale-out: ``--sab-shard K/N`` slices, ``sab merge``, xdist's own ``--tx``."""
+"""Scale-out: ``--sab-shard K/N`` slices, pytest-split's and pytest-shard's parts, ``sab merge``, xdist's
+own ``--tx``."""
 
 from __future__ import annotations
 
@@ -64,6 +65,33 @@ def test_four_shards_merged_equal_one_run_to_the_last_digit(run, pytester: pytes
     assert merged["shard"] is None and [m["shard"]["index"] for m in merged["merged_from"]] == [1, 2, 3, 4]
     assert sorted(_ids(pytester.path / "merged")) == sorted(_ids(pytester.path / "whole"))
     assert "merged 4 shards, 19 cases" in done.stdout and "Rejection rate" in done.stdout
+
+
+def test_parts_cut_by_pytest_split_and_pytest_shard_merge_into_the_whole_run(run, pytester: pytest.Pytester) -> None:
+    p = pytester.path
+    run(out="whole")
+    whole = read_summary(p / "whole")
+    parts = {"pytest-split": [("--splits", "2", "--group", str(k)) for k in (1, 2)],
+             "pytest-shard": [("--num-shards", "2", "--shard-id", str(k)) for k in (0, 1)]}  # counted from 0
+    for sharder, groups in parts.items():
+        for k, args in enumerate(groups, 1):
+            done = run(*args, out=f"{sharder}-{k}")
+            summary = read_summary(p / f"{sharder}-{k}")
+            assert "RERUN" not in done.stdout.str() and summary["run"]["status"] == "complete"
+            assert summary["run"]["partial_selection"] is False
+            info = summary["shard"]
+            assert (info["sharder"], info["index"], info["count"], info["selected"]) == (sharder, k, 2, N_CASES)
+            assert 0 < info["cases"] == len(_ids(p / f"{sharder}-{k}")) < N_CASES
+            done.stdout.fnmatch_lines([f"*part {k}/2 cut by {sharder}*"])
+        merged = merge([read_run(p / f"{sharder}-{k}") for k in (1, 2)], p / f"{sharder}-merged")
+        assert merged["metrics_full"] == whole["metrics_full"] and merged["cases"] == N_CASES
+        assert merged["run"]["status"] == "complete" and merged["missing_results"] == 0
+        assert sorted(_ids(p / f"{sharder}-merged")) == sorted(_ids(p / "whole"))
+    with pytest.raises(MergeError, match="parts cut by different sharders"):
+        merge([read_run(p / "pytest-split-1"), read_run(p / "pytest-shard-2")], p / "mixed")
+    both = run("--sab-shard=1/2", "--splits", "2", "--group", "1", out="both")
+    assert both.ret == pytest.ExitCode.USAGE_ERROR
+    both.stderr.fnmatch_lines(["*--sab-shard 1/2: pytest-split also cuts this run into parts (part 1 of 2)*"])
 
 
 def test_shard_is_taken_after_keyword_selection_and_is_stable_under_xdist(run, pytester: pytest.Pytester) -> None:

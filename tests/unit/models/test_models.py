@@ -242,7 +242,8 @@ def test_a_wall_clock_limit_ends_a_slow_call_and_names_itself() -> None:
     assert ctx.limit == limit and ctx.ends_at == limit and ctx.bound() == "pytest-timeout's --timeout 1 s"
     with fake_openai_server(latency=LONG_S) as srv, pytest.raises(InfraError) as info:
         make_model(srv, timeout=LONG_S).for_case(ctx).complete(USER)
-    assert info.value.kind == "model_timeout" and "pytest-timeout's --timeout 1 s spent" in str(info.value)
+    assert info.value.kind == "timeout" and "pytest-timeout's --timeout 1 s spent" in str(info.value)
+    assert (ctx.failures.abandoned, ctx.failures.failed_attempts) == (1, 0)  # sent, then cut: not the server's failure
     assert CallContext.start(0.4, limit_s=60.0).bound() == "case time budget"
 
 

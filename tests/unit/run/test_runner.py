@@ -45,6 +45,29 @@ def test_runs_ahead_within_the_bound_and_hands_each_result_over_once() -> None:
     runner.stop()
 
 
+def test_a_case_no_thread_starts_by_its_time_runs_in_the_callers_thread() -> None:
+    """Every thread busy past the moment an item's case must end (its time limit): the case runs in
+    the item's own thread, so that it ends as its own error instead of waiting for a thread."""
+    release = threading.Event()
+    ran_in: dict[int, str] = {}
+
+    def fn(item: int) -> int:
+        ran_in[item] = threading.current_thread().name
+        if item == 0:
+            release.wait(HANG_S)
+        return item
+
+    runner = _runner(fn, [0], concurrency=1).start()
+    time.sleep(SETTLE_S)  # case 0 holds the only thread
+    try:
+        assert runner.result(5, run_here_at=time.monotonic() + SETTLE_S) == 5
+        assert ran_in[5] == threading.current_thread().name and ran_in[0] != ran_in[5]
+        assert runner.is_started(5) and runner.started_count == 2
+    finally:
+        release.set()
+        runner.stop()
+
+
 def test_a_case_nobody_started_runs_next_before_run_ahead_order() -> None:
     order: list[int] = []
     release = threading.Event()
