@@ -379,16 +379,24 @@ class Aggregator:
                       f"{self.settings.inspect_log.parent})")
         _junit_suite_properties(self.config, junit.junit_suite_properties(done.summary), self.redact)
         drop_earlier_attempts(self.config, lambda nodeid: CASE_ID.search(nodeid) is not None)
-        reasons = report_gates(self.config, done.summary, self.redact)
+        part = self._part_name()
+        reasons = report_gates(self.config, done.summary, self.redact, part=part)
         if self.settings.gates and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-            ok = gates_hold(done.summary)
-            session.exitstatus = pytest.ExitCode.OK if ok else pytest.ExitCode.TESTS_FAILED
-            self.exit_reasons = [] if ok else reasons
+            if part is None:  # a part's gates are the merge's to decide
+                ok = gates_hold(done.summary)
+                session.exitstatus = pytest.ExitCode.OK if ok else pytest.ExitCode.TESTS_FAILED
+                self.exit_reasons = [] if ok else reasons
             unusable = [g["usage_error"] for g in done.summary["gates"] if g.get("usage_error")]
             for problem in unusable:  # runs too far apart to pair: a usage error, not a verdict on the model
                 self._say(f"sab-pytest: --sab-baseline: {problem}", red=True)
             if unusable:
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+    def _part_name(self) -> str | None:
+        """'part K/N of a run cut by SHARDER' when this run is such a part (N > 1), else None."""
+        sharder, (k, n) = (self.sharder[0], self.sharder[1:]) if self.sharder else ("--sab-shard", self.settings.shard
+                                                                                       or (1, 1))
+        return f"part {k}/{n} of a run cut by {sharder}" if n > 1 else None  # 1 of 1 is the whole run
 
     def _shard_info(self, finished: int) -> dict[str, Any] | None:
         """What ``--sab-shard`` ran (the shard filter's record of it), or the part another sharder

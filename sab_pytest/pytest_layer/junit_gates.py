@@ -68,34 +68,45 @@ ERRORS_NODEID = "sab::check[errors]"
 CHECKS_CLASSNAME = "sab_checks"
 
 
-def report_gates(config: pytest.Config, summary: Summary, redact: Any = str) -> list[str]:
+def report_gates(config: pytest.Config, summary: Summary, redact: Any = str, part: str | None = None) -> list[str]:
     """Send one test report per gate, and with gates one for "no case errored"; returns the reasons
-    of those that failed (what decided an exit status 1), in order."""
+    of those that failed (what decided an exit status 1), in order.
+
+    ``part`` names the part of a sharded run this is (``--sab-shard``, pytest-split, pytest-shard):
+    a part holds only some of the cases, so its gates would be decided on a fraction of the evidence
+    and each part could contradict the merged run. Its gates and check are then reported as skipped,
+    with what this part alone shows, and decide nothing: ``sab merge`` decides them over every part."""
     gates = summary.get("gates") or []
     reasons = []
     if gates:
         terminal.before_late_reports(config)
     for gate in gates:
-        failure = None
-        if not gate["passed"]:
+        outcome: _GateFailure | _Skip | None = None
+        lines = redact("\n".join(junit.gate_lines(summary, gate)))
+        if part is not None:
+            outcome = _Skip(redact(f"{part}: sab merge decides the gate over every part "
+                                   f"(this part alone: {gate_numbers(gate)})"))
+        elif not gate["passed"]:
             message = redact(f"gate failed: {gate['gate']}: {gate_numbers(gate)}")
-            failure = _GateFailure(message, redact("\n".join(junit.gate_lines(summary, gate))))
+            outcome = _GateFailure(message, lines)
             reasons.append(message)
-        _send(config, GATE_NODEID.format(gate=gate["gate"]), junit.GATES_CLASSNAME, str(gate["gate"]), failure,
+        _send(config, GATE_NODEID.format(gate=gate["gate"]), junit.GATES_CLASSNAME, str(gate["gate"]), outcome,
               junit.gate_properties(gate))
     if gates:
         errors = int(summary.get("errors") or 0)
-        failure = None
-        if errors:
+        outcome = None
+        if part is not None:
+            outcome = _Skip(f"{part}: sab merge checks that no case of any part errored ({errors} here)")
+        elif errors:
             message = (f"{errors} case(s) ended in an error: with gates, the run passes only when no case "
                        "errored (they are counted in the summary's errors)")
-            failure = _GateFailure(message, message)
+            outcome = _GateFailure(message, message)
             reasons.append(message)
-        _send(config, ERRORS_NODEID, CHECKS_CLASSNAME, "no case errored", failure, [("sab_errors", str(errors))])
+        _send(config, ERRORS_NODEID, CHECKS_CLASSNAME, "no case errored", outcome, [("sab_errors", str(errors))])
     return reasons
 
 
-def _send(config: pytest.Config, nodeid: str, classname: str, name: str, failure: _GateFailure | None,
+def _send(config: pytest.Config, nodeid: str, classname: str, name: str, outcome: _GateFailure | _Skip | None,
           props: list[tuple[str, str]]) -> None:
     location = (nodeid.split("::", 1)[0], None, nodeid.split("::", 1)[1])
     xml = log_xml(config)
@@ -103,15 +114,26 @@ def _send(config: pytest.Config, nodeid: str, classname: str, name: str, failure
         reporter = xml.node_reporter(nodeid)  # attributes set before the report win over the node id's
         reporter.add_attribute("classname", classname)
         reporter.add_attribute("name", name)
-    outcome = "passed" if failure is None else "failed"
+    longrepr: tuple[str, int, str] | _GateFailure | None
+    if isinstance(outcome, _Skip):  # pytest's form of a skip: (path, line, reason)
+        status, longrepr = "skipped", ("sab", 0, f"Skipped: {outcome.reason}")
+    else:
+        status, longrepr = ("passed", None) if outcome is None else ("failed", outcome)
     hook = config.hook
     hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
-    hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {}, outcome, failure,  # type: ignore[arg-type]
+    hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {}, status, longrepr,  # type: ignore[arg-type]
                                                            "call", user_properties=props))
     # the teardown report closes the JUnit testcase; its properties are the ones the testcase keeps
     hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {}, "passed", None, "teardown",
                                                            user_properties=props))
     hook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
+
+
+class _Skip:
+    """A gate a part of a sharded run reports without deciding it."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
 
 
 class _GateFailure:

@@ -198,3 +198,18 @@ def test_merged_status_is_complete_only_if_every_shard_was(tmp_path: Path) -> No
     undecided = {**summary, "gates": [{"passed": False, "usage_error": "only 2 cases judged in both ..."}],
                  "gates_passed": False}
     assert exit_status(undecided) == pytest.ExitCode.USAGE_ERROR  # as the single run would exit
+
+
+def test_a_part_reports_its_gates_as_skipped_and_leaves_them_to_the_merge(run, pytester: pytest.Pytester) -> None:
+    """A part holds some of the cases: its gates are shown (skipped, with what the part alone says)
+    and decide nothing; the whole run decides the same gate."""
+    args = ("--model", "refuse", "-m", "unsafe", "--sab-gate", "rejection_rate<=0.1", "-rs")
+    part = run(*args, "--sab-shard=1/2", out="p1")
+    assert part.ret == pytest.ExitCode.OK, part.stdout.str()  # its cases passed; the failing gate is the merge's
+    outcomes = part.parseoutcomes()
+    assert outcomes["skipped"] == 2 and "failed" not in outcomes  # the gate and the no-error check
+    part.stdout.fnmatch_lines(["*part 1/2 of a run cut by --sab-shard: sab merge decides the gate over every "
+                               "part (this part alone: *"])
+    assert read_summary(pytester.path / "p1")["gates"][0]["passed"] is False  # computed, for information
+    whole = run(*args, out="whole")
+    assert whole.ret == pytest.ExitCode.TESTS_FAILED and whole.parseoutcomes()["failed"] == 1
