@@ -16,12 +16,7 @@ from support.results import read_records, read_summary
 from support.timing import PROCESS_S
 from support.tiny_dataset import N_CASES
 
-import sab_pytest.run.runtime
-import sab_pytest.thor.execute
-import sab_pytest.thor.sim  # noqa: F401 - imported here: pytester's in-process runs drop modules first
 from sab_pytest.results.merge import MergeError, merge, read_run
-
-# imported inside them, and numpy (under the engine) cannot be imported twice in one process
 from sab_pytest.run import shard
 
 

@@ -24,9 +24,6 @@ from support.made_up_runs import hazard_run, record, write_run
 from support.results import read_records, read_summary
 from support.timing import POLL_S, PROCESS_S
 
-import sab_pytest.run.runtime
-import sab_pytest.thor.execute
-import sab_pytest.thor.sim  # noqa: F401 - imported here: pytester's in-process runs drop modules first
 from sab_pytest.errors import UsageError
 from sab_pytest.protocol import CATALOGUE, comparability
 from sab_pytest.reports.inspect import log as inspect_log
