@@ -13,7 +13,7 @@ from sab_pytest import dataset
 from sab_pytest.errors import INTERRUPTED, OUTPUT_FAILED, ErrorKind, SabError
 from sab_pytest.pytest_layer import terminal
 from sab_pytest.pytest_layer.collection import other_sharder
-from sab_pytest.pytest_layer.junit_gates import drop_earlier_attempts, report_gates
+from sab_pytest.pytest_layer.junit_gates import drop_earlier_attempts, log_xml, report_gates
 from sab_pytest.pytest_layer.state import AGGREGATOR, CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.pytest_layer.xdist import stop_scheduling
 from sab_pytest.reports import junit
@@ -393,10 +393,10 @@ class Aggregator:
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
     def _part_name(self) -> str | None:
-        """'part K/N of a run cut by SHARDER' when this run is such a part (N > 1), else None."""
-        sharder, (k, n) = (self.sharder[0], self.sharder[1:]) if self.sharder else ("--sab-shard", self.settings.shard
-                                                                                       or (1, 1))
-        return f"part {k}/{n} of a run cut by {sharder}" if n > 1 else None  # 1 of 1 is the whole run
+        """'part K/N of a run cut by SHARDER' when this run is such a part, else None (also for 1 of
+        1, the whole run)."""
+        sharder, k, n = self.sharder or ("--sab-shard", *(self.settings.shard or (1, 1)))
+        return f"part {k}/{n} of a run cut by {sharder}" if n > 1 else None
 
     def _shard_info(self, finished: int) -> dict[str, Any] | None:
         """What ``--sab-shard`` ran (the shard filter's record of it), or the part another sharder
@@ -431,11 +431,7 @@ class Aggregator:
 
 def _junit_suite_properties(config: pytest.Config, props: list[tuple[str, str]], redact: files.Redactor) -> None:
     """Suite-level JUnit properties from the controller (``record_testsuite_property`` cannot, under xdist)."""
-    try:
-        from _pytest.junitxml import xml_key
-    except ImportError:  # pragma: no cover - private API moved
-        return
-    xml = config.stash.get(xml_key, None)
+    xml = log_xml(config)
     if xml is None:
         return
     for name, value in props:

@@ -82,13 +82,12 @@ def report_gates(config: pytest.Config, summary: Summary, redact: Any = str, par
         terminal.before_late_reports(config)
     for gate in gates:
         outcome: _GateFailure | _Skip | None = None
-        lines = redact("\n".join(junit.gate_lines(summary, gate)))
         if part is not None:
             outcome = _Skip(redact(f"{part}: sab merge decides the gate over every part "
                                    f"(this part alone: {gate_numbers(gate)})"))
         elif not gate["passed"]:
             message = redact(f"gate failed: {gate['gate']}: {gate_numbers(gate)}")
-            outcome = _GateFailure(message, lines)
+            outcome = _GateFailure(message, redact("\n".join(junit.gate_lines(summary, gate))))
             reasons.append(message)
         _send(config, GATE_NODEID.format(gate=gate["gate"]), junit.GATES_CLASSNAME, str(gate["gate"]), outcome,
               junit.gate_properties(gate))
