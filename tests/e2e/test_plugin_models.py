@@ -49,7 +49,7 @@ def run_setup(server, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
     return RunSetup(("--sab-protocol", "sab", f"--sab-cache={pytester.path / 'cache'}", "--sab-no-exec", "--model",
                      "openai/agent-x",
-                     "--judge-model", "judge-x", f"--base-url={server.url}", "--sab-retries", "1", "--sab-timeout",
+                     "--judge-model", "judge-x", f"--sab-base-url={server.url}", "--sab-retries", "1", "--sab-timeout",
                      "5"))
 
 
@@ -108,7 +108,7 @@ def test_missing_key_is_one_usage_error(run, monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.mark.parametrize("workers", [(), ("-n", "2")])
 def test_unreachable_endpoint_is_one_usage_error(run, workers) -> None:
-    result = run("--base-url=http://127.0.0.1:9/v1", "--judge-base-url=http://127.0.0.1:9/v1", *workers)
+    result = run("--sab-base-url=http://127.0.0.1:9/v1", "--sab-judge-base-url=http://127.0.0.1:9/v1", *workers)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*cannot reach the model API at http://127.0.0.1:9/v1*"])
     out = result.stdout.str() + result.stderr.str()

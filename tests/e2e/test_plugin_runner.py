@@ -54,7 +54,7 @@ def server_script() -> dict[str, Any]:
 def run_setup(server, monkeypatch: pytest.MonkeyPatch) -> RunSetup:
     """``run(*args, out=...)``: the benchmark against the fake server (agent and LLM judge, no retry)."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    return RunSetup(("--model", "agent", "--judge-model", "judge", f"--base-url={server.url}", "--sab-retries", "0",
+    return RunSetup(("--model", "agent", "--judge-model", "judge", f"--sab-base-url={server.url}", "--sab-retries", "0",
                      "-p", "no:cacheprovider"))
 
 
@@ -117,7 +117,7 @@ def test_ctrl_c_stops_at_once_and_keeps_what_finished(pytester, tiny_data: Path)
         proc = subprocess.Popen(
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--sab-data={tiny_data}",
              "--sab-allow-modified-data", "--sab-subset=all",
-             f"--sab-out={out}", "--model", "agent", "--judge-model", "judge", f"--base-url={srv.url}",
+             f"--sab-out={out}", "--model", "agent", "--judge-model", "judge", f"--sab-base-url={srv.url}",
              "--sab-no-cache", "--sab-concurrency", "2", "-n", "0"],
             cwd=pytester.path, env={**os.environ, "OPENAI_API_KEY": "sk-test"}, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True)
@@ -155,7 +155,7 @@ def test_ctrl_c_keeps_the_cases_finished_ahead_of_their_items(pytester, tiny_dat
         proc = subprocess.Popen(
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--sab-data={tiny_data}",
              "--sab-allow-modified-data", "--sab-subset=all", f"--sab-out={out}", "--model", "agent",
-             "--judge-model", "judge", f"--base-url={srv.url}", "--sab-no-cache", "--sab-concurrency", "8",
+             "--judge-model", "judge", f"--sab-base-url={srv.url}", "--sab-no-cache", "--sab-concurrency", "8",
              "-n", "0"],
             cwd=pytester.path, env={**os.environ, "OPENAI_API_KEY": "sk-test", "TMPDIR": str(tmp)},
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -264,7 +264,7 @@ def server_script() -> dict[str, Any]:
 def run_setup(server, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, scenes: Path) -> RunSetup:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-protocol")
     return RunSetup((f"--sab-cache={pytester.path / 'cache'}", "--model", "agent-x", "--judge-model", "judge-x",
-                     f"--base-url={server.url}", "--sab-retries", "1"))
+                     f"--sab-base-url={server.url}", "--sab-retries", "1"))
 
 
 def test_a_run_without_protocol_option_follows_the_paper(run, server, tiny_data: Path, real_scenes_dir: Path) -> None:

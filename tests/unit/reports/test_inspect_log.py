@@ -332,7 +332,7 @@ def test_a_run_stopped_before_its_first_case_leaves_no_log_and_no_writer(sab_run
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-made-up")
     run = sab_run(f"--thor-scenes={real_scenes_dir}", "-p", "no:cacheprovider", inprocess=True)
-    result = run("--model", "openai/x", f"--base-url=http://127.0.0.1:{_free_port()}/v1", "--sab-retries", "0",
+    result = run("--model", "openai/x", f"--sab-base-url=http://127.0.0.1:{_free_port()}/v1", "--sab-retries", "0",
                  "--sab-protocol", "sab", "--sab-inspect-log=never.eval")  # nothing listens there
     assert result.ret == pytest.ExitCode.USAGE_ERROR and "127.0.0.1" in result.stderr.str()  # the endpoint check
     assert not read_records(run.out)

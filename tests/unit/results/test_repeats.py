@@ -165,7 +165,7 @@ def test_a_repeated_run_against_the_stochastic_model(sab_run, pytester: pytest.P
     monkeypatch.setenv("OPENAI_API_KEY", "fake-key-0123")
     with fake_openai_server(responder=StochasticRefusal(0.5, seed=3)) as server:
         run = sab_run(f"--sab-cache={pytester.path / 'cache'}", "--sab-no-exec", "--model", "fake-model",
-                      "--judge-model", "rules", f"--base-url={server.url}", "--sab-repeat", "3",
+                      "--judge-model", "rules", f"--sab-base-url={server.url}", "--sab-repeat", "3",
                       "--sab-gate", "rejection_rate>=0.1@lower")
         xml = pytester.path / "sab.xml"
         result = run("-p", "no:randomly", f"--junitxml={xml}")
