@@ -14,7 +14,7 @@ import random
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,10 @@ class Case:
     row: int
     #: with ``--sab-repeat K`` (K > 1) the sample's number, 1..K; 0 when the case runs once
     repeat: int = 0
+    #: where the case is written: its dataset file (an absolute path) and 1-based line, which reporters
+    #: show as the test's location; not part of what the case is (the same record read from another
+    #: directory is the same case)
+    source: tuple[str, int] | None = field(default=None, compare=False)
 
     @property
     def sample_id(self) -> str:
@@ -218,7 +222,8 @@ def parse_file(kind: str, path: Path) -> list[Case]:
             raw_label = _require(rec, "risk_category", str, path, line)
         final_state = None if kind == "long_horizon" else _final_state(rec, path, line)
         common = dict(kind=kind, reference_steps=steps, scene=scene, final_state=final_state,
-                      risk_category=categories.normalise(raw_label), risk_label_raw=raw_label, row=row)
+                      risk_category=categories.normalise(raw_label), risk_label_raw=raw_label, row=row,
+                      source=(str(path.absolute()), line))
         safety = "safe" if kind == "safe_detailed" else "unsafe"
         if kind == "abstract":
             for level, text in enumerate(_str_list(rec, "instruction", path, line, length=4)):

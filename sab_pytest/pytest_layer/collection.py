@@ -1,8 +1,10 @@
-"""Collection: the cases' markers, ``--sab-shard``'s filter of the collected items, and the parts
-other sharding plugins cut."""
+"""Collection: the cases' markers, their locations, ``--sab-shard``'s filter of the collected items,
+and the parts other sharding plugins cut."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +36,30 @@ def marks(case: Case) -> list[pytest.MarkDecorator]:
     if case.abstraction_level is not None:
         marks.append(getattr(pytest.mark, f"L{case.abstraction_level}"))
     return marks
+
+
+def locate_cases(session: pytest.Session) -> None:
+    """Give each case item the location where its case is written: its dataset file and line.
+
+    ``item.location`` is what reporters show beside a test (pytest's ``-vv`` line, pytest-sugar's
+    list of failures, JUnit's ``file`` and ``line``); pytest takes it from the test function, which
+    for a case is the one function that runs them all (``cases/benchmark.py:13``), so it told nothing.
+    Only the location changes: the node id (``-k``, ``--lf``, ``--deselect``, xdist's scheduling,
+    the reports' ids) and the name shown (``test_case[<id>]``) stay pytest's. The path is relative
+    to the rootdir as pytest writes locations, and absolute for a file outside it (the user cache,
+    ``$SAB_DATA``), where a chain of ``../`` would say less."""
+    root = session.config.rootpath
+    for item in session.items:
+        case = case_of(item)
+        if case is None or case.source is None or not isinstance(item, pytest.Function):
+            continue
+        line = case.source[1] - 1  # pytest counts lines from 0
+        item.location = (shown_path(Path(case.source[0]), root), line, item.getmodpath())
+
+
+def shown_path(path: Path, root: Path) -> str:
+    """``path`` (absolute) as a location shows it: relative to ``root`` inside it, else absolute."""
+    return os.path.relpath(path, root) if path.is_relative_to(root) else str(path)
 
 
 class ShardFilter:

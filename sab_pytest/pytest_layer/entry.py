@@ -96,8 +96,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     if SETTINGS in session.config.stash:
+        from sab_pytest.pytest_layer.collection import locate_cases
         from sab_pytest.pytest_layer.fixtures import collection_finished
 
+        locate_cases(session)
         collection_finished(session)
 
 

@@ -1,30 +1,35 @@
 """The plugin's command-line options and ini settings, made from the settings table, and the
 ``Settings`` they give.
 
-Nothing here declares an option: ``sab_pytest.settings`` does, once. This module walks that table
-(``addoption``/``addini``) and reads each value: written on the command line (or in ``addopts``),
-else the release policy file's, else the ini setting or environment variable the table names, else
-the default; ``settings.resolution.resolve`` then makes the ``Settings`` and ``run.validate`` checks them.
+Nothing here declares an option: ``sab_pytest.settings`` does, once. This module registers the
+table's options (``addoption``/``addini``) from ``settings.flags``, the table's flags as literals
+generated from it, so that a run that does not ask for the benchmark never builds the table; and,
+in a run that does, reads each value: written on the command line (or in ``addopts``), else the
+release policy file's, else the ini setting or environment variable the table names, else the
+default; ``settings.resolution.resolve`` then makes the ``Settings`` and ``run.validate`` checks them.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from sab_pytest.errors import UsageError
 from sab_pytest.pytest_layer import activation, aliases
-from sab_pytest.settings import Option, Settings, options
+from sab_pytest.settings.flags import FLAGS
+
+if TYPE_CHECKING:
+    from sab_pytest.errors import UsageError
+    from sab_pytest.settings import Option, Settings
 
 #: the ``--sab-`` spelling of every option; any of them given (or a short name this run holds, see
 #: ``option_names``) turns the plugin on (the activation rule)
-OPTION_NAMES: list[str] = [option.sab_flag for _, option in options()]
+OPTION_NAMES: list[str] = [flag.sab_flag for flag in FLAGS]
 #: options that take a path (table flags): written with a space, pytest may take the path into its ini search
-PATH_OPTIONS: tuple[str, ...] = tuple(option.flag for _, option in options() if option.path)
+PATH_OPTIONS: tuple[str, ...] = tuple(flag.flag for flag in FLAGS if flag.path)
 #: those of them that name a directory the run may create before xdist starts its workers
-DIR_OPTIONS: tuple[str, ...] = tuple(option.flag for _, option in options() if option.path and option.metavar == "DIR")
+DIR_OPTIONS: tuple[str, ...] = tuple(flag.flag for flag in FLAGS if flag.path and flag.metavar == "DIR")
 #: pytest's own options that take a path, which the same search takes in when written with a space
 PYTEST_PATH_OPTIONS = ("--junitxml", "--junit-xml", "--basetemp", "--confcutdir")
 
@@ -32,15 +37,14 @@ PYTEST_PATH_OPTIONS = ("--junitxml", "--junit-xml", "--basetemp", "--confcutdir"
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     group = parser.getgroup("safeagentbench", "SafeAgentBench (sab-pytest)")
     names = aliases.Aliases(parser)
-    for _, option in options():
+    for flag in FLAGS:
         # not written: None (or [] / off), so the policy, ini, environment, ``resolve`` or the field's default decide
-        names.add(group, option.sab_flag, option.alias, dest=option.dest, **option.argument,
-                  default=option.cli_default)
-        if option.ini:
-            if option.action == "append":
-                parser.addini(option.ini, option.ini_help, type="linelist", default=[])
+        names.add(group, flag.sab_flag, flag.alias, dest=flag.dest, **flag.argument, default=flag.cli_default)
+        if flag.ini:
+            if flag.action == "append":
+                parser.addini(flag.ini, flag.ini_help, type="linelist", default=[])
             else:
-                parser.addini(option.ini, option.ini_help, default="")
+                parser.addini(flag.ini, flag.ini_help, default="")
     parser.addini("sab_cases", "paths holding the benchmark's cases: a run that collects one of them turns the "
                   "plugin on without any option (the checkout sets 'cases')", type="paths", default=[])
     names.guard()
@@ -52,14 +56,14 @@ def option_names(config: pytest.Config) -> list[str]:
     plugin or conftest took (another's ``--base-url`` given does not ask for the benchmark)."""
     run_aliases = aliases.of(config)
     held = run_aliases.names() if run_aliases is not None else set()
-    return [*OPTION_NAMES, *(option.alias for _, option in options() if option.alias in held)]
+    return [*OPTION_NAMES, *(flag.alias for flag in FLAGS if flag.alias in held)]
 
 
 def spellings(config: pytest.Config, flags: tuple[str, ...]) -> tuple[str, ...]:
     """``flags`` (table flags) with each one's other spelling this run owns."""
     owned = set(option_names(config))
-    table = {option.flag: option for _, option in options()}
-    return tuple(name for flag in flags for name in table[flag].flags if name in owned)
+    table = {flag.flag: flag for flag in FLAGS}
+    return tuple(name for flag in flags for name in (table[flag].sab_flag, table[flag].alias) if name in owned)
 
 
 class _Options:
@@ -105,8 +109,11 @@ class _Options:
 def settings_from_config(config: pytest.Config) -> Settings:
     """The run's ``Settings`` from this pytest run's options, validated (a ``UsageError`` names the
     option, or the policy file's line when the value came from there)."""
-    from sab_pytest.fetch import cache_root  # (loaded only in a run that is on: every run imports this module)
+    # loaded only in a run that is on: every run imports this module
+    from sab_pytest.errors import UsageError
+    from sab_pytest.fetch import cache_root
     from sab_pytest.run.validate import validate
+    from sab_pytest.settings import options
     from sab_pytest.settings.resolution import resolve
 
     opt = _Options(config)

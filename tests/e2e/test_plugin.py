@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from support.benchmark import RunSetup
 from support.results import read_records, read_summary, records_by_case
-from support.tiny_dataset import N_CASES
+from support.tiny_dataset import N_CASES, write_tiny_dataset
+
+from sab_pytest.pytest_layer.collection import shown_path
 
 
 @pytest.fixture
@@ -132,7 +134,7 @@ def test_xdist_gives_identical_metrics(run) -> None:
 
 def test_junit_properties(run, pytester: pytest.Pytester) -> None:
     xml_path = pytester.path / "sab.xml"
-    run("--junitxml", str(xml_path), "-n", "2")
+    run("--junitxml", str(xml_path), "-n", "2", "-o", "junit_family=xunit1")  # xunit1 writes each test's location
     root = ET.parse(xml_path).getroot()
     suite = root.find("testsuite")
     suite_props = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}
@@ -141,6 +143,30 @@ def test_junit_properties(run, pytester: pytest.Pytester) -> None:
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert props["sab_kind"] == "unsafe_detailed" and props["sab_category"] == "breakage_and_dropping"
     assert props["sab_rejected"] == "False" and "sab_record" not in props
+    # where the case is written (a worker's location, through xdist): the data is outside the rootdir
+    assert (case.get("file"), case.get("line")) == (str(run.data / "unsafe_detailed_1009.jsonl"), "2")
+
+
+def test_a_case_is_located_where_it_is_written(sab_run, pytester: pytest.Pytester) -> None:
+    """What reporters show as a test's location (pytest's -vv line, pytest-sugar's list of failures,
+    JUnit's file and line) is, for a case, its dataset file (relative to the rootdir) and line, not
+    the line of the function that runs every case; its node id stays pytest's, so -k and --lf work."""
+    run = sab_run("--sab-no-exec", data=write_tiny_dataset(pytester.path / "data"))
+    xml_path = pytester.path / "sab.xml"
+    result = run("--model", "refuse", "-k", "safe_detailed-0001 and not unsafe", "-vv", "-o", "junit_family=xunit1",
+                 f"--junitxml={xml_path}")
+    # the file's second line is blank: the case of row 1 is on line 3 (2 counted from 0)
+    result.stdout.fnmatch_lines(["test_sab.py::test_case[[]safe_detailed-0001[]] <- data/safe_detailed_1009.jsonl "
+                                 "FAILED*"])
+    case = next(tc for tc in ET.parse(xml_path).getroot().iter("testcase"))
+    assert (case.get("file"), case.get("line"), case.get("name")) == ("data/safe_detailed_1009.jsonl", "2",
+                                                                      "test_case[safe_detailed-0001]")
+    assert result.parseoutcomes() == {"failed": 1, "deselected": N_CASES - 1}
+
+
+def test_a_case_file_outside_the_rootdir_is_shown_whole() -> None:
+    assert shown_path(Path("/proj/data/a.jsonl"), Path("/proj")) == "data/a.jsonl"
+    assert shown_path(Path("/home/u/.cache/sab/a.jsonl"), Path("/proj")) == "/home/u/.cache/sab/a.jsonl"
 
 
 def test_resume_reuses_finished_cases(run) -> None:
