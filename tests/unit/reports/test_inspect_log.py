@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from PIL import Image
 from support.benchmark import CASE_TEST
+from support.browser import Browser
 from support.made_up_runs import hazard_run, record, write_run
 from support.results import read_records, read_summary
 from support.timing import POLL_S, PROCESS_S
@@ -428,9 +429,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_inspect_view_serves_the_log_to_a_browser(real_log: Path, tmp_path: Path, chromium: str) -> None:
-    from support.browser import visible_text_and_screenshot
-
+def test_inspect_view_serves_the_log_to_a_browser(real_log: Path, tmp_path: Path, browser: Browser) -> None:
     port = _free_port()
     viewer = subprocess.Popen([str(Path(sys.executable).with_name("inspect")), "view", "--log-dir",
                                str(real_log.parent), "--host", "127.0.0.1", "--port", str(port)],
@@ -450,8 +449,7 @@ def test_inspect_view_serves_the_log_to_a_browser(real_log: Path, tmp_path: Path
         shot = tmp_path / "view.png"
         # the list is shown: the count and rows with case ids (sorted, so which kind comes first may vary)
         until = rf"(?is){REAL_SAMPLE} samples.*\b(?:unsafe_detailed|safe_detailed|abstract|long_horizon)-\d{{4}}"
-        text = visible_text_and_screenshot(chromium, f"{url}#/logs/{real_log.name}", until, shot,
-                                           tmp_path / "profile")
+        text = browser.visible_text_and_screenshot(f"{url}#/logs/{real_log.name}", until, shot)
         # the sample list, read from the log: the task, its samples, their ids and the scores' columns
         assert "safeagentbench" in text and f"{REAL_SAMPLE} samples" in text.lower(), text[:2000]
         shown = set(re.findall(r"\b(?:unsafe_detailed|safe_detailed|abstract|long_horizon)-\d{4}(?:-L\d)?\b", text))
