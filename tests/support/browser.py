@@ -50,7 +50,8 @@ class _Page:
     """One DevTools connection to the browser's page: calls, and the events that came meanwhile."""
 
     def __init__(self, ws: Any) -> None:
-        self.ws, self.counter, self.events = ws, 0, []  # type: ignore[var-annotated]
+        self.ws, self.counter = ws, 0
+        self.events: list[dict[str, Any]] = []
 
     async def call(self, method: str, **params: Any) -> dict[str, Any]:
         self.counter += 1

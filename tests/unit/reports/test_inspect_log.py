@@ -384,7 +384,7 @@ def real_run(real_data_dir: Path, real_scenes_dir: Path, tmp_path_factory: pytes
     where = tmp_path_factory.mktemp("real-run")
     (where / "test_sab.py").write_text(CASE_TEST)
     env = {**os.environ, "SAB_DATA": str(real_data_dir), "SAB_THOR_SCENES": str(real_scenes_dir),
-           "SAB_CACHE_HOME": str(where / "cache")}
+           "SAB_CACHE_HOME": str(where / "cache"), "HOME": str(where)}  # nothing written to the user's own
     for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):  # this suite's, not the run's
         env.pop(name, None)
     args = ["-p", "no:cacheprovider", "-n", "2", f"--sab-sample={REAL_SAMPLE}", "--sab-inspect-log=logs/run.eval",
