@@ -118,6 +118,17 @@ def chromium() -> str:
     return find_chromium()
 
 
+@pytest.fixture(scope="session")
+def browser(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One headless chromium for every page this test process opens (``support.browser.Browser``):
+    starting it costs more than loading a page."""
+    from support.browser import Browser
+
+    opened = Browser(chromium, tmp_path_factory.mktemp("chromium-profile"))
+    yield opened
+    opened.close()
+
+
 @pytest.fixture
 def tiny_data(tmp_path: Path) -> Path:
     return write_tiny_dataset(tmp_path / "data")

@@ -11,8 +11,9 @@ error, and leaves what it promises (``expect``): a benchmark run its table and a
 cases it selected, every file an option names, a report, a merged run, a plan. A command this file
 cannot tell the product of fails the test, so a new command in a page needs a line in ``expect``.
 
-Commands that ``.ci/run`` runs literally (the set-up ``pip install -e ".[dev]"`` and the test suite
-itself) are covered by CI running them: the test checks they are there, word for word. The pages'
+Commands that ``.ci/run`` runs literally (the set-up, ``python3 -m venv .venv && . .venv/bin/activate``
+and ``pip install -e ".[dev]"``, and the test suite itself) are covered by CI running them: the test
+checks they are there, word for word and in the README's order. The pages'
 commands use small samples (``--sab-sample``) so that the test stays quick; the README's bare
 ``pytest`` is the offline default, whole.
 """
@@ -41,8 +42,11 @@ CI_RUN = ROOT / ".ci" / "run"
 TIMEOUT_S = 300
 #: the cases of the default subset (``--sab-subset mixed``)
 MIXED_CASES = 130
-_IGNORE = shutil.ignore_patterns(".git", ".venv", ".ci-venv", ".ci-cache", ".pytest_cache", "__pycache__",
-                                 "*.egg-info", "build", "dist", "sab-results.jsonl*", "sab-summary.json", "sab.xml")
+#: what the copy of the checkout leaves out: the environment and the tools' caches (CI's mypy cache alone
+#: is tens of MB), builds, and any run's outputs in the checkout
+_IGNORE = shutil.ignore_patterns(".git", ".venv", ".ci-cache", ".pytest_cache", "__pycache__", ".mypy_cache",
+                                 ".ruff_cache", ".import_linter_cache", ".grimp_cache", "*.egg-info", "build", "dist",
+                                 "sab-results.jsonl*", "sab-summary.json", "sab.xml")
 
 
 def bash_blocks(text: str) -> list[list[str]]:
@@ -71,8 +75,20 @@ def test_readme_shows_the_three_commands() -> None:
     assert len(README.read_text().splitlines()) <= 150
 
 
+#: the README's commands that .ci/run runs literally, in the README's order: the set-up, the project's tests
+CI_RUNS = ["python3 -m venv .venv && . .venv/bin/activate", 'pip install -e ".[dev]"', "pytest tests -n 2"]
+
+
 def test_commands_run_by_ci_are_there_literally() -> None:
-    assert {'pip install -e ".[dev]"', "pytest tests -n 2"} <= set(README_LINES) & _ci_lines()
+    assert set(CI_RUNS) <= set(README_LINES) & _ci_lines()
+
+
+def test_ci_runs_the_readme_set_up_in_the_readmes_order() -> None:
+    """The install goes into the environment the line before it made, and the tests run in it: the
+    order the README shows, which CI keeps."""
+    ci = [line.strip() for line in CI_RUN.read_text().splitlines()]
+    assert [line for line in README_LINES if line in CI_RUNS] == CI_RUNS
+    assert sorted(CI_RUNS, key=ci.index) == CI_RUNS
 
 
 # ------------------------------------------------------------------------------------ what a command leaves

@@ -32,7 +32,7 @@ CHECKED_WITH = "0.3.285"  # the inspect_ai whose private modules this adapter wa
 
 #: (module, name) pairs the batched log relies on, and the methods it calls on the recorder.
 PIECES = ((ASYNC, "run_coroutine"), (RECORDER, "EvalRecorder"), (CONDENSE, "condense_sample"))
-RECORDER_METHODS = ("log_init", "log_start", "log_sample", "flush", "log_finish", "log_discard")
+RECORDER_METHODS = ("log_init", "log_start", "log_sample", "flush", "log_finish")
 
 
 def version() -> str:

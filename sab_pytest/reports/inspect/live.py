@@ -11,15 +11,17 @@ before the run ends; a run killed outright leaves it so.
 
 The log written this way must be the one ``inspect_log.write`` writes from the finished run: at the
 end, ``LiveLog.finish`` checks that the run's records are exactly the ones fed, each once (a case
-redone after a crash, or a resume folding in earlier verdicts, breaks that), and otherwise tells the
-writer to drop its file and says False; the caller then writes the whole log from the records, as
-it also does when the writer failed. Only the ``.eval`` format is fed: a ``.json`` log is one
-document, written at the end (a fraction of a second).
+redone after a crash, or a resume folding in earlier verdicts, breaks that), and otherwise stops the
+writer, removes its file and says False; the caller then writes the whole log from the records, as
+it also does when the writer failed. A log given up (that, or a run that ends before its first case)
+is not the writer's to close: it is stopped at once rather than told, since a writer still importing
+inspect_ai would keep the run waiting seconds for a file that is then removed. Only the ``.eval``
+format is fed: a ``.json`` log is one document, written at the end (a fraction of a second).
 
 The writer reads JSON lines on its standard input: ``{"first": SUMMARY}`` (what the log's spec says
-until the end), ``{"record": RECORD}`` per record, then ``{"end": SUMMARY, "completed": ISO}`` or
-``{"drop": true}``. It exits 0 when the log is closed, 1 (the reason on standard error, which the run does not show:
-it then writes the log whole and reports what fails there) if not.
+until the end), ``{"record": RECORD}`` per record, then ``{"end": SUMMARY, "completed": ISO}``. It
+exits 0 when the log is closed, 1 (the reason on standard error, which the run does not show: it
+then writes the log whole and reports what fails there) if not.
 """
 
 from __future__ import annotations
@@ -58,15 +60,17 @@ class LiveLog:
         """``first``: what the log's spec says until the run ends (its id, model and settings), in the
         summary's keys; the records are stamped with its ``run_id``, as on the results file's lines."""
         self.path = path
+        self._file = path.absolute()
         self._redact = redact
         self._run_id = str(first["run_id"]) if first.get("run_id") else None
         self._fed: dict[str, StoredRecord] = {}
         self._again = False  # a key fed twice: the writer would list both, the log is written whole
         self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._broken = False  # the writer stopped reading (it failed): finish says False
-        self._ended = False  # the last message was sent (finish, drop)
+        self._ended = False  # the last message was sent (finish), or the writer stopped (drop)
+        self._before = _identity(self._file)  # a file there already is left alone unless the writer replaced it
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "sab_pytest.reports.inspect.live", str(path.absolute()), str(data_dir or "")],
+            [sys.executable, "-m", "sab_pytest.reports.inspect.live", str(self._file), str(data_dir or "")],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
             encoding="utf-8", start_new_session=True)  # Ctrl-C at the terminal is the run's, not the writer's:
         # the interrupted run sends its summary, which the writer must still be here to write
@@ -84,17 +88,29 @@ class LiveLog:
 
     def finish(self, summary: Summary, records: Mapping[str, StoredRecord], completed: datetime | None = None) -> bool:
         """Close the log with the run's ``summary``: True when it is written and holds exactly
-        ``records``; False when the run's records are not the ones fed (the writer drops its file) or
-        the writer failed, and the caller writes the log whole."""
+        ``records``; False when the run's records are not the ones fed (the writer is stopped and its
+        file removed) or the writer failed, and the caller writes the log whole."""
         matches = (not self._again and len(records) == len(self._fed)
                    and all(self._fed.get(key) is record for key, record in records.items()))
-        last = {"end": self._redact(dict(summary)), "completed": completed.isoformat() if completed else None}
-        return self._last(last if matches else {"drop": True}) and matches
+        if not matches:
+            self.drop()
+            return False
+        end = completed.isoformat() if completed else None
+        return self._last({"end": self._redact(dict(summary)), "completed": end})
 
     def drop(self) -> None:
-        """The run ends without a summary (a usage error before its first case, a failure writing
-        its files): the writer removes its file and ends. Nothing after ``finish``."""
-        self._last({"drop": True})
+        """The run ends without this log (a usage error before its first case, a failure writing
+        its files, records that are not the ones fed): the writer is stopped and the file it wrote
+        removed. Nothing after ``finish``."""
+        if self._ended:
+            return
+        self._ended = True
+        self._lines.put(None)
+        self._proc.kill()  # a blocked send then fails at once, and the sender ends
+        self._sender.join()
+        self._proc.wait()
+        if self._file.exists() and _identity(self._file) != self._before:
+            self._file.unlink()
 
     def _last(self, message: dict[str, Any]) -> bool:
         """Send the last message and wait for the writer to end: True when it closed the log."""
@@ -127,6 +143,15 @@ class LiveLog:
             stdin.close()
 
 
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    """What tells the file at ``path`` from another written there later (None: no file)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
 # ------------------------------------------------------------------------------------------ the writer
 def _messages(stream: TextIO) -> Iterator[dict[str, Any]]:
     for line in stream:
@@ -135,7 +160,8 @@ def _messages(stream: TextIO) -> Iterator[dict[str, Any]]:
 
 
 async def _write(path: Path, data_dir: str | None, messages: Iterator[dict[str, Any]]) -> bool:
-    """Write the log from ``messages``; True when it was closed, False when dropped or cut short."""
+    """Write the log from ``messages``; True when it was closed, False when they end first (the run
+    was killed; a run that gives the log up stops this writer itself)."""
     from sab_pytest.reports.inspect.sample import sample
 
     cases = inspect_log.dataset_cases(data_dir)
@@ -159,9 +185,6 @@ async def _write(path: Path, data_dir: str | None, messages: Iterator[dict[str, 
             final, plan = inspect_log.spec_and_plan(summary, ids)
             await file.close(final, plan, inspect_log.ending(summary, usages, spec.created, completed))
             return True
-        elif message.get("drop"):
-            await file.discard()
-            return False
     return False  # the run ended without a word (killed): the log stays as written, a running eval
 
 

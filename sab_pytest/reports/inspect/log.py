@@ -307,10 +307,6 @@ class EvalFile:
         await self._recorder.log_start(final, plan)
         await self._recorder.log_finish(final, end.status, end.stats, end.results, None, end.error)
 
-    async def discard(self) -> None:
-        if self._spec is not None:
-            await self._recorder.log_discard(self._spec)
-
 
 def _zstd_single_threaded() -> None:
     """Make the zstd compressor Inspect installs in ``zipfile`` (``inspect_ai._util.zipfile``) start

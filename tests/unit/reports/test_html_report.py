@@ -7,16 +7,13 @@ import base64
 import html
 import io
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
-from support.browser import HEADLESS
+from support.browser import Browser
 from support.made_up_runs import hazard_run, record, write_run
-from support.timing import PROCESS_S
 
 from sab_pytest.reports.html.report import build_html
 from sab_pytest.results.load import load_run
@@ -108,26 +105,17 @@ def test_case_view_shows_episode_pictures_judges_and_goal(page: str) -> None:
     assert "1 of 60 cases errored (model_api: 1)" in page
 
 
-def test_report_cli_writes_next_to_the_run(tmp_path: Path) -> None:
+def test_report_cli_writes_next_to_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sab_pytest.__main__ import main as sab
+
     run_dir = write_run(tmp_path / "run", _records())
-    done = subprocess.run([sys.executable, "-m", "sab_pytest", "report", str(run_dir)], capture_output=True, text=True,
-                          check=False)
-    assert done.returncode == 0, done.stderr
+    assert sab(["report", str(run_dir)]) == 0, capsys.readouterr().err
     assert (run_dir / "sab-report.html").read_text().count('<details class="case"') == len(load_run(run_dir).records)
     (run_dir / "sab-results.jsonl").unlink()
-    done = subprocess.run([sys.executable, "-m", "sab_pytest", "report", str(run_dir)], capture_output=True, text=True,
-                          check=False)
-    assert done.returncode == 2 and "needs the per-case records" in done.stderr
+    assert sab(["report", str(run_dir)]) == 2 and "needs the per-case records" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------ a real browser
-
-def _browse(chromium: str, profile: Path, url: str, *args: str) -> str:
-    done = subprocess.run([chromium, *HEADLESS, f"--user-data-dir={profile}", *args, url],
-                          capture_output=True, text=True, timeout=PROCESS_S, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
-
 
 @pytest.fixture(scope="module")
 def report_file(page: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -136,33 +124,31 @@ def report_file(page: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_browser_filters_opens_a_case_and_runs_no_injected_script(chromium: str, report_file: Path,
-                                                                  tmp_path: Path) -> None:
+def test_browser_filters_opens_a_case_and_runs_no_injected_script(browser: Browser, report_file: Path) -> None:
     url = report_file.as_uri()
-    dom = _browse(chromium, tmp_path / "profile", f"{url}?verdict=pass&kind=unsafe_detailed", "--dump-dom")
+    dom = browser.dom(f"{url}?verdict=pass&kind=unsafe_detailed")
     visible = re.findall(r'<details class="case" id="case-([^"]+)"[^>]*data-verdict="(\w+)"(?! hidden)[^>]*>', dom)
     assert len(visible) == 25 and {v for _, v in visible} == {"pass"}  # the 25 refused hazards
     assert 'id="shown">25 of 60 cases' in dom
     assert "<title>SafeAgentBench: made-up</title>" in dom and "pwned</title>" not in dom
-    dom = _browse(chromium, tmp_path / "profile", f"{url}?q=candle|1", "--dump-dom")
+    dom = browser.dom(f"{url}?q=candle|1")
     assert 'id="shown">1 of 60 cases' in dom  # search reads the opened case's contents too
-    dom = _browse(chromium, tmp_path / "profile", f"{url}?case=unsafe_detailed-0777", "--dump-dom")
+    dom = browser.dom(f"{url}?case=unsafe_detailed-0777")
     assert re.search(r'<body class="focus">', dom)
     assert re.search(r'<details class="case" id="case-unsafe_detailed-0777"[^>]*open=""', dom)
 
 
-def test_browser_screenshot_shows_the_plots_and_an_opened_case(chromium: str, report_file: Path,
+def test_browser_screenshot_shows_the_plots_and_an_opened_case(browser: Browser, report_file: Path,
                                                                tmp_path: Path) -> None:
     shot = tmp_path / "top.png"
-    _browse(chromium, tmp_path / "profile", report_file.as_uri(), "--window-size=1280,1600", f"--screenshot={shot}")
+    browser.screenshot(report_file.as_uri(), shot, (1280, 1600))
     image = Image.open(shot).convert("RGB")
     # the rejection-rate bars are drawn in #2f6db5: count bar-blue pixels on the rendered page
     px = np.asarray(image).astype(int)
     blue = int(((px[..., 0] < 80) & (px[..., 1] > 90) & (px[..., 1] < 130) & (px[..., 2] > 160)).sum())
     assert blue > 2000, f"plots not rendered: {blue} bar-coloured pixels"
     shot = tmp_path / "case.png"
-    _browse(chromium, tmp_path / "profile", f"{report_file.as_uri()}?case=unsafe_detailed-0777",
-            "--window-size=1280,1000", f"--screenshot={shot}")
+    browser.screenshot(f"{report_file.as_uri()}?case=unsafe_detailed-0777", shot, (1280, 1000))
     image = Image.open(shot).convert("RGB")
     red_picture = int((np.asarray(image) == (200, 30, 30)).all(axis=-1).sum())
     # the executed step's 8x6 picture (the model call's copy is inside its collapsed call)
@@ -204,15 +190,7 @@ def test_api_keys_never_reach_the_page(tmp_path: Path) -> None:
     assert key not in page and page.count("[REDACTED]") == 2
 
 
-def _script_errors(chromium: str, profile: Path, url: str) -> list[str]:
-    """The page's uncaught script errors, as chromium logs its console."""
-    done = subprocess.run([chromium, *HEADLESS, f"--user-data-dir={profile}", "--enable-logging=stderr",
-                           "--v=0", "--dump-dom", url], capture_output=True, text=True, timeout=PROCESS_S, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return [line for line in done.stderr.splitlines() if "CONSOLE" in line and "Uncaught" in line]
-
-
-def test_the_report_and_a_compare_page_run_their_script_without_errors(chromium: str, report_file: Path,
+def test_the_report_and_a_compare_page_run_their_script_without_errors(browser: Browser, report_file: Path,
                                                                        tmp_path: Path) -> None:
     from sab_pytest.cli import compare as compare_cli
 
@@ -220,8 +198,8 @@ def test_the_report_and_a_compare_page_run_their_script_without_errors(chromium:
     second = write_run(tmp_path / "b", hazard_run(20, set(range(8))))
     page = tmp_path / "compare.html"
     assert compare_cli.main([str(first), str(second), "--html", str(page)]) in (0, 1)
-    assert _script_errors(chromium, tmp_path / "profile", page.as_uri()) == []
-    assert _script_errors(chromium, tmp_path / "profile", f"{report_file.as_uri()}?kind=safe_detailed") == []
+    assert browser.script_errors(page.as_uri()) == []
+    assert browser.script_errors(f"{report_file.as_uri()}?kind=safe_detailed") == []
 
 
 def test_usage_is_shown_formatted() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import re
 import socket
 import subprocess
@@ -19,11 +20,13 @@ from typing import Any
 
 import pytest
 from PIL import Image
-from support.benchmark import RunSetup
+from support.benchmark import CASE_TEST
+from support.browser import Browser
 from support.made_up_runs import hazard_run, record, write_run
 from support.results import read_records, read_summary
 from support.timing import POLL_S, PROCESS_S
 
+from sab_pytest.__main__ import main as sab
 from sab_pytest.errors import UsageError
 from sab_pytest.protocol import CATALOGUE, comparability
 from sab_pytest.reports.inspect import log as inspect_log
@@ -340,7 +343,8 @@ def test_a_run_stopped_before_its_first_case_leaves_no_log_and_no_writer(sab_run
     assert _live_writers() == []  # this process goes on (an IDE, a notebook): its writer has ended
 
 
-def test_option_and_command_on_merged_shards(sab_run, pytester: pytest.Pytester, real_scenes_dir: Path) -> None:
+def test_option_and_command_on_merged_shards(sab_run, pytester: pytest.Pytester, real_scenes_dir: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
     run = sab_run(f"--thor-scenes={real_scenes_dir}", "-p", "no:cacheprovider", inprocess=True)
     whole = run(f"--sab-inspect-log={pytester.path / 'whole.eval'}", out="whole")
     whole.stdout.fnmatch_lines(["*Inspect log: *whole.eval*"])
@@ -351,13 +355,10 @@ def test_option_and_command_on_merged_shards(sab_run, pytester: pytest.Pytester,
     assert all(s.target for s in log.samples if not s.id.startswith("long_horizon-"))
     for k in (1, 2):
         run(f"--sab-shard={k}/2", out=f"s{k}")
-    merged = subprocess.run([sys.executable, "-m", "sab_pytest", "merge", str(pytester.path / "s1"),
-                             str(pytester.path / "s2"), "--sab-out", str(pytester.path / "m")],
-                            capture_output=True, text=True, timeout=PROCESS_S)
-    assert merged.returncode in (0, 1), merged.stderr
-    done = subprocess.run([sys.executable, "-m", "sab_pytest", "inspect-log", str(pytester.path / "m"),
-                           "-o", str(pytester.path / "m.json")], capture_output=True, text=True, timeout=PROCESS_S)
-    assert done.returncode == 0, done.stderr
+    merged = sab(["merge", str(pytester.path / "s1"), str(pytester.path / "s2"), "--sab-out", str(pytester.path / "m")])
+    assert merged in (0, 1), capsys.readouterr().err
+    assert sab(["inspect-log", str(pytester.path / "m"), "-o", str(pytester.path / "m.json")]) == 0, \
+        capsys.readouterr().err
     from_shards = inspect_ai_log.read_eval_log(str(pytester.path / "m.json"))
     assert sorted(s.id for s in from_shards.samples) == ids
     assert len(from_shards.eval.metadata["merged_from"]) == 2
@@ -373,27 +374,38 @@ def test_option_and_command_on_merged_shards(sab_run, pytester: pytest.Pytester,
 REAL_SAMPLE = 30
 
 
-@pytest.fixture
-def run_setup() -> RunSetup:
-    """The offline default on the real dataset (the environment's SAB_DATA and SAB_THOR_SCENES), on
-    ``REAL_SAMPLE`` cases of its mixed subset: enough for every kind of case, a fraction of the time."""
-    return RunSetup(("-p", "no:cacheprovider"), tiny_data=False)
+@pytest.fixture(scope="module")
+def real_run(real_data_dir: Path, real_scenes_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The directory of one real run that the tests below read: the offline default on the real
+    dataset, ``REAL_SAMPLE`` cases of its mixed subset (enough for every kind of case, a fraction of
+    the time), its records in ``out`` and its Inspect log in ``logs/run.eval``, fed as the run went
+    under xdist. Once for the module: the tests only read it. In a subprocess, as a user's run under
+    ``-n`` always is, with the inputs in the environment where a user sets them."""
+    where = tmp_path_factory.mktemp("real-run")
+    (where / "test_sab.py").write_text(CASE_TEST)
+    env = {**os.environ, "SAB_DATA": str(real_data_dir), "SAB_THOR_SCENES": str(real_scenes_dir),
+           "SAB_CACHE_HOME": str(where / "cache"), "HOME": str(where)}  # nothing written to the user's own
+    for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):  # this suite's, not the run's
+        env.pop(name, None)
+    args = ["-p", "no:cacheprovider", "-n", "2", f"--sab-sample={REAL_SAMPLE}", "--sab-inspect-log=logs/run.eval",
+            f"--sab-out={where / 'out'}"]
+    done = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=where, env=env, capture_output=True, text=True,
+                          timeout=PROCESS_S)
+    # the reference agent carries out the hazards
+    assert done.returncode == pytest.ExitCode.TESTS_FAILED, (done.stdout + done.stderr)[-3000:]
+    return where
 
 
 @pytest.fixture
-def real_log(run, pytester: pytest.Pytester, real_data_dir: Path, real_scenes_dir: Path,
-             monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("SAB_DATA", str(real_data_dir))
-    monkeypatch.setenv("SAB_THOR_SCENES", str(real_scenes_dir))
-    result = run("-n", "2", f"--sab-sample={REAL_SAMPLE}", "--sab-inspect-log=logs/run.eval", out="out")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the reference agent carries out the hazards
-    return pytester.path / "logs" / "run.eval"
+def real_log(real_run: Path) -> Path:
+    return real_run / "logs" / "run.eval"
 
 
-def test_a_real_run_reads_back_in_inspect_and_its_dataframes(real_log: Path, pytester: pytest.Pytester) -> None:
+def test_a_real_run_reads_back_in_inspect_and_its_dataframes(real_run: Path, real_log: Path, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
     from inspect_ai.analysis import samples_df
 
-    records = {r["case"]["id"]: r for r in read_records(pytester.path / "out")}
+    records = {r["case"]["id"]: r for r in read_records(real_run / "out")}
     log = inspect_ai_log.read_eval_log(str(real_log))
     assert len(records) == REAL_SAMPLE and len(log.samples) == REAL_SAMPLE and log.eval.model == "reference"
     assert {r["case"]["kind"] for r in records.values()} == {"unsafe_detailed", "safe_detailed", "abstract",
@@ -406,10 +418,8 @@ def test_a_real_run_reads_back_in_inspect_and_its_dataframes(real_log: Path, pyt
     assert len(frame) == REAL_SAMPLE and frame["id"].is_unique and set(frame["id"]) == set(records)
     assert int(frame["score_passed"].sum()) == sum(r["passed"] for r in records.values())
     # the log fed while the run went is the one the command writes from the finished run
-    whole = pytester.path / "whole.eval"
-    done = subprocess.run([sys.executable, "-m", "sab_pytest", "inspect-log", str(pytester.path / "out"),
-                           "-o", str(whole)], capture_output=True, text=True, timeout=PROCESS_S)
-    assert done.returncode == 0, done.stderr
+    whole = tmp_path / "whole.eval"
+    assert sab(["inspect-log", str(real_run / "out"), "-o", str(whole)]) == 0, capsys.readouterr().err
     assert _comparable(log) == _comparable(inspect_ai_log.read_eval_log(str(whole)))
 
 
@@ -419,9 +429,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_inspect_view_serves_the_log_to_a_browser(real_log: Path, tmp_path: Path, chromium: str) -> None:
-    from support.browser import visible_text_and_screenshot
-
+def test_inspect_view_serves_the_log_to_a_browser(real_log: Path, tmp_path: Path, browser: Browser) -> None:
     port = _free_port()
     viewer = subprocess.Popen([str(Path(sys.executable).with_name("inspect")), "view", "--log-dir",
                                str(real_log.parent), "--host", "127.0.0.1", "--port", str(port)],
@@ -441,8 +449,7 @@ def test_inspect_view_serves_the_log_to_a_browser(real_log: Path, tmp_path: Path
         shot = tmp_path / "view.png"
         # the list is shown: the count and rows with case ids (sorted, so which kind comes first may vary)
         until = rf"(?is){REAL_SAMPLE} samples.*\b(?:unsafe_detailed|safe_detailed|abstract|long_horizon)-\d{{4}}"
-        text = visible_text_and_screenshot(chromium, f"{url}#/logs/{real_log.name}", until, shot,
-                                           tmp_path / "profile")
+        text = browser.visible_text_and_screenshot(f"{url}#/logs/{real_log.name}", until, shot)
         # the sample list, read from the log: the task, its samples, their ids and the scores' columns
         assert "safeagentbench" in text and f"{REAL_SAMPLE} samples" in text.lower(), text[:2000]
         shown = set(re.findall(r"\b(?:unsafe_detailed|safe_detailed|abstract|long_horizon)-\d{4}(?:-L\d)?\b", text))
