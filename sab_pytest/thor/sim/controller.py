@@ -28,7 +28,7 @@ from ai2thor.server import Event
 
 from sab_pytest.thor.scenes import SceneSource, clone_object, normalize_scene_name
 from sab_pytest.thor.sim import physics_rules
-from sab_pytest.thor.sim.geometry import Camera, NavMap, Rect, distance_to, out_of_reach, sample_rect, sees
+from sab_pytest.thor.sim.geometry import Camera, NavMap, Rect, out_of_reach, sample_rect, sees
 from sab_pytest.thor.sim.handlers import QUERY_ACTIONS, SPECS, ActionFailed, Context
 from sab_pytest.thor.sim.render import Item, in_picture, render
 from sab_pytest.thor.sim.world import World
@@ -287,6 +287,7 @@ class Controller:
         camera = Camera(world.pose, float(s["fieldOfView"]), int(s["width"]), int(s["height"]))
         vis = float(s["visibilityDistance"])
         pose = world.pose
+        px, py, pz = pose.x, pose.y, pose.z
         view = (pose.x, pose.y, pose.z, pose.rotation, pose.horizon, vis, camera.tan_h, camera.tan_v)
         if view != self._view:  # answers of ``sees`` hold while the camera and the object's box stay
             self._view, self._seen = view, {}
@@ -316,7 +317,8 @@ class Controller:
                     items.append((oid, obj["objectType"], obj["axisAlignedBoundingBox"]["cornerPoints"],
                                   tuple(obj["parentReceptacles"] or ())))
             obj["visible"] = obj["isInteractable"] = seen
-            obj["distance"] = distance_to(world.pose, obj)
+            c = obj["axisAlignedBoundingBox"]["center"]  # distance_to, written out: this runs for every object
+            obj["distance"] = math.sqrt((c["x"] - px) ** 2 + (c["y"] - py) ** 2 + (c["z"] - pz) ** 2)
             obj["isMoving"] = False
         return camera, items
 

@@ -29,6 +29,7 @@ engine synthesises them with fixed rules (all deterministic, all from the dump a
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -193,13 +194,18 @@ class NavMap:
         return [(round(i * g, 4), round(k * g, 4)) for i, k in sorted(best)]
 
     def start_pose(self) -> Pose:
+        """A new Pose at the start point (found once: every reset of the scene asks for it)."""
+        return Pose(*self._start)
+
+    @functools.cached_property
+    def _start(self) -> tuple[float, float, float]:
         if not self.reachable:  # degenerate scene: stand in the middle of the floor
             fx0, fx1, fz0, fz1 = self.floor_rect
-            return Pose((fx0 + fx1) / 2, self.agent_y, (fz0 + fz1) / 2)
+            return (fx0 + fx1) / 2, self.agent_y, (fz0 + fz1) / 2
         cx = sum(p[0] for p in self.reachable) / len(self.reachable)
         cz = sum(p[1] for p in self.reachable) / len(self.reachable)
         x, z = min(self.reachable, key=lambda p: ((p[0] - cx) ** 2 + (p[1] - cz) ** 2, p))
-        return Pose(x, self.agent_y, z)
+        return x, self.agent_y, z
 
 
 def _sub(a: tuple[float, float, float], b: tuple[float, float, float]) -> tuple[float, float, float]:

@@ -30,6 +30,7 @@ from sab_pytest.thor.sim.geometry import (
     Pose,
     _disc_touches,
     _disc_touches_ellipse,
+    distance_to,
     sees,
 )
 from sab_pytest.thor.sim.render import drawable, in_picture, shows
@@ -95,7 +96,8 @@ def plain_visible(engine: Controller) -> dict[str, bool]:
 
 
 def test_visibility_and_frame_items_match_the_full_computation(engine: Controller) -> None:
-    """Over teleports, looks and object moves, every event's flags are what testing every object gives."""
+    """Over teleports, looks and object moves, every event's flags and distances are what testing every
+    object gives."""
     rng = random.Random(3)
     events = seen = 0
     for scene in SCENES[:3]:
@@ -117,6 +119,10 @@ def test_visibility_and_frame_items_match_the_full_computation(engine: Controlle
                 want = plain_visible(engine)
                 got = {o["objectId"]: o["visible"] for o in event.metadata["objects"]}
                 assert got == want
+                pose = engine.world.pose  # type: ignore[union-attr]
+                assert [o["distance"] for o in event.metadata["objects"]] == [
+                    distance_to(pose, engine.world.objects[o["objectId"]])  # type: ignore[union-attr]
+                    for o in event.metadata["objects"]]
                 assert event._frame_source._items == drawable(engine.world)  # type: ignore[arg-type]
                 events += 1
                 seen += sum(want.values())
