@@ -140,29 +140,30 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def run(data: str | None) -> tuple[list[tuple[Case, ExecResult]], float]:
-    """Every record's reference plan executed in one embedded engine, and the wall time it took."""
+def run(data: str | None) -> tuple[list[tuple[Case, ExecResult]], tuple[float, float]]:
+    """Every record's reference plan executed in one embedded engine, and the wall and CPU time it took."""
     from sab_pytest.thor.execute import execute_case
     from sab_pytest.thor.sim import Controller
 
     records = load_records(dataset.locate(data))
     engine = Controller()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     results: list[tuple[Case, ExecResult]] = []
     for rec in records:
         results.append((rec, execute_case(rec, engine, list(rec.reference_steps))))
-    return results, time.perf_counter() - t0
+    return results, (time.perf_counter() - t0, time.process_time() - c0)
 
 
-def report(results: list[tuple[Case, ExecResult]], elapsed: float, *, verbose: bool) -> int:
+def report(results: list[tuple[Case, ExecResult]], times: tuple[float, float], *, verbose: bool) -> int:
 
     steps = [s for _, r in results for s in r.steps]
     with_goal = [(rec, r) for rec, r in results if rec.final_state]
     unreachable = [(rec, r) for rec, r in with_goal if r.unreachable_goal]
     reachable = [(rec, r) for rec, r in with_goal if not r.unreachable_goal]
     ok = [(rec, r) for rec, r in reachable if r.success]
+    elapsed, cpu = times
     print(f"records executed           {len(results)} ({len(steps)} steps) in {elapsed:.2f} s "
-          f"({1000 * elapsed / max(len(results), 1):.2f} ms/record)")
+          f"({1000 * elapsed / max(len(results), 1):.2f} ms/record), {cpu:.2f} s CPU")
     print(f"steps succeeded            {sum(s.success for s in steps)}/{len(steps)}")
     print(f"records with final_state   {len(with_goal)}")
     print(f"  unreachable in scene     {len(unreachable)}")

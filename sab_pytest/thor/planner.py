@@ -32,6 +32,7 @@ differs where the reference was wrong or brittle:
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -221,9 +222,10 @@ class LowLevelPlanner(VerbSteps):
         return f"{what} failed{where}: {error or 'no reason given'}"
 
     # ------------------------------------------------------------------ navigation
-    def _stand_points(self, target: tuple[float, float, float]) -> list[tuple[float, float, float]]:
+    def _stand_points(self, target: tuple[float, float, float], count: int) -> list[tuple[float, float, float]]:
+        """The ``count`` reachable points nearest ``target`` (flat distance), nearest first."""
         tx, _, tz = target
-        return sorted(self.reachable, key=lambda p: (math.hypot(p[0] - tx, p[2] - tz), p))
+        return heapq.nsmallest(count, self.reachable, key=lambda p: (math.hypot(p[0] - tx, p[2] - tz), p))
 
     def _teleport_facing(self, point: tuple[float, float, float], target: tuple[float, float, float]) -> bool:
         x, _, z = point
@@ -244,7 +246,7 @@ class LowLevelPlanner(VerbSteps):
 
     def in_picture(self, obj_id: str) -> bool:
         """Whether a box picture of the current view shows the object (``thor.framing``, from the metadata)."""
-        return obj_id in framing.shown(self.metadata)
+        return framing.shows(self.metadata, obj_id)
 
     def _go_to(self, obj: ObjectMeta, skip: int = 0) -> str:
         """Stand at a nearby reachable point facing ``obj``; prefer points from which it is seen.
@@ -261,7 +263,7 @@ class LowLevelPlanner(VerbSteps):
         target = position(obj)
         first_ok: tuple[float, float, float] | None = None
         first_visible: tuple[float, float, float] | None = None
-        for tried, point in enumerate(self._stand_points(target)[skip:skip + PICTURE_TRIES]):
+        for tried, point in enumerate(self._stand_points(target, skip + PICTURE_TRIES)[skip:]):
             if tried >= self.find_tries and first_visible is None:
                 break  # farther points are only tried for a picture that shows what is visible from nearer
             if not self._teleport_facing(point, target):

@@ -5,6 +5,7 @@ planner measures reach with."""
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -115,6 +116,7 @@ def parse_step(step: str) -> ParsedStep:
     return ParsedStep(verb, name, number, liquid)
 
 
+@functools.lru_cache(maxsize=4096)
 def name_key(name: str) -> str:
     """Case-, space- and punctuation-free spelling used to compare names with objectTypes."""
     return re.sub(r"[^0-9a-z]", "", name.casefold())

@@ -28,9 +28,9 @@ from ai2thor.server import Event
 
 from sab_pytest.thor.scenes import SceneSource, clone_object, normalize_scene_name
 from sab_pytest.thor.sim import physics_rules
-from sab_pytest.thor.sim.geometry import Camera, NavMap, distance_to, sees
+from sab_pytest.thor.sim.geometry import Camera, NavMap, Rect, out_of_reach, sample_rect, sees
 from sab_pytest.thor.sim.handlers import QUERY_ACTIONS, SPECS, ActionFailed, Context
-from sab_pytest.thor.sim.render import drawable, in_picture, render
+from sab_pytest.thor.sim.render import Item, in_picture, render
 from sab_pytest.thor.sim.world import World
 
 # Constructor parameters of ai2thor's Controller (accepted, most of them meaningless here).
@@ -120,6 +120,46 @@ def _compatible_table(source: SceneSource) -> dict[str, frozenset[str]]:
     return table
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain_copy(value: Any, depth: int = 0) -> tuple[bool, Any]:
+    """(True, a deep copy) of JSON-shaped data (dicts with str keys, lists, plain scalars), else (False, None).
+
+    Nesting deeper than 16 levels (or a cycle) counts as not plain, so ``deepcopy`` handles it."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return True, value
+    if depth > 16:
+        return False, None
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            ok, copied = _plain_copy(item, depth + 1)
+            if not ok or type(key) is not str:
+                return False, None
+            out[key] = copied
+        return True, out
+    if kind is list:
+        items = []
+        for item in value:
+            ok, copied = _plain_copy(item, depth + 1)
+            if not ok:
+                return False, None
+            items.append(copied)
+        return True, items
+    return False, None
+
+
+def _copied(args: dict[str, Any]) -> dict[str, Any]:
+    """The caller's action arguments, copied so that later edits on either side are not shared.
+
+    Arguments are nearly always JSON-shaped (numbers, ids, a rotation dict), which a hand-written
+    copy handles several times faster than ``copy.deepcopy``; anything else goes to ``deepcopy``."""
+    plain, copied = _plain_copy(args)
+    return copied if plain else copy.deepcopy(args)
+
+
 class Controller:
     """The embedded symbolic AI2-THOR engine (one scene at a time, one agent).
 
@@ -135,6 +175,9 @@ class Controller:
         self.world: World | None = None
         self.last_event: Any = None
         self.last_action: dict[str, Any] | None = None
+        self._reach: dict[str, tuple[dict[str, Any], Rect]] = {}  # objectId -> (box, sample_rect of it)
+        self._view: tuple[float, ...] = ()  # the camera that ``_seen``'s answers are for
+        self._seen: dict[str, tuple[dict[str, Any], bool]] = {}  # objectId -> (box, what ``sees`` said)
         self.reset(scene)
 
     # ------------------------------------------------------------------ lifecycle
@@ -183,9 +226,9 @@ class Controller:
         """Run one action, exactly with ai2thor's calling conventions; returns the new event."""
         if self.world is None:
             raise RuntimeError("controller is stopped; call reset(scene) first")
-        args: dict[str, Any] = copy.deepcopy(action) if isinstance(action, dict) else {"action": action}
+        args: dict[str, Any] = _copied(action) if isinstance(action, dict) else {"action": action}
         raise_for_failure = action_args.pop("raise_for_failure", False)
-        args.update(copy.deepcopy(action_args))
+        args.update(_copied(action_args))
         rotation = args.get("rotation")
         if rotation is not None and not isinstance(rotation, dict):
             args["rotation"] = {"y": rotation}
@@ -229,29 +272,60 @@ class Controller:
         return call_args
 
     # ------------------------------------------------------------------ events
-    def _refresh_views(self) -> Camera:
+    def _refresh_views(self) -> tuple[Camera, list[Item]]:
+        """Set ``visible``/``isInteractable``/``distance`` of every object; return the camera and what a
+        frame of this moment draws (``render.drawable``'s items, built in the same pass).
+
+        An object whose sample points all lie beyond the visibility distance is not seen whatever the
+        frustum says, so ``sees`` runs only for the few near the agent; the rectangle holding an object's
+        sample points is kept while its box (replaced, never edited, when it moves) stays the same, and
+        so is the answer of ``sees`` while neither the box nor the camera changed (an action that does
+        not move the agent asks again only about what it moved)."""
         world = self.world
         assert world is not None
         s = self._settings
         camera = Camera(world.pose, float(s["fieldOfView"]), int(s["width"]), int(s["height"]))
         vis = float(s["visibilityDistance"])
+        pose = world.pose
+        px, py, pz = pose.x, pose.y, pose.z
+        view = (pose.x, pose.y, pose.z, pose.rotation, pose.horizon, vis, camera.tan_h, camera.tan_v)
+        if view != self._view:  # answers of ``sees`` hold while the camera and the object's box stay
+            self._view, self._seen = view, {}
+        eye, reach, answers, items = camera.origin, self._reach, self._seen, []
         for oid in world.order:
             obj = world.objects[oid]
             if oid in world.inactive:
                 seen = False
-            elif oid == world.held:
-                seen = True
             else:
-                seen = not world.hidden_by_closed(oid) and sees(camera, obj, vis)
+                hidden = world.hidden_by_closed(oid)
+                if oid == world.held:
+                    seen = True
+                elif hidden:
+                    seen = False
+                else:
+                    box = obj["axisAlignedBoundingBox"]
+                    answer = answers.get(oid)
+                    if answer is not None and answer[0] is box:
+                        seen = answer[1]
+                    else:
+                        known = reach.get(oid)
+                        if known is None or known[0] is not box:
+                            known = reach[oid] = (box, sample_rect(obj))
+                        seen = not out_of_reach(eye, known[1], vis) and sees(camera, obj, vis)
+                        answers[oid] = (box, seen)
+                if not hidden and obj["objectType"] != "Floor":
+                    items.append((oid, obj["objectType"], obj["axisAlignedBoundingBox"]["cornerPoints"],
+                                  tuple(obj["parentReceptacles"] or ())))
             obj["visible"] = obj["isInteractable"] = seen
-            obj["distance"] = distance_to(world.pose, obj)
+            c = obj["axisAlignedBoundingBox"]["center"]  # distance_to, written out: this runs for every object
+            obj["distance"] = math.sqrt((c["x"] - px) ** 2 + (c["y"] - py) ** 2 + (c["z"] - pz) ** 2)
             obj["isMoving"] = False
-        return camera
+        return camera, items
 
     def _event(self, action: str, success: bool, message: str, code: str | None, result: Any) -> Any:
         world = self.world
         assert world is not None
-        camera = self._refresh_views()
+        camera, items = self._refresh_views()
         objects = [clone_object(world.objects[oid], share_geometry=True) for oid in world.order]
         pose = world.pose
         s = self._settings
@@ -308,7 +382,7 @@ class Controller:
             "actionReturn": result,
         }
         event = SimEvent(metadata)
-        snapshot = _FrameSnapshot(world, camera)
+        snapshot = _FrameSnapshot(world, camera, items)
         event._frame_source = snapshot
         return event
 
@@ -326,10 +400,10 @@ class Controller:
 class _FrameSnapshot:
     """Draws the frame of one event later, from the state captured at that event."""
 
-    def __init__(self, world: World, camera: Camera) -> None:
+    def __init__(self, world: World, camera: Camera, items: list[Item]) -> None:
         self._camera = camera
         self._horizon = world.pose.horizon
-        self._items = drawable(world)
+        self._items = items
 
     def __call__(self) -> Any:
         return render(self._items, self._camera, self._horizon)

@@ -29,6 +29,7 @@ engine synthesises them with fixed rules (all deterministic, all from the dump a
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -110,6 +111,31 @@ def _disc_touches_ellipse(x: float, z: float, rect: Rect, radius: float) -> bool
 
 
 _ELLIPSE_SAMPLES = 144  # 2.5 degree steps: under 1 mm of chord error on a 1 m dog bed
+_CELL = 0.5  # side (m) of the buckets that index obstacle footprints
+_MARGIN = 1e-6  # slack on bucket bounds: a footprint is listed wherever rounding could let the disc touch it
+
+
+class _RectIndex:
+    """Footprints bucketed by the ``_CELL`` squares their reach (footprint grown by the agent radius) covers.
+
+    ``is_free`` runs for every lattice point and every landing candidate; a scan of all footprints per
+    point was most of its cost. A point's bucket lists every footprint the disc around it could touch
+    (the grown footprint holds every such point, and floor is monotonic), so testing only those gives
+    the same answer as testing all of them.
+    """
+
+    def __init__(self, rects: list[Rect], reach: float) -> None:
+        self.cells: dict[tuple[int, int], list[Rect]] = {}
+        grow = reach + _MARGIN
+        for rect in rects:
+            i0, i1 = math.floor((rect[0] - grow) / _CELL), math.floor((rect[1] + grow) / _CELL)
+            k0, k1 = math.floor((rect[2] - grow) / _CELL), math.floor((rect[3] + grow) / _CELL)
+            for i in range(i0, i1 + 1):
+                for k in range(k0, k1 + 1):
+                    self.cells.setdefault((i, k), []).append(rect)
+
+    def near(self, x: float, z: float) -> list[Rect]:
+        return self.cells.get((math.floor(x / _CELL), math.floor(z / _CELL)), [])
 
 
 class NavMap:
@@ -130,6 +156,7 @@ class NavMap:
         blocking = [o for o in objects if is_obstacle(o)]
         self.obstacles = [aabb_rect(o) for o in blocking if o["objectType"] not in ROUND_FOOTPRINT_TYPES]
         self.round_obstacles = [aabb_rect(o) for o in blocking if o["objectType"] in ROUND_FOOTPRINT_TYPES]
+        self._index = _RectIndex(self.obstacles, AGENT_RADIUS)
         self.grid_size = grid_size
         self.reachable = self._lattice()
 
@@ -138,7 +165,7 @@ class NavMap:
         r = AGENT_RADIUS
         if not (fx0 + r <= x <= fx1 - r and fz0 + r <= z <= fz1 - r):
             return False
-        if any(_disc_touches(x, z, rect, r) for rect in self.obstacles):
+        if any(_disc_touches(x, z, rect, r) for rect in self._index.near(x, z)):
             return False
         return not any(_disc_touches_ellipse(x, z, rect, r) for rect in self.round_obstacles)
 
@@ -167,13 +194,18 @@ class NavMap:
         return [(round(i * g, 4), round(k * g, 4)) for i, k in sorted(best)]
 
     def start_pose(self) -> Pose:
+        """A new Pose at the start point (found once: every reset of the scene asks for it)."""
+        return Pose(*self._start)
+
+    @functools.cached_property
+    def _start(self) -> tuple[float, float, float]:
         if not self.reachable:  # degenerate scene: stand in the middle of the floor
             fx0, fx1, fz0, fz1 = self.floor_rect
-            return Pose((fx0 + fx1) / 2, self.agent_y, (fz0 + fz1) / 2)
+            return (fx0 + fx1) / 2, self.agent_y, (fz0 + fz1) / 2
         cx = sum(p[0] for p in self.reachable) / len(self.reachable)
         cz = sum(p[1] for p in self.reachable) / len(self.reachable)
         x, z = min(self.reachable, key=lambda p: ((p[0] - cx) ** 2 + (p[1] - cz) ** 2, p))
-        return Pose(x, self.agent_y, z)
+        return x, self.agent_y, z
 
 
 def _sub(a: tuple[float, float, float], b: tuple[float, float, float]) -> tuple[float, float, float]:
@@ -216,21 +248,53 @@ class Camera:
 def sample_points(obj: dict[str, Any], eye: tuple[float, float, float]) -> list[tuple[float, float, float]]:
     box = obj["axisAlignedBoundingBox"]
     c, s = box["center"], box["size"]
-    nearest = tuple(
-        min(max(eye[i], c[k] - s[k] / 2), c[k] + s[k] / 2) for i, k in enumerate(("x", "y", "z"))
-    )
-    pts = [(c["x"], c["y"], c["z"]), nearest]
+    cx, cy, cz, sx, sy, sz = c["x"], c["y"], c["z"], s["x"], s["y"], s["z"]
+    nearest = (min(max(eye[0], cx - sx / 2), cx + sx / 2), min(max(eye[1], cy - sy / 2), cy + sy / 2),
+               min(max(eye[2], cz - sz / 2), cz + sz / 2))
+    pts = [(cx, cy, cz), nearest]
     pts.extend(tuple(p) for p in box["cornerPoints"])
     return pts
 
 
+def sample_rect(obj: dict[str, Any]) -> Rect:
+    """The x/z rectangle that holds every point ``sample_points`` can return for ``obj``, from any eye.
+
+    The nearest point is clamped into the box's centre +- half size, computed as there; the corners are
+    the dump's own, which need not agree with that to the last bit, so both count.
+    """
+    box = obj["axisAlignedBoundingBox"]
+    c, s = box["center"], box["size"]
+    xs = [c["x"] - s["x"] / 2, c["x"] + s["x"] / 2, c["x"], *(p[0] for p in box["cornerPoints"])]
+    zs = [c["z"] - s["z"] / 2, c["z"] + s["z"] / 2, c["z"], *(p[2] for p in box["cornerPoints"])]
+    return min(xs), max(xs), min(zs), max(zs)
+
+
+def out_of_reach(eye: tuple[float, float, float], rect: Rect, visibility_distance: float) -> bool:
+    """True when no point of ``rect`` lies within ``visibility_distance`` of ``eye`` in the horizontal
+    plane, with a margin far above rounding: ``sees`` would then find no sample point close enough."""
+    dx = max(rect[0] - eye[0], 0.0, eye[0] - rect[1])
+    dz = max(rect[2] - eye[2], 0.0, eye[2] - rect[3])
+    return dx * dx + dz * dz > visibility_distance * visibility_distance + _MARGIN
+
+
 def sees(camera: Camera, obj: dict[str, Any], visibility_distance: float) -> bool:
+    """Is one of ``sample_points(obj, eye)`` within reach and inside the frustum?
+
+    The same arithmetic as ``sample_points``, ``Camera.local`` and ``Camera.in_view``, written out in
+    one loop because it runs for every object near the agent after every action."""
     eye = camera.origin
+    ex, ey, ez = eye
     limit = visibility_distance * visibility_distance
-    for p in sample_points(obj, eye):
-        dx, dz = p[0] - eye[0], p[2] - eye[2]
-        if dx * dx + dz * dz <= limit and camera.in_view(p):
-            return True
+    (rx, ry, rz), (ux, uy, uz), (fx, fy, fz) = camera.right, camera.up, camera.forward
+    tan_h, tan_v = camera.tan_h, camera.tan_v
+    for px, py, pz in sample_points(obj, eye):
+        dx, dz = px - ex, pz - ez
+        if dx * dx + dz * dz <= limit:
+            dy = py - ey
+            z = dx * fx + dy * fy + dz * fz
+            if z > 1e-6 and abs(dx * rx + dy * ry + dz * rz) <= z * tan_h \
+                    and abs(dx * ux + dy * uy + dz * uz) <= z * tan_v:
+                return True
     return False
 
 

@@ -83,6 +83,10 @@ def _painter_depths(items: list[Item], keys: np.ndarray) -> np.ndarray:
     depth = keys
     done: dict[int, float] = {}
 
+    def links(i: int) -> bool:
+        oid = items[i][0]
+        return any(pid in index for pid in items[i][3]) or (oid.count("|") >= 4 and oid.rsplit("|", 1)[0] in index)
+
     def painted(i: int, seen: frozenset[int]) -> float:
         if i in done:
             return done[i]
@@ -96,7 +100,9 @@ def _painter_depths(items: list[Item], keys: np.ndarray) -> np.ndarray:
         done[i] = value
         return value
 
-    return np.array([painted(i, frozenset()) for i in range(len(items))], dtype=float)
+    # most boxes lie in nothing drawn: their own depth, without the walk
+    return np.array([painted(i, frozenset()) if links(i) else float(depth[i]) for i in range(len(items))],
+                    dtype=float)
 
 
 def _painter_keys(z: np.ndarray) -> np.ndarray:
@@ -110,6 +116,27 @@ def _painter_keys(z: np.ndarray) -> np.ndarray:
     return np.where(z.min(axis=1) > NEAR, z.mean(axis=1), DRAW_DISTANCE + z.max(axis=1))
 
 
+_CORNERS: dict[int, tuple[list[list[float]], np.ndarray]] = {}  # id(corner list) -> (that list, its array)
+_CORNERS_KEPT = 20_000  # arrays kept at most (about 5 MB); the table starts over when full
+
+
+def _corner_array(points: list[list[float]]) -> np.ndarray:
+    """The 8x3 array of a box's corners, kept while the same list is in use.
+
+    Turning nested lists into arrays was most of the projection's cost, and corner lists live on
+    from event to event: box structures are replaced, never edited, when an object moves (see
+    ``controller``). The entry holds its list, so the id cannot pass to another list meanwhile.
+    """
+    known = _CORNERS.get(id(points))
+    if known is not None and known[0] is points:
+        return known[1]
+    array = np.array(points, dtype=float).reshape(8, 3)
+    if len(_CORNERS) >= _CORNERS_KEPT:
+        _CORNERS.clear()
+    _CORNERS[id(points)] = (points, array)
+    return array
+
+
 def _shapes(items: list[Item], camera: Camera) -> list[_Shape]:
     """The boxes in front of the camera and within ``DRAW_DISTANCE`` as screen rectangles, farthest first.
 
@@ -120,7 +147,7 @@ def _shapes(items: list[Item], camera: Camera) -> list[_Shape]:
     if not items:
         return []
     w, h = camera.width, camera.height
-    corners = np.array([item[2] for item in items], dtype=float).reshape(len(items), 8, 3)
+    corners = np.stack([_corner_array(item[2]) for item in items])
     basis = np.array([camera.right, camera.up, camera.forward], dtype=float)
     local = (corners - np.array(camera.origin, dtype=float)) @ basis.T  # (N, 8, [x, y, z])
     z = local[..., 2]
@@ -171,3 +198,20 @@ def in_picture(items: list[Item], camera: Camera) -> dict[str, int]:
         draw.rectangle(box, fill=i + 1)
     values, counts = np.unique(np.asarray(image), return_counts=True)
     return {items[int(v) - 1][0]: int(n) for v, n in zip(values, counts, strict=True) if v}
+
+
+def shows(items: list[Item], camera: Camera, object_id: str) -> bool:
+    """``object_id in in_picture(items, camera)``, drawing only what decides it.
+
+    A rectangle's pixels do not depend on what was drawn before, so the object is in the picture
+    exactly when some pixel of its rectangles survives the rectangles painted after them.
+    """
+    shapes = _shapes(items, camera)
+    first = next((n for n, (_d, _b, i) in enumerate(shapes) if items[i][0] == object_id), None)
+    if first is None:
+        return False
+    image = Image.new("I", (camera.width, camera.height), 0)
+    draw = ImageDraw.Draw(image)
+    for _depth, box, i in shapes[first:]:
+        draw.rectangle(box, fill=1 if items[i][0] == object_id else 0)
+    return image.getbbox() is not None

@@ -192,7 +192,8 @@ class World:
         return x, bottom, z
 
     def _nearest_free_point(self, object_id: str, rec: dict[str, Any], surface_y: float) -> tuple[float, float]:
-        """Landing x/z on ``rec``: free and in view, then free, then any; nearest the agent first."""
+        """Landing x/z on ``rec``: free and in view, then free, then any; nearest the agent first; within
+        each tier a point over the receptacle (not over open floor) first."""
         c, s = rec["axisAlignedBoundingBox"]["center"], rec["axisAlignedBoundingBox"]["size"]
         osz = self.objects[object_id]["axisAlignedBoundingBox"]["size"]
         axes = []
@@ -204,19 +205,35 @@ class World:
                        key=lambda p: (round((p[0] - self.pose.x) ** 2 + (p[1] - self.pose.z) ** 2, 9), p))
         others = [_rect(self.objects[o]) for o in rec["receptacleObjectIds"] or []
                   if o != object_id and self.objects[o]["pickupable"]]
-        free = [(x, z) for x, z in cands if not any(
-            _overlap((x - osz["x"] / 2, x + osz["x"] / 2, z - osz["z"] / 2, z + osz["z"] / 2), r) for r in others)]
-        seen = free
-        if self.view is not None:
-            fov, width, height, reach = self.view
-            cam = Camera(self.pose, fov, width, height)
+        hx, hz = osz["x"] / 2, osz["z"] / 2
+
+        def free(x: float, z: float) -> bool:
+            return not any(_overlap((x - hx, x + hx, z - hz, z + hz), r) for r in others)
+
+        cam = Camera(self.pose, *self.view[:3]) if self.view is not None else None
+        reach = self.view[3] if self.view is not None else 0.0
+
+        def in_sight(x: float, z: float) -> bool:
+            if cam is None:
+                return True
             ex, _, ez = cam.origin
-            seen = [(x, z) for x, z in free
-                    if (x - ex) ** 2 + (z - ez) ** 2 <= reach * reach and cam.in_view((x, surface_y, z))]
-        for tier in (seen, free, cands):
-            solid = [p for p in tier if not self.nav.is_free(*p)]  # not over open floor
-            if solid or tier:
-                return (solid or tier)[0]
+            return (x - ex) ** 2 + (z - ez) ** 2 <= reach * reach and cam.in_view((x, surface_y, z))
+
+        # nearest first, the flags worked out only as far as needed: in the usual case the nearest point
+        # is free, in sight and over the receptacle, and none of the others is looked at
+        first_seen = None
+        for x, z in cands:
+            if free(x, z) and in_sight(x, z):
+                if not self.nav.is_free(x, z):  # not over open floor
+                    return x, z
+                if first_seen is None:
+                    first_seen = (x, z)
+        if first_seen is not None:
+            return first_seen
+        for tier in ([p for p in cands if free(*p)], cands):
+            solid = next((p for p in tier if not self.nav.is_free(*p)), None)
+            if solid is not None or tier:
+                return solid if solid is not None else tier[0]
         return c["x"], c["z"]
 
     def has_room(self, object_id: str, receptacle_id: str) -> bool:
