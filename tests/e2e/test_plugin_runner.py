@@ -19,6 +19,7 @@ import pytest
 from support.benchmark import CASE_TEST, RunSetup
 from support.calls import case_calls
 from support.results import read_summary, records_by_case
+from support.signals import hears_ctrl_c
 from support.timing import POLL_S, PROCESS_S
 from support.tiny_dataset import N_CASES
 
@@ -124,7 +125,7 @@ def test_ctrl_c_stops_at_once_and_keeps_what_finished(pytester, tiny_data: Path)
              f"--sab-out={out}", "--model", "agent", "--judge-model", "judge", f"--sab-base-url={srv.url}",
              "--sab-no-cache", "--sab-concurrency", "2", "-n", "0"],
             cwd=pytester.path, env={**os.environ, "OPENAI_API_KEY": "sk-test"}, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True)
+            stderr=subprocess.STDOUT, text=True, preexec_fn=hears_ctrl_c)
         results = out / "sab-results.jsonl"
         deadline = time.monotonic() + PROCESS_S
         while time.monotonic() < deadline and (not results.exists() or len(results.read_text().splitlines()) < 2):
@@ -187,7 +188,7 @@ def test_ctrl_c_keeps_the_cases_finished_ahead_of_their_items(pytester, tiny_dat
              "--judge-model", "judge", f"--sab-base-url={srv.url}", "--sab-no-cache", "--sab-concurrency", "8",
              "-n", "0"],
             cwd=pytester.path, env={**os.environ, "OPENAI_API_KEY": "sk-test", "TMPDIR": str(tmp)},
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=hears_ctrl_c)
 
         def finished_ahead() -> int:
             return sum(len(path.read_text().splitlines()) for path in tmp.glob("sab-run-*/finished-*.jsonl"))
