@@ -18,6 +18,7 @@ import pytest
 from support.benchmark import RunSetup
 from support.calls import case_calls, is_preflight
 from support.results import read_records, read_summary
+from support.signals import hears_ctrl_c
 from support.timing import POLL_S, PROCESS_S
 from support.tiny_dataset import N_CASES
 
@@ -139,7 +140,7 @@ def test_breaker_stops_a_run_whose_endpoint_dies_and_resume_does_the_rest(run) -
 
         dies.healed = True
         server.reset()
-        again = run("-n", "2", "--sab-resume", server=server)
+        again = run("-n", "0", "--sab-resume", server=server)  # the stop was across workers; resuming is not
         redo = len(_case_calls(server))
     assert redo == N_CASES - 4  # only the cases without a verdict are asked again, as the note said
     assert again.ret == pytest.ExitCode.TESTS_FAILED
@@ -244,7 +245,8 @@ def test_ctrl_c_to_the_controller_stops_the_workers_calls(sab_run, pytester: pyt
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", *bench.args(server=server),
                    "--sab-timeout", "5"]
         proc = subprocess.Popen(command, cwd=pytester.path, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=hears_ctrl_c)
         try:
             results = out / "sab-results.jsonl"
             got_going = _wait_for(lambda: len(_case_calls(server)) >= 4 and results.exists() and results.stat().st_size,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.models import fast_model
+from support.models import answered_once, fast_model
 from support.timing import HANG_S, LONG_S
 
 from sab_pytest.errors import InfraError, UsageError
@@ -158,15 +158,17 @@ def test_429_retry_after_ms_is_honoured(server: FakeOpenAIServer) -> None:
     Reply.invalid_json(), Reply.empty(), Reply(body={"object": "chat.completion", "choices": []}),
 ], ids=["500", "503", "408", "409", "dropped", "invalid-json", "empty-content", "no-choices"])
 def test_retryable_fault_then_success(server: FakeOpenAIServer, fault: Reply) -> None:
+    model = answered_once(make_model(server), server)
     server.enqueue(fault, fault)
-    call = make_model(server).complete(USER)
+    call = model.complete(USER)
     assert call.answer.startswith("fake answer to:")
     assert len(server.chat_requests) == 3
 
 
 def test_slow_response_times_out_then_fast_one_succeeds(server: FakeOpenAIServer) -> None:
+    model = answered_once(make_model(server, timeout=0.3), server)
     server.enqueue(Reply.slow(LONG_S))
-    call = make_model(server, timeout=0.3).complete(USER)
+    call = model.complete(USER)
     assert call.answer and len(server.chat_requests) == 2  # the slow one was given up, the retry answered
 
 

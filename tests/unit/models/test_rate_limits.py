@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from support.benchmark import RunSetup
 from support.calls import case_calls, is_preflight
-from support.models import fast_model
+from support.models import answered_once, fast_model
 from support.results import read_summary
 from support.timing import HANG_S, POLL_S
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.errors import InfraError, UsageError
-from sab_pytest.models import CallContext, OpenAIChatModel
+from sab_pytest.models import CallContext, OpenAIChatModel, pacing
 from sab_pytest.models.usage import add_failures
 from sab_pytest.models.wire import CAUSE_RATE, CAUSE_SERVER, parse_duration, rate_limit_wait
 from sab_pytest.run.breaker import RunState
@@ -180,7 +180,10 @@ def test_a_shrunk_limit_holds_back_new_calls(tmp_path: Path) -> None:
 
 # -- a hung endpoint ------------------------------------------------------------------------------------
 
-def test_a_hung_endpoint_stops_the_run_after_two_timeouts(tmp_path: Path) -> None:
+def test_a_hung_endpoint_stops_the_run_after_two_timeouts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # an endpoint that never answered holds a call's next attempt for ``pacing.PROBE_S`` (5 s), the
+    # wait for the rate limit's schedule that its first answer would bring: not what is tested here
+    monkeypatch.setattr(pacing, "PROBE_S", 0.2)
     state = RunState(tmp_path / "run", max_failures=10)
     with fake_openai_server(hang_after=0) as server:
         with pytest.raises(InfraError) as info:
@@ -195,6 +198,7 @@ def test_a_hung_endpoint_stops_the_run_after_two_timeouts(tmp_path: Path) -> Non
 def test_timeouts_while_other_calls_are_answered_are_only_slow(tmp_path: Path) -> None:
     state = RunState(tmp_path / "run", max_failures=10)
     with fake_openai_server() as server:
+        client = answered_once(model(server, timeout=0.3, max_retries=6, breaker=state), server)
         server.enqueue(Reply.slow(1.0), Reply.slow(1.0), Reply.slow(1.0))
         answered = threading.Event()
 
@@ -205,7 +209,7 @@ def test_timeouts_while_other_calls_are_answered_are_only_slow(tmp_path: Path) -
         thread = threading.Thread(target=others)
         thread.start()
         try:
-            call = model(server, timeout=0.3, max_retries=6, breaker=state).complete(USER)
+            call = client.complete(USER)
         finally:
             answered.set()
             thread.join(HANG_S)
@@ -295,7 +299,7 @@ def test_an_endpoint_that_hangs_mid_run_stops_it_and_resume_does_the_rest(run) -
         assert "stopped answering" in summary["run"]["stop_message"] and summary["run"]["not_run"] > 0
         result.stdout.fnmatch_lines(["*run STOPPED: the model endpoint * stopped answering*"])
         server.hang = None  # the endpoint answers again
-        again = run("-n", "2", "--sab-resume", server=server)
+        again = run("-n", "0", "--sab-resume", server=server)  # the stop was across workers; resuming is not
     assert again.ret == pytest.ExitCode.TESTS_FAILED
     final = read_summary(run.out)
     assert final["cases"] == N_CASES and final["errors"] == 0

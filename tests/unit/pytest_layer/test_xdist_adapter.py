@@ -98,9 +98,10 @@ def test_a_run_without_the_pieces_falls_back_with_one_warning_and_the_same_outco
     with fake_openai_server(latency=0.02) as server:
         bench = sab_run("--model", "agent", f"--sab-base-url={server.url}", "--sab-no-cache", "--sab-retries", "0",
                         "-p", "no:cacheprovider")
-        normal = bench("-n", "2", "--sab-concurrency", "3", out="normal")
+        # the outcomes to compare with: a run in this process, without xdist (a run under xdist with all
+        # its pieces is test_plugin_runner's, which also checks that it warns of nothing)
+        normal = bench("-n", "0", "--sab-concurrency", "3", out="normal")
         normal_calls = len(case_calls(server.chat_requests))
-        assert not [line for line in normal.outlines if WARNING in line]
         server.reset()
         pytester.makeconftest(MISSING_PIECE)
         fallback = bench("-n", "2", "--sab-concurrency", "3", out="fallback")
