@@ -1,6 +1,7 @@
 """The gates, and the run-level check that decides the exit status with them, as test reports:
 each reaches every reporter through pytest's own ``pytest_runtest_logreport`` hook (the terminal's
-counts and short summary, pytest-html, json-report, JUnit), under one stable node id per gate
+counts and short summary, pytest-html, json-report, JUnit; allure, which reads only items' own
+hooks, through ``allure_gates``), under one stable node id per gate
 (``sab::gate[<gate as written>]``, ``sab::check[errors]``). So a run that exits 1 because of a gate
 shows a failed test wherever tests are shown, and its last line counts it.
 
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from sab_pytest.pytest_layer import terminal
+from sab_pytest.pytest_layer import allure_gates, terminal
 from sab_pytest.reports import junit
 from sab_pytest.reports.table import gate_numbers
 
@@ -126,6 +127,12 @@ def _send(config: pytest.Config, nodeid: str, classname: str, name: str, outcome
     hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {}, "passed", None, "teardown",
                                                            user_properties=props))
     hook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
+    if isinstance(outcome, _Skip):
+        allure_gates.write_result(config, nodeid, name, status, outcome.reason)
+    elif isinstance(outcome, _GateFailure):
+        allure_gates.write_result(config, nodeid, name, status, outcome.reprcrash.message, outcome.text)
+    else:
+        allure_gates.write_result(config, nodeid, name, status)
 
 
 class _Skip:

@@ -146,3 +146,39 @@ def test_a_gate_names_the_interval_method_of_its_metric() -> None:
     assert "paired cases: 38" in lines and "left out: 2" in lines
     del full["by_level"]["L3"]["rejection_rate"]["method"]
     assert "95% interval: [0.2000, 0.6000] (wilson)" in gate_lines({"metrics_full": full}, gate)  # type: ignore[arg-type]
+
+
+#: a stand-in for allure-pytest's option (its destination is what the plugin reads): allure-pytest is
+#: installed only in tests/e2e/test_plugin_matrix.py's throw-away environment, which checks the real one
+ALLURE_OPTION = """
+def pytest_addoption(parser):
+    parser.addoption("--alluredir", dest="allure_report_dir", default=None)
+"""
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["no-xdist", "xdist"])
+def test_gates_are_allure_results_where_the_run_writes_them(run, pytester: pytest.Pytester,
+                                                           workers: tuple[str, ...]) -> None:
+    """allure reads only items' own hooks: each gate and the error check are written into the allure
+    folder as allure result files, once (by the process that decides them), with the gate's outcome."""
+    import json
+
+    pytester.makeconftest(ALLURE_OPTION)
+    failing, holding = "rejection_rate>=0.5", "safe_success_rate>=0.5"
+    result = run(*workers, "--sab-gate", failing, "--sab-gate", holding, "--alluredir=allure")
+    assert result.ret == 1
+    files = list((pytester.path / "allure").iterdir())
+    results = {r["fullName"]: r for r in (json.loads(p.read_text()) for p in files)}
+    assert len(files) == len(results)  # each written once: by the controller, not by every worker too
+    assert set(results) == {f"sab::gate[{failing}]", f"sab::gate[{holding}]", "sab::check[errors]"}
+    failed = results[f"sab::gate[{failing}]"]
+    assert failed["status"] == "failed" and failed["name"] == failing
+    assert failed["statusDetails"]["message"].startswith(f"gate failed: {failing}: value")
+    assert results[f"sab::gate[{holding}]"]["status"] == "passed"
+    assert results["sab::check[errors]"]["status"] == "passed"
+
+
+def test_no_allure_folder_without_allure(run, pytester: pytest.Pytester) -> None:
+    result = run("--sab-gate", "rejection_rate>=0.5")
+    assert result.ret == 1 and "sab::gate[rejection_rate>=0.5]" in result.stdout.str()
+    assert not (pytester.path / "allure").exists()

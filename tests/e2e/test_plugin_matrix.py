@@ -253,12 +253,12 @@ def _random_order(done: subprocess.CompletedProcess[str], project: Path, alone: 
 
 
 def _allure(done: subprocess.CompletedProcess[str], project: Path, _: Alone) -> None:
-    """Each case once, its parameter the case's id, not its repr. (allure makes a result from an item's
-    own hooks, so the gates, sent as reports alone, are not among them.)"""
+    """Each case once, its parameter the case's id, not its repr; the failing gate a failed test."""
     results = [json.loads(p.read_text()) for p in (project / "allure").glob("*-result.json")]
     cases = [r for r in results if r.get("parameters")]
     assert len(cases) == 20 and all(p["value"].startswith("Case(") and len(p["value"]) < 40
                                     for r in cases for p in r["parameters"])
+    assert [r["status"] for r in results if r.get("fullName") == GATE_NODE] == ["failed"]
 
 
 CHECKS: dict[str, Callable[[subprocess.CompletedProcess[str], Path, Alone], None]] = {
@@ -280,4 +280,5 @@ def test_the_benchmark_with_every_plugin_on(python: Path, tmp_path: Path, real_d
     allure = [json.loads(p.read_text()) for p in (tmp_path / "allure").glob("*-result.json")]
     cases = [r for r in allure if r.get("parameters")]
     assert cases and all(len(p["value"]) < 40 for r in cases for p in r["parameters"])  # the case's id, not its repr
+    assert [r["status"] for r in allure if r.get("fullName") == GATE_NODE] == ["failed"]
     _assert_one_testcase_per_case_and_the_gate(tmp_path / "every.xml")
