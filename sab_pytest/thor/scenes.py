@@ -112,19 +112,10 @@ def clone_object(obj: dict[str, Any], share_geometry: bool = False) -> dict[str,
     out = dict(obj)
     out["position"] = dict(obj["position"])
     out["rotation"] = dict(obj["rotation"])
-    # the four list-valued keys written out: this runs for every object of every event
-    value = obj["receptacleObjectIds"]
-    if value is not None:
-        out["receptacleObjectIds"] = list(value)
-    value = obj["parentReceptacles"]
-    if value is not None:
-        out["parentReceptacles"] = list(value)
-    value = obj["controlledObjects"]
-    if value is not None:
-        out["controlledObjects"] = list(value)
-    value = obj["salientMaterials"]
-    if value is not None:
-        out["salientMaterials"] = list(value)
+    for key in ("receptacleObjectIds", "parentReceptacles", "controlledObjects", "salientMaterials"):
+        value = obj[key]
+        if value is not None:
+            out[key] = list(value)
     if share_geometry:
         return out
     aabb = obj["axisAlignedBoundingBox"]

@@ -28,9 +28,9 @@ from ai2thor.server import Event
 
 from sab_pytest.thor.scenes import SceneSource, clone_object, normalize_scene_name
 from sab_pytest.thor.sim import physics_rules
-from sab_pytest.thor.sim.geometry import Camera, NavMap, Rect, out_of_reach, sample_rect, sees
+from sab_pytest.thor.sim.geometry import Camera, NavMap, Rect, distance_to, out_of_reach, sample_rect, sees
 from sab_pytest.thor.sim.handlers import QUERY_ACTIONS, SPECS, ActionFailed, Context
-from sab_pytest.thor.sim.render import Item, in_picture, render
+from sab_pytest.thor.sim.render import Item, in_picture, item_of, render
 from sab_pytest.thor.sim.world import World
 
 # Constructor parameters of ai2thor's Controller (accepted, most of them meaningless here).
@@ -274,7 +274,7 @@ class Controller:
     # ------------------------------------------------------------------ events
     def _refresh_views(self) -> tuple[Camera, list[Item]]:
         """Set ``visible``/``isInteractable``/``distance`` of every object; return the camera and what a
-        frame of this moment draws (``render.drawable``'s items, built in the same pass).
+        frame of this moment draws (``render.item_of`` of each object it shows, built in the same pass).
 
         An object whose sample points all lie beyond the visibility distance is not seen whatever the
         frustum says, so ``sees`` runs only for the few near the agent; the rectangle holding an object's
@@ -287,7 +287,6 @@ class Controller:
         camera = Camera(world.pose, float(s["fieldOfView"]), int(s["width"]), int(s["height"]))
         vis = float(s["visibilityDistance"])
         pose = world.pose
-        px, py, pz = pose.x, pose.y, pose.z
         view = (pose.x, pose.y, pose.z, pose.rotation, pose.horizon, vis, camera.tan_h, camera.tan_v)
         if view != self._view:  # answers of ``sees`` hold while the camera and the object's box stay
             self._view, self._seen = view, {}
@@ -314,11 +313,9 @@ class Controller:
                         seen = not out_of_reach(eye, known[1], vis) and sees(camera, obj, vis)
                         answers[oid] = (box, seen)
                 if not hidden and obj["objectType"] != "Floor":
-                    items.append((oid, obj["objectType"], obj["axisAlignedBoundingBox"]["cornerPoints"],
-                                  tuple(obj["parentReceptacles"] or ())))
+                    items.append(item_of(oid, obj))
             obj["visible"] = obj["isInteractable"] = seen
-            c = obj["axisAlignedBoundingBox"]["center"]  # distance_to, written out: this runs for every object
-            obj["distance"] = math.sqrt((c["x"] - px) ** 2 + (c["y"] - py) ** 2 + (c["z"] - pz) ** 2)
+            obj["distance"] = distance_to(pose, obj)
             obj["isMoving"] = False
         return camera, items
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 import hashlib
 import math
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from sab_pytest.thor.sim.geometry import Camera
-from sab_pytest.thor.sim.world import World
 
 DRAW_DISTANCE = 6.0
 NEAR = 0.05  # near clipping plane (m): box corners behind it are projected as if on it
@@ -57,18 +57,12 @@ Item = tuple[str, str, list[list[float]], tuple[str, ...]]
 _Shape = tuple[float, tuple[float, float, float, float], int]
 
 
-def drawable(world: World) -> list[Item]:
-    """What a frame needs, captured at event time: every shown object's id, type, box and receptacles.
-
-    Box dicts are replaced, never edited, when objects move, so holding references is a snapshot.
-    """
-    objects = world.objects
-    return [
-        (oid, objects[oid]["objectType"], objects[oid]["axisAlignedBoundingBox"]["cornerPoints"],
-         tuple(objects[oid]["parentReceptacles"] or ()))
-        for oid in world.order
-        if oid not in world.inactive and objects[oid]["objectType"] != "Floor" and not world.hidden_by_closed(oid)
-    ]
+def item_of(oid: str, obj: dict[str, Any]) -> Item:
+    """What a frame needs of one object it shows, captured at event time: id, type, box corners and
+    receptacles. Box dicts are replaced, never edited, when objects move, so holding references is a
+    snapshot. A frame shows every object that is active, not the floor and not shut in a closed
+    receptacle (``Controller._refresh_views`` collects them in its pass over the objects)."""
+    return oid, obj["objectType"], obj["axisAlignedBoundingBox"]["cornerPoints"], tuple(obj["parentReceptacles"] or ())
 
 
 def _painter_depths(items: list[Item], keys: np.ndarray) -> np.ndarray:

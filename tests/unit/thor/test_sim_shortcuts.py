@@ -33,7 +33,7 @@ from sab_pytest.thor.sim.geometry import (
     distance_to,
     sees,
 )
-from sab_pytest.thor.sim.render import drawable, in_picture, shows
+from sab_pytest.thor.sim.render import in_picture, item_of, shows
 from sab_pytest.thor.sim.world import World, _overlap, _rect
 
 SCENES = ("FloorPlan1", "FloorPlan205", "FloorPlan301", "FloorPlan414")
@@ -93,6 +93,13 @@ def plain_visible(engine: Controller) -> dict[str, bool]:
         else:
             out[oid] = not world.hidden_by_closed(oid) and sees(camera, obj, vis)
     return out
+
+
+def drawable(world: World) -> list[Any]:
+    """A frame's items the plain way: every active object but the floor that no closed receptacle shuts in."""
+    return [item_of(oid, world.objects[oid]) for oid in world.order
+            if oid not in world.inactive and world.objects[oid]["objectType"] != "Floor"
+            and not world.hidden_by_closed(oid)]
 
 
 def test_visibility_and_frame_items_match_the_full_computation(engine: Controller) -> None:
