@@ -16,12 +16,13 @@ import json
 from typing import Any
 
 from sab_pytest.settings import options
+from sab_pytest.settings.flags import TYPES
 
 #: how the file is made again (the test's failure message names it)
 REGENERATE = "python -m sab_pytest.settings.flags_render > sab_pytest/settings/flags.json"
 
-#: argparse ``type``s the table uses, stored by name (``settings.flags.TYPES`` reads them back)
-_TYPES = {int: "int", float: "float"}
+#: argparse ``type``s the table uses, stored by the name ``settings.flags.TYPES`` reads them back with
+_TYPES = {kind: name for name, kind in TYPES.items()}
 
 
 def _argument(argument: dict[str, Any]) -> dict[str, Any]:
