@@ -372,11 +372,17 @@ class ThorServer:
         self._closing = True
         self.reaper.stop()
         self.http.task_dispatcher.shutdown(timeout=2)
+        if self._thread is not None and self._thread.is_alive():
+            # the loop thread closes its own sockets, woken by waitress's trigger: closed from here,
+            # they would end its loop only when its select times out (a second, per server closed)
+            self.http.trigger.pull_trigger(self._close_sockets)
+            self._thread.join(timeout=5)
+        self._close_sockets()
+        self.pool.stop()
+
+    def _close_sockets(self) -> None:
         for channel in list(self.http._map.values()):
             channel.close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self.pool.stop()
 
 
 def make_parser() -> argparse.ArgumentParser:
