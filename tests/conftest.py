@@ -11,9 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# The SDK and the plugin's whole package are imported before any test (``_warm_the_model_sdk``,
-# ``_import_the_whole_package`` below say why).
-import openai
 import pytest
 from support.benchmark import CASE_TEST, RunSetup, SabRun
 from support.tiny_dataset import write_tiny_dataset
@@ -33,6 +30,11 @@ SLOW_MODULES = {"test_readme.py", "test_packaging.py", "test_thor_standin.py", "
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
+#: modules that import an optional extra when they load (``sab_pytest.reports.inspect`` reaches
+#: inspect_ai through them only when a log is written or read)
+_LOADS_AN_EXTRA = {"sab_pytest.reports.inspect.sample"}
+
+
 def _import_the_whole_package() -> None:
     """Every module of ``sab_pytest`` (but the entry points and the packaged case module), once,
     before the first test. When a test that uses ``pytester`` ends, pytester drops each module first
@@ -40,9 +42,12 @@ def _import_the_whole_package() -> None:
     assertion-rewritten again by every such test: seconds each, most of an in-process
     run's time. A user's process imports them once; the test process does too. (The plugin's own
     laziness, nothing imported in a run that does not ask for the benchmark, is checked in a new
-    interpreter, where this import cannot hide an eager one.)"""
+    interpreter, where this import cannot hide an eager one.) Left out: the module that imports the
+    Inspect extra on load (seconds of CPU in every worker, for the few tests that write a log; an
+    in-process run keeps what it imported, ``support.benchmark._KeepImports``)."""
     for module in pkgutil.walk_packages(sab_pytest.__path__, "sab_pytest."):
-        if not module.name.endswith(".__main__") and not module.name.startswith("sab_pytest.cases"):
+        if not module.name.endswith(".__main__") and not module.name.startswith("sab_pytest.cases") \
+                and module.name not in _LOADS_AN_EXTRA:
             importlib.import_module(module.name)
 
 
@@ -52,6 +57,8 @@ def _warm_the_model_sdk() -> None:
     a test that uses ``pytester``, they would be dropped when it ends and imported again by the next
     one, while the clients ``models.transport`` keeps for the process still hold the first copy: an
     HTTP error of the second copy is then a class the first copy's handlers do not match."""
+    import openai
+
     client = openai.OpenAI(api_key="unused", base_url="http://127.0.0.1:9/v1", max_retries=0, timeout=5)
     with contextlib.suppress(openai.APIError):
         client.models.list()
@@ -69,8 +76,18 @@ def _let_child_processes_cache_bytecode() -> None:
 
 
 _let_child_processes_cache_bytecode()
-_import_the_whole_package()
-_warm_the_model_sdk()
+
+
+def _hands_every_test_to_workers(config: pytest.Config) -> bool:
+    """Whether this process is an xdist controller: it runs no test, so it needs neither warm-up,
+    and its workers start only once its own start-up is over (seconds of the suite's time)."""
+    return not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") != "no"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not _hands_every_test_to_workers(config):
+        _import_the_whole_package()
+        _warm_the_model_sdk()
 
 
 def _input_dir(env: str, fallback: Path, what: str) -> Path:
