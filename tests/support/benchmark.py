@@ -5,6 +5,8 @@ its ``RunSetup``)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,6 +15,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pytest
+
+from support.timing import PROCESS_S
 
 if TYPE_CHECKING:
     from sab_pytest.testing import FakeOpenAIServer
@@ -118,3 +122,15 @@ class SabRun:
     def __call__(self, *args: str, out: Path | str | None = None,
                  server: FakeOpenAIServer | None = None) -> pytest.RunResult:
         return run_pytest(self.pytester, *self.args(*args, out=out, server=server), inprocess=self.inprocess)
+
+
+def pytest_in_new_process(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """pytest on ``args`` in ``where`` in a new interpreter, outside any test's ``pytester``: for a
+    run under xdist that a module's tests share (a module-scoped fixture; ``pytester`` is made anew
+    for each test). As ``pytester`` does, the suite's own pytest options and xdist worker variables
+    are left out and ``where`` is the home directory; the model cache is the run's own."""
+    env = {**os.environ, "HOME": str(where), "SAB_CACHE_HOME": str(where / "sab-cache-home"), "PY_COLORS": "0"}
+    for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "TOX_ENV_DIR"):
+        env.pop(name, None)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=where, env=env,
+                          capture_output=True, text=True, timeout=PROCESS_S)
