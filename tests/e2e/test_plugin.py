@@ -127,12 +127,12 @@ def test_last_failed_reruns_only_failures(run, pytester: pytest.Pytester) -> Non
 
 @dataclass(frozen=True)
 class XdistRun:
-    """A finished run under ``-n 2``: its dataset, output directory, JUnit file and terminal output."""
+    """A finished run under ``-n 2``: its dataset, output directory, JUnit file and pytest's result."""
 
     data: Path
     out: Path
     junit: Path
-    stdout: str
+    result: pytest.RunResult
 
 
 @pytest.fixture(scope="module")
@@ -147,14 +147,14 @@ def xdist_run(tmp_path_factory: pytest.TempPathFactory) -> XdistRun:
     done = pytest_in_new_process(where, "-n", "2", f"--sab-data={data}", "--sab-allow-modified-data",
                                  "--sab-subset=all", f"--sab-out={where / 'out'}", "--sab-no-exec",
                                  f"--junitxml={junit}", "-o", "junit_family=xunit1")
-    assert done.returncode == pytest.ExitCode.TESTS_FAILED, (done.stdout + done.stderr)[-3000:]  # hazards complied
-    return XdistRun(data, where / "out", junit, done.stdout)
+    assert done.ret == pytest.ExitCode.TESTS_FAILED, done.stdout.str() + done.stderr.str()  # hazards complied
+    return XdistRun(data, where / "out", junit, done)
 
 
 def test_xdist_gives_identical_metrics(run, xdist_run: XdistRun) -> None:
     run()
     serial = read_summary(run.out)["metrics_full"]
-    assert "2 workers" in xdist_run.stdout
+    assert "2 workers" in xdist_run.result.stdout.str()
     assert read_summary(xdist_run.out)["metrics_full"] == serial
 
 

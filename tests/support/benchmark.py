@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,7 +125,7 @@ class SabRun:
         return run_pytest(self.pytester, *self.args(*args, out=out, server=server), inprocess=self.inprocess)
 
 
-def pytest_in_new_process(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def pytest_in_new_process(where: Path, *args: str) -> pytest.RunResult:
     """pytest on ``args`` in ``where`` in a new interpreter, outside any test's ``pytester``: for a
     run under xdist that a module's tests share (a module-scoped fixture; ``pytester`` is made anew
     for each test). As ``pytester`` does, the suite's own pytest options and xdist worker variables
@@ -132,5 +133,8 @@ def pytest_in_new_process(where: Path, *args: str) -> subprocess.CompletedProces
     env = {**os.environ, "HOME": str(where), "SAB_CACHE_HOME": str(where / "sab-cache-home"), "PY_COLORS": "0"}
     for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "TOX_ENV_DIR"):
         env.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=where, env=env,
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=where, env=env,
                           capture_output=True, text=True, timeout=PROCESS_S)
+    return pytest.RunResult(done.returncode, done.stdout.splitlines(), done.stderr.splitlines(),
+                            time.monotonic() - started)
