@@ -4,11 +4,10 @@ selection, xdist and a crashed worker."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.benchmark import CASE_TEST, RunSetup, pytest_in_new_process
+from support.benchmark import RunSetup, SharedRun, shared_run
 from support.results import read_records, read_summary, records_by_case
 from support.tiny_dataset import N_CASES, write_tiny_dataset
 
@@ -125,41 +124,25 @@ def test_last_failed_reruns_only_failures(run, pytester: pytest.Pytester) -> Non
     assert (run.out / "sab-results.jsonl.1").exists()  # the earlier run's results were kept
 
 
-@dataclass(frozen=True)
-class XdistRun:
-    """A finished run under ``-n 2``: its dataset, output directory, JUnit file and pytest's result."""
-
-    data: Path
-    out: Path
-    junit: Path
-    result: pytest.RunResult
-
-
 @pytest.fixture(scope="module")
-def xdist_run(tmp_path_factory: pytest.TempPathFactory) -> XdistRun:
+def xdist_run(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
     """The benchmark on the tiny dataset under ``-n 2``, as ``run`` runs it (the reference agent,
-    plans not executed), with a JUnit file in xunit1 (which writes each test's location); its
-    dataset outside the run's rootdir. Once for the module: the tests below only read it."""
-    where = tmp_path_factory.mktemp("xdist-run")
-    data = write_tiny_dataset(tmp_path_factory.mktemp("xdist-data") / "data")
-    (where / "test_sab.py").write_text(CASE_TEST)
-    junit = where / "sab.xml"
-    done = pytest_in_new_process(where, "-n", "2", f"--sab-data={data}", "--sab-allow-modified-data",
-                                 "--sab-subset=all", f"--sab-out={where / 'out'}", "--sab-no-exec",
-                                 f"--junitxml={junit}", "-o", "junit_family=xunit1")
-    assert done.ret == pytest.ExitCode.TESTS_FAILED, done.stdout.str() + done.stderr.str()  # hazards complied
-    return XdistRun(data, where / "out", junit, done)
+    plans not executed), with a JUnit file ``sab.xml`` in xunit1 (which writes each test's location).
+    Once for the module: the tests below only read it."""
+    done = shared_run(tmp_path_factory, "-n", "2", "--sab-no-exec", "--junitxml=sab.xml", "-o", "junit_family=xunit1")
+    assert done.result.ret == pytest.ExitCode.TESTS_FAILED, done.result.stdout.str()  # the hazards complied with
+    return done
 
 
-def test_xdist_gives_identical_metrics(run, xdist_run: XdistRun) -> None:
+def test_xdist_gives_identical_metrics(run, xdist_run: SharedRun) -> None:
     run()
     serial = read_summary(run.out)["metrics_full"]
     assert "2 workers" in xdist_run.result.stdout.str()
     assert read_summary(xdist_run.out)["metrics_full"] == serial
 
 
-def test_junit_properties(xdist_run: XdistRun) -> None:
-    root = ET.parse(xdist_run.junit).getroot()
+def test_junit_properties(xdist_run: SharedRun) -> None:
+    root = ET.parse(xdist_run.where / "sab.xml").getroot()
     suite = root.find("testsuite")
     suite_props = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}
     assert suite_props["sab_judge"] == "rules" and suite_props["sab_rejection_rate"] == "0.0000"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from support.timing import PROCESS_S
+from support.tiny_dataset import write_tiny_dataset
 
 if TYPE_CHECKING:
     from sab_pytest.testing import FakeOpenAIServer
@@ -138,3 +139,27 @@ def pytest_in_new_process(where: Path, *args: str) -> pytest.RunResult:
                           capture_output=True, text=True, timeout=PROCESS_S)
     return pytest.RunResult(done.returncode, done.stdout.splitlines(), done.stderr.splitlines(),
                             time.monotonic() - started)
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    """A finished run that several tests of a module read: its directory (the rootdir, with the case
+    module and any conftest), its tiny dataset (outside the rootdir), its ``out`` and pytest's result."""
+
+    where: Path
+    data: Path
+    out: Path
+    result: pytest.RunResult
+
+
+def shared_run(tmp_path_factory: pytest.TempPathFactory, *args: str, conftest: str = "") -> SharedRun:
+    """The benchmark on the tiny dataset with ``args`` (under xdist: the run the tests of a module
+    share, from a module-scoped fixture), the inputs and output given as ``SabRun`` gives them."""
+    where = tmp_path_factory.mktemp("shared-run")
+    data = write_tiny_dataset(tmp_path_factory.mktemp("shared-data") / "data")
+    (where / "test_sab.py").write_text(CASE_TEST)
+    if conftest:
+        (where / "conftest.py").write_text(conftest)
+    result = pytest_in_new_process(where, f"--sab-data={data}", "--sab-allow-modified-data", "--sab-subset=all",
+                                   f"--sab-out={where / 'out'}", *args)
+    return SharedRun(where, data, where / "out", result)
