@@ -118,8 +118,10 @@ def test_unreachable_endpoint_is_one_usage_error(run, workers) -> None:
 
 
 def test_rejected_key_is_one_usage_error(run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once for the agent and the judge, which share the endpoint and the key; in this process (a
+    failed endpoint check said once under xdist is the unreachable endpoint's test)."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong-key-000000")
-    result = run("-n", "2")
+    result = run()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     out = result.stdout.str() + result.stderr.str()
     assert out.count("rejected the key in OPENAI_API_KEY") == 1 and "INTERNALERROR" not in out
