@@ -1,7 +1,9 @@
 """The benchmark as a user runs it, inside a ``pytester`` directory: the one case module every
 plugin test collects, and ``SabRun``, which runs pytest on it with the dataset and output options
 (``conftest.sab_run`` hands out configured ones; ``conftest.run`` is the module's own, set up by
-its ``RunSetup``)."""
+its ``RunSetup``); and ``shared_run``, one run under xdist outside any ``pytester`` that several
+tests of a module read (from a module-scoped fixture), where each would otherwise start its own
+controller and workers."""
 
 from __future__ import annotations
 
