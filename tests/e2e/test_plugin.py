@@ -141,6 +141,7 @@ def test_xdist_gives_identical_metrics(run, xdist_run: SharedRun) -> None:
     assert read_summary(xdist_run.out)["metrics_full"] == serial
 
 
+@pytest.mark.slow  # its run is a shared one, outside pytester (which marks the others)
 def test_junit_properties(xdist_run: SharedRun) -> None:
     root = ET.parse(xdist_run.where / "sab.xml").getroot()
     suite = root.find("testsuite")

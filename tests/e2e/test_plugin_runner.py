@@ -269,6 +269,7 @@ def workers_run(tmp_path_factory: pytest.TempPathFactory) -> WorkersRun:
         return WorkersRun(done, [json.dumps(r.body, sort_keys=True) for r in server.chat_requests])
 
 
+@pytest.mark.slow  # its run is a shared one, outside pytester (which marks the others)
 def test_a_record_travels_from_a_worker_once_per_case(workers_run: WorkersRun) -> None:
     """The record (with its model transcripts) rides on the setup report only; the call and teardown
     reports the worker sends the controller leave it out."""
@@ -306,6 +307,7 @@ runtime.Runtime.evaluate = evaluate
     result.stdout.fnmatch_lines(["*replacing crashed worker*"])
 
 
+@pytest.mark.slow  # its run is a shared one, outside pytester (which marks the others)
 def test_an_idle_worker_takes_over_cases_a_slow_worker_has_not_started(workers_run: WorkersRun) -> None:
     per_worker: dict[str, list[str]] = {}
     line = re.compile(r"\[(gw\d)\] \[ *\d+%\] \w+ test_sab.py::test_case\[([\w-]+)\]")
