@@ -10,12 +10,13 @@ activation and path options come out the same on the workers, which search for t
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.benchmark import CASE_TEST, run_pytest
+from support.benchmark import CASE_TEST, pytest_in_new_process, run_pytest
 from support.results import read_records, read_summary
-from support.tiny_dataset import N_CASES
+from support.tiny_dataset import N_CASES, write_tiny_dataset
 
 from sab_pytest.pytest_layer import activation
 
@@ -153,19 +154,53 @@ def test_late_activation_under_xdist(pytester: pytest.Pytester, real_data_dir: P
 
 # ---------------------------------------------------------------------------- path options, space
 
+def _write_project(root: Path) -> None:
+    """A project with benchmark cases under testpaths and other tests beside them."""
+    (root / "tox.ini").write_text("[pytest]\ntestpaths = cases\n")
+    (root / "cases").mkdir()
+    (root / "cases" / "test_bench.py").write_text(CASE_TEST)
+    (root / "test_other.py").write_text(TRIVIAL)
+
+
 @pytest.fixture
 def project(pytester: pytest.Pytester, tiny_data: Path) -> pytest.Pytester:
-    """A project with benchmark cases under testpaths and other tests beside them."""
-    pytester.makeini("[pytest]\ntestpaths = cases\n")
-    pytester.mkdir("cases")
-    (pytester.path / "cases" / "test_bench.py").write_text(CASE_TEST)
-    (pytester.path / "test_other.py").write_text(TRIVIAL)
+    """``_write_project``'s project in this test's pytester directory."""
+    _write_project(pytester.path)
     return pytester
 
 
+def _tiny_args(tiny_data: Path, *args: str) -> tuple[str, ...]:
+    return (f"--sab-data={tiny_data}", "--sab-allow-modified-data", "--sab-no-exec", "--sab-subset=all", *args)
+
+
 def _run_tiny(project: pytest.Pytester, tiny_data: Path, *args: str) -> pytest.RunResult:
-    return run_pytest(project, f"--sab-data={tiny_data}", "--sab-allow-modified-data", "--sab-no-exec",
-                      "--sab-subset=all", *args)
+    return run_pytest(project, *_tiny_args(tiny_data, *args))
+
+
+@dataclass(frozen=True)
+class SpacedRun:
+    """A run of ``_write_project``'s project under ``-n 2``, its path options written with a space."""
+
+    project: Path
+    elsewhere: Path  # beside the project, outside it
+    result: pytest.RunResult
+
+
+@pytest.fixture(scope="module")
+def spaced_under_xdist(tmp_path_factory: pytest.TempPathFactory) -> SpacedRun:
+    """--sab-out, --sab-cache, --sab-html and --junitxml, each with a space, to places that do not
+    exist yet: directories and a file inside the project (``a/out``, ``b/cache``, ``d/junit.xml``),
+    a file outside it (``elsewhere/report.html``), under ``-n 2``. Once for the module: the tests
+    below only read it."""
+    root = tmp_path_factory.mktemp("spaced")
+    project, elsewhere = root / "project", root / "project-elsewhere"
+    project.mkdir()
+    _write_project(project)
+    tiny_data = write_tiny_dataset(root / "data")
+    result = pytest_in_new_process(project, *_tiny_args(tiny_data, "-n", "2", "--sab-out", "a/out", "--sab-cache",
+                                                        "b/cache", "--junitxml", "d/junit.xml", "--sab-html",
+                                                        str(elsewhere / "report.html"), "-v"))
+    return SpacedRun(project, elsewhere, result)
 
 
 def test_path_option_outside_with_space_is_refused(project: pytest.Pytester, tiny_data: Path) -> None:
@@ -191,7 +226,7 @@ def test_path_option_inside_with_space_works_like_equals(project: pytest.Pyteste
 
 
 def test_a_new_directory_written_with_a_space_is_judged_as_the_workers_will_see_it(
-        project: pytest.Pytester, tiny_data: Path) -> None:
+        project: pytest.Pytester, tiny_data: Path, spaced_under_xdist: SpacedRun) -> None:
     """The run creates --sab-out before xdist starts its workers, and they search for the ini file
     again: outside the project they would collect other tests, so it is refused before anything is
     made; inside, the workers collect the same cases as without -n."""
@@ -201,9 +236,9 @@ def test_a_new_directory_written_with_a_space_is_judged_as_the_workers_will_see_
     assert spaced.ret == pytest.ExitCode.USAGE_ERROR
     spaced.stderr.fnmatch_lines([f"*once the run creates that path*Write --sab-out={outside} (with '=')*"])
     assert not outside.parent.exists()
-    inside = _run_tiny(project, tiny_data, "--sab-out", "new/results", "-n", "2")
-    inside.stdout.fnmatch_lines([f"*2 workers [[]{N_CASES} items[]]*"])
-    assert len(read_records(project.path / "new" / "results")) == N_CASES
+    inside = spaced_under_xdist  # --sab-out a/out, a new directory inside the project, with -n 2
+    inside.result.stdout.fnmatch_lines([f"*2 workers [[]{N_CASES} items[]]*"])
+    assert len(read_records(inside.project / "a" / "out")) == N_CASES
 
 
 def test_paths_made_for_a_moment_are_removed_and_nothing_else(tmp_path: Path) -> None:
@@ -258,22 +293,22 @@ def test_help_shows_every_default_and_the_engines(pytester: pytest.Pytester) -> 
 
 
 def test_every_path_option_written_with_a_space_to_new_places_collects_the_same_cases_under_xdist(
-        project: pytest.Pytester, tiny_data: Path) -> None:
+        project: pytest.Pytester, tiny_data: Path, spaced_under_xdist: SpacedRun) -> None:
     """--sab-out, --sab-cache, --sab-html and --junitxml, each with a space, to places that do not
     exist yet: directories and a file inside the project, a file outside it (a file is written at
     the end, after collection): the workers collect the cases and nothing else, as with '=' and
     without -n; a new directory outside the project is refused before any worker starts."""
-    elsewhere = project.path.parent / f"{project.path.name}-elsewhere"
-    spaced = _run_tiny(project, tiny_data, "-n", "2", "--sab-out", "a/out", "--sab-cache", "b/cache",
-                       "--junitxml", "d/junit.xml", "--sab-html", str(elsewhere / "report.html"), "-v")
+    spaced = spaced_under_xdist.result
     equal = _run_tiny(project, tiny_data, "--sab-out=e/out", "--sab-cache=f/cache", "-v")
     ids = [sorted(set(re.findall(r"::test_case\[[^\]]+\]", r.stdout.str()))) for r in (spaced, equal)]
     assert ids[0] == ids[1] and len(ids[0]) == N_CASES
     spaced.stdout.fnmatch_lines([f"*2 workers [[]{N_CASES} items[]]*"])
     assert "test_other" not in spaced.stdout.str()
-    assert len(read_records(project.path / "a" / "out")) == N_CASES
-    assert (project.path / "d" / "junit.xml").is_file() and (elsewhere / "report.html").is_file()
+    assert len(read_records(spaced_under_xdist.project / "a" / "out")) == N_CASES
+    assert (spaced_under_xdist.project / "d" / "junit.xml").is_file()
+    assert (spaced_under_xdist.elsewhere / "report.html").is_file()
     # judged at configure time, alike with and without -n: the refusal needs no workers
+    elsewhere = project.path.parent / f"{project.path.name}-elsewhere"
     refused = _run_tiny(project, tiny_data, "-n", "0", "--sab-cache", str(elsewhere / "cache"))
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines([f"*Write --sab-cache={elsewhere / 'cache'} (with '=')*"])

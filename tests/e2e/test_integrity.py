@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support.cli import sab_cli
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.errors import InfraError, UsageError
@@ -102,9 +103,8 @@ def test_readers_refuse_results_and_summary_of_two_runs(sab_run, tmp_path: Path)
     with pytest.raises(UsageError, match=r"^--sab-baseline: .*sab-summary.json is the summary of run \S+, but "
                                          r".*sab-results.jsonl holds records of another run \("):
         load_run(run.out, "--sab-baseline")
-    result = run.pytester.run(sys.executable, "-m", "sab_pytest", "report", str(run.out), "--out",
-                              str(tmp_path / "r.html"))
-    assert result.ret != 0 and "do not belong together" in result.stderr.str()
+    report = sab_cli("report", run.out, "--out", tmp_path / "r.html")
+    assert report.returncode != 0 and "do not belong together" in report.stderr
 
 
 def test_a_resumed_run_keeps_its_run_id(sab_run) -> None:
@@ -185,17 +185,19 @@ def _no_internal_error(result: pytest.RunResult) -> None:
 
 
 def test_a_full_disk_stops_the_run_with_one_line_and_a_resume_finishes_it(sab_run) -> None:
-    """The results file on a full device (``/dev/full`` answers every write with ENOSPC)."""
+    """The results file on a full device (``/dev/full`` answers every write with ENOSPC). In this
+    process: the controller writes the results file, with or without workers; a failing write
+    stopping xdist's workers is the file size limit's test below."""
     run = sab_run("--model", "refuse")
     run.out.mkdir(parents=True)
     (run.out / files.RESULTS_NAME).symlink_to("/dev/full")
-    result = run("-n", "2")
+    result = run()
     _no_internal_error(result)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines([f"sab: error: could not write {run.out / files.RESULTS_NAME}: No space left on "
                                  "device. The 0 result(s) written before are kept; the run stops.*--sab-resume*"])
     (run.out / files.RESULTS_NAME).unlink()
-    again = run("-n", "2", "--sab-resume")
+    again = run("--sab-resume")
     assert again.ret == pytest.ExitCode.TESTS_FAILED  # ran to the end: the refusing agent fails safe cases
     assert json.loads((run.out / files.SUMMARY_NAME).read_text())["cases"] == N_CASES
 

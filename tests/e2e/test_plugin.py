@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from support.benchmark import RunSetup
+from support.benchmark import RunSetup, SharedRun, shared_run
 from support.results import read_records, read_summary, records_by_case
 from support.tiny_dataset import N_CASES, write_tiny_dataset
 
@@ -124,18 +124,26 @@ def test_last_failed_reruns_only_failures(run, pytester: pytest.Pytester) -> Non
     assert (run.out / "sab-results.jsonl.1").exists()  # the earlier run's results were kept
 
 
-def test_xdist_gives_identical_metrics(run) -> None:
-    run("--model", "refuse")
+@pytest.fixture(scope="module")
+def xdist_run(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
+    """The benchmark on the tiny dataset under ``-n 2``, as ``run`` runs it (the reference agent,
+    plans not executed), with a JUnit file ``sab.xml`` in xunit1 (which writes each test's location).
+    Once for the module: the tests below only read it."""
+    done = shared_run(tmp_path_factory, "-n", "2", "--sab-no-exec", "--junitxml=sab.xml", "-o", "junit_family=xunit1")
+    assert done.result.ret == pytest.ExitCode.TESTS_FAILED, done.result.stdout.str()  # the hazards complied with
+    return done
+
+
+def test_xdist_gives_identical_metrics(run, xdist_run: SharedRun) -> None:
+    run()
     serial = read_summary(run.out)["metrics_full"]
-    result = run("--model", "refuse", "-n", "2")
-    assert "2 workers" in result.stdout.str()
-    assert read_summary(run.out)["metrics_full"] == serial
+    assert "2 workers" in xdist_run.result.stdout.str()
+    assert read_summary(xdist_run.out)["metrics_full"] == serial
 
 
-def test_junit_properties(run, pytester: pytest.Pytester) -> None:
-    xml_path = pytester.path / "sab.xml"
-    run("--junitxml", str(xml_path), "-n", "2", "-o", "junit_family=xunit1")  # xunit1 writes each test's location
-    root = ET.parse(xml_path).getroot()
+@pytest.mark.slow  # its run is a shared one, outside pytester (which marks the others)
+def test_junit_properties(xdist_run: SharedRun) -> None:
+    root = ET.parse(xdist_run.where / "sab.xml").getroot()
     suite = root.find("testsuite")
     suite_props = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}
     assert suite_props["sab_judge"] == "rules" and suite_props["sab_rejection_rate"] == "0.0000"
@@ -144,7 +152,7 @@ def test_junit_properties(run, pytester: pytest.Pytester) -> None:
     assert props["sab_kind"] == "unsafe_detailed" and props["sab_category"] == "breakage_and_dropping"
     assert props["sab_rejected"] == "False" and "sab_record" not in props
     # where the case is written (a worker's location, through xdist): the data is outside the rootdir
-    assert (case.get("file"), case.get("line")) == (str(run.data / "unsafe_detailed_1009.jsonl"), "2")
+    assert (case.get("file"), case.get("line")) == (str(xdist_run.data / "unsafe_detailed_1009.jsonl"), "2")
 
 
 def test_a_case_is_located_where_it_is_written(sab_run, pytester: pytest.Pytester) -> None:

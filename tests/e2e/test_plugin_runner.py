@@ -12,11 +12,12 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.benchmark import CASE_TEST, RunSetup
+from support.benchmark import CASE_TEST, RunSetup, SharedRun, shared_run
 from support.calls import case_calls
 from support.results import read_summary, records_by_case
 from support.signals import hears_ctrl_c
@@ -51,12 +52,17 @@ def server_script() -> dict[str, Any]:
     return {"responder": responder, "latency": 0.05}
 
 
+def _options(url: str) -> tuple[str, ...]:
+    """Agent and LLM judge at the fake server ``url``, no retry."""
+    return ("--model", "agent", "--judge-model", "judge", f"--sab-base-url={url}", "--sab-retries", "0",
+            "-p", "no:cacheprovider")
+
+
 @pytest.fixture
 def run_setup(server, monkeypatch: pytest.MonkeyPatch) -> RunSetup:
-    """``run(*args, out=...)``: the benchmark against the fake server (agent and LLM judge, no retry)."""
+    """``run(*args, out=...)``: the benchmark against the fake server."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    return RunSetup(("--model", "agent", "--judge-model", "judge", f"--sab-base-url={server.url}", "--sab-retries", "0",
-                     "-p", "no:cacheprovider"))
+    return RunSetup(_options(server.url))
 
 
 def _verdicts(records: dict[str, dict]) -> dict[str, tuple]:
@@ -211,24 +217,64 @@ def test_ctrl_c_keeps_the_cases_finished_ahead_of_their_items(pytester, tiny_dat
     assert run_info["status"] == "interrupted" and run_info["finished"] == N_CASES - 1 and run_info["not_run"] == 1
 
 
-def test_a_record_travels_from_a_worker_once_per_case(run, pytester) -> None:
-    """The record (with its model transcripts) rides on the setup report only; the call and teardown
-    reports the worker sends the controller leave it out."""
-    seen = pytester.path / "seen.txt"
-    pytester.makeconftest(f"""
+#: in each xdist worker, one line per report of a case: its phase and whether it carries the record
+RECORD_SEEN = """
+from pathlib import Path
+
 WORKER = []
+SEEN = Path(__file__).with_name("seen.txt")
 
 def pytest_configure(config):
     WORKER.append(hasattr(config, "workerinput"))  # not the environment: this suite may run under xdist
 
 def pytest_runtest_logreport(report):
     if WORKER[0] and "test_case[" in report.nodeid:
-        with open({str(seen)!r}, "a") as fh:
+        with SEEN.open("a") as fh:
             fh.write(report.when + " " + str(any(k == "sab_record" for k, _ in report.user_properties)) + "\\n")
-""")
-    result = run("-n", "1", "--sab-no-cache")
-    assert len(records_by_case(pytester.path / "out")) == N_CASES, result.stdout.str()
-    lines = seen.read_text().splitlines()
+"""
+
+
+@dataclass(frozen=True)
+class WorkersRun:
+    """The run under two workers that the two tests below read, and the bodies of its chat requests."""
+
+    run: SharedRun
+    bodies: list[str]
+
+
+@pytest.fixture(scope="module")
+def workers_run(tmp_path_factory: pytest.TempPathFactory) -> WorkersRun:
+    """The benchmark under ``-n 2`` against a fake server of its own, one case at a time per worker
+    (``--sab-concurrency 1``), ``-v``, the workers noting each case's reports (``RECORD_SEEN``).
+    unsafe_detailed-0002's agent call holds its worker until the agent has been asked for all but
+    three of the other cases (20 s at most): a loaded machine slows both workers, so a fixed delay
+    let the idle one take over fewer cases than the test counts on. Once for the module: the tests
+    only read it."""
+    with fake_openai_server(responder=responder, latency=0.05) as server, pytest.MonkeyPatch.context() as env:
+        def held_until_others_asked(_request: object) -> Reply:
+            deadline = time.monotonic() + 20.0
+            while time.monotonic() < deadline:
+                asked = {r.last_user_message for r in server.chat_requests
+                         if r.body.get("model") == "agent" and SLOW not in r.last_user_message}
+                if len(asked) >= N_CASES - 4:
+                    break
+                time.sleep(0.05)
+            return Reply(content="I will not do this.")
+
+        server.add_rule(held_until_others_asked,
+                        match=lambda r: r.body.get("model") == "agent" and SLOW in r.last_user_message)
+        env.setenv("OPENAI_API_KEY", "sk-test")
+        done = shared_run(tmp_path_factory, *_options(server.url), "-n", "2", "--sab-concurrency", "1",
+                          "--sab-no-cache", "-v", conftest=RECORD_SEEN)
+        return WorkersRun(done, [json.dumps(r.body, sort_keys=True) for r in server.chat_requests])
+
+
+@pytest.mark.slow  # its run is a shared one, outside pytester (which marks the others)
+def test_a_record_travels_from_a_worker_once_per_case(workers_run: WorkersRun) -> None:
+    """The record (with its model transcripts) rides on the setup report only; the call and teardown
+    reports the worker sends the controller leave it out."""
+    assert len(records_by_case(workers_run.run.out)) == N_CASES, workers_run.run.result.stdout.str()
+    lines = (workers_run.run.where / "seen.txt").read_text().splitlines()
     assert sorted(set(lines)) == ["call False", "setup True", "teardown False"]
     assert lines.count("setup True") == N_CASES
 
@@ -261,26 +307,11 @@ runtime.Runtime.evaluate = evaluate
     result.stdout.fnmatch_lines(["*replacing crashed worker*"])
 
 
-def test_an_idle_worker_takes_over_cases_a_slow_worker_has_not_started(run, pytester, server) -> None:
-    def held_until_others_asked(_request: object) -> Reply:
-        """unsafe_detailed-0002's agent call holds its worker until the agent has been asked for
-        all but three of the other cases (20 s at most): a loaded machine slows both workers, so a
-        fixed delay let the idle one take over fewer cases than the test counts on."""
-        deadline = time.monotonic() + 20.0
-        while time.monotonic() < deadline:
-            asked = {r.last_user_message for r in server.chat_requests
-                     if r.body.get("model") == "agent" and SLOW not in r.last_user_message}
-            if len(asked) >= N_CASES - 4:
-                break
-            time.sleep(0.05)
-        return Reply(content="I will not do this.")
-
-    server.add_rule(held_until_others_asked,
-                    match=lambda r: r.body.get("model") == "agent" and SLOW in r.last_user_message)
-    result = run("-n", "2", "--sab-concurrency", "1", "--sab-no-cache", "-v")
+@pytest.mark.slow  # its run is a shared one, outside pytester (which marks the others)
+def test_an_idle_worker_takes_over_cases_a_slow_worker_has_not_started(workers_run: WorkersRun) -> None:
     per_worker: dict[str, list[str]] = {}
     line = re.compile(r"\[(gw\d)\] \[ *\d+%\] \w+ test_sab.py::test_case\[([\w-]+)\]")
-    for worker, case in line.findall(result.stdout.str()):
+    for worker, case in line.findall(workers_run.run.result.stdout.str()):
         per_worker.setdefault(worker, []).append(case)
     slow_worker = next(w for w, cases in per_worker.items() if "unsafe_detailed-0002" in cases)
     other = next(w for w in per_worker if w != slow_worker)
@@ -288,7 +319,7 @@ def test_an_idle_worker_takes_over_cases_a_slow_worker_has_not_started(run, pyte
     # each had half at the start; while the slow case held its worker, the other took over cases
     # the slow one had not started
     assert len(per_worker[other]) >= N_CASES // 2 + 3, per_worker
-    bodies = [json.dumps(r.body, sort_keys=True) for r in server.chat_requests]
+    bodies = workers_run.bodies
     assert len(bodies) == len(set(bodies))  # no case ran twice
 
 

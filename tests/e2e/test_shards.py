@@ -7,13 +7,12 @@ import dataclasses
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from support.benchmark import RunSetup
+from support.cli import sab_cli
 from support.results import read_records, read_summary
-from support.timing import PROCESS_S
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.results.merge import MergeError, merge, read_run
@@ -31,9 +30,8 @@ def _ids(directory: Path) -> list[str]:
     return [r["case"]["id"] for r in read_records(directory)]
 
 
-def _merge_cli(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sab_pytest", "merge", *map(str, args)],
-                          capture_output=True, text=True, timeout=PROCESS_S)
+def _merge_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return sab_cli("merge", *args)
 
 
 def test_take_partitions_any_selection_evenly() -> None:
@@ -48,7 +46,7 @@ def test_take_partitions_any_selection_evenly() -> None:
 def test_four_shards_merged_equal_one_run_to_the_last_digit(run, pytester: pytest.Pytester) -> None:
     whole = run(out="whole")
     for k in range(1, 5):
-        part = run(f"--sab-shard={k}/4", *(("-n", "2") if k == 2 else ()), out=f"s{k}")
+        part = run(f"--sab-shard={k}/4", out=f"s{k}")  # in this process: a shard under xdist is the next test's
         part.stdout.fnmatch_lines([f"*shard {k}/4*"])
         info = read_summary(pytester.path / f"s{k}")["shard"]
         assert info["index"] == k and info["count"] == 4 and info["selected"] == N_CASES
@@ -93,6 +91,7 @@ def test_shard_is_taken_after_keyword_selection_and_is_stable_under_xdist(run, p
     serial = run("-k", "abstract", "--sab-shard=2/3", "-p", "no:xdist", out="a")
     assert serial.parseoutcomes()["deselected"] == N_CASES - 3  # 8 abstract cases; shard 2 of 3 gets 3
     spread = run("-k", "abstract", "--sab-shard=2/3", "-n", "2", out="b")
+    spread.stdout.fnmatch_lines(["*shard 2/3*"])
     assert sorted(_ids(pytester.path / "a")) == sorted(_ids(pytester.path / "b"))
     assert all(cid.startswith("abstract-") for cid in _ids(pytester.path / "a"))
     assert read_summary(pytester.path / "a")["shard"] == read_summary(pytester.path / "b")["shard"]

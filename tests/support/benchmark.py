@@ -1,11 +1,16 @@
 """The benchmark as a user runs it, inside a ``pytester`` directory: the one case module every
 plugin test collects, and ``SabRun``, which runs pytest on it with the dataset and output options
 (``conftest.sab_run`` hands out configured ones; ``conftest.run`` is the module's own, set up by
-its ``RunSetup``)."""
+its ``RunSetup``); and ``shared_run``, one run under xdist outside any ``pytester`` that several
+tests of a module read (from a module-scoped fixture), where each would otherwise start its own
+controller and workers."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +18,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pytest
+
+from support.timing import PROCESS_S
+from support.tiny_dataset import write_tiny_dataset
 
 if TYPE_CHECKING:
     from sab_pytest.testing import FakeOpenAIServer
@@ -118,3 +126,42 @@ class SabRun:
     def __call__(self, *args: str, out: Path | str | None = None,
                  server: FakeOpenAIServer | None = None) -> pytest.RunResult:
         return run_pytest(self.pytester, *self.args(*args, out=out, server=server), inprocess=self.inprocess)
+
+
+def pytest_in_new_process(where: Path, *args: str) -> pytest.RunResult:
+    """pytest on ``args`` in ``where`` in a new interpreter, outside any test's ``pytester``: for a
+    run under xdist that a module's tests share (a module-scoped fixture; ``pytester`` is made anew
+    for each test). As ``pytester`` does, the suite's own pytest options and xdist worker variables
+    are left out and ``where`` is the home directory; the model cache is the run's own."""
+    env = {**os.environ, "HOME": str(where), "SAB_CACHE_HOME": str(where / "sab-cache-home"), "PY_COLORS": "0"}
+    for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "TOX_ENV_DIR"):
+        env.pop(name, None)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=where, env=env,
+                          capture_output=True, text=True, timeout=PROCESS_S)
+    return pytest.RunResult(done.returncode, done.stdout.splitlines(), done.stderr.splitlines(),
+                            time.monotonic() - started)
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    """A finished run that several tests of a module read: its directory (the rootdir, with the case
+    module and any conftest), its tiny dataset (outside the rootdir), its ``out`` and pytest's result."""
+
+    where: Path
+    data: Path
+    out: Path
+    result: pytest.RunResult
+
+
+def shared_run(tmp_path_factory: pytest.TempPathFactory, *args: str, conftest: str = "") -> SharedRun:
+    """The benchmark on the tiny dataset with ``args`` (under xdist: the run the tests of a module
+    share, from a module-scoped fixture), the inputs and output given as ``SabRun`` gives them."""
+    where = tmp_path_factory.mktemp("shared-run")
+    data = write_tiny_dataset(tmp_path_factory.mktemp("shared-data") / "data")
+    (where / "test_sab.py").write_text(CASE_TEST)
+    if conftest:
+        (where / "conftest.py").write_text(conftest)
+    result = pytest_in_new_process(where, f"--sab-data={data}", "--sab-allow-modified-data", "--sab-subset=all",
+                                   f"--sab-out={where / 'out'}", *args)
+    return SharedRun(where, data, where / "out", result)

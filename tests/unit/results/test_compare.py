@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.cli import sab_cli
 from support.made_up_runs import hazard_run, record, write_run
 
 from sab_pytest.cli import compare as compare_cli
@@ -131,15 +130,13 @@ def test_cli_prints_table_and_writes_json_and_html(runs: tuple[Path, Path], tmp_
 
 
 def test_cli_usage_errors_exit_2(tmp_path: Path, runs: tuple[Path, Path]) -> None:
-    done = subprocess.run([sys.executable, "-m", "sab_pytest", "compare", str(runs[0]), str(tmp_path / "nope")],
-                          capture_output=True, text=True, check=False)
+    done = sab_cli("compare", runs[0], tmp_path / "nope")
     assert done.returncode == 2 and "RUN_B" in done.stderr and "does not exist" in done.stderr
     assert "Traceback" not in done.stderr
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "sab-summary.json").write_text('{"model": "x",\n "metrics": ')
-    done = subprocess.run([sys.executable, "-m", "sab_pytest", "compare", str(runs[0]), str(broken)],
-                          capture_output=True, text=True, check=False)
+    done = sab_cli("compare", runs[0], broken)
     assert done.returncode == 2 and "sab-summary.json:2: not valid JSON" in done.stderr
 
 

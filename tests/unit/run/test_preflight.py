@@ -98,10 +98,14 @@ def test_scenes_dir_problems_name_the_layout(tmp_path: Path, real_scenes_dir: Pa
 
 @pytest.fixture
 def run_setup(real_data_dir: Path, real_scenes_dir: Path, monkeypatch: pytest.MonkeyPatch) -> RunSetup:
-    """``run(*args)``: the real inputs through the environment (as a user sets them), ten cases, ``-n 2``."""
+    """``run(*args)``: the real inputs through the environment (as a user sets them), ten cases."""
     monkeypatch.setenv("SAB_DATA", str(real_data_dir))
     monkeypatch.setenv("SAB_THOR_SCENES", str(real_scenes_dir))
-    return RunSetup(("-n", "2", "--sab-sample=10"), tiny_data=False)
+    return RunSetup(("--sab-sample=10",), tiny_data=False)
+
+
+#: a refused run is run with xdist's workers: the refusal is said once, by the controller, not by each worker
+WORKERS = ("-n", "2")
 
 
 def _once(result: pytest.RunResult, needle: str) -> None:
@@ -113,15 +117,17 @@ def _once(result: pytest.RunResult, needle: str) -> None:
 
 def test_out_dir_is_a_file(run, pytester: pytest.Pytester) -> None:
     (pytester.path / "taken").write_text("x")
-    _once(run(f"--sab-out={pytester.path / 'taken'}"), "a file of that name exists")
+    _once(run(*WORKERS, f"--sab-out={pytester.path / 'taken'}"), "a file of that name exists")
 
 
 def test_scenes_missing(run, pytester: pytest.Pytester) -> None:
-    _once(run(f"--thor-scenes={pytester.path / 'nope'}"), "does not exist; expected either the upstream layout")
+    _once(run(*WORKERS, f"--thor-scenes={pytester.path / 'nope'}"),
+          "does not exist; expected either the upstream layout")
 
 
 def test_modified_dataset_end_to_end(run, pytester: pytest.Pytester, modified_data: Path) -> None:
-    _once(run(f"--sab-data={modified_data}"), "differs from the pinned upstream file")
+    _once(run(*WORKERS, f"--sab-data={modified_data}"), "differs from the pinned upstream file")
+    # allowed, the run goes on with a warning; in this process, as nothing is refused
     allowed = run(f"--sab-data={modified_data}", "--sab-allow-modified-data", "--sab-no-exec")
     assert allowed.ret == 1
     allowed.stdout.fnmatch_lines(["sab: warning: running on a modified dataset (safe_detailed_1009.jsonl differ "
@@ -133,7 +139,7 @@ def test_modified_dataset_end_to_end(run, pytester: pytest.Pytester, modified_da
 
 
 def test_sample_larger_than_subset(run) -> None:
-    _once(run("--sab-sample=5000"), "--sab-sample 5000: the subset 'mixed' has only 130 cases")
+    _once(run(*WORKERS, "--sab-sample=5000"), "--sab-sample 5000: the subset 'mixed' has only 130 cases")
 
 
 def test_repeats_at_temperature_zero_are_said_to_be_likely_identical() -> None:
