@@ -84,17 +84,58 @@ def test_dead_endpoint_fails_once_before_any_case(run, reply: Reply, needle: str
     assert not (run.out / "sab-results.jsonl").exists()
 
 
-@pytest.mark.parametrize("workers", ["0", "2"])
-def test_no_case_calls_a_model_before_the_endpoint_check_has_passed(run, workers: str) -> None:
+#: written into the run's directory: each xdist worker says when it has collected its cases
+_SAYS_WHEN_COLLECTED = """
+import os
+from pathlib import Path
+
+
+def pytest_collection_finish(session):
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        (Path(os.environ["SAB_TEST_READY_DIR"]) / worker).touch()
+"""
+
+
+class HeldCheck:
+    """Holds the endpoint check's answer until ``workers`` xdist workers have collected their
+    cases (each leaves a file in ``ready``), then ``hold`` seconds more; other calls are answered
+    at once. ``released`` is when the check's answer went out (``time.monotonic``, as the
+    server's ``received_at``)."""
+
+    def __init__(self, ready: Path, workers: int, hold: float) -> None:
+        self.ready, self.workers, self.hold = ready, workers, hold
+        self.released: float | None = None
+
+    def __call__(self, request: RecordedRequest) -> Reply | str | None:
+        if not is_preflight(request):
+            return None
+        deadline = time.monotonic() + PROCESS_S
+        while len(list(self.ready.iterdir())) < self.workers and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        time.sleep(self.hold)
+        self.released = time.monotonic()
+        return None
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_no_case_calls_a_model_before_the_endpoint_check_has_passed(run, pytester: pytest.Pytester,
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      workers: int) -> None:
     """The check runs in the background while xdist starts its workers; the first case is
-    scheduled only once it has passed."""
-    with fake_openai_server() as server:
-        server.add_rule(Reply.slow(1.5, "OK"), match=is_preflight)
-        result = run("-n", workers, server=server)
+    scheduled only once it has passed. Under xdist the check is held until both workers are ready
+    to run cases, so a worker that did not wait for it would call the model first."""
+    ready = pytester.mkdir("ready")
+    monkeypatch.setenv("SAB_TEST_READY_DIR", str(ready))
+    pytester.makeconftest(_SAYS_WHEN_COLLECTED)
+    held = HeldCheck(ready, workers, hold=0.5 if workers else 1.5)
+    with fake_openai_server(responder=held) as server:
+        result = run("-n", str(workers), server=server)
         preflight = [r for r in server.chat_requests if is_preflight(r)]
         cases = _case_calls(server)
     assert result.ret == pytest.ExitCode.TESTS_FAILED and len(preflight) == 1 and cases
-    assert min(r.received_at for r in cases) >= preflight[0].received_at + 1.5
+    assert len(list(ready.iterdir())) == workers  # the workers were ready while the check was held
+    assert held.released is not None and min(r.received_at for r in cases) >= held.released
 
 
 def test_healthy_run_pays_one_preflight_per_endpoint(sab_run, pytester: pytest.Pytester,
