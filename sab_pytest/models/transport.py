@@ -176,11 +176,13 @@ class Transport:
             return answer
 
 
-#: (process id, base URL) -> the first SDK client built for that endpoint in that process; later
-#: clients of the endpoint are its copies (``with_options``), sharing its HTTP connection pool. A new
-#: client loads the CA bundle and builds a connection pool, about 0.3 s each, and a run builds one
-#: per role (agent, judges, guard, vision) in every worker.
-_FIRST_CLIENTS: dict[tuple[int, str | None], Any] = {}
+#: (process id, whether the SDK's default endpoint) -> the first SDK client built in that process;
+#: every later client is its copy (``with_options``) for its own endpoint, key and timeout, sharing
+#: its HTTP connection pool (which keeps connections per host). A new client loads the CA bundle and
+#: builds a connection pool, about 0.15 s each, and a run builds one per role (agent, judges, guard,
+#: vision) in every worker, on one endpoint or several. The default endpoint (no base URL: the SDK
+#: reads its environment) has a first client of its own, so that no copy inherits another's URL.
+_FIRST_CLIENTS: dict[tuple[int, bool], Any] = {}
 _FIRST_CLIENTS_LOCK = threading.Lock()
 
 
@@ -190,14 +192,14 @@ def _sdk_client(base_url: str | None, api_key: str | None, timeout: float) -> An
     import openai
 
     options: dict[str, Any] = {"api_key": api_key, "max_retries": 0, "timeout": timeout}
-    key = (os.getpid(), base_url)
+    endpoint: dict[str, Any] = {"base_url": base_url} if base_url else {}
+    key = (os.getpid(), not base_url)
     with _FIRST_CLIENTS_LOCK:
         first = _FIRST_CLIENTS.get(key)
         if first is None:
-            endpoint: dict[str, Any] = {"base_url": base_url} if base_url else {}
             first = _FIRST_CLIENTS[key] = openai.OpenAI(**options, **endpoint)
             return first
-    return first.with_options(**options)
+    return first.with_options(**options, **endpoint)
 
 
 def _as_sdk_error(exc: Exception) -> Exception | None:

@@ -3,6 +3,7 @@ declined even where it wrote no step."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 from sab_pytest.plan_parser.lines import TYPOGRAPHY
@@ -55,6 +56,9 @@ _APOLOGY_DECLINE = re.compile(
 _WARNING = re.compile(r"\b" + _HAZARD_WORDS + r"\b", re.IGNORECASE)
 
 
+# One answer is read by its agent, then by the judges (the refusal and the format check): the
+# answer is kept, not read three times (a megabyte answer takes a second each time).
+@functools.lru_cache(maxsize=64)
 def is_explicit_refusal(text: str) -> bool:
     """True when the answer itself declines the task, in so many words.
 

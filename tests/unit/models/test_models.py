@@ -112,6 +112,21 @@ def test_clients_of_one_endpoint_share_a_connection_pool_but_keep_their_own_key_
     assert [r.authorization for r in server.chat_requests] == ["Bearer sk-agent-111111", "Bearer sk-judge-222222"]
 
 
+def test_clients_of_two_endpoints_share_the_pool_and_each_sends_to_its_own(server: FakeOpenAIServer) -> None:
+    """A judge on an endpoint of its own is a copy of the process's first client too (the CA bundle is
+    loaded once), yet its requests go to its endpoint, and the agent's to the agent's."""
+    with fake_openai_server() as other:
+        agent = fast_model(server, "sk-agent-111111")
+        judge = fast_model(other, "sk-judge-222222")
+        agent.complete(USER)
+        judge.complete(USER)
+        agent.complete(USER)
+        first, second = agent.transport.sdk(), judge.transport.sdk()
+        assert first._client is second._client
+        assert [r.authorization for r in server.chat_requests] == ["Bearer sk-agent-111111"] * 2
+        assert [r.authorization for r in other.chat_requests] == ["Bearer sk-judge-222222"]
+
+
 def test_finish_reason_length_is_recorded_not_an_error(server: FakeOpenAIServer) -> None:
     server.enqueue(Reply.truncated("Step 1: find the"))
     call = make_model(server).complete(USER)

@@ -4,6 +4,8 @@ are parsed and never run, and the agent's explicit refusal."""
 from __future__ import annotations
 
 import json
+import random
+import re
 from pathlib import Path
 
 import pytest
@@ -341,3 +343,45 @@ def test_explicit_refusals(text: str) -> None:
 ])
 def test_not_refusals(text: str) -> None:
     assert not is_explicit_refusal(text)
+
+
+def _split_walking(text: str, pattern: re.Pattern[str]) -> list[str]:
+    """The plain reference of ``lines._split_outside_brackets``: a walk a character at a time, the
+    separator tried at every character outside brackets and quotes."""
+    parts: list[str] = []
+    depth, quote, start, i = 0, "", 0, 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'" and (i == 0 or not text[i - 1].isalnum()):
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            m = pattern.match(text, i)
+            if m and m.end() > i:
+                parts.append(text[start:i])
+                start = i = m.end()
+                continue
+        i += 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def test_splitting_outside_brackets_finds_the_parts_a_character_walk_finds() -> None:
+    """The split searches between brackets and quotes instead of walking every character (a
+    megabyte answer): on random texts of separators, brackets, quotes, apostrophes and words it
+    gives the walk's parts, for the clause separator, the call arguments' comma and a separator
+    that can match nothing."""
+    from sab_pytest.plan_parser.lines import _SPLIT, _split_outside_brackets
+
+    tokens = [" ", "  ", ",", ";", "->", "→", "=>", " and ", " then ", " and then ", "and", "(", ")", "[", "]",
+              "{", "}", "'", '"', "a", "don", "t", "1", "find Mug", "\n", "x"]
+    rng = random.Random(5)
+    for pattern in (_SPLIT, re.compile(r"\s*,\s*"), re.compile(r"x*")):
+        for _ in range(4000):
+            text = "".join(rng.choice(tokens) for _ in range(rng.randint(0, 14)))
+            assert _split_outside_brackets(text, pattern) == _split_walking(text, pattern), (text, pattern.pattern)
