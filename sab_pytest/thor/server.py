@@ -16,12 +16,9 @@ when the server has a token::
 
 Leases, locking, crash recovery and retry safety are in ``pool.py``; the metadata delta in ``wire.py``.
 
-HTTP stack: Werkzeug for requests and routing, served by waitress. Werkzeug (Pallets) comes with
-ai2thor already, and waitress is a mature, pure-Python, multi-threaded WSGI server with no C
-build (so it installs anywhere the benchmark does, including the CUDA image). Threads suit this
-server: every engine call blocks (a Unity round trip, or the embedded engine's Python), and the
-per-engine lock serialises what must be serialised; an asyncio stack would push each call to a
-thread pool anyway. Neither ``http.server`` nor Flask's development server is meant for production.
+HTTP stack: Werkzeug (which ai2thor brings) for routing, served by waitress, a pure-Python threaded
+WSGI server that installs anywhere the benchmark does. Threads suit a server whose every engine call
+blocks, with a per-engine lock (an asyncio stack would push each call to a thread pool anyway).
 
 Binds 127.0.0.1 unless ``--host`` says otherwise, and refuses to bind anything else without a
 token (``--token`` or ``$SAB_THOR_TOKEN``).
@@ -369,20 +366,17 @@ class ThorServer:
         return self
 
     def close(self) -> None:
+        from waitress.wasyncore import close_all
+
         self._closing = True
         self.reaper.stop()
         self.http.task_dispatcher.shutdown(timeout=2)
         if self._thread is not None and self._thread.is_alive():
-            # the loop thread closes its own sockets, woken by waitress's trigger: closed from here,
-            # they would end its loop only when its select times out (a second, per server closed)
-            self.http.trigger.pull_trigger(self._close_sockets)
+            # woken by its trigger, the loop closes its own sockets at once (not when its 1 s select ends)
+            self.http.trigger.pull_trigger(lambda: close_all(self.http._map))
             self._thread.join(timeout=5)
-        self._close_sockets()
+        close_all(self.http._map)
         self.pool.stop()
-
-    def _close_sockets(self) -> None:
-        for channel in list(self.http._map.values()):
-            channel.close()
 
 
 def make_parser() -> argparse.ArgumentParser:
