@@ -60,8 +60,12 @@ def _warm_the_model_sdk() -> None:
     import openai
 
     client = openai.OpenAI(api_key="unused", base_url="http://127.0.0.1:9/v1", max_retries=0, timeout=5)
+    message = [{"role": "user", "content": "warm-up"}]
     with contextlib.suppress(openai.APIError):
         client.models.list()
+    with contextlib.suppress(openai.APIError):  # the chat resources and their stream, as the product calls them
+        client.chat.completions.create(model="warm-up", messages=message, stream=True,
+                                       stream_options={"include_usage": True})
     client.close()
 
 
