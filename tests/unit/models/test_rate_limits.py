@@ -22,7 +22,7 @@ from support.timing import HANG_S, POLL_S
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.errors import InfraError, UsageError
-from sab_pytest.models import CallContext, OpenAIChatModel, pacing
+from sab_pytest.models import CallContext, OpenAIChatModel
 from sab_pytest.models.usage import add_failures
 from sab_pytest.models.wire import CAUSE_RATE, CAUSE_SERVER, parse_duration, rate_limit_wait
 from sab_pytest.run.breaker import RunState
@@ -180,10 +180,7 @@ def test_a_shrunk_limit_holds_back_new_calls(tmp_path: Path) -> None:
 
 # -- a hung endpoint ------------------------------------------------------------------------------------
 
-def test_a_hung_endpoint_stops_the_run_after_two_timeouts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # an endpoint that never answered holds a call's next attempt for ``pacing.PROBE_S`` (5 s), the
-    # wait for the rate limit's schedule that its first answer would bring: not what is tested here
-    monkeypatch.setattr(pacing, "PROBE_S", 0.2)
+def test_a_hung_endpoint_stops_the_run_after_two_timeouts(tmp_path: Path) -> None:
     state = RunState(tmp_path / "run", max_failures=10)
     with fake_openai_server(hang_after=0) as server:
         with pytest.raises(InfraError) as info:
