@@ -306,7 +306,7 @@ def test_back_off_is_not_charged_to_the_case_budget(server: FakeOpenAIServer) ->
     client = model(server)
     client.complete(USER)  # the SDK client is made and connected outside the budget
     server.reset()
-    server.enqueue(*[Reply.rate_limited(retry_after_ms=300)] * 5)
+    server.enqueue(*[Reply.rate_limited(retry_after_ms=220)] * 5)
     case = client.for_case(CallContext.start(1.0))
-    assert case.complete([{"role": "user", "content": "again"}]).answer  # >= 1.5 s of back-off
+    assert case.complete([{"role": "user", "content": "again"}]).answer  # >= 1.1 s of back-off
     assert len(server.chat_requests) == 6
