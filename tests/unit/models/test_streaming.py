@@ -126,7 +126,7 @@ def test_one_slot_answers_in_turn_and_an_abandoned_request_keeps_its_turn() -> N
 
 
 def test_one_slot_drops_a_queued_request_whose_stream_was_closed() -> None:
-    with fake_openai_server(slots=1, answer_s=1.0) as server:
+    with fake_openai_server(slots=1, answer_s=0.6) as server:  # three times the second call's timeout
         slot = server.one_slot
         assert slot is not None
         first = threading.Thread(target=lambda: make_model(server, timeout=HANG_S).complete(USER))
