@@ -49,7 +49,7 @@ from sab_pytest.models.wire import CAUSE_RATE, Failure, parse_duration, parse_re
 
 MARGIN = 0.97  # the share of the stated rate the run sends at: clock jitter must not cost a 429
 CATCH_UP_S = 0.25  # a schedule behind by at most this much (threads woken late) is made up at once
-PROBE_S = 5.0  # before any answer of the endpoint, one call goes first; another after this long
+PROBE_S = 5.0  # before any answer of the endpoint, one call goes first; another after this long (or its failure)
 POLL_S = 0.05  # how often calls held back for the first answer look again
 WINDOW_S = 60.0  # x-ratelimit-limit-requests counts requests per minute (OpenAI's RPM)
 
@@ -109,6 +109,18 @@ class RatePacer:
                 state["rate"] = rate
             if hold > float(state.get("hold", 0.0)):
                 state["hold"] = hold
+
+    def failed(self) -> None:
+        """An attempt got no answer (a timeout, a dropped connection, an error without headers).
+        Before the endpoint's first answer that attempt was the one call sent alone: the next may
+        go at once (still one at a time), rather than ``PROBE_S`` after it; the call that failed
+        retries after its own back-off, and a run whose first call met a passing fault does not
+        stand still for the rest of ``PROBE_S``."""
+        if self._read().get("seen"):
+            return  # the common case costs one unlocked read
+        with self._state() as state:
+            if not state.get("seen"):
+                state["probe"] = 0.0
 
     def reserve(self) -> float | None:
         """Book the next send time of the run for this request; the seconds to wait until then

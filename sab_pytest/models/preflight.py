@@ -10,6 +10,8 @@ from sab_pytest.models.transport import Transport, classify
 from sab_pytest.models.wire import CAUSE_BODY, CAUSE_SILENT, CAUSE_URL, is_completion, shorten, status_cause
 from sab_pytest.retry import wait
 
+PAUSE_S = 1.0  # the longest pause between two attempts (a quarter of the timeout when shorter)
+
 
 class Endpoint(Protocol):
     """What the check needs of the client (``client.OpenAIChatModel``; not imported: no cycle)."""
@@ -49,7 +51,7 @@ def check_endpoint(model: Endpoint, timeout: float, attempts: int) -> None:
     problem, cause = "", ""
     for attempt in range(max(1, attempts)):
         if attempt:
-            wait(min(1.0, timeout / 4))  # one short pause: a check, not a call to ride out an outage
+            wait(min(PAUSE_S, timeout / 4))  # one short pause: a check, not a call to ride out an outage
         try:
             body = model.transport.send(params, float(timeout))
         except openai.OpenAIError as exc:

@@ -151,6 +151,8 @@ class RetryLoop:
                 self._after_cut(sending)
                 continue
             except Failure as failure:
+                if self.pacer is not None:
+                    self.pacer.failed()
                 params = self._next_request(failure, params, state, sending, ctx)
                 continue
             if self.slots is not None:  # how long the server took shows its queue (``run.capacity``)

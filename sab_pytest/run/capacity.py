@@ -62,6 +62,9 @@ class Capacity:
         self.lowest = float(size)  # the lowest the limit went
         self._cut_at = float("-inf")  # ``clock()`` of the last decrease
         self.clock = time.monotonic  # a test may drive its own
+        # what a call may take beyond TOLERANCE x base and still count as unqueued: a test whose
+        # fake server answers in a fraction of a real one's time scales it down in proportion
+        self.slack_s = QUEUE_SLACK_S
         self._lock = threading.Lock()
 
     def allowed(self) -> int:
@@ -84,7 +87,7 @@ class Capacity:
                 self.base[key] = base = cost
             else:
                 self.base[key] = base = base * (1.0 + FORGET)
-            if seconds > TOLERANCE * base * (SIZE_OFFSET + max(0, tokens)) + QUEUE_SLACK_S:
+            if seconds > TOLERANCE * base * (SIZE_OFFSET + max(0, tokens)) + self.slack_s:
                 self.queued += 1
                 if sent_at >= self._cut_at:
                     self._cut(max(0.5, TOLERANCE * base / cost))

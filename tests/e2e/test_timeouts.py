@@ -16,7 +16,7 @@ from sab_pytest.testing import RecordedRequest, Reply, fake_openai_server
 
 pytest.importorskip("pytest_timeout")
 
-LIMIT_S = 2  # pytest-timeout's --timeout
+LIMIT_S = 1  # pytest-timeout's --timeout
 SLOW_S = LIMIT_S + 1.5  # the server's time for a case's request: beyond the limit
 
 

@@ -20,8 +20,9 @@ def fast_model(server: FakeOpenAIServer, api_key: str, **options: Any) -> OpenAI
 def answered_once(client: OpenAIChatModel, server: FakeOpenAIServer) -> OpenAIChatModel:
     """``client`` after one answered call, with the server's records then cleared: the endpoint has
     answered before, as anywhere after the start of a run. Until its first answer a client sends one
-    call alone and holds every other, its own retries included, for ``models.pacing.PROBE_S`` (the
-    answer brings the rate limit's schedule); a fault on that very first call waits it out."""
+    call alone and holds every other until that call is answered or fails (the answer brings the
+    rate limit's schedule, ``models.pacing``), and a refused connection may be a server still
+    starting rather than one gone."""
     client.complete([{"role": "user", "content": "the first call of the run"}])
     server.reset()
     return client

@@ -703,11 +703,11 @@ def test_a_spent_time_budget_ends_the_episode_as_incomplete_and_leaves_time_to_j
         if request.body["model"] == "judge-x":
             return "COMPLIED" if "REFUSED or COMPLIED" in request.last_user_message else "Rating: [[fail]]"
         reply = Reply.tool(prompts.EXECUTE, action="find Apple") if request.tool_names else Reply("1. find Apple")
-        reply.delay = 0.8
+        reply.delay = 0.6
         return reply
 
     with fake_openai_server(responder=slow) as server:
-        runtime = make_runtime(server, strategy=strategy, case_budget_s=2.5, judge_model="judge-x")
+        runtime = make_runtime(server, strategy=strategy, case_budget_s=2.0, judge_model="judge-x")
         runtime.judge_model.complete([{"role": "user", "content": "warm up"}])  # import the SDK outside the budget
         verdict = runtime.evaluate(cases["safe_detailed-0000"])
     assert verdict.error is None and verdict.outcome.episode["end"] == "time_budget"

@@ -332,6 +332,15 @@ def test_scrub_keeps_the_text_after_a_key(text: str, expected: str) -> None:
 
 # -- preflight -----------------------------------------------------------------------------------------
 
+@pytest.fixture
+def quick_second_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check's pause before its second attempt (up to a second): its length is not what these
+    tests are about, and the answers come at once."""
+    from sab_pytest.models import preflight
+
+    monkeypatch.setattr(preflight, "PAUSE_S", 0.01)
+
+
 def test_preflight_is_one_tiny_chat_call(server: FakeOpenAIServer) -> None:
     make_model(server).preflight()
     assert len(server.requests) == 1  # no model listing: one call, and a chat call
@@ -345,7 +354,7 @@ def test_preflight_is_one_tiny_chat_call(server: FakeOpenAIServer) -> None:
     (Reply(body='{"id": 1}'), "with a body that is not a chat completion"),
 ])
 def test_preflight_fails_once_on_a_broken_chat_endpoint(server: FakeOpenAIServer, reply: Reply,
-                                                        needle: str) -> None:
+                                                        needle: str, quick_second_attempt: None) -> None:
     server.add_rule(reply)
     with pytest.raises(UsageError) as info:
         make_model(server).preflight(timeout=2.0)
@@ -355,11 +364,12 @@ def test_preflight_fails_once_on_a_broken_chat_endpoint(server: FakeOpenAIServer
     assert len(server.chat_requests) == 2  # a couple of attempts, no long retry loop
 
 
-def test_preflight_fails_within_its_timeout_when_chat_never_answers(server: FakeOpenAIServer) -> None:
+def test_preflight_fails_within_its_timeout_when_chat_never_answers(server: FakeOpenAIServer,
+                                                                    quick_second_attempt: None) -> None:
     server.add_rule(Reply.slow(LONG_S))
     start = time.monotonic()
-    with pytest.raises(UsageError, match=r"gave no answer to a chat completion for model 'gpt-4o' within 0.5s"):
-        make_model(server).preflight(timeout=0.5)
+    with pytest.raises(UsageError, match=r"gave no answer to a chat completion for model 'gpt-4o' within 0\.25s"):
+        make_model(server).preflight(timeout=0.25)
     assert len(server.chat_requests) == 2 and time.monotonic() - start < HANG_S
 
 
@@ -388,7 +398,7 @@ def test_preflight_missing_key_is_one_usage_error(server: FakeOpenAIServer,
     assert server.requests == []
 
 
-def test_preflight_unreachable_url_is_one_usage_error() -> None:
+def test_preflight_unreachable_url_is_one_usage_error(quick_second_attempt: None) -> None:
     with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

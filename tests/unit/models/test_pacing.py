@@ -33,6 +33,19 @@ def test_the_first_call_goes_alone_then_no_limit_stated_no_pace(tmp_path: Path) 
     assert pacer.rate() is None and pacer.path is not None and pacer.path.read_bytes() == state  # no writes
 
 
+def test_a_first_call_that_failed_lets_the_next_go_at_once(tmp_path: Path) -> None:
+    """Before any answer one call goes alone; when it fails the next goes, still alone, and after
+    an answer a failure changes nothing."""
+    pacer = RatePacer("http://local/v1", tmp_path)
+    assert pacer.reserve() == 0.0 and pacer.reserve() is None
+    pacer.failed()  # no answer: a timeout, a dropped connection
+    assert pacer.reserve() == 0.0  # not PROBE_S after the first
+    assert pacer.reserve() is None  # one at a time until an answer
+    pacer.observe({"x-ratelimit-limit-requests": "600"})
+    pacer.failed()
+    assert pacer.rate() == pytest.approx(10 * MARGIN) and pacer.reserve() == 0.0
+
+
 def _booked(pacer: RatePacer) -> float:
     assert pacer.reserve() is not None
     return pacer.booked
@@ -85,9 +98,10 @@ def test_a_used_up_limit_holds_until_it_has_room(headers: dict[str, str], hold: 
 
 
 def test_a_client_follows_the_fake_servers_limit_without_429s() -> None:
-    """12 threads sending at once against 300 a minute with a burst of 2: the first answer states
-    the limit, the rest are spaced."""
-    with fake_openai_server(rpm=300, burst=2) as server:
+    """12 threads sending at once against 480 a minute with a burst of 3: the first answer states
+    the limit, the rest are spaced. The burst is the schedule's catch-up (``CATCH_UP_S`` of sends
+    made up at once after a late wake-up: two at this rate) plus the send due."""
+    with fake_openai_server(rpm=480, burst=3) as server:
         client = OpenAIChatModel("agent", base_url=server.url, api_key=KEY, timeout=HANG_S, max_retries=0)
         client.complete([{"role": "user", "content": "first"}], context=CallContext())
 
@@ -101,7 +115,7 @@ def test_a_client_follows_the_fake_servers_limit_without_429s() -> None:
             thread.join(HANG_S * 2)
         limit = server.rate_limit
         assert limit is not None
-    # sent at once, ten of the twelve would be refused; paced, a thread woken late may still
+    # sent at once, nine of the twelve would be refused; paced, a thread woken late may still
     # bunch with the next one (a loaded machine), which the burst absorbs all but once
     assert limit.allowed == 13 and limit.refused <= 1
     assert client.retry.pacer is not None and client.retry.pacer.paced >= 10
@@ -116,11 +130,12 @@ def run_setup(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Run
 
 @pytest.mark.slow
 def test_a_run_against_a_rate_limit_is_paced(run) -> None:
-    """Two workers, four calls each in flight, agent and judge on one endpoint limited to 240 a
-    minute with a burst of 2: the workers share one schedule, so 429s stay a small share. The
-    abstract cases are left out: the schedule spaces every call by a quarter of a second, and the
-    other 11 cases' calls are already several times what the burst takes at once."""
-    with fake_openai_server(rpm=240, burst=2) as server:
+    """Two workers, four calls each in flight, agent and judge on one endpoint limited to 480 a
+    minute with a burst of 3 (the schedule's catch-up, two sends at this rate, plus the one due):
+    the workers share one schedule, so 429s stay a small share. The abstract cases are left out:
+    the schedule spaces every call by an eighth of a second, and the other 11 cases' calls are
+    already many times what the burst takes at once."""
+    with fake_openai_server(rpm=480, burst=3) as server:
         run("-n", "2", "--sab-concurrency", "4", "-k", "not abstract", server=server)
         calls = case_calls(server.chat_requests)
         limit = server.rate_limit

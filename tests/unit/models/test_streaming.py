@@ -78,9 +78,9 @@ def test_tool_calls_are_assembled_from_deltas(server: FakeOpenAIServer) -> None:
 
 
 def test_the_timeout_bounds_each_gap_not_the_whole_answer(server: FakeOpenAIServer) -> None:
-    server.token_s = 0.1  # 40 words: about 4 s in all, far beyond the 1 s timeout, 0.1 s between chunks
+    server.token_s = 0.04  # 40 words: about 1.6 s in all, far beyond the 0.6 s timeout, 0.04 s between chunks
     server.enqueue(Reply(content=LONG))
-    call = make_model(server, timeout=1.0).complete(USER)
+    call = make_model(server, timeout=0.6).complete(USER)
     assert call.answer == LONG and len(server.chat_requests) == 1
 
 
@@ -126,7 +126,7 @@ def test_one_slot_answers_in_turn_and_an_abandoned_request_keeps_its_turn() -> N
 
 
 def test_one_slot_drops_a_queued_request_whose_stream_was_closed() -> None:
-    with fake_openai_server(slots=1, answer_s=1.0) as server:
+    with fake_openai_server(slots=1, answer_s=0.6) as server:  # three times the second call's timeout
         slot = server.one_slot
         assert slot is not None
         first = threading.Thread(target=lambda: make_model(server, timeout=HANG_S).complete(USER))
@@ -345,7 +345,7 @@ def test_a_server_that_cuts_overlapping_streams_gets_one_call_at_a_time_run_wide
     directory here) sends one request at a time, and every call gets its whole streamed answer."""
     from sab_pytest.models import stream as stream_module
 
-    with fake_openai_server(latency=0.2) as server:
+    with fake_openai_server(latency=0.1) as server:
         in_flight, overlapped = [0], [0]
         lock = threading.Lock()
         real_read = stream_module.read_stream
@@ -355,7 +355,7 @@ def test_a_server_that_cuts_overlapping_streams_gets_one_call_at_a_time_run_wide
                 in_flight[0] += 1
                 crowded = in_flight[0] > 1
             try:
-                time.sleep(0.2)  # the answer streams for a while (the fake's chunks come at once otherwise)
+                time.sleep(0.1)  # the answer streams for a while (the fake's chunks come at once otherwise)
                 answer = real_read(chunks, params, each)
                 if crowded:
                     overlapped[0] += 1
