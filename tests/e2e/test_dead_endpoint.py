@@ -91,9 +91,9 @@ from pathlib import Path
 
 
 def pytest_collection_finish(session):
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker:
-        (Path(os.environ["SAB_TEST_READY_DIR"]) / worker).touch()
+    worker = getattr(session.config, "workerinput", None)  # not the environment: a run in this test's
+    if worker is not None:                                 # process inherits the suite's own worker's
+        (Path(os.environ["SAB_TEST_READY_DIR"]) / worker["workerid"]).touch()
 """
 
 
