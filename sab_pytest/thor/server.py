@@ -16,12 +16,10 @@ when the server has a token::
 
 Leases, locking, crash recovery and retry safety are in ``pool.py``; the metadata delta in ``wire.py``.
 
-HTTP stack: Werkzeug (which ai2thor brings) for routing, served by waitress, a pure-Python threaded
-WSGI server that installs anywhere the benchmark does. Threads suit a server whose every engine call
-blocks, with a per-engine lock (an asyncio stack would push each call to a thread pool anyway).
+HTTP stack: Werkzeug (which ai2thor brings) routes, waitress serves: pure Python, installs anywhere the
+benchmark does, and threaded, as a server whose every engine call blocks (under a per-engine lock) wants.
 
-Binds 127.0.0.1 unless ``--host`` says otherwise, and refuses to bind anything else without a
-token (``--token`` or ``$SAB_THOR_TOKEN``).
+Binds 127.0.0.1 unless ``--host`` says otherwise; anything else only with a token (``--token``, ``$SAB_THOR_TOKEN``).
 """
 
 from __future__ import annotations
@@ -372,8 +370,10 @@ class ThorServer:
         self.reaper.stop()
         self.http.task_dispatcher.shutdown(timeout=2)
         if self._thread is not None and self._thread.is_alive():
-            # woken by its trigger, the loop closes its own sockets at once (not when its 1 s select ends)
-            self.http.trigger.pull_trigger(lambda: close_all(self.http._map))
+            try:  # woken by its trigger, the loop closes its own sockets at once (not when its 1 s select ends)
+                self.http.trigger.pull_trigger(lambda: close_all(self.http._map))
+            except OSError:  # a trigger closed already: closed from here, they end the loop at its next select
+                close_all(self.http._map)
             self._thread.join(timeout=5)
         close_all(self.http._map)
         self.pool.stop()
