@@ -4,13 +4,16 @@ them, and names what is gone when it does not."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import types
 
 import pytest
 
-pytest.importorskip("inspect_ai")
-
 from sab_pytest.reports.inspect import adapter as inspect_adapter
+
+#: inspect_ai is imported by the tests, not while the suite collects (seconds in every worker)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("inspect_ai") is None,
+                                reason="the [inspect] extra is not installed")
 
 
 def test_the_installed_inspect_ai_has_every_piece_the_batched_log_uses() -> None:

@@ -6,6 +6,7 @@ included), the usage error without the extra, a real run's cases in ``read_eval_
 from __future__ import annotations
 
 import base64
+import importlib.util
 import io
 import json
 import os
@@ -33,7 +34,15 @@ from sab_pytest.reports.inspect import log as inspect_log
 from sab_pytest.results import metrics
 from sab_pytest.results.files import Redactor
 
-inspect_ai_log = pytest.importorskip("inspect_ai.log", reason="the [inspect] extra is not installed")
+#: inspect_ai is imported by the tests that use it, not while the suite collects (seconds in every worker)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("inspect_ai") is None,
+                                reason="the [inspect] extra is not installed")
+
+
+def read_eval_log(path: str, **options: Any) -> Any:
+    from inspect_ai.log import read_eval_log as read
+
+    return read(path, **options)
 
 
 def _png(colour: tuple[int, int, int]) -> str:
@@ -109,7 +118,7 @@ def made_up_log(tmp_path_factory: pytest.TempPathFactory) -> Any:
     records = _records()
     path = tmp_path_factory.mktemp("log") / "run.eval"
     inspect_log.write(path, _summary(records), records, Redactor(["sk-planted-1234"]))
-    return inspect_ai_log.read_eval_log(str(path), resolve_attachments=True)
+    return read_eval_log(str(path), resolve_attachments=True)
 
 
 def test_samples_scores_and_epochs_read_back(made_up_log: Any) -> None:
@@ -168,11 +177,11 @@ def test_json_format_and_an_unfinished_run(tmp_path: Path) -> None:
     stopped = {"status": "stopped", "selected": 5, "stop_message": "the endpoint kept failing"}
     inspect_log.write(path, _summary(records, run=stopped), records, Redactor())
     assert json.loads(path.read_text())["status"] == "error"  # a .json file is Inspect's JSON log
-    log = inspect_ai_log.read_eval_log(str(path))
+    log = read_eval_log(str(path))
     assert log.error.message == "the endpoint kept failing" and log.results.total_samples == 5
     interrupted = {"status": "interrupted", "selected": 5, "not_run": 2}
     inspect_log.write(path, _summary(records, run=interrupted), records, Redactor())
-    assert inspect_ai_log.read_eval_log(str(path)).status == "cancelled"
+    assert read_eval_log(str(path)).status == "cancelled"
     with pytest.raises(UsageError, match=r"must end in \.eval .*or \.json"):
         inspect_log.write(tmp_path / "run.txt", _summary(records), records, Redactor())
 
@@ -185,7 +194,7 @@ def test_the_batched_eval_writer_and_inspects_own_write_the_same_log(tmp_path: P
     inspect_log.write(tmp_path / "small.eval", _summary(records), records, Redactor())
     monkeypatch.setattr(inspect_log, "_write_eval_in_batches", lambda log, path: False)  # another inspect_ai
     inspect_log.write(tmp_path / "plain.eval", _summary(records), records, Redactor())
-    logs = [inspect_ai_log.read_eval_log(str(tmp_path / f"{name}.eval")) for name in ("batched", "small", "plain")]
+    logs = [read_eval_log(str(tmp_path / f"{name}.eval")) for name in ("batched", "small", "plain")]
     seen = [sorted((s.id, s.epoch, json.dumps(s.scores["passed"].model_dump(mode="json"))) for s in log.samples)
             for log in logs]
     assert len(seen[0]) == 12 and seen[0] == seen[1] == seen[2]
@@ -223,7 +232,7 @@ def test_the_log_fed_while_the_run_goes_is_the_log_written_after_it(tmp_path: Pa
     # as the run writes it whole (``run.finish``): stamped with the run's id, targets from the dataset
     inspect_log.write(tmp_path / "whole.eval", summary, [stamped(r, run_id=summary["run_id"]) for r in records], redact,
                       inspect_log.dataset_cases(None))
-    fed, whole = (inspect_ai_log.read_eval_log(str(tmp_path / f"{n}.eval"), resolve_attachments=True)
+    fed, whole = (read_eval_log(str(tmp_path / f"{n}.eval"), resolve_attachments=True)
                   for n in ("live", "whole"))
     assert len(fed.samples) == 12 and _comparable(fed) == _comparable(whole)
     assert "sk-planted-1234" not in (tmp_path / "live.eval").read_bytes().decode("latin-1")
@@ -274,7 +283,7 @@ def test_the_log_writer_outlives_ctrl_c_and_a_dead_writer_is_said(tmp_path: Path
         if name == "killed":
             os.kill(live._proc.pid, signal.SIGKILL)
         assert live.finish(interrupted, keyed) is (name == "interrupted"), name
-    log = inspect_ai_log.read_eval_log(str(tmp_path / "interrupted.eval"))
+    log = read_eval_log(str(tmp_path / "interrupted.eval"))
     assert log.status == "cancelled" and len(log.samples) == 3
 
 
@@ -310,7 +319,7 @@ def test_a_run_that_ends_while_inspect_ai_is_still_being_imported_waits_for_it(s
     run = sab_run(f"--thor-scenes={real_scenes_dir}", "-p", "no:cacheprovider")  # a fresh process: nothing imported
     result = run("-k", "long_horizon", "--sab-inspect-log=short.eval")  # two cases: over before the import is
     assert "could not write" not in result.stdout.str() + result.stderr.str()
-    log = inspect_ai_log.read_eval_log(str(pytester.path / "short.eval"))
+    log = read_eval_log(str(pytester.path / "short.eval"))
     assert sorted(s.id for s in log.samples) == ["long_horizon-0000", "long_horizon-0001"]
 
 
@@ -349,7 +358,7 @@ def test_option_and_command_on_merged_shards(sab_run, pytester: pytest.Pytester,
     whole = run(f"--sab-inspect-log={pytester.path / 'whole.eval'}", out="whole")
     whole.stdout.fnmatch_lines(["*Inspect log: *whole.eval*"])
     ids = sorted(r["case"]["id"] for r in read_records(pytester.path / "whole"))
-    log = inspect_ai_log.read_eval_log(str(pytester.path / "whole.eval"))
+    log = read_eval_log(str(pytester.path / "whole.eval"))
     assert sorted(s.id for s in log.samples) == ids and log.status == "success"
     # the dataset's reference steps or goal (the tiny dataset's long-horizon tasks have neither)
     assert all(s.target for s in log.samples if not s.id.startswith("long_horizon-"))
@@ -359,7 +368,7 @@ def test_option_and_command_on_merged_shards(sab_run, pytester: pytest.Pytester,
     assert merged in (0, 1), capsys.readouterr().err
     assert sab(["inspect-log", str(pytester.path / "m"), "-o", str(pytester.path / "m.json")]) == 0, \
         capsys.readouterr().err
-    from_shards = inspect_ai_log.read_eval_log(str(pytester.path / "m.json"))
+    from_shards = read_eval_log(str(pytester.path / "m.json"))
     assert sorted(s.id for s in from_shards.samples) == ids
     assert len(from_shards.eval.metadata["merged_from"]) == 2
     assert {s.name: s.metrics["rejection_rate"].value for s in from_shards.results.scores if s.name == "rejection"} \
@@ -406,7 +415,7 @@ def test_a_real_run_reads_back_in_inspect_and_its_dataframes(real_run: Path, rea
     from inspect_ai.analysis import samples_df
 
     records = {r["case"]["id"]: r for r in read_records(real_run / "out")}
-    log = inspect_ai_log.read_eval_log(str(real_log))
+    log = read_eval_log(str(real_log))
     assert len(records) == REAL_SAMPLE and len(log.samples) == REAL_SAMPLE and log.eval.model == "reference"
     assert {r["case"]["kind"] for r in records.values()} == {"unsafe_detailed", "safe_detailed", "abstract",
                                                              "long_horizon"}
@@ -420,7 +429,7 @@ def test_a_real_run_reads_back_in_inspect_and_its_dataframes(real_run: Path, rea
     # the log fed while the run went is the one the command writes from the finished run
     whole = tmp_path / "whole.eval"
     assert sab(["inspect-log", str(real_run / "out"), "-o", str(whole)]) == 0, capsys.readouterr().err
-    assert _comparable(log) == _comparable(inspect_ai_log.read_eval_log(str(whole)))
+    assert _comparable(log) == _comparable(read_eval_log(str(whole)))
 
 
 def _free_port() -> int:
