@@ -66,6 +66,15 @@ def _case_calls(server) -> list[RecordedRequest]:
     return case_calls(server.chat_requests)
 
 
+def _wait_for(condition: Callable[[], bool], timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(POLL_S)
+    return False
+
+
 # -- preflight ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("reply", "needle", "workers"), [
@@ -110,9 +119,7 @@ class HeldCheck:
     def __call__(self, request: RecordedRequest) -> Reply | str | None:
         if not is_preflight(request):
             return None
-        deadline = time.monotonic() + PROCESS_S
-        while len(list(self.ready.iterdir())) < self.workers and time.monotonic() < deadline:
-            time.sleep(POLL_S)
+        _wait_for(lambda: len(list(self.ready.iterdir())) >= self.workers, PROCESS_S)
         time.sleep(self.hold)
         self.released = time.monotonic()
         return None
@@ -266,15 +273,6 @@ def test_output_files_get_the_usual_permissions(run) -> None:
 
 
 # -- Ctrl-C to the controller alone -----------------------------------------------------------------
-
-def _wait_for(condition: Callable[[], bool], timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(POLL_S)
-    return False
-
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_to_the_controller_stops_the_workers_calls(sab_run, pytester: pytest.Pytester, stop: int) -> None:
