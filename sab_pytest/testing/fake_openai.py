@@ -172,7 +172,8 @@ class _Handler(BaseHTTPRequestHandler):
             payload = owner._payload(reply)
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            if not any(name.lower() == "content-type" for name in headers):  # a reply may name its own
+                self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             for name, value in headers.items():
                 self.send_header(name, value)

@@ -116,8 +116,9 @@ class Reply:
 
     ``content=None`` means "the default answer for this request". ``delay`` (seconds) replaces the
     server's latency for this reply. ``body`` (when not None) is sent verbatim instead of a chat
-    completion, which is how invalid JSON or odd error bodies are produced. ``drop`` closes the
-    connection without any response.
+    completion, as JSON unless ``headers`` name another Content-Type: how invalid JSON, odd error
+    bodies and hand-written event streams are produced. ``drop`` closes the connection without any
+    response.
     """
 
     content: Content = None

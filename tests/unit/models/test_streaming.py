@@ -4,6 +4,7 @@ hung meaning silent, context overflow, and the accounting of calls."""
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -281,6 +282,20 @@ def test_an_error_event_in_a_stream_is_read_for_overflow_too() -> None:
                             httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions"), body=None)
     failure = classify(error, secret=None, timeout=1.0)
     assert failure.overflow is not None and failure.overflow.prompt == 2843 and not failure.retryable
+
+
+def test_an_error_event_inside_a_stream_fails_the_call_with_the_servers_words(server: FakeOpenAIServer) -> None:
+    """A refusal that comes after a stream's headers arrives as an error event among the chunks
+    (llama.cpp's, for a prompt past its context): the call fails as the server said, here as an
+    overflow that is not retried, and never as an empty answer."""
+    event = {"error": {"message": "Requested tokens (2843) exceed context window of 512",
+                       "type": "exceed_context_size_error"}}
+    server.default = Reply(body=f"data: {json.dumps(event)}\n\ndata: [DONE]\n\n",
+                           headers={"Content-Type": "text/event-stream"})
+    with pytest.raises(InfraError) as info:
+        make_model(server, max_retries=5).complete(USER)
+    assert info.value.kind == ErrorKind.CONTEXT_OVERFLOW and "2843" in str(info.value)
+    assert len(server.chat_requests) == 1
 
 
 def test_usage_of_cases_the_stop_cut_short_is_kept_run_wide(state: RunState) -> None:
