@@ -49,7 +49,7 @@ def responder(request) -> Reply | str:
 
 @pytest.fixture
 def server_script() -> dict[str, Any]:
-    return {"responder": responder, "latency": 0.05}
+    return {"responder": responder, "latency": 0.02}
 
 
 def _options(url: str) -> tuple[str, ...]:

@@ -1,15 +1,20 @@
 """Every command in the ```bash blocks of the README and of docs/*.md runs, exactly as written, and
 produces what it is there to produce.
 
-How: each block runs in a copy of the checkout, one command after another (``bash -c LINE``, a
-timeout each), with the real inputs (``SAB_DATA``, ``SAB_THOR_SCENES``) and ``OPENAI_BASE_URL`` /
-``OPENAI_API_KEY`` pointing at the fake OpenAI server on loopback, so model runs are cheap. A
-command ending in ``&`` is started in the background for the rest of its block (the test waits for
-the ``--port`` it names) and stopped afterwards. A command passes when it ends with status 0 or 1
-(a benchmark whose cases or gates fail exits 1) without a traceback, an internal error or a usage
-error, and leaves what it promises (``expect``): a benchmark run its table and a fresh summary of the
-cases it selected, every file an option names, a report, a merged run, a plan. A command this file
-cannot tell the product of fails the test, so a new command in a page needs a line in ``expect``.
+How: each block runs in a copy of the checkout, one command after another, with the real inputs
+(``SAB_DATA``, ``SAB_THOR_SCENES``) and ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` pointing at the fake
+OpenAI server on loopback, so model runs are cheap. ``pytest`` and ``sab``'s verbs run in the test's
+own process through the functions their scripts call (``pytest.main``, ``sab_pytest.__main__.main``),
+with the command's words, working directory and environment (``VAR=value`` before a command
+included): a new interpreter per command would cost more than most commands themselves. A command
+whose point is a process of its own runs in ``bash -c LINE`` with a timeout: one that hands cases to
+xdist workers (``-n``), ``sab run`` (pytest from any directory), ``python``. A command ending in
+``&`` is started in the background for the rest of its block (the test waits for the ``--port`` it
+names) and stopped afterwards. A command passes when it ends with status 0 or 1 (a benchmark whose
+cases or gates fail exits 1) without a traceback, an internal error or a usage error, and leaves what
+it promises (``expect``): a benchmark run its table and a fresh summary of the cases it selected,
+every file an option names, a report, a merged run, a plan. A command this file cannot tell the
+product of fails the test, so a new command in a page needs a line in ``expect``.
 
 Commands that ``.ci/run`` runs literally (the set-up, ``python3 -m venv .venv && . .venv/bin/activate``
 and ``pip install -e ".[dev]"``, and the test suite itself) are covered by CI running them: the test
@@ -34,6 +39,8 @@ from pathlib import Path
 
 import pytest
 from support import ROOT
+from support.benchmark import hands_to_xdist, run_pytest
+from support.cli import sab_cli
 from support.timing import POLL_S, PROCESS_S
 
 README = ROOT / "README.md"
@@ -159,11 +166,19 @@ def _verb(verb: str, words: list[str], cwd: Path, out: str, started: float) -> N
         raise AssertionError(f"no expectation for the verb {verb!r}: add one to tests/e2e/test_readme.py")
 
 
+def _words(line: str) -> tuple[dict[str, str], list[str]]:
+    """The ``VAR=value`` words before a command, and the command's own words."""
+    words = shlex.split(_command(line))
+    assigned: dict[str, str] = {}
+    while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+        name, _, value = words.pop(0).partition("=")
+        assigned[name] = value
+    return assigned, words
+
+
 def expect(line: str, cwd: Path, out: str, started: float) -> None:
     """Assert what ``line`` (a foreground command that ended with status 0 or 1) left in ``cwd``."""
-    words = shlex.split(_command(line))
-    while words and re.match(r"^[A-Z_]+=", words[0]):  # VAR=value before the command
-        words = words[1:]
+    _, words = _words(line)
     program = words[0]
     if program == "export":
         return  # sets the key for the commands that follow; the test's environment has one already
@@ -203,18 +218,40 @@ def _block_id(item: tuple[str, list[str]]) -> str:
     return f"{page}:{first[:40]}"
 
 
+def _run(line: str, checkout: Path, env: dict[str, str], pytester: pytest.Pytester) -> tuple[int, str]:
+    """Run the foreground command ``line`` in ``checkout``: its exit status and what it printed."""
+    assigned, words = _words(line)
+    program = words[0] if words else ""
+    in_process = (program == "pytest" and not hands_to_xdist(words)) or (program == "sab" and words[1:2] != ["run"])
+    if not in_process:
+        done = subprocess.run(["bash", "-c", line], cwd=checkout, env=env, capture_output=True, text=True,
+                              timeout=TIMEOUT_S)
+        return done.returncode, done.stdout + done.stderr
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in assigned.items():
+            patch.setenv(name, value)
+        if program == "pytest":
+            result = run_pytest(pytester, *words[1:])
+            return int(result.ret), "\n".join(result.outlines + result.errlines)
+        command = sab_cli(*words[1:])
+        return command.returncode, command.stdout + command.stderr
+
+
 @pytest.mark.parametrize("item", [(p, b) for p, b in BLOCKS if any(_command(line) not in _ci_lines() for line in b)],
                          ids=_block_id)
-def test_block_runs(item: tuple[str, list[str]], tmp_path: Path, real_data_dir: Path, real_scenes_dir: Path,
-                    server) -> None:
+def test_block_runs(item: tuple[str, list[str]], pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                    real_data_dir: Path, real_scenes_dir: Path, server) -> None:
     _, block = item
-    checkout = tmp_path / "checkout"
+    checkout = pytester.path / "checkout"
     shutil.copytree(ROOT, checkout, ignore=_IGNORE, symlinks=True)
-    env = {**os.environ, "SAB_DATA": str(real_data_dir), "SAB_THOR_SCENES": str(real_scenes_dir),
-           "OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "sk-readme-test-key",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    env.pop("PYTEST_ADDOPTS", None)
-    env.pop("PYTEST_XDIST_WORKER", None)
+    inputs = {"SAB_DATA": str(real_data_dir), "SAB_THOR_SCENES": str(real_scenes_dir),
+              "OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "sk-readme-test-key"}
+    for name, value in inputs.items():  # the commands run in this process see what the others do
+        monkeypatch.setenv(name, value)
+    for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(checkout)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     background: list[subprocess.Popen] = []
     try:
         for line in block:
@@ -229,10 +266,8 @@ def test_block_runs(item: tuple[str, list[str]], tmp_path: Path, real_data_dir: 
                 _wait_for_port(line, proc)
                 continue
             started = time.time()
-            done = subprocess.run(["bash", "-c", line], cwd=checkout, env=env, capture_output=True, text=True,
-                                  timeout=TIMEOUT_S)
-            out = done.stdout + done.stderr
-            assert done.returncode in (0, 1), f"{line}\nexit {done.returncode}\n{out[-3000:]}"
+            status, out = _run(line, checkout, env, pytester)
+            assert status in (0, 1), f"{line}\nexit {status}\n{out[-3000:]}"
             assert "INTERNALERROR" not in out and "Traceback" not in out, f"{line}\n{out[-3000:]}"
             expect(line, checkout, out, started)
     finally:
