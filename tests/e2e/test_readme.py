@@ -4,9 +4,10 @@ produces what it is there to produce.
 How: each block runs in a copy of the checkout, one command after another, with the real inputs
 (``SAB_DATA``, ``SAB_THOR_SCENES``) and ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` pointing at the fake
 OpenAI server on loopback, so model runs are cheap. ``pytest`` and ``sab``'s verbs run in the test's
-own process through the functions their scripts call (``pytest.main``, ``sab_pytest.__main__.main``),
-with the command's words, working directory and environment (``VAR=value`` before a command
-included): a new interpreter per command would cost more than most commands themselves. A command
+own process through the functions their scripts call (``pytest.main``, as every in-process run of
+this suite goes: ``support.benchmark.run_pytest``; ``sab_pytest.__main__.main``), with the command's
+words, working directory and environment (``VAR=value`` before a command included): a new
+interpreter per command would cost more than most commands themselves. A command
 whose point is a process of its own runs in ``bash -c LINE`` with a timeout: one that hands cases to
 xdist workers (``-n``), ``sab run`` (pytest from any directory), ``python``. A command ending in
 ``&`` is started in the background for the rest of its block (the test waits for the ``--port`` it
@@ -248,7 +249,7 @@ def test_block_runs(item: tuple[str, list[str]], pytester: pytest.Pytester, monk
               "OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "sk-readme-test-key"}
     for name, value in inputs.items():  # the commands run in this process see what the others do
         monkeypatch.setenv(name, value)
-    for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER"):
+    for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):  # this suite's own
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(checkout)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
