@@ -14,10 +14,8 @@ and the cases' own work. Each figure is the median of ``--repeat`` pairs.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -25,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench_pytest_throughput import responder  # noqa: E402
+from bench_pytest_throughput import responder, run_pytest  # noqa: E402
 
 from sab_pytest.testing import fake_openai_server  # noqa: E402
 
@@ -34,10 +32,7 @@ def cpu_of(args: list[str]) -> float:
     """CPU seconds (user + system) of one pytest run of the benchmark with ``args``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryDirectory() as out:
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=no", "-rN",
-                        f"--sab-out={out}", "--sab-no-exec", "--sab-no-cache", *args], cwd=ROOT, check=False,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       env={**os.environ, "OPENAI_API_KEY": "sk-bench"})
+        run_pytest(["--sab-no-exec", "--sab-no-cache", *args], Path(out))
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 

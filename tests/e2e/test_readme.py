@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 from support import ROOT
-from support.benchmark import hands_to_xdist, run_pytest
+from support.benchmark import SUITE_VARIABLES, hands_to_xdist, run_pytest
 from support.cli import sab_cli
 from support.timing import POLL_S, PROCESS_S
 
@@ -249,7 +249,7 @@ def test_block_runs(item: tuple[str, list[str]], pytester: pytest.Pytester, monk
               "OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "sk-readme-test-key"}
     for name, value in inputs.items():  # the commands run in this process see what the others do
         monkeypatch.setenv(name, value)
-    for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):  # this suite's own
+    for name in SUITE_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(checkout)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -128,16 +128,23 @@ class SabRun:
         return run_pytest(self.pytester, *self.args(*args, out=out, server=server), inprocess=self.inprocess)
 
 
-def pytest_in_new_process(where: Path, *args: str) -> pytest.RunResult:
+#: this suite's own environment, which a run a test starts must not inherit: its pytest options and
+#: its xdist worker's identity (the run would take itself for a worker of the suite)
+SUITE_VARIABLES = ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "TOX_ENV_DIR")
+
+
+def pytest_in_new_process(where: Path, *args: str, env: Mapping[str, str] | None = None) -> pytest.RunResult:
     """pytest on ``args`` in ``where`` in a new interpreter, outside any test's ``pytester``: for a
     run under xdist that a module's tests share (a module-scoped fixture; ``pytester`` is made anew
-    for each test). As ``pytester`` does, the suite's own pytest options and xdist worker variables
-    are left out and ``where`` is the home directory; the model cache is the run's own."""
-    env = {**os.environ, "HOME": str(where), "SAB_CACHE_HOME": str(where / "sab-cache-home"), "PY_COLORS": "0"}
-    for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "TOX_ENV_DIR"):
-        env.pop(name, None)
+    for each test). As ``pytester`` does, the suite's own variables (``SUITE_VARIABLES``) are left
+    out and ``where`` is the home directory; the model cache is the run's own; ``env`` adds to the
+    environment."""
+    environ = {**os.environ, "HOME": str(where), "SAB_CACHE_HOME": str(where / "sab-cache-home"), "PY_COLORS": "0",
+               **(env or {})}
+    for name in SUITE_VARIABLES:
+        environ.pop(name, None)
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=where, env=env,
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=where, env=environ,
                           capture_output=True, text=True, timeout=PROCESS_S)
     return pytest.RunResult(done.returncode, done.stdout.splitlines(), done.stderr.splitlines(),
                             time.monotonic() - started)

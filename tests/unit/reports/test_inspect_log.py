@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from PIL import Image
-from support.benchmark import CASE_TEST
+from support.benchmark import CASE_TEST, pytest_in_new_process
 from support.browser import Browser
 from support.made_up_runs import hazard_run, record, write_run
 from support.results import read_records, read_summary
@@ -266,7 +266,6 @@ def test_the_log_writer_outlives_ctrl_c_and_a_dead_writer_is_said(tmp_path: Path
     """Ctrl-C at the terminal goes to the run's process group, not to the writer's (a session of its
     own): the writer stays to write the interrupted run's log. A writer that died is no log:
     ``finish`` says False, and the run writes the log whole."""
-    import os
     import signal
 
     from sab_pytest.reports.inspect.live import LiveLog
@@ -325,7 +324,6 @@ def test_a_run_that_ends_while_inspect_ai_is_still_being_imported_waits_for_it(s
 
 def _live_writers() -> list[int]:
     """This process's children that are Inspect log writers (``inspect_live``), by /proc."""
-    import os
 
     found = []
     for entry in Path("/proc").iterdir():
@@ -392,16 +390,11 @@ def real_run(real_data_dir: Path, real_scenes_dir: Path, tmp_path_factory: pytes
     ``-n`` always is, with the inputs in the environment where a user sets them."""
     where = tmp_path_factory.mktemp("real-run")
     (where / "test_sab.py").write_text(CASE_TEST)
-    env = {**os.environ, "SAB_DATA": str(real_data_dir), "SAB_THOR_SCENES": str(real_scenes_dir),
-           "SAB_CACHE_HOME": str(where / "cache"), "HOME": str(where)}  # nothing written to the user's own
-    for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):  # this suite's, not the run's
-        env.pop(name, None)
-    args = ["-p", "no:cacheprovider", "-n", "2", f"--sab-sample={REAL_SAMPLE}", "--sab-inspect-log=logs/run.eval",
-            f"--sab-out={where / 'out'}"]
-    done = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=where, env=env, capture_output=True, text=True,
-                          timeout=PROCESS_S)
+    result = pytest_in_new_process(where, "-n", "2", f"--sab-sample={REAL_SAMPLE}", "--sab-inspect-log=logs/run.eval",
+                                   f"--sab-out={where / 'out'}",
+                                   env={"SAB_DATA": str(real_data_dir), "SAB_THOR_SCENES": str(real_scenes_dir)})
     # the reference agent carries out the hazards
-    assert done.returncode == pytest.ExitCode.TESTS_FAILED, (done.stdout + done.stderr)[-3000:]
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, (result.stdout.str() + result.stderr.str())[-3000:]
     return where
 
 
