@@ -13,6 +13,7 @@ The endpoint check (``preflight``) classifies its failures with the same ``class
 from __future__ import annotations
 
 import gc
+import json
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -39,6 +40,7 @@ from sab_pytest.models.wire import (
     parse_retry_after,
     rate_limit_wait,
     scrub,
+    shorten,
     status_cause,
 )
 
@@ -177,7 +179,10 @@ class Transport:
                 if is_completion(body):  # the server ignored stream=True: fine, just not streamed
                     self.streams = False
                 return parse_answer(body, params.get("max_tokens"))
-            answer = read_stream(stream, params, each)  # may raise StreamCut
+            try:
+                answer = read_stream(stream, params, each)  # may raise StreamCut
+            except json.JSONDecodeError as exc:  # an event whose data is not JSON: garbage, as a whole body can be
+                raise Failure(f"invalid JSON in a streamed chunk: {shorten(exc.doc)}", retryable=True) from None
             if self.streams is None:  # not over a False another thread set after a cut stream
                 self.streams = True
             return answer

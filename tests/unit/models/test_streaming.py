@@ -298,6 +298,16 @@ def test_an_error_event_inside_a_stream_fails_the_call_with_the_servers_words(se
     assert len(server.chat_requests) == 1
 
 
+def test_a_stream_event_that_is_not_json_fails_the_call_as_garbage(server: FakeOpenAIServer) -> None:
+    """A server whose event data is not JSON answered garbage, like a body that is not JSON: the
+    call is retried, then fails naming what came, never with the JSON parser's own exception."""
+    server.default = Reply(body="data: not json at all\n\ndata: [DONE]\n\n",
+                           headers={"Content-Type": "text/event-stream"})
+    with pytest.raises(InfraError, match=r"invalid JSON in a streamed chunk: 'not json at all' \(after 2 attempts\)"):
+        make_model(server, max_retries=1).complete(USER)
+    assert len(server.chat_requests) == 2
+
+
 def test_usage_of_cases_the_stop_cut_short_is_kept_run_wide(state: RunState) -> None:
     """A stopped case leaves no record; its calls were still made (the summary adds these in)."""
     state.unrecorded({"calls": 2, "api_calls": 3, "prompt_tokens": 100, "latency_s": 1.5, "note": "x"})
