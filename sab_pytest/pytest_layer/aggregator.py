@@ -15,7 +15,7 @@ from sab_pytest.pytest_layer import terminal
 from sab_pytest.pytest_layer.collection import other_sharder
 from sab_pytest.pytest_layer.junit_gates import drop_earlier_attempts, log_xml, report_gates
 from sab_pytest.pytest_layer.state import AGGREGATOR, CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
-from sab_pytest.pytest_layer.xdist import stop_scheduling
+from sab_pytest.pytest_layer.xdist import endpoint_check, stop_scheduling
 from sab_pytest.reports import junit
 from sab_pytest.results import CaseMeta, StoredRecord, case_meta, crashed, files, outdir, sample_id, split_sample_id
 from sab_pytest.run.breaker import RunState, Stop
@@ -54,7 +54,7 @@ class Aggregator:
         self.selected: list[str] | None = None  # case ids this run collected (after -k, -m, --lf ...)
         self.sharder = other_sharder(config)  # pytest-split's or pytest-shard's part of a run, if one is
         self.interrupted = False
-        self._endpoints_checked: Callable[[], None] | None = None  # waits for the background endpoint check
+        self._endpoints_checked: Callable[[], None] | None = None  # waits for the endpoint check's verdict
         self.baseline = None
         self.html_written = False
         self.claim: outdir.Claim | None = None  # this run's hold on --sab-out, taken before the first case
@@ -263,7 +263,6 @@ class Aggregator:
             check_inputs,
             identical_repeats_warning,
             modified_data_warning,
-            start_endpoint_check,
         )
 
         s = self.settings
@@ -286,7 +285,7 @@ class Aggregator:
             raise pytest.UsageError(str(exc)) from None
         if self.claim.note:
             self._note(self.claim.note)
-        self._endpoints_checked = start_endpoint_check(s)
+        self._endpoints_checked = endpoint_check(session.config, s, self.run_state)
         if s.inspect_log is not None and s.inspect_log.suffix.lower() == ".eval":
             from sab_pytest.reports.inspect.live import LiveLog  # its samples written as the cases run
 

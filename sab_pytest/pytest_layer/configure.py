@@ -24,8 +24,9 @@ from sab_pytest.pytest_layer.options import (
     settings_from_config,
     spellings,
 )
-from sab_pytest.pytest_layer.state import AGGREGATOR, SETTINGS, is_controller
+from sab_pytest.pytest_layer.state import AGGREGATOR, ENDPOINT_CHECK_KEY, SETTINGS, is_controller
 from sab_pytest.pytest_layer.xdist import CaseDistribution
+from sab_pytest.run.endpoint_check import check_for_controller
 from sab_pytest.run.selection import select_cases
 from sab_pytest.settings import Settings
 
@@ -50,7 +51,11 @@ def activate(config: pytest.Config, *, late: bool = False) -> Settings:
     if run_aliases is not None:
         run_aliases.active = True  # its note on short names given up to others is for this run
     if not is_controller(config) and settings.uses_api:
-        preload_sdk()  # while this worker collects and waits for its first cases, not after
+        verdict_dir = getattr(config, "workerinput", {}).get(ENDPOINT_CHECK_KEY)
+        if verdict_dir:  # the run's endpoint check, for the controller (it loads the SDK too)
+            check_for_controller(settings, Path(verdict_dir))
+        else:
+            preload_sdk()  # while this worker collects and waits for its first cases, not after
     if settings.shard is not None:  # on every process: xdist workers collect, the controller reports
         config.pluginmanager.register(ShardFilter(config, *settings.shard), "sab-shard")
     if aggregator is not None:

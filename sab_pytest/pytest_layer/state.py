@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 RECORD_KEY = "sab_record"  # user property: a case's whole record, worker -> controller, once
 RUN_DIR_KEY = "sab_run_dir"  # workerinput key: the run directory of the shared breaker / stop signal
 RUN_STORE_KEY = "sab_run_store"  # workerinput: the run store directory (see xdist.CaseDistribution)
+#: workerinput, for the one worker that makes the run's endpoint check: where its verdict goes
+ENDPOINT_CHECK_KEY = "sab_endpoint_check"
 #: set when the plugin is on in this process (``configure.activate``)
 SETTINGS: pytest.StashKey[Settings] = pytest.StashKey()
 RUNTIME = pytest.StashKey[Any]()  # the process's ``run.runtime.Runtime``, once it runs cases

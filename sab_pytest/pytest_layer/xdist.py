@@ -1,4 +1,5 @@
-"""How the run's processes share its cases (``CaseDistribution``), and stopping xdist's scheduling.
+"""How the run's processes share its cases (``CaseDistribution``) and its endpoint check
+(``endpoint_check``), and stopping xdist's scheduling.
 
 What this relies on of xdist beyond its hooks lives in ``xdist_adapter``, which also checks that
 the installed xdist has it; here the check's answer picks the scheduler: ours, or (with one
@@ -9,14 +10,18 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from sab_pytest.pytest_layer import terminal, xdist_adapter
-from sab_pytest.pytest_layer.state import CASE_ID, RUN_STORE_KEY
+from sab_pytest.pytest_layer.state import CASE_ID, ENDPOINT_CHECK_KEY, RUN_STORE_KEY
 from sab_pytest.settings import Settings
+
+if TYPE_CHECKING:
+    from sab_pytest.run.breaker import RunState
 
 
 class CaseDistribution:
@@ -66,6 +71,46 @@ class CaseDistribution:
         if config.getvalue("dist") != "load":
             return None
         return xdist_adapter.BenchmarkScheduling(config, log, lambda nodeid: CASE_ID.search(nodeid) is not None)
+
+
+def endpoint_check(config: pytest.Config, settings: Settings, run_state: RunState | None) -> Callable[[], None]:
+    """Start the run's endpoint check (``run.endpoint_check``); the returned function waits for its
+    verdict and raises a failed one. Under xdist the first worker makes it (``EndpointCheckHandover``)."""
+    from sab_pytest.run.endpoint_check import start_endpoint_check
+
+    if not settings.uses_api:
+        return lambda: None
+    if run_state is None or not config.pluginmanager.has_plugin("dsession"):
+        return start_endpoint_check(settings)
+    handover = EndpointCheckHandover(settings, run_state.directory)
+    config.pluginmanager.register(handover, "sab-endpoint-check")
+    return handover.wait
+
+
+class EndpointCheckHandover:
+    """Controller side under xdist: the endpoint check handed to the first worker xdist sets up,
+    which imports the SDK for its cases anyway (``run.endpoint_check`` says why and how the
+    controller waits); checked by the controller itself when no worker could take it."""
+
+    def __init__(self, settings: Settings, directory: Path) -> None:
+        self.settings = settings
+        self.directory = directory
+        self.alive: Callable[[], bool] | None = None  # whether that worker's process still talks to us
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        alive = getattr(getattr(node, "gateway", None), "hasreceiver", None)  # execnet: False once it ended
+        if self.alive is None and callable(alive):
+            self.alive = alive
+            node.workerinput[ENDPOINT_CHECK_KEY] = str(self.directory)
+
+    def wait(self) -> None:
+        from sab_pytest.run.endpoint_check import check_endpoints, wait_for_worker
+
+        if self.alive is None:
+            check_endpoints(self.settings)
+        else:
+            wait_for_worker(self.settings, self.directory, self.alive)
 
 
 def stop_scheduling(config: pytest.Config, session: pytest.Session | None, message: str) -> None:

@@ -1,20 +1,18 @@
 """Checks of a whole run, made once before any case: the inputs exist and are the pinned ones, the
-selection makes sense, the output directory can be written and the model endpoints answer.
+selection makes sense, the output directory can be written, the THOR servers have engines.
 
 Why here and not where each input is first used: a run is spread over xdist workers and over a
 thousand cases. A problem found case by case is printed once per worker or once per case (thousands
 of lines of tracebacks, the one useful line buried). Found here, on the controller, it is one
 ``UsageError`` naming the option, path and expected layout, before a worker starts. Plain Python:
-a front end calls ``check_inputs(settings)`` and ``check_endpoints(settings)``; the pytest plugin
-runs the endpoint check in the background (``start_endpoint_check``) while xdist starts its
-workers, and waits for it before any case.
+a front end calls ``check_inputs(settings)``. The model endpoints are checked apart
+(``run.endpoint_check``), in the process that pays least for the SDK's import.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -81,16 +79,6 @@ def check_engines(settings: Settings, workers: int = 1) -> str | None:
     # from start to end, and a worker runs several at once
     episodes = cases_at_once(settings) if settings.interactive else 1
     return remote.preflight(settings.thor_url or "", workers, episodes)
-
-
-def check_endpoints(settings: Settings) -> None:
-    """One call per endpoint when a model is in the run: a missing key or a dead URL ends the run
-    here instead of failing every case after its retries."""
-    if not settings.uses_api:
-        return
-    from sab_pytest.run.runtime import Runtime
-
-    Runtime(settings).preflight()
 
 
 #: options that need an optional dependency: (what the settings ask, module, the extra that installs it)
@@ -167,30 +155,3 @@ def baseline_differences(settings: Settings, baseline: Run | None) -> list[str]:
                          f"verdicts, so gates cannot compare with it ({'; '.join(against)}): " + "; ".join(lines)
                          + " (--sab-baseline-mismatch allow compares anyway)")
     return lines
-
-
-def start_endpoint_check(settings: Settings) -> Callable[[], None]:
-    """``check_endpoints`` on a background thread; the returned function waits for it and raises
-    its ``UsageError``. Why: the check is a model round trip (and the SDK's import), which would
-    otherwise come before xdist even starts its workers; run alongside their start-up it costs the
-    run nothing. The caller must wait before any case may call a model (the plugin waits before
-    the first item is scheduled)."""
-    if not settings.uses_api:
-        return lambda: None
-    failed: list[BaseException] = []
-
-    def check() -> None:
-        try:
-            check_endpoints(settings)
-        except BaseException as exc:  # handed to the waiter, raised there
-            failed.append(exc)
-
-    thread = threading.Thread(target=check, name="sab-endpoint-check", daemon=True)
-    thread.start()
-
-    def wait() -> None:
-        thread.join()
-        if failed:
-            raise failed[0]
-
-    return wait

@@ -129,9 +129,9 @@ class HeldCheck:
 def test_no_case_calls_a_model_before_the_endpoint_check_has_passed(run, pytester: pytest.Pytester,
                                                                       monkeypatch: pytest.MonkeyPatch,
                                                                       workers: int) -> None:
-    """The check runs in the background while xdist starts its workers; the first case is
-    scheduled only once it has passed. Under xdist the check is held until both workers are ready
-    to run cases, so a worker that did not wait for it would call the model first."""
+    """The check runs in the background (under xdist in the first worker, as it starts); the
+    first case is scheduled only once it has passed. Under xdist the check is held until both
+    workers are ready to run cases, so a worker that did not wait for it would call the model first."""
     ready = pytester.mkdir("ready")
     monkeypatch.setenv("SAB_TEST_READY_DIR", str(ready))
     pytester.makeconftest(_SAYS_WHEN_COLLECTED)
@@ -143,6 +143,50 @@ def test_no_case_calls_a_model_before_the_endpoint_check_has_passed(run, pyteste
     assert result.ret == pytest.ExitCode.TESTS_FAILED and len(preflight) == 1 and cases
     assert len(list(ready.iterdir())) == workers  # the workers were ready while the check was held
     assert held.released is not None and min(r.received_at for r in cases) >= held.released
+
+
+#: written into the run's directory: the controller says whether it imported the model SDK; with
+#: SAB_TEST_KILL_CHECKER set, the worker handed the endpoint check dies before it could make it
+_SAYS_WHO_CHECKED = """
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    worker = getattr(config, "workerinput", None)
+    if worker is not None and worker.get("sab_endpoint_check") and os.environ.get("SAB_TEST_KILL_CHECKER"):
+        os._exit(3)
+
+
+def pytest_sessionfinish(session):
+    if not hasattr(session.config, "workerinput"):
+        Path(os.environ["SAB_TEST_CONTROLLER_SDK"]).write_text(str("openai" in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("checker", ["lives", "dies"])
+def test_under_xdist_a_worker_makes_the_endpoint_check_and_the_controller_if_it_dies(
+        run, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, checker: str) -> None:
+    """Under xdist the first worker makes the check, since it imports the model SDK for its cases
+    anyway: the controller never imports it (1.7 s of CPU). When that worker dies before its
+    verdict, the controller makes the check itself, still once and before any case, and the run
+    goes on with the worker xdist starts in its place."""
+    sdk = pytester.path / "controller-imported-the-sdk"
+    monkeypatch.setenv("SAB_TEST_CONTROLLER_SDK", str(sdk))
+    if checker == "dies":
+        monkeypatch.setenv("SAB_TEST_KILL_CHECKER", "1")
+    pytester.makeconftest(_SAYS_WHO_CHECKED)
+    with fake_openai_server() as server:
+        result = run("-n", "2", server=server)
+        requests = sorted(server.chat_requests, key=lambda r: r.received_at)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    assert [is_preflight(r) for r in requests].count(True) == 1 and is_preflight(requests[0])
+    assert read_summary(run.out)["run"]["finished"] == N_CASES
+    assert sdk.read_text() == ("True" if checker == "dies" else "False")
 
 
 def test_healthy_run_pays_one_preflight_per_endpoint(sab_run, pytester: pytest.Pytester,
