@@ -93,16 +93,33 @@ def test_dead_endpoint_fails_once_before_any_case(run, reply: Reply, needle: str
     assert not (run.out / "sab-results.jsonl").exists()
 
 
-#: written into the run's directory: each xdist worker says when it has collected its cases
+#: written into the run's directory: each xdist worker says when it has collected its cases, and the
+#: controller whether it imported the model SDK; with SAB_TEST_KILL_CHECKER set, the worker handed
+#: the endpoint check dies before it could make it
 _SAYS_WHEN_COLLECTED = """
 import os
+import sys
 from pathlib import Path
+
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    worker = getattr(config, "workerinput", None)
+    if worker is not None and worker.get("sab_endpoint_check") and os.environ.get("SAB_TEST_KILL_CHECKER"):
+        os._exit(3)
 
 
 def pytest_collection_finish(session):
     worker = getattr(session.config, "workerinput", None)  # not the environment: a run in this test's
     if worker is not None:                                 # process inherits the suite's own worker's
         (Path(os.environ["SAB_TEST_READY_DIR"]) / worker["workerid"]).touch()
+
+
+def pytest_sessionfinish(session):
+    if not hasattr(session.config, "workerinput"):
+        Path(os.environ["SAB_TEST_READY_DIR"], "controller-imported-the-sdk").write_text(str("openai" in sys.modules))
 """
 
 
@@ -129,9 +146,10 @@ class HeldCheck:
 def test_no_case_calls_a_model_before_the_endpoint_check_has_passed(run, pytester: pytest.Pytester,
                                                                       monkeypatch: pytest.MonkeyPatch,
                                                                       workers: int) -> None:
-    """The check runs in the background (under xdist in the first worker, as it starts); the
-    first case is scheduled only once it has passed. Under xdist the check is held until both
-    workers are ready to run cases, so a worker that did not wait for it would call the model first."""
+    """The check runs in the background; the first case is scheduled only once it has passed.
+    Under xdist the check is held until both workers are ready to run cases, so a worker that did
+    not wait for it would call the model first. There the first worker makes the check, since it
+    imports the model SDK for its cases anyway: the controller never imports it (1.7 s of CPU)."""
     ready = pytester.mkdir("ready")
     monkeypatch.setenv("SAB_TEST_READY_DIR", str(ready))
     pytester.makeconftest(_SAYS_WHEN_COLLECTED)
@@ -141,52 +159,28 @@ def test_no_case_calls_a_model_before_the_endpoint_check_has_passed(run, pyteste
         preflight = [r for r in server.chat_requests if is_preflight(r)]
         cases = _case_calls(server)
     assert result.ret == pytest.ExitCode.TESTS_FAILED and len(preflight) == 1 and cases
-    assert len(list(ready.iterdir())) == workers  # the workers were ready while the check was held
+    assert len(list(ready.iterdir())) == workers + 1  # the workers were ready while the check was held
     assert held.released is not None and min(r.received_at for r in cases) >= held.released
+    assert (ready / "controller-imported-the-sdk").read_text() == str(workers == 0)
 
 
-#: written into the run's directory: the controller says whether it imported the model SDK; with
-#: SAB_TEST_KILL_CHECKER set, the worker handed the endpoint check dies before it could make it
-_SAYS_WHO_CHECKED = """
-import os
-import sys
-from pathlib import Path
-
-import pytest
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config):
-    worker = getattr(config, "workerinput", None)
-    if worker is not None and worker.get("sab_endpoint_check") and os.environ.get("SAB_TEST_KILL_CHECKER"):
-        os._exit(3)
-
-
-def pytest_sessionfinish(session):
-    if not hasattr(session.config, "workerinput"):
-        Path(os.environ["SAB_TEST_CONTROLLER_SDK"]).write_text(str("openai" in sys.modules))
-"""
-
-
-@pytest.mark.parametrize("checker", ["lives", "dies"])
-def test_under_xdist_a_worker_makes_the_endpoint_check_and_the_controller_if_it_dies(
-        run, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, checker: str) -> None:
-    """Under xdist the first worker makes the check, since it imports the model SDK for its cases
-    anyway: the controller never imports it (1.7 s of CPU). When that worker dies before its
-    verdict, the controller makes the check itself, still once and before any case, and the run
-    goes on with the worker xdist starts in its place."""
-    sdk = pytester.path / "controller-imported-the-sdk"
-    monkeypatch.setenv("SAB_TEST_CONTROLLER_SDK", str(sdk))
-    if checker == "dies":
-        monkeypatch.setenv("SAB_TEST_KILL_CHECKER", "1")
-    pytester.makeconftest(_SAYS_WHO_CHECKED)
+def test_when_the_worker_making_the_endpoint_check_dies_the_controller_makes_it(
+        run, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under xdist the first worker makes the check; when it dies before its verdict, the
+    controller makes the check itself, still once and before any case, and the run goes on with
+    the worker xdist starts in its place."""
+    ready = pytester.mkdir("ready")
+    monkeypatch.setenv("SAB_TEST_READY_DIR", str(ready))
+    monkeypatch.setenv("SAB_TEST_KILL_CHECKER", "1")
+    pytester.makeconftest(_SAYS_WHEN_COLLECTED)
     with fake_openai_server() as server:
-        result = run("-n", "2", server=server)
+        result = run("-n", "1", server=server)  # its only worker: the cases wait for the one in its place
         requests = sorted(server.chat_requests, key=lambda r: r.received_at)
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines(["*replacing crashed worker gw0*"])
     assert [is_preflight(r) for r in requests].count(True) == 1 and is_preflight(requests[0])
     assert read_summary(run.out)["run"]["finished"] == N_CASES
-    assert sdk.read_text() == ("True" if checker == "dies" else "False")
+    assert (ready / "controller-imported-the-sdk").read_text() == "True"
 
 
 def test_healthy_run_pays_one_preflight_per_endpoint(sab_run, pytester: pytest.Pytester,
