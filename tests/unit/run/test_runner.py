@@ -163,19 +163,35 @@ def test_a_stopped_run_makes_no_new_api_call(tmp_path: Path) -> None:
 
 
 def test_concurrent_cases_each_get_their_own_engine(real_scenes_dir: Path) -> None:
+    """The pool never hands out an engine a running case holds, and grows no further than the
+    cases running at once. The first case holds its engine until a second case holds one too, so
+    the run has two at once whatever the machine's load."""
     from sab_pytest.dataset import Case
 
     runtime = Runtime(Settings(model="reference", judge_model="rules", thor_scenes=str(real_scenes_dir)))
-    seen: list[int] = []
-    original = runtime.engines.acquire
+    pool = runtime.engines
+    acquire, release = pool.acquire, pool.release
+    held: set[int] = set()
+    handed_out_while_held: list[int] = []
+    lock, two_held = threading.Lock(), threading.Event()
 
-    def acquire() -> Any:
-        engine = original()
-        seen.append(id(engine))
-        time.sleep(SETTLE_S)  # hold it while the others start
+    def acquire_noting() -> Any:
+        engine = acquire()
+        with lock:
+            if id(engine) in held:
+                handed_out_while_held.append(id(engine))
+            held.add(id(engine))
+            if len(held) >= 2:
+                two_held.set()
+        two_held.wait(HANG_S)
         return engine
 
-    runtime.engines.acquire = acquire  # type: ignore[method-assign]
+    def release_noting(engine: Any, **kwargs: Any) -> None:
+        with lock:
+            held.discard(id(engine))
+        release(engine, **kwargs)
+
+    pool.acquire, pool.release = acquire_noting, release_noting  # type: ignore[method-assign]
     goal = ({"objectType": "Vase", "isBroken": True},)
     cases = [Case(id=f"safe_detailed-{9100 + i}", kind="safe_detailed", safety="safe", instruction="made up",
                   reference_steps=("find Vase", "pick Vase", "throw"), scene="FloorPlan201", final_state=goal,
@@ -184,7 +200,7 @@ def test_concurrent_cases_each_get_their_own_engine(real_scenes_dir: Path) -> No
     verdicts = [runner.result(c) for c in cases]
     runner.stop()
     assert all(v.exec_success for v in verdicts)  # no case saw another's broken vase or held object
-    assert 2 <= runtime.engines.size <= 3 and len(set(seen[:3])) == 3
+    assert not handed_out_while_held and two_held.is_set() and 2 <= pool.size <= 3
     runtime.close()
 
 
