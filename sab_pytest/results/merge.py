@@ -173,7 +173,7 @@ def merge(runs: list[RunDir], out_dir: Path) -> MergedSummary:
     records = [stamped(r, run_id=run_id) for r in records]
     try:
         # one atomic write (the per-line fsync of a live run buys nothing here), lines as ResultsWriter writes them
-        lines = "".join(files.json_line(redact(r)) for r in records)
+        lines = "".join(files.json_line(r, redact) for r in records)
         atomic_write_bytes(out_dir / files.RESULTS_NAME, lines.encode())
         files.write_summary(out_dir / files.SUMMARY_NAME, summary, redact)
     finally:

@@ -84,7 +84,7 @@ class LiveLog:
             self._again = True
             return
         self._fed[key] = record
-        self._lines.put(json_line(cast(StoredRecord, {"record": self._redact(stamped(record, run_id=self._run_id))})))
+        self._lines.put(json_line(cast(StoredRecord, {"record": stamped(record, run_id=self._run_id)}), self._redact))
 
     def finish(self, summary: Summary, records: Mapping[str, StoredRecord], completed: datetime | None = None) -> bool:
         """Close the log with the run's ``summary``: True when it is written and holds exactly
