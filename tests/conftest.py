@@ -225,6 +225,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "pytester" in getattr(item, "fixturenames", ()) or item.path.name in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+    items[:] = _slow_modules_first_in_each_half(items)
+
+
+def _slow_modules_first_in_each_half(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The order for the work stealing below: each worker starts with one half of the items, in
+    order, and an idle one takes the far end of the other's queue. In collection order one half
+    held every end-to-end module, so the run ended with one worker still in a long README command
+    while the other had nothing left to take. Here each half starts with its share of the modules
+    that start processes (dealt by their count of slow tests) and ends with quick modules, which
+    the stealing then spreads. Whole modules move, so a module's shared runs are made once."""
+    modules: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.path, []).append(item)
+    slow = {path: sum(1 for i in tests if i.get_closest_marker("slow")) for path, tests in modules.items()}
+    halves: tuple[list[Path], list[Path]] = ([], [])
+    quick: tuple[list[Path], list[Path]] = ([], [])
+    slow_in, count = [0, 0], [0, 0]
+    for path in sorted((p for p in modules if slow[p]), key=lambda p: -slow[p]):
+        half = 0 if slow_in[0] <= slow_in[1] else 1
+        halves[half].append(path)
+        slow_in[half] += slow[path]
+        count[half] += len(modules[path])
+    for path in (p for p in modules if not slow[p]):
+        half = 0 if count[0] <= count[1] else 1
+        quick[half].append(path)
+        count[half] += len(modules[path])
+    return [item for path in (*halves[0], *quick[0], *halves[1], *quick[1]) for item in modules[path]]
 
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown to a pytest without xdist
