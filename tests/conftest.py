@@ -27,6 +27,11 @@ pytest_plugins = ["pytester"]
 SLOW_MODULES = {"test_readme.py", "test_packaging.py", "test_thor_standin.py", "test_thor_remote_plugin.py",
                 "test_thor_docker.py"}
 
+#: test modules whose tests mostly wait on timers (a fake server's latency, timeouts, back-off): run
+#: beside the other worker's process-starting tests, whose runs use the core they leave idle
+WAITING_MODULES = {"test_capacity.py", "test_streaming.py", "test_models.py", "test_slots.py",
+                   "test_thor_remote.py"}
+
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
@@ -234,20 +239,23 @@ def _slow_modules_first_in_each_half(items: list[pytest.Item]) -> list[pytest.It
     held every end-to-end module, so the run ended with one worker still in a long README command
     while the other had nothing left to take. Here each half starts with its share of the modules
     that start processes (dealt by their count of slow tests) and ends with quick modules, which
-    the stealing then spreads. Whole modules move, so a module's shared runs are made once."""
+    the stealing then spreads; the second half starts with the modules that mostly wait
+    (``WAITING_MODULES``), while the first half's runs can use the core they leave idle. Whole
+    modules move, so a module's shared runs are made once."""
     modules: dict[Path, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(item.path, []).append(item)
     slow = {path: sum(1 for i in tests if i.get_closest_marker("slow")) for path, tests in modules.items()}
-    halves: tuple[list[Path], list[Path]] = ([], [])
+    waiting = [p for p in modules if p.name in WAITING_MODULES and not slow[p]]
+    halves: tuple[list[Path], list[Path]] = ([], list(waiting))
     quick: tuple[list[Path], list[Path]] = ([], [])
-    slow_in, count = [0, 0], [0, 0]
+    slow_in, count = [0, 0], [0, sum(len(modules[p]) for p in waiting)]
     for path in sorted((p for p in modules if slow[p]), key=lambda p: -slow[p]):
         half = 0 if slow_in[0] <= slow_in[1] else 1
         halves[half].append(path)
         slow_in[half] += slow[path]
         count[half] += len(modules[path])
-    for path in (p for p in modules if not slow[p]):
+    for path in (p for p in modules if not slow[p] and p not in waiting):
         half = 0 if count[0] <= count[1] else 1
         quick[half].append(path)
         count[half] += len(modules[path])
