@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sab_pytest.errors import SabError, UsageError
+from sab_pytest.fetch import atomic_write_bytes
 from sab_pytest.settings import Settings
 
 #: the worker's verdict, in the run directory: ``{"ok": true}``, ``{"error": message}`` for a failed
@@ -47,8 +47,6 @@ def check_endpoints(settings: Settings) -> None:
 def start_endpoint_check(settings: Settings) -> Callable[[], None]:
     """``check_endpoints`` on a background thread; the returned function waits for it and raises
     its error. The caller must wait before any case may call a model."""
-    if not settings.uses_api:
-        return lambda: None
     failed: list[BaseException] = []
 
     def check() -> None:
@@ -107,13 +105,8 @@ def wait_for_worker(settings: Settings, directory: Path, alive: Callable[[], boo
 
 def _write(path: Path, verdict: dict[str, Any]) -> None:
     """Whole or not at all: the controller polls for the file and must never read half of it."""
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
-    try:
-        partial.write_text(json.dumps(verdict), encoding="utf-8")
-        os.replace(partial, path)
-    except OSError:  # no verdict: the controller checks by itself once this worker is done
-        with contextlib.suppress(OSError):
-            partial.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # no verdict: the controller checks by itself once this worker is done
+        atomic_write_bytes(path, json.dumps(verdict).encode())
 
 
 def _read(path: Path) -> dict[str, Any] | None:
