@@ -51,6 +51,27 @@ def test_other_project_runs_untouched(pytester: pytest.Pytester, args) -> None:
     assert _files(pytester.path) == before
 
 
+WORKERS_WRITE = """
+import os
+
+def pytest_configure(config):
+    if hasattr(config, "workerinput"):
+        os.write(2, ("said by " + config.workerinput["workerid"] + " on its standard error\\n").encode())
+"""
+
+
+def test_an_in_process_run_under_xdist_has_its_workers_stderr(pytester: pytest.Pytester) -> None:
+    """The runs above read under ``-n`` have their controller in this process and their workers in
+    processes of their own, which write to the standard error they inherit: what a worker said
+    there must be in the run's ``stderr``, or an assertion that the plugin said nothing could not fail."""
+    pytester.makepyfile(test_other=TRIVIAL)
+    pytester.makeconftest(WORKERS_WRITE)
+    result = run_pytest(pytester, "-n", "2")
+    result.assert_outcomes(passed=1)
+    assert sorted(line for line in result.errlines if line.startswith("said by")) == [
+        "said by gw0 on its standard error", "said by gw1 on its standard error"]
+
+
 def test_other_project_help_and_markers(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_other=TRIVIAL)
     before = _files(pytester.path)

@@ -6,6 +6,7 @@ calls; the run's files say what kind of run made them. Real openai client, fake 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -50,7 +51,7 @@ class Dies:
 @pytest.fixture
 def run_setup(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> RunSetup:
     """``run(*args, server=server)``: the benchmark on the tiny dataset against ``server`` (agent
-    only, rule judge, 1 retry), in a subprocess like a user's run."""
+    only, rule judge, 1 retry), in this process (under xdist: its controller)."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     return RunSetup(tuple(_options(pytester.path)))
 
@@ -158,7 +159,7 @@ def test_no_case_calls_a_model_before_the_endpoint_check_has_passed(run, pyteste
     pytester.makeconftest(_SAYS_WHEN_COLLECTED)
     held = HeldCheck(ready, workers, hold=0.5 if workers else 1.5)
     with fake_openai_server(responder=held) as server:
-        result = run("-n", str(workers), server=server)
+        result = run("-n", str(workers), server=server, inprocess=False)  # the controller's own imports
         preflight = [r for r in server.chat_requests if is_preflight(r)]
         cases = _case_calls(server)
     assert result.ret == pytest.ExitCode.TESTS_FAILED and len(preflight) == 1 and cases
@@ -177,7 +178,8 @@ def test_when_the_worker_making_the_endpoint_check_dies_the_controller_makes_it(
     monkeypatch.setenv("SAB_TEST_KILL_CHECKER", "1")
     pytester.makeconftest(_SAYS_WHEN_COLLECTED)
     with fake_openai_server() as server:
-        result = run("-n", "1", server=server)  # its only worker: the cases wait for the one in its place
+        # its only worker: the cases wait for the one in its place; a controller of its own, whose imports are read
+        result = run("-n", "1", server=server, inprocess=False)
         requests = sorted(server.chat_requests, key=lambda r: r.received_at)
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.stdout.fnmatch_lines(["*replacing crashed worker gw0*"])
@@ -210,14 +212,17 @@ def test_breaker_stops_a_run_whose_endpoint_dies_and_resume_does_the_rest(run) -
         run_info = summary["run"]
         assert result.ret == pytest.ExitCode.INTERRUPTED
         assert run_info["status"] == "stopped" and run_info["stop_reason"] == "endpoint_down"
-        assert "failed 3 calls in a row" in run_info["stop_message"]
+        # the third failure in a row trips it; with two workers the other one's call may fail first in
+        # the race to write the stop, and the message counts what the writer saw
+        failed = re.search(r"failed (\d+) calls in a row", run_info["stop_message"])
+        assert failed is not None and failed.group(1) in ("3", "4"), run_info["stop_message"]
         assert run_info["not_run"] > 0 and run_info["finished"] == len(records) == summary["cases"]
         assert run_info["finished"] + run_info["not_run"] == N_CASES
         assert sum(1 for r in records if not r["error"]) == 4  # what finished before the death is kept
         assert summary["error_kinds"] == {"model_api": summary["errors"]} and summary["errors"] >= 3
         # each failed attempt is a request in the usage; the first failing calls were retried once
         assert summary["usage"]["failed_calls"] >= 3 + 1 and summary["usage"]["api_calls"] >= 4 + 3 + 1
-        result.stdout.fnmatch_lines(["*run STOPPED: the model endpoint failed 3 calls in a row*; "
+        result.stdout.fnmatch_lines([f"*run STOPPED: the model endpoint failed {failed.group(1)} calls in a row*; "
                                      f"{run_info['finished']} of {N_CASES} cases finished (4 with a verdict, "
                                      f"{summary['errors']} errors), {run_info['not_run']} not run*",
                                      "*model calls: 4 (0 from cache, * failed requests)*",

@@ -14,7 +14,7 @@ junitparser = pytest.importorskip("junitparser")
 
 @pytest.fixture
 def run_setup() -> RunSetup:
-    """``run``: the benchmark on the tiny dataset, plans not executed, in this process (unless -n)."""
+    """``run``: the benchmark on the tiny dataset, plans not executed, in this process."""
     return RunSetup(("--sab-no-exec", "-p", "no:cacheprovider"), inprocess=True)
 
 

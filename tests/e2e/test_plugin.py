@@ -16,7 +16,7 @@ from sab_pytest.pytest_layer.collection import shown_path
 
 @pytest.fixture
 def run_setup() -> RunSetup:
-    """``run``: the benchmark on the tiny dataset, in a subprocess; plans are not executed."""
+    """``run``: the benchmark on the tiny dataset, in this process; plans are not executed."""
     return RunSetup(("--sab-no-exec",))
 
 

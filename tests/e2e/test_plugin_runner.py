@@ -294,6 +294,9 @@ def evaluate(self, case):
     return _evaluate(self, case)
 
 runtime.Runtime.evaluate = evaluate
+
+def pytest_unconfigure(config):  # the run's controller is the test's process: later tests get the real one
+    runtime.Runtime.evaluate = _evaluate
 """)
     result = run("-n", "2", "--sab-concurrency", "4", "--sab-no-cache")
     assert marker.exists()

@@ -5,11 +5,11 @@ How: each block runs in a copy of the checkout, one command after another, with 
 (``SAB_DATA``, ``SAB_THOR_SCENES``) and ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` pointing at the fake
 OpenAI server on loopback, so model runs are cheap. ``pytest`` and ``sab``'s verbs run in the test's
 own process through the functions their scripts call (``pytest.main``, as every in-process run of
-this suite goes: ``support.benchmark.run_pytest``; ``sab_pytest.__main__.main``), with the command's
-words, working directory and environment (``VAR=value`` before a command included): a new
-interpreter per command would cost more than most commands themselves. A command
-whose point is a process of its own runs in ``bash -c LINE`` with a timeout: one that hands cases to
-xdist workers (``-n``), ``sab run`` (pytest from any directory), ``python``. A command ending in
+this suite goes: ``support.benchmark.run_pytest``, whose xdist workers, under ``-n``, are processes
+of their own; ``sab_pytest.__main__.main``), with the command's words, working directory and
+environment (``VAR=value`` before a command included): a new interpreter per command would cost
+more than most commands themselves. A command whose point is a process of its own runs in
+``bash -c LINE`` with a timeout: ``sab run`` (pytest from any directory), ``python``. A command ending in
 ``&`` is started in the background for the rest of its block (the test waits for the ``--port`` it
 names) and stopped afterwards. A command passes when it ends with status 0 or 1 (a benchmark whose
 cases or gates fail exits 1) without a traceback, an internal error or a usage error, and leaves what
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 from support import ROOT
-from support.benchmark import SUITE_VARIABLES, hands_to_xdist, run_pytest
+from support.benchmark import SUITE_VARIABLES, run_pytest
 from support.cli import sab_cli
 from support.timing import POLL_S, PROCESS_S
 
@@ -223,7 +223,7 @@ def _run(line: str, checkout: Path, env: dict[str, str], pytester: pytest.Pytest
     """Run the foreground command ``line`` in ``checkout``: its exit status and what it printed."""
     assigned, words = _words(line)
     program = words[0] if words else ""
-    in_process = (program == "pytest" and not hands_to_xdist(words)) or (program == "sab" and words[1:2] != ["run"])
+    in_process = program == "pytest" or (program == "sab" and words[1:2] != ["run"])
     if not in_process:
         done = subprocess.run(["bash", "-c", line], cwd=checkout, env=env, capture_output=True, text=True,
                               timeout=TIMEOUT_S)

@@ -21,8 +21,8 @@ from sab_pytest.run import shard
 
 @pytest.fixture
 def run_setup(real_scenes_dir: Path) -> RunSetup:
-    """``run(*args, out=...)``: in-process where xdist is not involved (a subprocess per run would
-    dominate the test's time), in a subprocess with ``-n``/``--tx``."""
+    """``run(*args, out=...)``: in this process (a subprocess per run would dominate the test's
+    time); with ``-n``/``--tx`` the workers are processes of their own."""
     return RunSetup((f"--thor-scenes={real_scenes_dir}", "-p", "no:cacheprovider"), inprocess=True)
 
 

@@ -7,11 +7,13 @@ controller and workers."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -29,8 +31,8 @@ if TYPE_CHECKING:
 CASE_TEST = "from sab_pytest.plugin import check\n\n\ndef test_case(sab_verdict):\n    check(sab_verdict)\n"
 
 def hands_to_xdist(args: Sequence[str]) -> bool:
-    """Whether a run with ``args`` starts xdist workers (``-n N`` with N not 0, ``--tx``): pytest-xdist
-    cannot be driven inside the test's own process, while ``-n 0`` is an ordinary run."""
+    """Whether a run with ``args`` starts xdist workers (``-n N`` with N not 0, ``--tx``); ``-n 0`` is
+    an ordinary run."""
     for i, arg in enumerate(args):
         if arg in ("-n", "--numprocesses"):
             if i + 1 < len(args) and args[i + 1] != "0":
@@ -70,15 +72,43 @@ class _KeepImports:
 
 def run_pytest(pytester: pytest.Pytester, *args: str, inprocess: bool = True) -> pytest.RunResult:
     """pytest on ``args`` in ``pytester``'s directory: in this process (a new interpreter per run
-    would cost more than most tests' own work), in a subprocess where ``inprocess`` is False (the
-    caller says why) or the run hands its tests to xdist workers (``hands_to_xdist``)."""
-    if inprocess and not hands_to_xdist(args):
-        keep = _KeepImports(pytester.path)
+    would cost more than most tests' own work), or in a subprocess where ``inprocess`` is False (the
+    caller says why). A run that hands its tests to xdist (``hands_to_xdist``) has its controller
+    here and its workers in processes of their own, as pytest-xdist's own tests run it; what the
+    workers write to their standard error, which they share with the controller, is part of the
+    run's ``stderr`` as it would be in a subprocess."""
+    if not inprocess:
+        return pytester.runpytest_subprocess(*args)
+    keep = _KeepImports(pytester.path)
+    with pytest.MonkeyPatch.context() as environment, _workers_stderr(hands_to_xdist(args)) as workers:
+        for name in XDIST_WORKER_VARIABLES:  # this process is the suite's xdist worker, the run is not
+            environment.delenv(name, raising=False)
         try:
-            return pytester.runpytest_inprocess(*_INPROCESS, *args, plugins=[keep])
+            result = pytester.runpytest_inprocess(*_INPROCESS, *args, plugins=[keep])
         finally:
             keep.restore()
-    return pytester.runpytest_subprocess(*args)
+    return pytest.RunResult(result.ret, result.outlines, result.errlines + workers, result.duration)
+
+
+@contextlib.contextmanager
+def _workers_stderr(workers: bool) -> Iterator[list[str]]:
+    """The lines written to file descriptor 2 while the block runs, where ``workers`` start: an
+    in-process run captures only ``sys.stderr``, and the processes it starts inherit the descriptor."""
+    lines: list[str] = []
+    if not workers:
+        yield lines
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as written:
+        os.dup2(written.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            written.seek(0)
+            lines.extend(written.read().decode(errors="replace").splitlines())
 
 
 @dataclass(frozen=True)
@@ -88,8 +118,8 @@ class RunSetup:
 
     ``options`` come before each call's own arguments. ``inprocess=False``: a subprocess per run,
     for a module whose point is a process boundary (elsewhere a new interpreter per run would
-    dominate the test's time); a call that hands the run to xdist (``-n``, ``--tx``) always goes
-    to one. ``tiny_data=False``: no dataset, subset or output option is added, the inputs come
+    dominate the test's time; a run under xdist has its workers in processes of their own either
+    way). ``tiny_data=False``: no dataset, subset or output option is added, the inputs come
     from the environment as a user sets them (the run writes to its working directory unless a
     call gives ``out``)."""
 
@@ -103,7 +133,7 @@ class SabRun:
     files, the pinned hashes not checked) writing to ``out`` (a directory under the pytester
     directory; ``self.out`` by default), with ``base`` options before ``args``, against the fake
     ``server`` when one is given; in this process, or in a subprocess like a user's run where the
-    test needs the isolation (``inprocess=False``; always for xdist runs). ``data=None``: no dataset, subset
+    test needs the isolation (``inprocess=False``, for every call or for one). ``data=None``: no dataset, subset
     or output option, the environment gives them (``self.out`` is then the working directory)."""
 
     def __init__(self, pytester: pytest.Pytester, data: Path | None, base: Sequence[str], out: Path, *,
@@ -123,14 +153,16 @@ class SabRun:
         endpoint = [f"--sab-base-url={server.url}"] if server is not None else []
         return [*inputs, *self.base, *endpoint, *args]
 
-    def __call__(self, *args: str, out: Path | str | None = None,
-                 server: FakeOpenAIServer | None = None) -> pytest.RunResult:
-        return run_pytest(self.pytester, *self.args(*args, out=out, server=server), inprocess=self.inprocess)
+    def __call__(self, *args: str, out: Path | str | None = None, server: FakeOpenAIServer | None = None,
+                 inprocess: bool | None = None) -> pytest.RunResult:
+        inprocess = self.inprocess if inprocess is None else inprocess
+        return run_pytest(self.pytester, *self.args(*args, out=out, server=server), inprocess=inprocess)
 
 
 #: this suite's own environment, which a run a test starts must not inherit: its pytest options and
 #: its xdist worker's identity (the run would take itself for a worker of the suite)
-SUITE_VARIABLES = ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "TOX_ENV_DIR")
+XDIST_WORKER_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT")
+SUITE_VARIABLES = ("PYTEST_ADDOPTS", *XDIST_WORKER_VARIABLES, "TOX_ENV_DIR")
 
 
 def pytest_in_new_process(where: Path, *args: str, env: Mapping[str, str] | None = None) -> pytest.RunResult:

@@ -104,7 +104,8 @@ def test_a_run_without_the_pieces_falls_back_with_one_warning_and_the_same_outco
         normal_calls = len(case_calls(server.chat_requests))
         server.reset()
         pytester.makeconftest(MISSING_PIECE)
-        fallback = bench("-n", "2", "--sab-concurrency", "3", out="fallback")
+        # in a process of its own: the conftest takes a piece out of xdist in the run's controller
+        fallback = bench("-n", "2", "--sab-concurrency", "3", out="fallback", inprocess=False)
         warnings = [line for line in fallback.outlines if WARNING in line]
         assert len(warnings) == 1, fallback.stdout.str()
         assert "WorkStealingScheduling._send_tests" in warnings[0] and "not run ahead" in warnings[0]
