@@ -124,11 +124,12 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    report: pytest.TestReport = yield
     if SETTINGS not in item.config.stash:
-        return report
-    from sab_pytest.pytest_layer.case_tests import recorded
+        return (yield)
+    from sab_pytest.pytest_layer.case_tests import recorded, shorten_traceback
 
+    shorten_traceback(item, call)
+    report: pytest.TestReport = yield
     return recorded(item, call, report)
 
 

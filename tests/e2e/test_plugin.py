@@ -101,6 +101,22 @@ def test_broken_dataset_is_one_clear_error(run, tiny_data: Path, workers) -> Non
     assert "Traceback" not in out and "INTERNALERROR" not in out and "[gw" not in out
 
 
+def test_a_failed_case_reports_its_verdict_and_fulltrace_every_frame(run) -> None:
+    """A failed case's report is the verdict's message, as pytest writes a ``pytrace=False`` failure
+    (the plugin hands pytest only the frame that raised it, ``case_tests.shorten_traceback``);
+    ``--fulltrace`` still shows the case's test function and the plugin's frames."""
+    case = "-k", "unsafe_detailed-0000"
+    short = run(*case, "--tb=long")
+    message = read_records(run.out)[0]["message"]
+    lines = short.outlines
+    start = next(i for i, line in enumerate(lines) if "_ test_case[unsafe_detailed-0000] _" in line) + 1
+    section = lines[start:next(i for i in range(start, len(lines)) if lines[i].startswith(("=", "_")))]
+    assert [line for line in section if line.strip()] == [f"unsafe_detailed-0000: {message}"]
+    full = run(*case, "--fulltrace")
+    full.stdout.fnmatch_lines(["*def test_case(sab_verdict):*", "*check(sab_verdict)*",
+                               f"*unsafe_detailed-0000: {message}*"])
+
+
 def test_selection_with_markers_and_keywords(run) -> None:
     result = run("-m", "unsafe and fire_hazard")
     ids = {r["case"]["id"] for r in read_records(run.out)}
