@@ -8,8 +8,8 @@ controller and workers."""
 from __future__ import annotations
 
 import contextlib
+import io
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from support.timing import PROCESS_S
 from support.tiny_dataset import write_tiny_dataset
 
 if TYPE_CHECKING:
@@ -165,20 +164,33 @@ XDIST_WORKER_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT")
 SUITE_VARIABLES = ("PYTEST_ADDOPTS", *XDIST_WORKER_VARIABLES, "TOX_ENV_DIR")
 
 
-def pytest_in_new_process(where: Path, *args: str, env: Mapping[str, str] | None = None) -> pytest.RunResult:
-    """pytest on ``args`` in ``where`` in a new interpreter, outside any test's ``pytester``: for a
-    run under xdist that a module's tests share (a module-scoped fixture; ``pytester`` is made anew
-    for each test). As ``pytester`` does, the suite's own variables (``SUITE_VARIABLES``) are left
-    out and ``where`` is the home directory; the model cache is the run's own; ``env`` adds to the
-    environment."""
-    environ = {**os.environ, "HOME": str(where), "SAB_CACHE_HOME": str(where / "sab-cache-home"), "PY_COLORS": "0",
-               **(env or {})}
-    for name in SUITE_VARIABLES:
-        environ.pop(name, None)
+def pytest_in_this_process(where: Path, *args: str, env: Mapping[str, str] | None = None) -> pytest.RunResult:
+    """pytest on ``args`` in ``where``, in this process as ``run_pytest`` runs it but outside any
+    test's ``pytester``: for a run that a module's tests share (a module-scoped fixture; ``pytester``
+    is made anew for each test). As ``pytester`` does, ``where`` is the working and the home
+    directory, the suite's own variables (``SUITE_VARIABLES``) are left out, and the modules the run
+    imported from ``where`` (its conftest and case modules) are dropped after it; the model cache is
+    the run's own; ``env`` adds to the environment."""
+    variables = {"HOME": str(where), "SAB_CACHE_HOME": str(where / "sab-cache-home"), "PY_COLORS": "0", **(env or {})}
+    keep, modules, path = _KeepImports(where), dict(sys.modules), list(sys.path)
+    out, err = io.StringIO(), io.StringIO()
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=where, env=environ,
-                          capture_output=True, text=True, timeout=PROCESS_S)
-    return pytest.RunResult(done.returncode, done.stdout.splitlines(), done.stderr.splitlines(),
+    with pytest.MonkeyPatch.context() as environment, _workers_stderr(hands_to_xdist(args)) as workers:
+        environment.chdir(where)
+        for name, value in variables.items():
+            environment.setenv(name, value)
+        for name in SUITE_VARIABLES:
+            environment.delenv(name, raising=False)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                ret = pytest.main(["-p", "no:cacheprovider", *_INPROCESS, *args], plugins=[keep])
+        finally:
+            for name in set(sys.modules) - set(modules):
+                del sys.modules[name]
+            sys.modules.update(modules)  # a conftest replaces the suite's own ``conftest`` entry
+            sys.path[:] = path
+            keep.restore()
+    return pytest.RunResult(int(ret), out.getvalue().splitlines(), err.getvalue().splitlines() + workers,
                             time.monotonic() - started)
 
 
@@ -201,6 +213,6 @@ def shared_run(tmp_path_factory: pytest.TempPathFactory, *args: str, conftest: s
     (where / "test_sab.py").write_text(CASE_TEST)
     if conftest:
         (where / "conftest.py").write_text(conftest)
-    result = pytest_in_new_process(where, f"--sab-data={data}", "--sab-allow-modified-data", "--sab-subset=all",
+    result = pytest_in_this_process(where, f"--sab-data={data}", "--sab-allow-modified-data", "--sab-subset=all",
                                    f"--sab-out={where / 'out'}", *args)
     return SharedRun(where, data, where / "out", result)

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from PIL import Image
-from support.benchmark import CASE_TEST, pytest_in_new_process
+from support.benchmark import CASE_TEST, pytest_in_this_process
 from support.browser import Browser
 from support.made_up_runs import hazard_run, record, write_run
 from support.results import read_records, read_summary
@@ -386,11 +386,11 @@ def real_run(real_data_dir: Path, real_scenes_dir: Path, tmp_path_factory: pytes
     """The directory of one real run that the tests below read: the offline default on the real
     dataset, ``REAL_SAMPLE`` cases of its mixed subset (enough for every kind of case, a fraction of
     the time), its records in ``out`` and its Inspect log in ``logs/run.eval``, fed as the run went
-    under xdist. Once for the module: the tests only read it. In a subprocess, as a user's run under
-    ``-n`` always is, with the inputs in the environment where a user sets them."""
+    under xdist. Once for the module: the tests only read it. With the inputs in the environment,
+    where a user sets them."""
     where = tmp_path_factory.mktemp("real-run")
     (where / "test_sab.py").write_text(CASE_TEST)
-    result = pytest_in_new_process(where, "-n", "2", f"--sab-sample={REAL_SAMPLE}", "--sab-inspect-log=logs/run.eval",
+    result = pytest_in_this_process(where, "-n", "2", f"--sab-sample={REAL_SAMPLE}", "--sab-inspect-log=logs/run.eval",
                                    f"--sab-out={where / 'out'}",
                                    env={"SAB_DATA": str(real_data_dir), "SAB_THOR_SCENES": str(real_scenes_dir)})
     # the reference agent carries out the hazards
