@@ -12,6 +12,7 @@ The endpoint check (``preflight``) classifies its failures with the same ``class
 
 from __future__ import annotations
 
+import atexit
 import gc
 import json
 import os
@@ -194,6 +195,8 @@ class Transport:
 #: builds a connection pool, about 0.15 s each, and a run builds one per role (agent, judges, guard,
 #: vision) in every worker, on one endpoint or several. The default endpoint (no base URL: the SDK
 #: reads its environment) has a first client of its own, so that no copy inherits another's URL.
+#: Emptied at exit, while the HTTP library is still whole: a client freed once the interpreter has
+#: begun tearing modules down fails in its ``__del__`` and says so on standard error.
 _FIRST_CLIENTS: dict[tuple[int, bool], Any] = {}
 _FIRST_CLIENTS_LOCK = threading.Lock()
 
@@ -209,6 +212,8 @@ def _sdk_client(base_url: str | None, api_key: str | None, timeout: float) -> An
     with _FIRST_CLIENTS_LOCK:
         first = _FIRST_CLIENTS.get(key)
         if first is None:
+            if not _FIRST_CLIENTS:
+                atexit.register(_FIRST_CLIENTS.clear)
             first = _FIRST_CLIENTS[key] = openai.OpenAI(**options, **endpoint)
             # The SDK's types (some 100,000 objects) live as long as the process: frozen out of the
             # cyclic garbage collector's sight, no later full collection walks them again (0.1 s
