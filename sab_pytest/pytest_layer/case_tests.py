@@ -34,7 +34,7 @@ def shorten_traceback(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
     """Before pytest makes a failed verdict's report: keep only the frame ``check`` raised in. The
     report shows the verdict's message alone (``pytrace=False``), yet pytest filters the whole
     traceback first, down through its runner's and pluggy's frames, checking that each frame's file
-    exists: about 1.7 ms per failed case, more than the rest of its report. ``--fulltrace`` asks for
+    exists: about 0.8 ms of CPU per failed case on a 2-core machine. ``--fulltrace`` asks for
     every frame, and gets them."""
     if (call.excinfo is not None and call.excinfo.errisinstance(CaseFailed)
             and not item.config.getoption("fulltrace", False)):
