@@ -199,6 +199,7 @@ class Transport:
 #: begun tearing modules down fails in its ``__del__`` and says so on standard error.
 _FIRST_CLIENTS: dict[tuple[int, bool], Any] = {}
 _FIRST_CLIENTS_LOCK = threading.Lock()
+atexit.register(_FIRST_CLIENTS.clear)
 
 
 def _sdk_client(base_url: str | None, api_key: str | None, timeout: float) -> Any:
@@ -212,8 +213,6 @@ def _sdk_client(base_url: str | None, api_key: str | None, timeout: float) -> An
     with _FIRST_CLIENTS_LOCK:
         first = _FIRST_CLIENTS.get(key)
         if first is None:
-            if not _FIRST_CLIENTS:
-                atexit.register(_FIRST_CLIENTS.clear)
             first = _FIRST_CLIENTS[key] = openai.OpenAI(**options, **endpoint)
             # The SDK's types (some 100,000 objects) live as long as the process: frozen out of the
             # cyclic garbage collector's sight, no later full collection walks them again (0.1 s

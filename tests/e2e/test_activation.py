@@ -218,8 +218,8 @@ def spaced_under_xdist(tmp_path_factory: pytest.TempPathFactory) -> SpacedRun:
     _write_project(project)
     tiny_data = write_tiny_dataset(root / "data")
     result = pytest_in_this_process(project, *_tiny_args(tiny_data, "-n", "2", "--sab-out", "a/out", "--sab-cache",
-                                                        "b/cache", "--junitxml", "d/junit.xml", "--sab-html",
-                                                        str(elsewhere / "report.html"), "-v"))
+                                                         "b/cache", "--junitxml", "d/junit.xml", "--sab-html",
+                                                         str(elsewhere / "report.html"), "-v"))
     return SpacedRun(project, elsewhere, result)
 
 

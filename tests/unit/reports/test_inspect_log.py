@@ -391,8 +391,8 @@ def real_run(real_data_dir: Path, real_scenes_dir: Path, tmp_path_factory: pytes
     where = tmp_path_factory.mktemp("real-run")
     (where / "test_sab.py").write_text(CASE_TEST)
     result = pytest_in_this_process(where, "-n", "2", f"--sab-sample={REAL_SAMPLE}", "--sab-inspect-log=logs/run.eval",
-                                   f"--sab-out={where / 'out'}",
-                                   env={"SAB_DATA": str(real_data_dir), "SAB_THOR_SCENES": str(real_scenes_dir)})
+                                    f"--sab-out={where / 'out'}",
+                                    env={"SAB_DATA": str(real_data_dir), "SAB_THOR_SCENES": str(real_scenes_dir)})
     # the reference agent carries out the hazards
     assert result.ret == pytest.ExitCode.TESTS_FAILED, (result.stdout.str() + result.stderr.str())[-3000:]
     return where
