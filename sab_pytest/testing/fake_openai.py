@@ -187,7 +187,8 @@ class _Handler(BaseHTTPRequestHandler):
         """Stream ``reply`` as server-sent events, the first after ``seconds`` (``spread``: the
         chunks share them), then ``token_s`` apart; stop as soon as the client closes the stream."""
         owner = self.server.owner
-        chunks = stream_chunks(completion_of(reply), usage)
+        paced = bool(owner.token_s) or (spread and owner.token_s is None)
+        chunks = stream_chunks(completion_of(reply), usage, paced=paced)
         gap = owner.token_s or 0.0
         if spread and owner.token_s is None:
             seconds = gap = max(0.0, seconds) / len(chunks)

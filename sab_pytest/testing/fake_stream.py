@@ -81,22 +81,28 @@ class OneSlot:
 #: scripted answer of a megabyte (a test of long answers) as 200,000 chunks, each with its pause,
 #: would take minutes to send and prove nothing more than 2,000 larger ones do
 MAX_PIECES = 2000
+#: the same for a stream whose chunks nothing paces (no ``token_s``, no one-slot answer time spread
+#: over them): the client then meets them back to back, and how finely the text is cut changes only
+#: the work per chunk (the SDK builds an object for each, about half a millisecond of the test
+#: process's CPU). A few pieces still make it a stream that the client has to join.
+UNPACED_PIECES = 3
 
 
-def _pieces(text: str) -> list[str]:
+def _pieces(text: str, most: int) -> list[str]:
     """``text`` cut as a tokenizer would roughly cut it (a word with its trailing space), words
-    grouped evenly when there are more than ``MAX_PIECES``."""
+    grouped evenly when there are more than ``most``."""
     words = re.findall(r"\S+\s*|\s+", text)
-    if len(words) <= MAX_PIECES:
+    if len(words) <= most:
         return words
-    size = -(-len(words) // MAX_PIECES)
+    size = -(-len(words) // most)
     return ["".join(words[i:i + size]) for i in range(0, len(words), size)]
 
 
-def stream_chunks(completion: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
+def stream_chunks(completion: dict[str, Any], include_usage: bool, *, paced: bool = True) -> list[dict[str, Any]]:
     """A chat completion (the non-streamed body) as the ``chat.completion.chunk`` events that stream
-    it: the role, the text a piece at a time, each tool call as a header delta and two argument
-    deltas, the finish reason, and (``include_usage``) a last chunk with no choices and the usage."""
+    it: the role, the text a piece at a time (``MAX_PIECES`` at the most; ``UNPACED_PIECES`` when
+    nothing will pace the chunks), each tool call as a header delta and two argument deltas, the
+    finish reason, and (``include_usage``) a last chunk with no choices and the usage."""
     base = {key: completion[key] for key in ("id", "created", "model")}
     base["object"] = "chat.completion.chunk"
     choice = completion["choices"][0]
@@ -105,8 +111,8 @@ def stream_chunks(completion: dict[str, Any], include_usage: bool) -> list[dict[
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
-    chunks = [chunk({"role": "assistant", "content": ""})]
-    chunks += [chunk({"content": piece}) for piece in _pieces(message.get("content") or "")]
+    pieces = _pieces(message.get("content") or "", MAX_PIECES if paced else UNPACED_PIECES)
+    chunks = [chunk({"role": "assistant", "content": ""})] + [chunk({"content": piece}) for piece in pieces]
     for index, call in enumerate(message.get("tool_calls") or []):
         arguments = call["function"]["arguments"]
         half = len(arguments) // 2

@@ -288,14 +288,31 @@ def test_a_megabyte_answer_is_judged_whole_and_stored_cut(real_data_dir: Path, m
 
 
 def test_a_long_answer_streams_in_at_most_max_pieces_chunks_that_join_to_it_whole() -> None:
-    from sab_pytest.testing.fake_stream import MAX_PIECES, stream_chunks
+    from sab_pytest.testing.fake_stream import MAX_PIECES, UNPACED_PIECES, stream_chunks
 
-    def texts(content: str) -> list[str]:
+    def texts(content: str, paced: bool = True) -> list[str]:
         completion = {"id": "c", "created": 0, "model": "m", "usage": {},
                       "choices": [{"message": {"content": content}, "finish_reason": "stop"}]}
-        return [c["choices"][0]["delta"]["content"] for c in stream_chunks(completion, False)[1:-1]]
+        return [c["choices"][0]["delta"]["content"] for c in stream_chunks(completion, False, paced=paced)[1:-1]]
 
     short = "find the apple  then\nput it down"
     assert texts(short) == ["find ", "the ", "apple  ", "then\n", "put ", "it ", "down"]
+    assert texts(short, paced=False) == ["find the apple  ", "then\nput it ", "down"] and UNPACED_PIECES == 3
     long = "word " * (5 * MAX_PIECES + 3)
     assert len(texts(long)) <= MAX_PIECES and "".join(texts(long)) == long
+
+
+@pytest.mark.parametrize("token_s", [None, 0.001])
+def test_only_a_paced_stream_comes_a_word_a_chunk(token_s: float | None) -> None:
+    """Chunks back to back come in a few pieces (the client's work per chunk is all the cut would
+    change); chunks a pause apart, as a generating server sends them, a word each."""
+    from sab_pytest.testing.fake_stream import UNPACED_PIECES
+
+    words = "1. find Apple 2. pick Apple 3. find Fridge 4. open Fridge 5. put Fridge"
+    with fake_openai_server(responder=lambda request: words, token_s=token_s) as server:
+        client = openai.OpenAI(api_key=server.api_key or "k", base_url=server.url, max_retries=0)
+        stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "go"}],
+                                                stream=True)
+        texts = [chunk.choices[0].delta.content for chunk in stream if chunk.choices and chunk.choices[0].delta.content]
+    assert "".join(texts) == words
+    assert len(texts) == (UNPACED_PIECES if token_s is None else len(words.split()))
