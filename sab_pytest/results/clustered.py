@@ -180,7 +180,8 @@ def rate_entry(c: Cases, z: float = Z95) -> dict[str, Any]:
     k, n = int(c.y.sum()), int(c.m.sum())
     if n == 0:
         return {"value": None, "k": 0, "n": 0, "cases": 0, "n_eff": 0.0, "ci95": None, "method": WILSON}
-    n_eff = float(effective_samples(c.y, c.m))
+    # one sample a case (no repeats): worth exactly its cases, as ``effective_samples`` finds at length
+    n_eff = float(c.n) if n == c.n else float(effective_samples(c.y, c.m))
     low, high = wilson_ends(np.float64(k / n), np.float64(n_eff), z)
     return {"value": k / n, "k": k, "n": n, "cases": c.n, "n_eff": round(n_eff, CI_DECIMALS),
             "ci95": list(clip_interval(float(low), float(high))),
