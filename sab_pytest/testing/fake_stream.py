@@ -83,8 +83,8 @@ class OneSlot:
 MAX_PIECES = 2000
 #: the same for a stream whose chunks nothing paces (no ``token_s``, no one-slot answer time spread
 #: over them): the client then meets them back to back, and how finely the text is cut changes only
-#: the work per chunk (the SDK builds an object for each, about half a millisecond of the test
-#: process's CPU). A few pieces still make it a stream that the client has to join.
+#: the work per chunk (the SDK builds an object for each: with the server's share, most of a
+#: millisecond of the test process's CPU). A few pieces still make it a stream the client must join.
 UNPACED_PIECES = 3
 
 
