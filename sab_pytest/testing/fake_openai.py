@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hang-after", type=int, metavar="N", help="answer N chat requests, then never again")
     parser.add_argument("--slots", type=int, metavar="N", help="answer N requests at a time, in turn (llama.cpp)")
     parser.add_argument("--answer-s", type=float, default=1.0, help="with --slots: seconds per answer (default 1)")
-    parser.add_argument("--token-s", type=float, help="seconds between streamed chunks")
+    parser.add_argument("--token-s", type=float, help="seconds between streamed words (unset, no --slots: 3 pieces)")
     parser.add_argument("--no-stream", action="store_true", help="answer stream=True requests with one JSON body")
     args = parser.parse_args(argv)
     server = FakeOpenAIServer(port=args.port, verbose=not args.quiet, rpm=args.rpm, burst=args.burst,
