@@ -187,10 +187,10 @@ class _Handler(BaseHTTPRequestHandler):
         """Stream ``reply`` as server-sent events, the first after ``seconds`` (``spread``: the
         chunks share them), then ``token_s`` apart; stop as soon as the client closes the stream."""
         owner = self.server.owner
-        paced = bool(owner.token_s) or (spread and owner.token_s is None)
-        chunks = stream_chunks(completion_of(reply), usage, paced=paced)
+        spread = spread and owner.token_s is None  # an explicit token_s paces the chunks instead
+        chunks = stream_chunks(completion_of(reply), usage, paced=spread or bool(owner.token_s))
         gap = owner.token_s or 0.0
-        if spread and owner.token_s is None:
+        if spread:
             seconds = gap = max(0.0, seconds) / len(chunks)
         if owner._stopping.wait(max(0.0, seconds)):
             self.close_connection = True

@@ -214,5 +214,5 @@ def shared_run(tmp_path_factory: pytest.TempPathFactory, *args: str, conftest: s
     if conftest:
         (where / "conftest.py").write_text(conftest)
     result = pytest_in_this_process(where, f"--sab-data={data}", "--sab-allow-modified-data", "--sab-subset=all",
-                                   f"--sab-out={where / 'out'}", *args)
+                                    f"--sab-out={where / 'out'}", *args)
     return SharedRun(where, data, where / "out", result)
