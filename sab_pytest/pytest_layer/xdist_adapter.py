@@ -235,8 +235,15 @@ class CaseScheduling(_WorkStealing):
                 node.shutdown()
             return
         assert victim is not None
-        self._asked = candidates[-max(1, len(candidates) // 2):]
-        victim.node.send_steal(self._asked)
+        asked = candidates[-max(1, len(candidates) // 2):]
+        try:
+            victim.node.send_steal(asked)
+        except OSError:
+            # the victim's process is gone and xdist has not yet read its end: its "errordown" event,
+            # still queued, comes next and hands its cases back (remove_node); asking again then
+            # would be asking a dead worker, and the error an INTERNALERROR of the whole run
+            return
+        self._asked = asked
         self.steal_requested_from_node = victim.node
 
 

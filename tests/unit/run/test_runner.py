@@ -273,14 +273,20 @@ class _Config:
         return {"tx": ["2*popen"], "dist": "load"}.get(name)
 
 
-def test_the_scheduler_shares_up_front_and_never_asks_again_for_a_kept_case() -> None:
+def _scheduled(cases: int) -> tuple[CaseScheduling, _Node, _Node]:
+    """The scheduler with two workers, ``a`` and ``b``, after it dealt ``cases`` tests between them."""
     sched = CaseScheduling(_Config())
     a, b = _Node("a"), _Node("b")
-    ids = [f"t[{i}]" for i in range(12)]
+    ids = [f"t[{i}]" for i in range(cases)]
     for node in (a, b):
         sched.add_node(node)
         sched.add_node_collection(node, ids)
     sched.schedule()
+    return sched, a, b
+
+
+def test_the_scheduler_shares_up_front_and_never_asks_again_for_a_kept_case() -> None:
+    sched, a, b = _scheduled(12)
     assert a.sent == list(range(6)) and b.sent == list(range(6, 12))  # each its share, at the start
     for i in range(5):  # a reports all but one of its cases: it is idle
         sched.mark_test_complete(a, i)
@@ -290,6 +296,24 @@ def test_the_scheduler_shares_up_front_and_never_asks_again_for_a_kept_case() ->
     for i in (5, 11):
         sched.mark_test_complete(a, i)
     assert b.steals[1:] == [[9]]  # never 10 again
+
+
+def test_a_steal_from_a_worker_that_just_died_waits_for_xdist_to_hand_its_cases_back() -> None:
+    """A worker's process ends (a case killed it) and, before xdist reads that, another worker's
+    completion makes the scheduler ask the dead one for cases: its channel is closed. The run goes
+    on; the dead worker's cases come back with its end (``remove_node``), and the first is its crash."""
+    sched, a, b = _scheduled(12)
+
+    def closed(indices: list[int]) -> None:
+        raise OSError("cannot send (already closed?)")
+
+    b.send_steal = closed  # type: ignore[method-assign]
+    for i in range(5):
+        sched.mark_test_complete(a, i)  # a is idle: it would steal from b
+    assert sched.steal_requested_from_node is None and b.steals == []
+    crashed = sched.remove_node(b)
+    assert crashed == "t[6]"  # b was running 6
+    assert a.sent == list(range(6)) + list(range(7, 12)) and sched.pending == []  # the rest go to a
 
 
 def test_with_the_cache_off_the_run_store_makes_each_distinct_call_once(tmp_path: Path,
