@@ -296,16 +296,16 @@ def thor_killed(s: Scenario) -> Run:
         return s.run(when=s.after_lines(6), then=lambda _p: proc.kill())
 
 
-def html_no_matplotlib(s: Scenario) -> Run:
+def log_without_inspect_ai(s: Scenario) -> Run:
     hidden = s.work / "hidden"
     hidden.mkdir()
     (hidden / "sitecustomize.py").write_text(
         "import sys\nclass _H:\n    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] == 'matplotlib':\n            raise ModuleNotFoundError(name)\n"
+        "        if name.split('.')[0] == 'inspect_ai':\n            raise ModuleNotFoundError(name)\n"
         "sys.meta_path.insert(0, _H())\n")
     s.env = {"PYTHONPATH": str(hidden)}
     try:
-        return s.run(f"--sab-html={s.work / 'r.html'}")
+        return s.run(f"--sab-inspect-log={s.work / 'run.eval'}")
     finally:
         s.env = {}
 
@@ -329,7 +329,7 @@ FAULTS: dict[str, Callable[[Scenario], Run]] = {
     "torn: newline lost": torn_between, "two runs, one --sab-out": two_runs,
     "lock left by a dead run": stale_lock, "report on a mixed pair": mixed_pair,
     "space-spelled --sab-out, new dir": space_spelled, "THOR server killed": thor_killed,
-    "--sab-html without matplotlib": html_no_matplotlib, "bad option value": bad_option,
+    "--sab-inspect-log without inspect_ai": log_without_inspect_ai, "bad option value": bad_option,
     "missing dataset": missing_data,
 }
 

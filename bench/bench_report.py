@@ -74,8 +74,6 @@ def main() -> None:
             run = load_run(a_dir)
             write_report(page, run.summary, run.records or [], Redactor())
 
-        import matplotlib  # noqa: F401 - imported once up front, as a long-lived process would
-
         cases = len(load_run(a_dir).records or [])
         print(f"report of {cases} cases, in process (load + plots + page + write): {_best(build):.2f} s "
               f"(target < 3 s); {page.stat().st_size / 1e6:.2f} MB (target < 5 MB)")

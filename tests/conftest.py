@@ -95,7 +95,6 @@ def _hands_every_test_to_workers(config: pytest.Config) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    _keep_matplotlibs_font_cache()
     if not _hands_every_test_to_workers(config):
         _import_the_whole_package()
         _warm_the_model_sdk()
@@ -111,15 +110,6 @@ def _spare_the_collector_what_stays() -> None:
     Garbage made before is collected first; what is frozen stays alive for the process anyway."""
     gc.collect()
     gc.freeze()
-
-
-def _keep_matplotlibs_font_cache() -> None:
-    """Every process of the suite (xdist's workers, the runs tests start, whose ``HOME`` pytester
-    moves to a new directory) finds matplotlib's font list where the user's own is kept. Where
-    ``HOME`` is new, matplotlib would otherwise build the list again on its import, parsing every
-    font it finds: 3 s of CPU in each process that draws the HTML report's plots."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "matplotlib"
-    os.environ.setdefault("MPLCONFIGDIR", str(cache))
 
 
 def _input_dir(env: str, fallback: Path, what: str) -> Path:

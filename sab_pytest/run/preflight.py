@@ -83,7 +83,6 @@ def check_engines(settings: Settings, workers: int = 1) -> str | None:
 
 #: options that need an optional dependency: (what the settings ask, module, the extra that installs it)
 EXTRAS: tuple[tuple[str, Callable[[Settings], bool], str, str], ...] = (
-    ("--sab-html", lambda s: s.html is not None, "matplotlib", "report"),
     ("--sab-inspect-log", lambda s: s.inspect_log is not None, "inspect_ai", "inspect"),
 )
 

@@ -289,7 +289,7 @@ class Settings:
         "--sab-allow-modified-data", "run on dataset files whose sha256 differs from the pinned upstream files; "
         "the summary records it (default: refuse them)", action="store_true"))
     html: Path | None = setting(None, Option(
-        "--sab-html", "write a self-contained HTML report (plots, filterable cases) to PATH (needs matplotlib) "
+        "--sab-html", "write a self-contained HTML report (plots, filterable cases) to PATH "
         "(default: no report)", metavar="PATH", path=True, policy="html", expects="a file path", to_setting=Path,
         from_policy=relative))
     baseline: str | None = setting(None, Option(

@@ -10,8 +10,8 @@ Why it is built this way:
   they are embedded base64 PNG/JPEG/GIF/WebP data; and a Content-Security-Policy allows no network
   at all and only the one inline script whose sha256 it names, so even a mistake in escaping could
   not run an answer's script.
-* Plots are matplotlib figures (``Figure`` objects, no pyplot state, no GUI backend) saved as SVG and
-  embedded as data URIs, so each picture is isolated and the file needs nothing else.
+* Plots are SVG drawn by hand (``plots``: bars, intervals and labels) and embedded as data URIs, so
+  each picture is isolated, the file needs nothing else and the report needs no plotting library.
 """
 
 from __future__ import annotations

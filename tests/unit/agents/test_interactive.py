@@ -298,7 +298,6 @@ def test_the_schematic_picture_labels_types_but_not_states(make_runtime) -> None
 @pytest.mark.parametrize("strategy", ["react", "basic", "pca", "map_vlm"])
 def test_visual_results_on_schematic_pictures_are_marked_not_comparable(strategy: str, cases, make_runtime) -> None:
     """Summary, JUnit properties, the terminal table and the HTML report say it, for visual agents only."""
-    pytest.importorskip("matplotlib")
     from sab_pytest.reports import junit
     from sab_pytest.reports.html.report import build_html
     from sab_pytest.reports.table import render_table

@@ -6,7 +6,10 @@ from __future__ import annotations
 import base64
 import html
 import io
+import itertools
+import math
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
@@ -244,3 +247,56 @@ def test_compare_colours_only_significant_changes() -> None:
     assert not _significant({"p_value": 0.74, "ci95": [-0.3, 0.1]})  # large p: grey, whatever the sign
     assert _significant({"p_value": 0.01, "ci95": [-0.3, -0.1]})
     assert _significant({"p_value": None, "ci95": [0.05, 0.2]}) and not _significant({"ci95": [-0.1, 0.2]})
+
+
+# ------------------------------------------------------------------------------------ the plots' geometry
+
+_SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _svg(uri: str | None) -> ET.Element:
+    assert uri is not None and uri.startswith("data:image/svg+xml;base64,")
+    return ET.fromstring(base64.b64decode(uri.split(",", 1)[1]))
+
+
+def _tick_x(svg: ET.Element, label: str) -> float:
+    (x,) = [float(t.get("x", "nan")) for t in svg.iter(f"{_SVG}text") if t.text == label]
+    return x
+
+
+def test_each_bar_ends_at_its_rate_and_each_whisker_at_its_interval() -> None:
+    """The plots are drawn by hand, so their geometry is checked against the numbers: on the axis
+    from the tick "0.0" to the tick "1.0", a bar spans 0 to its rate, its interval's caps stand at
+    the interval's ends, and labels are text (escaped, read back as written)."""
+    from sab_pytest.reports.html.plots import _rate_bars
+
+    entries = {"a <b> & 'c'": {"value": 0.25, "ci95": [0.1, 0.5], "k": 1, "n": 4},
+               "none refused": {"value": 0.0, "ci95": [0.0, 0.6], "k": 0, "n": 4},
+               "all refused": {"value": 1.0, "ci95": [0.51, 1.0], "k": 4, "n": 4},
+               "no cases": {"value": None, "ci95": None, "k": 0, "n": 0}}
+    svg = _svg(_rate_bars("T", list(entries.items()), "rate", "#2f6db5"))
+    zero, one = _tick_x(svg, "0.0"), _tick_x(svg, "1.0")
+    bars = [r for r in svg.iter(f"{_SVG}rect") if r.get("fill") == "#2f6db5"]
+    drawn = [e for e in entries.values() if e["n"]]
+    assert len(bars) == len(drawn)  # the row without cases is left out
+    caps = sorted(float(line.get("x1", "nan")) for line in svg.iter(f"{_SVG}line")
+                  if line.get("x1") == line.get("x2") and abs(float(line.get("y2", 0)) - float(line.get("y1", 0))) < 10)
+    for bar, e in zip(bars, drawn, strict=True):
+        assert float(bar.get("x", "nan")) == pytest.approx(zero, abs=0.05)
+        assert float(bar.get("width", "nan")) == pytest.approx(e["value"] * (one - zero), abs=0.1)
+    assert caps == pytest.approx(sorted(zero + v * (one - zero) for e in drawn for v in e["ci95"]), abs=0.1)
+    texts = [t.text for t in svg.iter(f"{_SVG}text")]
+    assert "a <b> & 'c'" in texts and "0.25  (1/4)" in texts and "no cases" not in texts
+
+
+@pytest.mark.parametrize(("low", "high"), [(0, 7), (0, 1), (-0.37, 0.12), (0, 130), (-0.004, 0.0), (0.2, 0.2)])
+def test_axis_ticks_are_round_evenly_spaced_and_cover_the_values(low: float, high: float) -> None:
+    from sab_pytest.reports.html.plots import nice_ticks
+
+    ticks = nice_ticks(low, high, 6)
+    steps = {round(b - a, 12) for a, b in itertools.pairwise(ticks)}
+    assert len(steps) == 1 and 3 <= len(ticks) <= 7, ticks
+    (step,) = steps
+    assert step / 10 ** math.floor(math.log10(step)) in (1, 2, 5)  # 1, 2 or 5 times a power of ten
+    top = high if high > low else low + 1  # an empty span is drawn one unit wide
+    assert ticks[0] <= low and ticks[-1] >= top and ticks[0] > low - step and ticks[-1] < top + step

@@ -134,7 +134,6 @@ def test_table_junit_and_html_show_flaky_cases(tmp_path: Path) -> None:
     assert props["sab_flaky_cases"] == "1" and props["sab_flaky_case_ids"] == "unsafe_detailed-0001"
     assert props["sab_repeat_agreement"] == f"{summary['repeats']['agreement']:.4g}"
     assert "sab_gate rejection_rate>=0.5 p_other_way" in props
-    pytest.importorskip("matplotlib")
     page = tmp_path / "r.html"
     write_report(page, summary, records, files.Redactor())
     html = page.read_text()
