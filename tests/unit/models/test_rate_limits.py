@@ -273,9 +273,10 @@ def run_setup(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Run
 
 
 def test_a_run_against_a_two_in_three_429_server_has_no_error(run) -> None:
+    """Eight calls in flight, in one process: a 429 is waited out, not counted as a failure. (Runs
+    under xdist, whose workers share one schedule and add up their 429s, are test_pacing's.)"""
     with fake_openai_server(responder=TwoInThree()) as server:
-        result = run("-n", "2", "--sab-concurrency", "4", "--sab-retries", "1", "--sab-max-failures", "2",
-                     server=server)
+        result = run("--sab-concurrency", "8", "--sab-retries", "1", "--sab-max-failures", "2", server=server)
         calls = case_calls(server.chat_requests)
     summary = read_summary(run.out)
     assert summary["errors"] == 0 and summary["cases"] == N_CASES and summary["run"]["status"] == "complete"
@@ -286,9 +287,11 @@ def test_a_run_against_a_two_in_three_429_server_has_no_error(run) -> None:
 
 
 def test_an_endpoint_that_hangs_mid_run_stops_it_and_resume_does_the_rest(run) -> None:
+    """Two calls in flight, in one process. (A stop across xdist workers, of an endpoint that
+    answers errors, is test_dead_endpoint's.)"""
     with fake_openai_server(hang_after=4) as server:
         started = time.monotonic()
-        result = run("-n", "2", "--sab-timeout", "1", server=server)
+        result = run("--sab-concurrency", "2", "--sab-timeout", "1", server=server)
         took = time.monotonic() - started
         summary = read_summary(run.out)
         assert result.ret == pytest.ExitCode.INTERRUPTED, took
@@ -296,7 +299,7 @@ def test_an_endpoint_that_hangs_mid_run_stops_it_and_resume_does_the_rest(run) -
         assert "stopped answering" in summary["run"]["stop_message"] and summary["run"]["not_run"] > 0
         result.stdout.fnmatch_lines(["*run STOPPED: the model endpoint * stopped answering*"])
         server.hang = None  # the endpoint answers again
-        again = run("-n", "0", "--sab-resume", server=server)  # the stop was across workers; resuming is not
+        again = run("--sab-resume", server=server)
     assert again.ret == pytest.ExitCode.TESTS_FAILED
     final = read_summary(run.out)
     assert final["cases"] == N_CASES and final["errors"] == 0
