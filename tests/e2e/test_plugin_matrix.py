@@ -13,29 +13,22 @@ be reached the module skips and says why.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import html
 import json
 import os
 import subprocess
-import sys
-import sysconfig
-import venv
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support import ROOT
+from support import plugin_env
+from support.plugin_env import PLUGINS
 from support.timing import BUILD_S
 
 pytestmark = pytest.mark.slow
 
-#: the plugins and why each is here: options named like ours, reruns, timeouts, reporters, reordering
-PLUGINS = ("pytest-base-url", "pytest-playwright", "pytest-rerunfailures", "pytest-timeout", "pytest-html",
-           "pytest-randomly", "allure-pytest")
 #: what each plugin is given in a benchmark run: its feature on (the name clash, for those that declare --base-url)
 FEATURE = {"pytest-base-url": ("--base-url", "http://example.invalid"),
            "pytest-playwright": ("--base-url", "http://example.invalid"),
@@ -54,42 +47,16 @@ CASE_TEST = "from sab_pytest.plugin import check\n\n\ndef test_case(sab_verdict)
 
 @pytest.fixture(scope="module")
 def python(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The throw-away environment's interpreter, with every plugin of ``PLUGINS`` installed.
-
-    Kept in pytest's cache directory between runs of the suite (keyed by the plugins and this
-    interpreter's version), so that only the first run pays for the installs (some 45 s, most of it
-    playwright); made in a temporary directory and moved into place, so two workers never share a
-    half-made one."""
-    key = hashlib.sha256(f"{PLUGINS}{sys.version}".encode()).hexdigest()[:12]
-    kept = request.config.cache.mkdir("sab-plugin-matrix") / key if request.config.cache else None
-    where = kept if kept is not None and (kept / "ready").exists() else _make_env(tmp_path_factory, kept)
+    """The throw-away environment's interpreter, with every plugin of ``PLUGINS`` installed
+    (``support.plugin_env``: kept in pytest's cache directory, made here where it is missing)."""
+    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
+    kept = cache.mkdir(plugin_env.CACHE_NAME) / plugin_env.key() if cache is not None else None
+    where = kept if plugin_env.ready(kept) else plugin_env.build(tmp_path_factory.mktemp("matrix"), kept)
+    if isinstance(where, str):
+        pytest.skip(where)
     python = where / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    # this environment's packages (the checkout's editable install's metadata: its entry point) and the
-    # checkout itself; a plain path line runs no .pth file of that directory, so both are listed
-    (Path(site) / "deps.pth").write_text(f"{sysconfig.get_paths()['purelib']}\n{ROOT}\n")
+    plugin_env.link_this_environment(python)  # the checkout may have moved since it was made
     return python
-
-
-def _make_env(tmp_path_factory: pytest.TempPathFactory, kept: Path | None) -> Path:
-    where = tmp_path_factory.mktemp("matrix") / "venv"
-    venv.create(where, with_pip=False, symlinks=True)
-    python = where / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    (Path(site) / "deps.pth").write_text(f"{sysconfig.get_paths()['purelib']}\n{ROOT}\n")
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", *PLUGINS],
-                          capture_output=True, text=True, timeout=BUILD_S, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"could not install {', '.join(PLUGINS)} from the package index: "
-                    f"{done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}")
-    if kept is None:
-        return where
-    (where / "ready").write_text("")
-    with contextlib.suppress(OSError):  # another worker's is already there: use that one
-        os.replace(where, kept)
-    return kept if (kept / "ready").exists() else where
 
 
 def _pytest(python: Path, project: Path, *args: str, plugins: tuple[str, ...] | None = None,
