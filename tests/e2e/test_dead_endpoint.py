@@ -159,7 +159,9 @@ def test_no_case_calls_a_model_before_the_endpoint_check_has_passed(run, pyteste
     pytester.makeconftest(_SAYS_WHEN_COLLECTED)
     held = HeldCheck(ready, workers, hold=0.5 if workers else 1.5)
     with fake_openai_server(responder=held) as server:
-        result = run("-n", str(workers), server=server, inprocess=False)  # the controller's own imports
+        # under xdist in a process of its own, whose controller's imports are read; without, the cases
+        # import the SDK in the run's one process, so this process (which has it) serves as well
+        result = run("-n", str(workers), server=server, inprocess=not workers)
         preflight = [r for r in server.chat_requests if is_preflight(r)]
         cases = _case_calls(server)
     assert result.ret == pytest.ExitCode.TESTS_FAILED and len(preflight) == 1 and cases
