@@ -51,7 +51,7 @@ def python(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     (``support.plugin_env``: kept in pytest's cache directory, made here where it is missing)."""
     cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
     kept = cache.mkdir(plugin_env.CACHE_NAME) / plugin_env.key() if cache is not None else None
-    where = kept if plugin_env.ready(kept) else plugin_env.build(tmp_path_factory.mktemp("matrix"), kept)
+    where = kept if plugin_env.ready(kept) else plugin_env.build(kept, tmp_path_factory.mktemp("matrix"))
     if isinstance(where, str):
         pytest.skip(where)
     python = where / "bin" / "python"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -46,9 +47,14 @@ def ready(kept: Path | None) -> bool:
     return kept is not None and (kept / "ready").exists()
 
 
-def build(scratch: Path, kept: Path | None) -> Path | str:
-    """The environment, made in ``scratch`` and moved to ``kept`` (when given) once complete, so two
-    processes never share a half-made one; or why the plugins could not be installed."""
+def build(kept: Path | None, scratch: Path | None = None) -> Path | str:
+    """The environment, or why the plugins could not be installed. With ``kept``, it is made beside
+    it (the same file system) and moved there once complete, so two processes never share a
+    half-made one; without, it is made in ``scratch`` for this process alone."""
+    if kept is not None:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=".making-", dir=kept.parent))
+    assert scratch is not None, "build() needs kept or scratch"
     where = scratch / "venv"
     venv.create(where, with_pip=False, symlinks=True)
     python = where / "bin" / "python"
@@ -56,15 +62,19 @@ def build(scratch: Path, kept: Path | None) -> Path | str:
     done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", *PLUGINS],
                           capture_output=True, text=True, timeout=INSTALL_S, check=False)
     if done.returncode != 0:
+        if kept is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
         return (f"could not install {', '.join(PLUGINS)} from the package index: "
                 f"{done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}")
     if kept is None:
         return where
     (where / "ready").write_text("")
-    kept.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(OSError):  # another process's is already there: use that one
         os.replace(where, kept)
-    return kept if ready(kept) else where
+    if not ready(kept):
+        return where
+    shutil.rmtree(scratch, ignore_errors=True)
+    return kept
 
 
 def main() -> int:
@@ -73,8 +83,7 @@ def main() -> int:
     if ready(kept):
         print(f"plugin environment: {kept} (already made)")
         return 0
-    with tempfile.TemporaryDirectory(prefix="sab-plugin-env-") as scratch:
-        made = build(Path(scratch), kept)
+    made = build(kept)
     print(f"plugin environment: {made}")
     return 0 if isinstance(made, Path) else 1
 
