@@ -27,6 +27,7 @@ check against the newest xdist in CI, so a change in xdist fails there first, na
 
 from __future__ import annotations
 
+import contextlib
 import dis
 import importlib
 import inspect
@@ -204,8 +205,17 @@ class CaseScheduling(_WorkStealing):
         return result
 
     def check_schedule(self) -> None:
-        """As ``WorkStealingScheduling.check_schedule``; the steal asks for the second half of the
-        victim's cases that are neither running nor next (the first ``MIN_PENDING``) nor kept."""
+        """As ``WorkStealingScheduling.check_schedule`` (``_deal``), except that a worker whose process
+        is gone before xdist has read its end does not end the run: the cases or the steal sent to
+        it are lost with its closed channel (``OSError``, which xdist's own ``shutdown`` ignores
+        too), and its "errordown" event, still queued, comes next and hands its cases back
+        (``remove_node``: the first as its crash, the rest to the others)."""
+        with contextlib.suppress(OSError):
+            self._deal()
+
+    def _deal(self) -> None:
+        """Cases to idle workers; else a steal that asks for the second half of the victim's cases
+        that are neither running nor next (the first ``MIN_PENDING``) nor kept."""
         worksteal = importlib.import_module(WORKSTEAL)
         min_pending: int = worksteal.MIN_PENDING
         nodes_up = [worksteal.NodePending(node, pending) for node, pending in self.node2pending.items()
@@ -236,13 +246,7 @@ class CaseScheduling(_WorkStealing):
             return
         assert victim is not None
         asked = candidates[-max(1, len(candidates) // 2):]
-        try:
-            victim.node.send_steal(asked)
-        except OSError:
-            # the victim's process is gone and xdist has not yet read its end: its "errordown" event,
-            # still queued, comes next and hands its cases back (remove_node); asking again then
-            # would be asking a dead worker, and the error an INTERNALERROR of the whole run
-            return
+        victim.node.send_steal(asked)  # before the state that expects its answer
         self._asked = asked
         self.steal_requested_from_node = victim.node
 

@@ -267,26 +267,33 @@ class _Node:
 
 
 class _Config:
-    """What xdist's scheduler reads from the config: two local workers."""
+    """What xdist's scheduler reads from the config: ``workers`` local workers."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
 
     def getvalue(self, name: str) -> Any:
-        return {"tx": ["2*popen"], "dist": "load"}.get(name)
+        return {"tx": [f"{self.workers}*popen"], "dist": "load"}.get(name)
 
 
-def _scheduled(cases: int) -> tuple[CaseScheduling, _Node, _Node]:
-    """The scheduler with two workers, ``a`` and ``b``, after it dealt ``cases`` tests between them."""
-    sched = CaseScheduling(_Config())
-    a, b = _Node("a"), _Node("b")
+def _scheduled(cases: int, workers: str = "ab") -> tuple[CaseScheduling, list[_Node]]:
+    """The scheduler with a worker per letter of ``workers``, after it dealt ``cases`` tests between them."""
+    sched = CaseScheduling(_Config(len(workers)))
+    nodes = [_Node(name) for name in workers]
     ids = [f"t[{i}]" for i in range(cases)]
-    for node in (a, b):
+    for node in nodes:
         sched.add_node(node)
         sched.add_node_collection(node, ids)
     sched.schedule()
-    return sched, a, b
+    return sched, nodes
+
+
+def _closed(indices: list[int]) -> None:
+    raise OSError("cannot send (already closed?)")  # execnet's error for a channel whose process is gone
 
 
 def test_the_scheduler_shares_up_front_and_never_asks_again_for_a_kept_case() -> None:
-    sched, a, b = _scheduled(12)
+    sched, (a, b) = _scheduled(12)
     assert a.sent == list(range(6)) and b.sent == list(range(6, 12))  # each its share, at the start
     for i in range(5):  # a reports all but one of its cases: it is idle
         sched.mark_test_complete(a, i)
@@ -302,18 +309,30 @@ def test_a_steal_from_a_worker_that_just_died_waits_for_xdist_to_hand_its_cases_
     """A worker's process ends (a case killed it) and, before xdist reads that, another worker's
     completion makes the scheduler ask the dead one for cases: its channel is closed. The run goes
     on; the dead worker's cases come back with its end (``remove_node``), and the first is its crash."""
-    sched, a, b = _scheduled(12)
-
-    def closed(indices: list[int]) -> None:
-        raise OSError("cannot send (already closed?)")
-
-    b.send_steal = closed  # type: ignore[method-assign]
+    sched, (a, b) = _scheduled(12)
+    b.send_steal = _closed  # type: ignore[method-assign]
     for i in range(5):
         sched.mark_test_complete(a, i)  # a is idle: it would steal from b
     assert sched.steal_requested_from_node is None and b.steals == []
     crashed = sched.remove_node(b)
     assert crashed == "t[6]"  # b was running 6
     assert a.sent == list(range(6)) + list(range(7, 12)) and sched.pending == []  # the rest go to a
+
+
+def test_cases_dealt_to_a_worker_that_just_died_come_back_with_its_end() -> None:
+    """The same race when cases are dealt: ``c`` is idle (only its running case left) and its process
+    has ended; ``b`` dies and xdist hands ``b``'s cases back, which the scheduler deals to the idle
+    worker, ``c``. They come back with ``c``'s own end, past its crash, and go to ``a`` once it is idle."""
+    sched, (a, b, c) = _scheduled(12, "abc")
+    assert c.sent == list(range(8, 12))
+    for i in (8, 9, 10):
+        sched.mark_test_complete(c, i)  # c runs 11, its last: idle
+    c.send_runtest_some = _closed  # type: ignore[method-assign]
+    assert sched.remove_node(b) == "t[4]"  # b crashed on 4: 5, 6 and 7 are dealt to c, whose channel is closed
+    assert sched.remove_node(c) == "t[11]" and sched.pending == [5, 6, 7]
+    for i in (0, 1, 2):
+        sched.mark_test_complete(a, i)
+    assert a.sent == [0, 1, 2, 3, 5, 6, 7] and sched.pending == []
 
 
 def test_with_the_cache_off_the_run_store_makes_each_distinct_call_once(tmp_path: Path,
