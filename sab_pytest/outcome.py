@@ -30,6 +30,7 @@ class ModelCall:
     role: str = "agent"  # "agent", "judge" or "guard"
     error: str | None = None
     tool_calls: list[dict[str, Any]] | None = None  # [{"id", "name", "arguments"}] of a tool-calling answer
+    served_model: str | None = None  # the model the answer named (its ``model`` field), where it named one
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -43,7 +43,7 @@ def cached_answer(cache: ResponseCache, material: Mapping[str, Any], ctx: CallCo
     return Answer(text=str(found.get("text", "")), finish_reason=found.get("finish_reason"),
                   prompt_tokens=as_int(found.get("prompt_tokens")),
                   completion_tokens=as_int(found.get("completion_tokens")),
-                  tool_calls=found.get("tool_calls") or None), True
+                  tool_calls=found.get("tool_calls") or None, model=found.get("model") or None), True
 
 
 def _cached_or_claimed(cache: ResponseCache, key: str, ctx: CallContext, lock_budget: Callable[[], float],

@@ -146,6 +146,10 @@ class OpenAIChatModel:
 
         check_endpoint(self, timeout, attempts)
 
+    def listed_models(self, timeout: float = PREFLIGHT_TIMEOUT_S) -> list[str] | None:
+        """The models the endpoint says it serves (``Transport.list_models``); None where it does not say."""
+        return self.transport.list_models(timeout)
+
     # -- request building ---------------------------------------------------------------------
     def _request_params(self, messages: list[dict[str, Any]], max_tokens: int | None,
                         repeat: int = 0) -> dict[str, Any]:
@@ -188,4 +192,5 @@ class OpenAIChatModel:
         return ModelCall(model=self.name, messages=elide_images(params["messages"]), answer=answer.text,
                          prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
                          latency_s=round(latency, 6), cache_hit=cache_hit,
-                         finish_reason=answer.finish_reason, role=role, tool_calls=answer.tool_calls)
+                         finish_reason=answer.finish_reason, role=role, tool_calls=answer.tool_calls,
+                         served_model=answer.model)

@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from sab_pytest.models.wire import Answer, Failure, as_int, content_text
+from sab_pytest.models.wire import Answer, Failure, as_int, content_text, served_model
 
 CHARS_PER_TOKEN = 4  # the rough count used when a server streams no usage
 
@@ -51,11 +51,13 @@ class Assembly:
         self.calls: dict[int, dict[str, Any]] = {}
         self.finish: str | None = None
         self.usage: dict[str, Any] | None = None
+        self.model: str | None = None
 
     def add(self, chunk: Mapping[str, Any]) -> None:
         """One ``chat.completion.chunk`` (as a dict); fields it lacks are simply absent."""
         if isinstance(chunk.get("usage"), dict):
             self.usage = chunk["usage"]
+        self.model = self.model or served_model(chunk)
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return
@@ -98,7 +100,7 @@ class Assembly:
         prompt = as_int(usage.get("prompt_tokens")) if usage else prompt_estimate(params)
         completion = as_int(usage.get("completion_tokens")) if usage else estimate_tokens(text)
         return Answer(text=text, finish_reason=self.finish, prompt_tokens=prompt, completion_tokens=completion,
-                      tool_calls=calls)
+                      tool_calls=calls, model=self.model)
 
 
 def read_stream(chunks: Iterable[Mapping[str, Any]], params: Mapping[str, Any],

@@ -123,6 +123,18 @@ class Transport:
             self.observe(raw.headers)
         return str(raw.text)
 
+    def list_models(self, timeout: float) -> list[str] | None:
+        """The model ids the endpoint lists (``GET /models``); None where it lists none or does not
+        answer a listing, which not every OpenAI-compatible server does."""
+        import openai
+
+        try:
+            page = self.sdk().models.list(timeout=timeout)
+            ids = [str(model.id) for model in page.data if getattr(model, "id", None)]
+        except (openai.OpenAIError, AttributeError, TypeError, ValueError):
+            return None
+        return ids or None
+
     def attempt(self, params: dict[str, Any], timeout: float, each: Callable[[], None] | None = None) -> Answer:
         """One attempt, ``timeout`` seconds at most for the first token and between two chunks: the
         answer, or a ``Failure`` that says whether to retry and why it failed. ``each`` runs at every

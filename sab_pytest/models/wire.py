@@ -144,6 +144,7 @@ class Answer:
     prompt_tokens: int
     completion_tokens: int
     tool_calls: list[dict[str, Any]] | None = None  # [{"id", "name", "arguments"}] when the model called tools
+    model: str | None = None  # the model the answer says answered it (its ``model`` field), where it says
     queued_s: float = field(default=0.0, compare=False)  # seconds the call waited for a free call slot (not cached)
 
 
@@ -285,7 +286,15 @@ def parse_answer(body: str, max_tokens: int | None = None) -> Answer:
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     return Answer(text=text, finish_reason=finish if isinstance(finish, str) else None,
                    prompt_tokens=as_int(usage.get("prompt_tokens")),
-                   completion_tokens=as_int(usage.get("completion_tokens")), tool_calls=tool_calls)
+                   completion_tokens=as_int(usage.get("completion_tokens")), tool_calls=tool_calls,
+                   model=served_model(data))
+
+
+def served_model(body: Mapping[str, Any]) -> str | None:
+    """The ``model`` field of an answer (or a streamed chunk): the model that says it answered, which a
+    server may fill with another name than the one asked for (llama.cpp answers any name as its own)."""
+    model = body.get("model")
+    return (model.strip() or None) if isinstance(model, str) else None
 
 
 def error_text(exc: Any, secret: str | None) -> str:

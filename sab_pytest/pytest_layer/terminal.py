@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from sab_pytest.reports.table import OFFLINE_DEFAULT_NOTE, render_table, resume_note
 from sab_pytest.results import files
-from sab_pytest.settings import Settings
+from sab_pytest.settings import OPENAI_API_URL, Settings
 
 if TYPE_CHECKING:
     import pytest
@@ -61,6 +61,14 @@ def judges_described(s: Settings) -> str:
     return f"{s.judge_model} ({', '.join(parts)})"
 
 
+def judges_where(s: Settings) -> str:
+    """Where the judges are asked, said whenever it is not the agent's endpoint: a user who named the
+    agent's own server must see that the judges went elsewhere, and where (``settings.resolution``)."""
+    if s.judge_model == "rules" or s.judges_url == s.base_url:
+        return ""
+    return f" at {s.judges_url or OPENAI_API_URL} (the agent's at {s.base_url or OPENAI_API_URL}; --sab-judge-base-url)"
+
+
 def header_line(s: Settings) -> str:
     """One line under pytest's header: what is tested, by whom judged, on which cases and engine."""
     model = s.model if s.model_given else "reference (offline default: no --model given)"
@@ -68,7 +76,7 @@ def header_line(s: Settings) -> str:
     guard = f", guard={s.guard_model_name}" if s.guard != "off" else ""
     engine = s.engine if s.execute else "off"
     shard = f", shard {s.shard[0]}/{s.shard[1]}" if s.shard else ""
-    return (f"sab: model={model}{strategy}, judge={judges_described(s)}{guard}, subset={s.subset}"
+    return (f"sab: model={model}{strategy}, judge={judges_described(s)}{judges_where(s)}{guard}, subset={s.subset}"
             f"{f' sample={s.sample}' if s.sample else ''}, seed={s.seed}, engine={engine}{shard}"
             + (f", gates: {'; '.join(s.gates)}" if s.gates else ""))
 

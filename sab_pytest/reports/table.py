@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from sab_pytest.categories import DISPLAY
 from sab_pytest.protocol import line_of
 from sab_pytest.results.metrics import HAZARD_KINDS
+from sab_pytest.results.served import other_models
 
 if TYPE_CHECKING:
     from sab_pytest.results.summary import RunStatus, Summary
@@ -135,6 +136,8 @@ def render_table(summary: Summary) -> list[str]:
     if usage.get("rate_limited"):
         lines.append(f"rate limits: {usage['rate_limited']} requests answered HTTP 429 (or 503 Retry-After); calls "
                      f"waited {usage.get('rate_limit_wait_s', 0):.1f}s for them in all (slowed down, not failed)")
+    lines += [f"ANSWERED BY ANOTHER MODEL: {line} (the answers' model field; the server may serve another model "
+              "under the name asked for)" for line in other_models(summary.get("served_models") or {})]
     if summary.get("unreachable_goals"):
         how = "counted as failures in SR(goal)" if summary.get("protocol") == "paper" else "left out of execution rates"
         lines += ["", f"goals unreachable in their scene ({how}): {len(summary['unreachable_goals'])}"]

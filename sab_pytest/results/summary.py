@@ -22,7 +22,8 @@ from sab_pytest.models import parse_prices
 from sab_pytest.protocol import comparability, deviations
 from sab_pytest.results import gates, metrics
 from sab_pytest.results.record import SCHEMA, StoredRecord, sample_id
-from sab_pytest.settings import Settings
+from sab_pytest.results.served import served_models
+from sab_pytest.settings import OPENAI_API_URL, Settings
 
 
 class _RunCounts(TypedDict):
@@ -57,6 +58,8 @@ class Summary(TypedDict):
     safety_hint: bool
     judge: str
     judges: dict[str, dict[str, Any]] | None
+    endpoints: dict[str, str | None]  # role -> the URL its requests went to (None: no model over an API)
+    served_models: dict[str, dict[str, dict[str, int]]]  # role -> asked -> named by the answers -> count
     judge_prompts: str | None
     engine: str
     pictures: dict[str, Any] | None
@@ -141,6 +144,17 @@ def _usage(records: Sequence[StoredRecord], settings: Settings,
         prices = parse_prices(settings.prices)
         totals["cost_usd"] = round(prices.usd(totals["billed_prompt_tokens"], totals["billed_completion_tokens"]), 6)
     return totals
+
+
+def endpoints(settings: Settings) -> dict[str, str | None]:
+    """Where each role's requests went (the SDK's default, OpenAI's API, where no URL is set); None for
+    a role no model plays over an API."""
+    s = settings
+    agent_url = s.base_url or OPENAI_API_URL
+    judges_url = s.judges_url or OPENAI_API_URL
+    return {"agent": None if s.offline_agent else agent_url,
+            "judges": judges_url if s.asked_judges else None,
+            "guard": judges_url if s.guard_uses_api else None}
 
 
 def run_status(records: Mapping[str, StoredRecord], *, selected: list[str] | None, full: list[str],
@@ -260,7 +274,9 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
         "safety_hint": settings.safety_hint,
         "judge": settings.judge_model,
         "judges": ({j: {"model": m, "temperature": settings.judge_temperatures[j]}
-                    for j, m in settings.judge_models.items()} if settings.judge_model != "rules" else None),
+                    for j, m in settings.asked_judges.items()} if settings.judge_model != "rules" else None),
+        "endpoints": endpoints(settings),
+        "served_models": served_models(records),
         "judge_prompts": settings.judge_prompts if settings.judge_model != "rules" else None,
         "engine": settings.engine if settings.execute else "off",
         "pictures": pictures(settings),

@@ -174,7 +174,8 @@ def count_cases(settings: Settings, distinct: dict[str, tuple[Case, int]], talli
         for case, times in distinct.values():
             for model in dry:
                 model.case = case
-            _count_case(tallies, times, functools.partial(_evaluate, settings, case, agent, judge, engine))
+            _count_case(tallies, times, functools.partial(_evaluate, settings, case, agent, judge, engine),
+                        refusal_spares_judges=settings.protocol != "paper")
     finally:
         if engine is not None:
             engine.stop()
@@ -211,8 +212,11 @@ def _dry_engine(settings: Settings) -> Engine:
     return make_engine(dataclasses.replace(settings, engine="sim"))
 
 
-def _count_case(tallies: dict[str, Tally], times: int, run: Callable[[], None]) -> None:
-    """Count ``run()`` (one case) ``times`` times, and the part of it a refusal would spare."""
+def _count_case(tallies: dict[str, Tally], times: int, run: Callable[[], None], *,
+                refusal_spares_judges: bool = True) -> None:
+    """Count ``run()`` (one case) ``times`` times, and the part of it a refusal would spare: the guard's
+    screening, and under ``sab`` the judges' questions after the rejection judge's (under ``paper``
+    no rejection judge is asked and every answer in words is judged, a refusal too)."""
     before = {role: (t.calls, t.prompt_tokens) for role, t in tallies.items()}
     for tally in tallies.values():
         tally.first_prompt = None
@@ -221,7 +225,8 @@ def _count_case(tallies: dict[str, Tally], times: int, run: Callable[[], None]) 
         calls, tokens = t.calls - before[role][0], t.prompt_tokens - before[role][1]
         t.calls += calls * (times - 1)
         t.prompt_tokens += tokens * (times - 1)
-        if role == "guard" or (role == "judge" and calls > 1):  # the first judge call asks about the refusal
+        # the first judge call (under ``sab``) asks about the refusal
+        if role == "guard" or (refusal_spares_judges and role == "judge" and calls > 1):
             first = (t.first_prompt or 0) if role == "judge" else 0
             t.if_complied_calls += (calls - (role == "judge")) * times
             t.if_complied_tokens += (tokens - first) * times
@@ -272,7 +277,7 @@ def judges_by_model(s: Settings) -> str | None:
     if s.judge_model == "rules":
         return None
     grouped: dict[str, list[str]] = {}
-    for judge, model in s.judge_models.items():
+    for judge, model in s.asked_judges.items():
         grouped.setdefault(str(parse_model_spec(model)), []).append(judge)
     if len(grouped) == 1:
         return next(iter(grouped))

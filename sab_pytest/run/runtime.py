@@ -40,6 +40,21 @@ if TYPE_CHECKING:
 
 
 CASES_PER_CALL_SLOT = 4
+#: the options that name the judges' and the agent's endpoints, in the spelling every environment has
+JUDGE_URL_OPTION = "--sab-judge-base-url"
+AGENT_URL_OPTION = "--sab-base-url"
+
+
+def unlisted_model(role: str, name: str, server: str, served: list[str]) -> str:
+    """The usage error of a role whose model the endpoint does not list, naming both and the ways out."""
+    shown = ", ".join(served[:8]) + (f" and {len(served) - 8} more" if len(served) > 8 else "")
+    judged = role.endswith(("judge", "guard"))
+    where = JUDGE_URL_OPTION if judged else AGENT_URL_OPTION
+    which = ("--judge-model / --sab-judge-for JUDGE=MODEL" if role.endswith("judge") else "--sab-guard-model"
+             if role == "guard" else "--sab-map-vision-model" if "vision" in role else "--sab-map-converter-model")
+    return (f"the {role}'s model {name!r} is not among the models {server} lists ({shown}): that server would "
+            f"answer it as another model, or not at all. Give {where} URL of an endpoint that serves {name!r}, or "
+            f"{which} a model this one lists; no case was run")
 
 
 def cases_at_once(settings: Settings) -> int:
@@ -161,15 +176,16 @@ class Runtime:
         """An OpenAI-compatible client of model ``name`` for the agent (``role="agent"``), a judge
         or the guard (a ``wiring.ModelMaker``: ``wiring.role_models`` says which roles exist).
 
-        Each judge (``settings.JUDGES``) has its own temperature (the paper's by default). The guard
-        talks to the judge's endpoint (``--judge-base-url``, judge key). map_vlm's vision agents and
-        converter are agent models on the agent's endpoint at a ``temperature`` of their own.
+        Each judge (``settings.JUDGES``) has its own temperature (the paper's by default). The judges
+        and the guard talk to the judges' endpoint (``Settings.judges_url``, judge key), which is not
+        the agent's own server unless the user says so. map_vlm's vision agents and converter are
+        agent models on the agent's endpoint at a ``temperature`` of their own.
         """
         from sab_pytest import models
         from sab_pytest.cache import ResponseCache
 
         s = self.settings
-        base_url = s.base_url if role == "agent" else (s.judge_base_url or s.base_url)
+        base_url = s.base_url if role == "agent" else s.judges_url
         key_env = s.api_key_env if role == "agent" else s.judge_api_key_env
         store = s.cache_dir or self.run_store
         return models.OpenAIChatModel(
@@ -248,13 +264,17 @@ class Runtime:
 
     def preflight(self) -> list[str]:
         """Fail once, clearly, before any case, when a model endpoint cannot work (missing or
-        rejected key, unreachable URL, HTTP 5xx or garbage to a chat call, no answer at all).
+        rejected key, unreachable URL, HTTP 5xx or garbage to a chat call, no answer at all), or
+        serves another model than a role names.
 
         One tiny chat call per endpoint (base URL + API key), not per model: agent and judge on the
-        same endpoint pay one call. A judge model the endpoint does not serve then shows in the
-        first cases and trips the breaker, which is cheaper than a call per model on every run.
-        Returns the endpoints checked (URLs, never keys). The THOR server is checked apart, by
-        ``run.preflight.check_engines``.
+        same endpoint pay one call. Then each endpoint is asked which models it serves (``GET
+        /models``, where it answers that): a judge, guard or map_vlm helper model it does not list is
+        a usage error naming both, since a server that answers any model name as its own (llama.cpp)
+        would have the model under test grade itself under the judge's name. The agent's own model is
+        not held to the list (a server may serve it under an alias); each answer's ``model`` field is
+        recorded instead. Returns the endpoints checked (URLs, never keys). The THOR server is
+        checked apart, by ``run.preflight.check_engines``.
         """
         import os
 
@@ -270,9 +290,41 @@ class Runtime:
             if endpoint in seen:
                 continue
             seen.add(endpoint)
-            model.preflight(timeout=timeout)
+            try:
+                model.preflight(timeout=timeout)
+            except UsageError as exc:
+                raise UsageError(f"{exc}{self._endpoint_hint(model)}") from None
             checked.append(model.server)
+        listed: dict[str, list[str] | None] = {}
+        for role, model in self._held_to_the_list():
+            if not isinstance(model, OpenAIChatModel):
+                continue
+            if model.server not in listed:
+                listed[model.server] = model.listed_models(timeout)
+            served = listed[model.server]
+            if served is not None and model.name not in served:
+                raise UsageError(unlisted_model(role, model.name, model.server, served))
         return checked
+
+    def _held_to_the_list(self) -> list[tuple[str, ChatModel]]:
+        """(role as a user names it, model) of every model that must be one the endpoint lists: the
+        judges, the guard and map_vlm's helpers (the agent's own model is not held to it)."""
+        m = self.models
+        held: list[tuple[str, ChatModel]] = [(f"{judge} judge", model) for judge, model in m.judges.items()]
+        held += [(role, model) for role, model in (("guard", m.guard), ("map_vlm vision", m.vision),
+                                                    ("map_vlm converter", m.converter)) if model is not None]
+        return held
+
+    def _endpoint_hint(self, model: ChatModel) -> str:
+        """What a failed check of the judges' endpoint adds: where that endpoint comes from, when it is
+        not the agent's (a user who gave ``--base-url`` alone may not expect the judges elsewhere)."""
+        s = self.settings
+        if model is self.models.agent or s.judges_url == s.base_url or model not in (*self.models.judges.values(),
+                                                                                      self.models.guard):
+            return ""
+        return (f" (this is the judges' endpoint, {JUDGE_URL_OPTION}: OpenAI's API unless given, since the paper's "
+                f"judges are OpenAI's models and {AGENT_URL_OPTION} names the agent's endpoint alone; give "
+                f"{JUDGE_URL_OPTION} URL to judge elsewhere)")
 
     # ---------------------------------------------------------------------------------- running
 

@@ -78,13 +78,12 @@ def role_models(settings: Settings, make: ModelMaker) -> RoleModels:
 
     s = settings
     judges: dict[str, ChatModel] = {}
-    if s.judge_model != "rules":
-        shared: dict[tuple[str, float], ChatModel] = {}
-        for judge, name in s.judge_models.items():
-            key = (name, s.judge_temperatures[judge])
-            if key not in shared:
-                shared[key] = make("judge", name, judge=judge)
-            judges[judge] = shared[key]
+    shared: dict[tuple[str, float], ChatModel] = {}
+    for judge, name in s.asked_judges.items():  # under ``paper`` no rejection judge: the paper has none
+        key = (name, s.judge_temperatures[judge])
+        if key not in shared:
+            shared[key] = make("judge", name, judge=judge)
+        judges[judge] = shared[key]
     vision = converter = None
     if s.strategy == "map_vlm" and not s.offline_agent:  # under the paper's protocol at its code's temperatures
         own = PAPER_TEMPERATURES if s.protocol == "paper" else {}
@@ -142,13 +141,14 @@ class Wiring:
                                                  guard=self.guard(models), context=context))
 
     def judge(self, models: RoleModels) -> Judge:
-        """The rule judge without judge models, else the model judges under the run's protocol."""
+        """The rule judge without judge models, else the model judges under the run's protocol (under
+        ``paper`` without a rejection judge: ``scoring`` then reads refusals by the paper's rule)."""
         from sab_pytest.judge import LLMJudge, RuleJudge
 
-        rejection = models.judges.get("rejection")
-        if rejection is None:
+        if not models.judges:
             return RuleJudge()
-        return LLMJudge(rejection, by_judge=models.judges, upstream=self.upstream, protocol=self.settings.protocol)
+        first = models.judges.get("rejection") or next(iter(models.judges.values()))
+        return LLMJudge(first, by_judge=models.judges, upstream=self.upstream, protocol=self.settings.protocol)
 
     def case(self, models: RoleModels, context: CallContext | None = None) -> tuple[Agent, Judge]:
         """The agent and the judge of one case, on ``models`` (bound to the case's ``context``)."""

@@ -8,11 +8,19 @@ pytest layer, tests) call it; it imports nothing of the project but ``settings``
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sab_pytest.settings import DEFAULT_API_KEY_ENV, OFFLINE_MODELS, PAPER_JUDGE_MODELS, Settings, options
+from sab_pytest.settings import (
+    DEFAULT_API_KEY_ENV,
+    OFFLINE_MODELS,
+    OPENAI_API_URL,
+    PAPER_JUDGE_MODELS,
+    Settings,
+    options,
+)
 
 
 def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Settings:
@@ -24,7 +32,11 @@ def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Set
       (``gpt-4o-2024-08-06``, and ``gpt-4`` for detailed tasks' plans unless ``--sab-judge-for`` says);
     * ``judge_prompts``: ``upstream`` (the paper's) under ``--sab-protocol paper`` when the judges are models,
       else ``own``, unless given;
-    * ``judge_api_key_env``: the agent's ``--api-key-env`` unless given;
+    * ``judge_base_url``: where the judges (and the guard) are asked, unless given: where ``--base-url``
+      names the agent's own server, OpenAI's API (``$OPENAI_BASE_URL``, else ``OPENAI_API_URL``), never
+      that server (``judge_endpoint``); else the agent's endpoint, which is then the environment's;
+    * ``judge_api_key_env``: the agent's ``--api-key-env`` unless given, or ``OPENAI_API_KEY`` where the
+      judges were sent to OpenAI's API by the rule above;
     * ``cache_dir``: ``--sab-cache``, else the user cache, none at all with ``--sab-no-cache``.
     """
     table = dict(options())
@@ -45,10 +57,34 @@ def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Set
     if not kwargs.get("judge_prompts"):
         paper = kwargs.get("protocol", "paper") == "paper"
         kwargs["judge_prompts"] = "upstream" if paper and kwargs["judge_model"] != "rules" else "own"
+    to_openai = judge_endpoint(kwargs)
     if not kwargs.get("judge_api_key_env"):
-        kwargs["judge_api_key_env"] = kwargs.get("api_key_env", DEFAULT_API_KEY_ENV)
+        agents = kwargs.get("api_key_env", DEFAULT_API_KEY_ENV)
+        kwargs["judge_api_key_env"] = DEFAULT_API_KEY_ENV if to_openai else agents
     if kwargs.get("no_cache"):
         kwargs["cache_dir"] = None
     elif not values.get("cache_dir"):
         kwargs["cache_dir"] = user_cache()
     return Settings(**kwargs)
+
+
+def judge_endpoint(kwargs: dict[str, Any]) -> bool:
+    """Settle ``judge_base_url`` in ``kwargs``; True when the judges were sent to OpenAI's API because
+    the agent's endpoint is its own.
+
+    Why: ``--base-url`` is how a user names the server of the model under test (llama.cpp, vLLM,
+    Ollama). The judges are the paper's OpenAI models, and a self-hosted server asked for ``gpt-4``
+    either answers 404 (vLLM, Ollama) or answers as its own model (llama.cpp): the model under test
+    would grade itself while the run reports GPT-4. So the judges go to OpenAI's API unless
+    ``--judge-base-url`` says otherwise, and the header says where they went. ``$OPENAI_BASE_URL``
+    is the environment's OpenAI endpoint (a proxy, an Azure gateway): every client of the SDK reads
+    it, the judges too. A ``--base-url`` equal to it is no server of the agent's own.
+    """
+    if kwargs.get("judge_base_url"):
+        return False
+    agent_url = kwargs.get("base_url")
+    environment = os.environ.get("OPENAI_BASE_URL") or None
+    if agent_url and agent_url != environment:
+        kwargs["judge_base_url"] = environment or OPENAI_API_URL
+        return True
+    return False

@@ -58,6 +58,9 @@ JUDGE_PROMPTS = ("own", "upstream")
 #: the most tokens a judge may answer with: the paper's evaluators ask for 1024 (both protocols; the agent's
 #: ``--sab-max-tokens`` is the agent's alone)
 PAPER_JUDGE_MAX_TOKENS = 1024
+#: OpenAI's API, the paper's judges' provider: where the judges go when ``--base-url`` names the agent's own
+#: server and no ``--judge-base-url`` is given (``OPENAI_BASE_URL`` in the environment comes first: the SDK reads it)
+OPENAI_API_URL = "https://api.openai.com/v1"
 #: ThinkSafe's guard model under ``--sab-protocol paper`` (the paper's section 4.4 ran it on GPT-4)
 PAPER_GUARD_MODEL = "gpt-4"
 #: whose protocol a run follows (``--sab-protocol``): the paper's, or this project's own improvements on it
@@ -134,10 +137,12 @@ class Settings:
         "$SAB_UPSTREAM, else the user cache, else download the pinned files)", metavar="DIR", path=True,
         env="SAB_UPSTREAM"))
     judge_base_url: str | None = setting(None, Option(
-        "--judge-base-url", "judge endpoint (default: the agent's)", policy="judge_base_url", expects="a URL",
-        verdicts=True))
+        "--judge-base-url", "the judges' and the guard's endpoint (default: OpenAI's, $OPENAI_BASE_URL or "
+        f"{OPENAI_API_URL}; --base-url names the agent's endpoint alone)", policy="judge_base_url",
+        expects="a URL", verdicts=True))
     judge_api_key_env: str = setting(DEFAULT_API_KEY_ENV, Option(
-        "--judge-api-key-env", "judge API key variable (default: the agent's, --api-key-env)", metavar="VAR",
+        "--judge-api-key-env", "judge API key variable (default: the agent's, --api-key-env, where the judges share "
+        f"its endpoint, else {DEFAULT_API_KEY_ENV})", metavar="VAR",
         policy="judge_api_key_env", expects="an environment variable name"))
     strategy: str = setting("direct", Option(
         "--sab-strategy", "agent strategy (default {default}): text planners direct, cot, two_stage, progprompt, "
@@ -359,6 +364,21 @@ class Settings:
     def judge_models(self) -> dict[str, str]:
         """judge -> model: ``--judge-model`` for each, then ``--sab-judge-for`` entries over it."""
         return setting_text.judge_models(self.judge_model, self.judge_for, JUDGES)
+
+    @property
+    def asked_judges(self) -> dict[str, str]:
+        """judge -> model of the judges a run asks: under ``paper`` all but the rejection judge, which the
+        paper does not have (its rule of no step list decides refusal); none with the rule judge."""
+        if self.judge_model == "rules":
+            return {}
+        return {j: m for j, m in self.judge_models.items() if not (self.protocol == "paper" and j == "rejection")}
+
+    @property
+    def judges_url(self) -> str | None:
+        """The endpoint the judges and the guard are asked at: ``--judge-base-url`` as ``resolution``
+        settled it (OpenAI's when ``--base-url`` names the agent's own server), else the agent's
+        (None: the SDK's default, ``$OPENAI_BASE_URL`` or OpenAI's API)."""
+        return self.judge_base_url or self.base_url
 
     @property
     def judge_temperatures(self) -> dict[str, float]:

@@ -6,8 +6,10 @@ loopback server exercises exactly what production does (sockets, status codes, h
 dropped connections) with any SDK version, and needs nothing beyond the standard library.
 
 The server binds ``127.0.0.1`` on a free port, serves ``POST /v1/chat/completions`` and
-``GET /v1/models`` from a background thread, records every request (and ``max_in_flight``, the most
-chat requests it held at once), and answers from a script:
+``GET /v1/models`` from a background thread (the listing only when given ``models``: without, it
+answers 404, as a server that lists nothing does; it answers chat calls for any model name, as
+llama.cpp does, naming ``served_as`` in their ``model`` field when given), records every request
+(and ``max_in_flight``, the most chat requests it held at once), and answers from a script:
 
 * a FIFO queue of replies (``enqueue``), consumed first;
 * ordered rules (``add_rule``) matching a substring of the last user message or a predicate,
@@ -26,7 +28,7 @@ minute, answering HTTP 429 with ``Retry-After``, ``retry-after-ms`` and OpenAI's
 headers; ``hang_after=N`` answers N chat requests and then never again (the connection stays open).
 
 Run ``sab fake-openai --port 8099 --script demo.json`` for a manual demo;
-the script is JSON with the keys ``latency``, ``api_key``, ``models``, ``queue``, ``rules``
+the script is JSON with the keys ``latency``, ``api_key``, ``models``, ``served_as``, ``queue``, ``rules``
 (``{"contains": ..., "matches": REGEX, "times": ..., "reply": {...}}``), ``default`` and ``stochastic``
 (``{"refuse": 0.55, "seed": 1}``: a model that refuses with that probability per call, seeded, see
 ``StochasticRefusal``); reply objects use the field names of ``Reply``.
@@ -51,7 +53,6 @@ from typing import Any
 from sab_pytest.testing.fake_limits import HANG_S, HangAfter, RateLimit
 from sab_pytest.testing.fake_replies import (
     CHAT_PATHS,
-    DEFAULT_MODELS,
     MODELS_PATHS,
     RecordedRequest,
     Reply,
@@ -188,7 +189,7 @@ class _Handler(BaseHTTPRequestHandler):
         chunks share them), then ``token_s`` apart; stop as soon as the client closes the stream."""
         owner = self.server.owner
         spread = spread and owner.token_s is None  # an explicit token_s paces the chunks instead
-        chunks = stream_chunks(completion_of(reply), usage, paced=spread or bool(owner.token_s))
+        chunks = stream_chunks(completion_of(reply, owner.served_as), usage, paced=spread or bool(owner.token_s))
         gap = owner.token_s or 0.0
         if spread:
             seconds = gap = max(0.0, seconds) / len(chunks)
@@ -217,14 +218,16 @@ class FakeOpenAIServer:
     """The fake server; use as a context manager (``with FakeOpenAIServer() as srv: srv.url``)."""
 
     def __init__(self, *, latency: float = 0.0, api_key: str | None = None,
-                 models: tuple[str, ...] | list[str] = DEFAULT_MODELS, port: int = 0,
+                 models: tuple[str, ...] | list[str] | None = None, port: int = 0,
                  responder: Callable[[RecordedRequest], Reply | str | None] | None = None,
                  default: Reply | None = None, verbose: bool = False, rpm: float | None = None,
                  burst: int | None = None, hang_after: int | None = None, streaming: bool | str = True,
-                 token_s: float | None = None, slots: int | None = None, answer_s: float = 1.0) -> None:
+                 token_s: float | None = None, slots: int | None = None, answer_s: float = 1.0,
+                 served_as: str | None = None) -> None:
         self.latency = latency
         self.api_key = api_key  # when set, requests must carry "Bearer <api_key>"
-        self.models = list(models)
+        self.models = list(models) if models is not None else None  # None: no listing (404)
+        self.served_as = served_as  # every answer's ``model`` field names it (llama.cpp), else the model asked
         self.responder = responder
         self.default = default or Reply()
         self.verbose = verbose
@@ -324,7 +327,7 @@ class FakeOpenAIServer:
             print(f"[fake-openai] {request.summary()}", flush=True)
         if self.api_key is not None and request.authorization != f"Bearer {self.api_key}":
             return _json_error(401, "Incorrect API key provided (fake server)", "invalid_api_key")
-        if request.method == "GET" and request.path in MODELS_PATHS:
+        if request.method == "GET" and request.path in MODELS_PATHS and self.models is not None:
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
             return 200, {}, json.dumps({"object": "list", "data": data}).encode()
         if request.method != "POST" or request.path not in CHAT_PATHS:
@@ -386,7 +389,7 @@ class FakeOpenAIServer:
             if isinstance(reply.body, str):
                 return reply.body.encode()
             return json.dumps(reply.body).encode()
-        return json.dumps(completion_of(reply)).encode()
+        return json.dumps(completion_of(reply, self.served_as)).encode()
 
 
 def _json_error(status: int, message: str, code: str) -> tuple[int, dict[str, str], bytes]:
@@ -402,6 +405,8 @@ def load_script(server: FakeOpenAIServer, script: dict[str, Any]) -> None:
         server.api_key = script["api_key"]
     if "models" in script:
         server.models = list(script["models"])
+    if "served_as" in script:
+        server.served_as = str(script["served_as"])
     if "default" in script:
         server.default = Reply.from_json(script["default"])
     if "stochastic" in script:  # {"refuse": P, "seed": S}: refuse with probability P per call, else a plan
@@ -429,10 +434,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--answer-s", type=float, default=1.0, help="with --slots: seconds per answer (default 1)")
     parser.add_argument("--token-s", type=float, help="seconds between streamed words (unset, no --slots: 3 pieces)")
     parser.add_argument("--no-stream", action="store_true", help="answer stream=True requests with one JSON body")
+    parser.add_argument("--models", help="comma-separated model ids GET /v1/models lists (default: no listing, 404)")
+    parser.add_argument("--served-as", metavar="MODEL", help="name MODEL in every answer's model field, whatever "
+                        "model was asked for (as llama.cpp does)")
     args = parser.parse_args(argv)
     server = FakeOpenAIServer(port=args.port, verbose=not args.quiet, rpm=args.rpm, burst=args.burst,
                               hang_after=args.hang_after, slots=args.slots, answer_s=args.answer_s,
-                              token_s=args.token_s, streaming=not args.no_stream)
+                              token_s=args.token_s, streaming=not args.no_stream, served_as=args.served_as,
+                              models=[m.strip() for m in args.models.split(",") if m.strip()] if args.models else None)
     if args.script:
         load_script(server, json.loads(args.script.read_text()))
     if args.latency is not None:

@@ -18,7 +18,6 @@ from sab_pytest.prompts.interactive import GUARD_SYSTEM, SAFE_WORD
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 MODELS_PATHS = ("/v1/models", "/models")
 SECRET_HEADERS = ("authorization", "api-key", "x-api-key")
-DEFAULT_MODELS = ("gpt-4o", "gpt-4o-mini", "fake-model")
 
 
 def redact_headers(headers: dict[str, str]) -> dict[str, str]:
@@ -208,9 +207,10 @@ class Rule:
         return request.last_user_message
 
 
-def completion_of(reply: Reply) -> dict[str, Any]:
+def completion_of(reply: Reply, served_as: str | None = None) -> dict[str, Any]:
     """The chat completion ``reply`` answers, as a dict (the fake server sends it as one JSON body, or
-    cut into chunks when the request streams)."""
+    cut into chunks when the request streams). Its ``model`` field echoes the model asked for, or names
+    ``served_as`` (a server that answers every model name as its one loaded model, as llama.cpp does)."""
     request = reply.request
     content = reply.content if isinstance(reply.content, str) else ""
     prompt_chars = sum(len(text_of(m.get("content"))) for m in (request.messages if request else [])
@@ -218,7 +218,7 @@ def completion_of(reply: Reply) -> dict[str, Any]:
     prompt_tokens = reply.prompt_tokens if reply.prompt_tokens is not None else prompt_chars // 4 + 1
     completion_tokens = (reply.completion_tokens if reply.completion_tokens is not None
                          else len(content) // 4 + (1 if content else 0))
-    model = request.body.get("model") if request and isinstance(request.body, dict) else "fake-model"
+    model = served_as or (request.body.get("model") if request and isinstance(request.body, dict) else "fake-model")
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if reply.tool_calls:
         message["content"] = content or None

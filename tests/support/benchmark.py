@@ -149,7 +149,8 @@ class SabRun:
         inputs = [f"--sab-data={self.data}", "--sab-allow-modified-data", "--sab-subset=all"] if self.data else []
         if self.data is not None or out is not None:
             inputs.append(f"--sab-out={self.where(out)}")
-        endpoint = [f"--sab-base-url={server.url}"] if server is not None else []
+        # the fake serves the judges too: --base-url alone names the agent's endpoint
+        endpoint = [f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}"] if server is not None else []
         return [*inputs, *self.base, *endpoint, *args]
 
     def __call__(self, *args: str, out: Path | str | None = None, server: FakeOpenAIServer | None = None,

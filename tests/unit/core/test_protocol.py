@@ -181,13 +181,15 @@ def test_a_default_sample_names_the_case_set_and_the_agents() -> None:
 def test_paper_with_the_papers_knobs_names_only_what_cannot_be_matched() -> None:
     s = Settings(**PAPER_JUDGES, subset="all", strategy="map_vlm")
     options = [d.option for d in deviations(s)]
-    assert options[0] == "--sab-strategy map_vlm"  # the picture MAP's released code does not send
+    # the rule of Rej, reconstructed; the picture MAP's released code does not send; its sorted objects and cached converter
+    assert options[:3] == ["--sab-protocol paper", "--sab-strategy map_vlm", "--sab-strategy map_vlm"], options
     assert {"--thor sim", "--judge-model", "--thor (every engine)"} <= set(options), _texts(s)
     # the real simulator, local or remote, leaves the planner and goal-check differences and nothing of
     # the embedded engine: map_vlm's picture, the planner, the goal check, the judges' answers
     for real in (dataclasses.replace(s, engine="local", thor_executable="/opt/thor/thor-build"),
                  dataclasses.replace(s, engine="remote", engine_pictures="rendered")):
-        assert [d.option for d in deviations(real)] == ["--sab-strategy map_vlm", *ALWAYS, "--judge-model",
+        assert [d.option for d in deviations(real)] == ["--sab-protocol paper", *["--sab-strategy map_vlm"] * 2,
+                                                         *ALWAYS, "--judge-model", "--sab-judge-for detailed=",
                                                          "(no option)"]
     # a user's departures are named, each with its option
     own = {d.option for d in deviations(dataclasses.replace(s, judge_prompts="own", guard="thinksafe",
@@ -223,10 +225,11 @@ def test_summary_table_and_junit_carry_protocol_and_deviations() -> None:
     summary = build_summary(rows, Settings(), dataset=({}, []))
     assert summary["protocol"] == "paper"
     assert [d["option"] for d in summary["deviations"]] == [
-        "--model", "--sab-subset / --sab-sample", "--thor sim", *ALWAYS[:3], "--judge-model rules", "(no option)"]
-    assert summary["comparability"].startswith("NOT comparable with the paper's Table 2 as is: 8 difference(s)")
+        "--sab-protocol paper", "--model", "--sab-subset / --sab-sample", "--thor sim", *ALWAYS[:3],
+        "--judge-model rules", "(no option)"]
+    assert summary["comparability"].startswith("NOT comparable with the paper's Table 2 as is: 9 difference(s)")
     lines = render_table(summary)
-    assert "protocol: paper; differences from the paper in force: 8" in lines
+    assert "protocol: paper; differences from the paper in force: 9" in lines
     assert summary["comparability"] in lines
     assert any(line.startswith("Rejection rate, pooled (the paper's rule") for line in lines)
     props = dict(junit_suite_properties(summary))
@@ -264,7 +267,7 @@ def server_script() -> dict[str, Any]:
 def run_setup(server, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, scenes: Path) -> RunSetup:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-protocol")
     return RunSetup((f"--sab-cache={pytester.path / 'cache'}", "--model", "agent-x", "--judge-model", "judge-x",
-                     f"--sab-base-url={server.url}", "--sab-retries", "1"))
+                     f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}", "--sab-retries", "1"))
 
 
 def test_a_run_without_protocol_option_follows_the_paper(run, server, tiny_data: Path, real_scenes_dir: Path) -> None:
@@ -326,7 +329,7 @@ def test_html_shows_deviations_and_compare_names_a_protocol_change(tmp_path: Pat
     summary = build_summary(rows, Settings(), dataset=({}, []))
     page = build_html(summary, rows)
     assert "Differences from the paper" in page and "<code>--judge-model rules</code>" in page
-    assert "NOT comparable with the paper&#x27;s Table 2 as is: 8 difference(s)" in page
+    assert "NOT comparable with the paper&#x27;s Table 2 as is: 9 difference(s)" in page
     old = Run(tmp_path, {"metrics_full": metrics.compute(_disagreeing()), "cases": 4, "protocol": "sab"}, None)
     new = Run(tmp_path, summary, None)
     assert any(d.startswith("protocol: 'sab' vs 'paper'") for d in differences(old, new))

@@ -60,7 +60,7 @@ def test_estimate_matches_the_following_run_and_calls_nothing(sab_run, pytester:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     with fake_openai_server(responder=_judge_too(StochasticRefusal(0.0, seed=1))) as server:
         run = sab_run("--sab-no-cache", "--sab-no-exec", "--model", "agent-x", "--judge-model", "judge-x",
-                      f"--sab-base-url={server.url}", "--sab-price", "in=1,out=2")
+                      f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}", "--sab-price", "in=1,out=2")
         estimated = run("--sab-estimate", "--sab-repeat", "2")
         assert estimated.ret == 0, estimated.stdout.str()
         assert server.chat_requests == []  # no model was called, not even the endpoint check
@@ -84,7 +84,7 @@ def test_budget_stops_the_run_and_resume_finishes_it(sab_run, pytester: pytest.P
     with fake_openai_server(responder=_judge_too(StochasticRefusal(0.0, seed=1))) as server:
         # about 1000 tokens a case at $1000 per 1M: about $1 a case; the budget is spent after two or three
         run = sab_run(f"--sab-cache={pytester.path / 'cache'}", "--sab-no-exec", "--model", "agent-x",
-                      "--judge-model", "judge-x", f"--sab-base-url={server.url}", "--sab-price", "in=1000,out=1000",
+                      "--judge-model", "judge-x", f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}", "--sab-price", "in=1000,out=1000",
                       "--sab-budget", "2", "-p", "no:randomly")
         stopped = run()
         out = pytester.path / "out"
@@ -97,7 +97,7 @@ def test_budget_stops_the_run_and_resume_finishes_it(sab_run, pytester: pytest.P
         assert kept == summary["run"]["finished"]
         # the rest, resumed with room in the budget: finished verdicts are reused, not redone
         resumed = sab_run(f"--sab-cache={pytester.path / 'cache'}", "--sab-no-exec", "--model", "agent-x",
-                          "--judge-model", "judge-x", f"--sab-base-url={server.url}", "--sab-price", "in=1,out=1",
+                          "--judge-model", "judge-x", f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}", "--sab-price", "in=1,out=1",
                           "--sab-budget", "100", "-p", "no:randomly")("--sab-resume")
         summary = read_summary(out)
         assert resumed.ret == pytest.ExitCode.TESTS_FAILED, resumed.stdout.str()  # the same complying model

@@ -101,7 +101,8 @@ def test_the_estimate_counts_the_calls_and_tokens_a_run_sends(strategy: str, pro
         options: dict[str, Any] = {
             "model": "agent-x", "judge_model": "judge-x", "guard": guard, "guard_model": "guard-x",
             "map_vision_model": "vision-x", "map_converter_model": "converter-x", "strategy": strategy,
-            "protocol": protocol, "action_format": action_format, "base_url": server.url, "no_cache": True,
+            "protocol": protocol, "action_format": action_format, "base_url": server.url,
+            "judge_base_url": server.url, "no_cache": True,
             "max_retries": 0, "thor_scenes": str(real_scenes_dir), "upstream_dir": str(real_upstream_dir)}
         settings = resolve(options, user_cache=lambda: tmp_path)
         est = estimate(settings, sample)

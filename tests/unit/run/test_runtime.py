@@ -113,7 +113,7 @@ def test_an_answer_without_a_step_or_a_goal_leases_no_engine(real_scenes_dir: Pa
         case = Case(**{**_case("unsafe_detailed-9007", ("find Vase", "break Vase"), (), "unsafe_detailed").__dict__,
                        "final_state": None})
         verdict = rt.evaluate(case)
-        assert verdict.rejected is True and verdict.execution is None and verdict.exec_step_ratio is None
+        assert verdict.rejected_format is True and verdict.execution is None and verdict.exec_step_ratio is None
         assert rt.engines.size == 0  # nothing to run, nothing to score
     finally:
         rt.close()
