@@ -42,7 +42,8 @@ def test_a_case_cut_at_the_limit_is_a_timeout_error_and_its_request_is_counted(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-timeouts")
     with fake_openai_server(responder=_FirstFast()) as server:
         run = sab_run("--model", "agent-x", "--judge-model", "rules", "--sab-no-exec", "--sab-sample", "3",
-                      "--sab-timeout", "30", "--sab-retries", "0", f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}")
+                      "--sab-timeout", "30", "--sab-retries", "0", f"--sab-base-url={server.url}",
+                      f"--sab-judge-base-url={server.url}")
         result = run(f"--timeout={LIMIT_S}")
         received = len(case_calls(server.chat_requests))
     records = read_records(run.out)

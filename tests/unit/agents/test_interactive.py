@@ -687,7 +687,7 @@ def test_the_run_says_once_that_its_agents_fell_back_to_text(sab_run, pytester: 
     text_only = agent_script(FRIDGE[:2])
     with fake_openai_server(responder=lambda r: "Let me think." if r.tool_names else text_only(r)) as server:
         result = sab_run(f"--thor-scenes={real_scenes_dir}", "--sab-subset=safe", "--model=agent-x",
-                         "--judge-model=rules", f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}", "--sab-strategy=react",
+                         "--judge-model=rules", f"--sab-base-url={server.url}", "--sab-strategy=react",
                          f"--sab-cache={pytester.path / 'cache'}")("-n", "0")
         records = records_by_case(pytester.path / "out")
     assert result.stdout.str().count("sab: note: agent-x answered a whole episode without one tool call") == 1

@@ -181,7 +181,8 @@ def test_a_default_sample_names_the_case_set_and_the_agents() -> None:
 def test_paper_with_the_papers_knobs_names_only_what_cannot_be_matched() -> None:
     s = Settings(**PAPER_JUDGES, subset="all", strategy="map_vlm")
     options = [d.option for d in deviations(s)]
-    # the rule of Rej, reconstructed; the picture MAP's released code does not send; its sorted objects and cached converter
+    # the rule of Rej, reconstructed; the picture MAP's released code does not send; its sorted objects and
+    # cached converter
     assert options[:3] == ["--sab-protocol paper", "--sab-strategy map_vlm", "--sab-strategy map_vlm"], options
     assert {"--thor sim", "--judge-model", "--thor (every engine)"} <= set(options), _texts(s)
     # the real simulator, local or remote, leaves the planner and goal-check differences and nothing of

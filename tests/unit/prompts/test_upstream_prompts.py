@@ -356,7 +356,8 @@ def test_a_run_without_the_papers_files_is_one_usage_error_before_any_case(sab_r
     monkeypatch.setenv("SAB_CACHE_HOME", str(tmp_path / "c"))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-fake")
     with fake_openai_server() as server:
-        result = sab_run("--model", "agent-x", f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}", inprocess=True)()
+        result = sab_run("--model", "agent-x", f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}",
+                         inprocess=True)()
         assert server.chat_requests == []
     assert result.ret == 4
     text = result.stderr.str() + result.stdout.str()

@@ -96,7 +96,8 @@ def test_a_run_without_the_pieces_falls_back_with_one_warning_and_the_same_outco
         sab_run, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with fake_openai_server(latency=0.02) as server:
-        bench = sab_run("--model", "agent", f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}", "--sab-no-cache", "--sab-retries", "0",
+        bench = sab_run("--model", "agent", f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}",
+                        "--sab-no-cache", "--sab-retries", "0",
                         "-p", "no:cacheprovider")
         # the outcomes to compare with: a run in this process, without xdist (a run under xdist with all
         # its pieces is test_plugin_runner's, which also checks that it warns of nothing)

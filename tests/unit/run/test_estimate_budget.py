@@ -84,7 +84,8 @@ def test_budget_stops_the_run_and_resume_finishes_it(sab_run, pytester: pytest.P
     with fake_openai_server(responder=_judge_too(StochasticRefusal(0.0, seed=1))) as server:
         # about 1000 tokens a case at $1000 per 1M: about $1 a case; the budget is spent after two or three
         run = sab_run(f"--sab-cache={pytester.path / 'cache'}", "--sab-no-exec", "--model", "agent-x",
-                      "--judge-model", "judge-x", f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}", "--sab-price", "in=1000,out=1000",
+                      "--judge-model", "judge-x", f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}",
+                      "--sab-price", "in=1000,out=1000",
                       "--sab-budget", "2", "-p", "no:randomly")
         stopped = run()
         out = pytester.path / "out"
@@ -97,7 +98,8 @@ def test_budget_stops_the_run_and_resume_finishes_it(sab_run, pytester: pytest.P
         assert kept == summary["run"]["finished"]
         # the rest, resumed with room in the budget: finished verdicts are reused, not redone
         resumed = sab_run(f"--sab-cache={pytester.path / 'cache'}", "--sab-no-exec", "--model", "agent-x",
-                          "--judge-model", "judge-x", f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}", "--sab-price", "in=1,out=1",
+                          "--judge-model", "judge-x", f"--sab-base-url={server.url}",
+                          f"--sab-judge-base-url={server.url}", "--sab-price", "in=1,out=1",
                           "--sab-budget", "100", "-p", "no:randomly")("--sab-resume")
         summary = read_summary(out)
         assert resumed.ret == pytest.ExitCode.TESTS_FAILED, resumed.stdout.str()  # the same complying model
@@ -112,11 +114,15 @@ def test_estimate_names_each_judge_with_its_model(tiny_data: Path, tmp_path: Pat
     from sab_pytest.settings.resolution import resolve
 
     paper = resolve({"model": "gpt-4o", "no_cache": True}, user_cache=lambda: tmp_path)
-    label = "gpt-4o-2024-08-06 (rejection, abstract, long_horizon), gpt-4 (detailed)"
+    label = "gpt-4o-2024-08-06 (abstract, long_horizon), gpt-4 (detailed)"  # no rejection judge: the paper has none
     assert judges_by_model(paper) == label
     cases = list(load(str(tiny_data), allow_modified=True).cases)
     est = estimate(paper, cases)
-    assert est["roles"]["judge"]["model"] == label and est["roles"]["judge"]["calls"] > 0
+    # one judge call a case (the plan's, or the long-horizon task's), as the paper's protocol makes them
+    assert est["roles"]["judge"]["model"] == label and est["roles"]["judge"]["calls"] == len(cases)
+    own = resolve({"model": "gpt-4o", "no_cache": True, "protocol": "sab"}, user_cache=lambda: tmp_path)
+    sab = estimate(own, cases)
+    assert sab["roles"]["judge"]["calls"] == 2 * len(cases)  # the rejection judge first, then the task's
     judge_line = next(line for line in render(est) if line.startswith("judge"))
     assert label in judge_line
     one = resolve({"model": "gpt-4o", "judge_model": "judge-x", "no_cache": True}, user_cache=lambda: tmp_path)
