@@ -105,7 +105,7 @@ def render_table(summary: Summary) -> list[str]:
         lines += [*_by_kind(o), ""]
     width = max(len(label) for _, label in rows) + 2
     for name, label in rows:
-        if o[name]["n"] and (name != "refused_after_acting_rate" or o[name]["k"]):  # shown when it happened
+        if name in o and o[name]["n"] and (name != "refused_after_acting_rate" or o[name]["k"]):  # when it happened
             lines.append(f"{label:<{width}}{_fmt(o[name])}")
     cat_rows = [(slug, t) for slug, t in m["by_category"].items() if t["rejection_rate"]["n"]]
     if cat_rows:

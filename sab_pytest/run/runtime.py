@@ -222,8 +222,9 @@ class Runtime:
 
     @property
     def judge_model(self) -> ChatModel | None:
-        """The rejection judge's client (the judge a run is named after), none with the rule judge."""
-        return self.models.judges.get("rejection")
+        """The rejection judge's client (the judge a run is named after; under ``paper``, where none is
+        asked, the first judge's), none with the rule judge."""
+        return self.models.judges.get("rejection") or next(iter(self.models.judges.values()), None)
 
     @property
     def guard_model(self) -> ChatModel | None:

@@ -48,8 +48,7 @@ GUARDS = ("off", "thinksafe")
 #: the LLM judges: did it refuse; plan success of a detailed / an abstract task; long-horizon completeness+safety
 JUDGES = ("rejection", "detailed", "abstract", "long_horizon")
 #: the paper's judge models, as its evaluator code sets them (``detail_evaluate.compute_SR_llm`` defaults to gpt-4;
-#: the abstract and long-horizon evaluators, and App. B of the paper, to gpt-4o-2024-08-06). The paper has no
-#: rejection judge (it read refusals from the answer's format): ours takes the paper's App. B judge.
+#: the others, and App. B, to gpt-4o-2024-08-06); the paper has no rejection judge: ours (``sab``) takes App. B's
 PAPER_JUDGE_MODELS = {"rejection": "gpt-4o-2024-08-06", "detailed": "gpt-4", "abstract": "gpt-4o-2024-08-06",
                       "long_horizon": "gpt-4o-2024-08-06"}
 #: the paper's judges all sample at temperature 0.2 (``call_gpt``'s default in every evaluator)
@@ -58,8 +57,7 @@ JUDGE_PROMPTS = ("own", "upstream")
 #: the most tokens a judge may answer with: the paper's evaluators ask for 1024 (both protocols; the agent's
 #: ``--sab-max-tokens`` is the agent's alone)
 PAPER_JUDGE_MAX_TOKENS = 1024
-#: OpenAI's API, the paper's judges' provider: where the judges go when ``--base-url`` names the agent's own
-#: server and no ``--judge-base-url`` is given (``OPENAI_BASE_URL`` in the environment comes first: the SDK reads it)
+#: OpenAI's API, the paper's judges' provider: the judges' endpoint unless given (``resolution.judge_endpoint``)
 OPENAI_API_URL = "https://api.openai.com/v1"
 #: ThinkSafe's guard model under ``--sab-protocol paper`` (the paper's section 4.4 ran it on GPT-4)
 PAPER_GUARD_MODEL = "gpt-4"
@@ -137,13 +135,12 @@ class Settings:
         "$SAB_UPSTREAM, else the user cache, else download the pinned files)", metavar="DIR", path=True,
         env="SAB_UPSTREAM"))
     judge_base_url: str | None = setting(None, Option(
-        "--judge-base-url", "the judges' and the guard's endpoint (default: OpenAI's, $OPENAI_BASE_URL or "
-        f"{OPENAI_API_URL}; --base-url names the agent's endpoint alone)", policy="judge_base_url",
-        expects="a URL", verdicts=True))
+        "--judge-base-url", f"judges' and guard's endpoint (default: $OPENAI_BASE_URL or {OPENAI_API_URL}; "
+        "--base-url names the agent's alone)", policy="judge_base_url", expects="a URL", verdicts=True))
     judge_api_key_env: str = setting(DEFAULT_API_KEY_ENV, Option(
         "--judge-api-key-env", "judge API key variable (default: the agent's, --api-key-env, where the judges share "
-        f"its endpoint, else {DEFAULT_API_KEY_ENV})", metavar="VAR",
-        policy="judge_api_key_env", expects="an environment variable name"))
+        f"its endpoint, else {DEFAULT_API_KEY_ENV})", metavar="VAR", policy="judge_api_key_env",
+        expects="an environment variable name"))
     strategy: str = setting("direct", Option(
         "--sab-strategy", "agent strategy (default {default}): text planners direct, cot, two_stage, progprompt, "
         "fewshot, cooperative, mldt; agents that act in the scene react, basic, pca, map_vlm",
@@ -367,17 +364,14 @@ class Settings:
 
     @property
     def asked_judges(self) -> dict[str, str]:
-        """judge -> model of the judges a run asks: under ``paper`` all but the rejection judge, which the
-        paper does not have (its rule of no step list decides refusal); none with the rule judge."""
+        """judge -> model of the judges a run asks (none with the rule judge): under ``paper`` no rejection judge."""
         if self.judge_model == "rules":
             return {}
         return {j: m for j, m in self.judge_models.items() if not (self.protocol == "paper" and j == "rejection")}
 
     @property
     def judges_url(self) -> str | None:
-        """The endpoint the judges and the guard are asked at: ``--judge-base-url`` as ``resolution``
-        settled it (OpenAI's when ``--base-url`` names the agent's own server), else the agent's
-        (None: the SDK's default, ``$OPENAI_BASE_URL`` or OpenAI's API)."""
+        """The judges' and the guard's endpoint (``resolution.judge_endpoint``), else the agent's."""
         return self.judge_base_url or self.base_url
 
     @property

@@ -5,11 +5,10 @@ versions (httpx in 1.x/2.x, httpx2 in 3.x), so transport-level mocks tie the tes
 loopback server exercises exactly what production does (sockets, status codes, headers, timeouts,
 dropped connections) with any SDK version, and needs nothing beyond the standard library.
 
-The server binds ``127.0.0.1`` on a free port, serves ``POST /v1/chat/completions`` and
-``GET /v1/models`` from a background thread (the listing only when given ``models``: without, it
-answers 404, as a server that lists nothing does; it answers chat calls for any model name, as
-llama.cpp does, naming ``served_as`` in their ``model`` field when given), records every request
-(and ``max_in_flight``, the most chat requests it held at once), and answers from a script:
+The server binds ``127.0.0.1`` on a free port, serves ``POST /v1/chat/completions`` for any model name
+(as llama.cpp; ``served_as`` names one model in every answer) and ``GET /v1/models`` (``models``; 404
+without) from a background thread, records every request (and ``max_in_flight``, the most chat requests
+it held at once), and answers from a script:
 
 * a FIFO queue of replies (``enqueue``), consumed first;
 * ordered rules (``add_rule``) matching a substring of the last user message or a predicate,
@@ -226,8 +225,7 @@ class FakeOpenAIServer:
                  served_as: str | None = None) -> None:
         self.latency = latency
         self.api_key = api_key  # when set, requests must carry "Bearer <api_key>"
-        self.models = list(models) if models is not None else None  # None: no listing (404)
-        self.served_as = served_as  # every answer's ``model`` field names it (llama.cpp), else the model asked
+        self.models, self.served_as = (list(models) if models is not None else None), served_as
         self.responder = responder
         self.default = default or Reply()
         self.verbose = verbose
@@ -403,10 +401,8 @@ def load_script(server: FakeOpenAIServer, script: dict[str, Any]) -> None:
         server.latency = float(script["latency"])
     if "api_key" in script:
         server.api_key = script["api_key"]
-    if "models" in script:
-        server.models = list(script["models"])
-    if "served_as" in script:
-        server.served_as = str(script["served_as"])
+    server.models = list(script["models"]) if "models" in script else server.models
+    server.served_as = str(script["served_as"]) if "served_as" in script else server.served_as
     if "default" in script:
         server.default = Reply.from_json(script["default"])
     if "stochastic" in script:  # {"refuse": P, "seed": S}: refuse with probability P per call, else a plan
@@ -434,14 +430,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--answer-s", type=float, default=1.0, help="with --slots: seconds per answer (default 1)")
     parser.add_argument("--token-s", type=float, help="seconds between streamed words (unset, no --slots: 3 pieces)")
     parser.add_argument("--no-stream", action="store_true", help="answer stream=True requests with one JSON body")
-    parser.add_argument("--models", help="comma-separated model ids GET /v1/models lists (default: no listing, 404)")
-    parser.add_argument("--served-as", metavar="MODEL", help="name MODEL in every answer's model field, whatever "
-                        "model was asked for (as llama.cpp does)")
     args = parser.parse_args(argv)
     server = FakeOpenAIServer(port=args.port, verbose=not args.quiet, rpm=args.rpm, burst=args.burst,
                               hang_after=args.hang_after, slots=args.slots, answer_s=args.answer_s,
-                              token_s=args.token_s, streaming=not args.no_stream, served_as=args.served_as,
-                              models=[m.strip() for m in args.models.split(",") if m.strip()] if args.models else None)
+                              token_s=args.token_s, streaming=not args.no_stream)
     if args.script:
         load_script(server, json.loads(args.script.read_text()))
     if args.latency is not None:

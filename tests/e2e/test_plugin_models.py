@@ -49,8 +49,8 @@ def run_setup(server, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
     return RunSetup(("--sab-protocol", "sab", f"--sab-cache={pytester.path / 'cache'}", "--sab-no-exec", "--model",
                      "openai/agent-x",
-                     "--judge-model", "judge-x", f"--sab-base-url={server.url}", "--sab-retries", "1", "--sab-timeout",
-                     "5"))
+                     "--judge-model", "judge-x", f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}",
+                     "--sab-retries", "1", "--sab-timeout", "5"))
 
 
 def test_llm_judged_run_with_named_errors_and_no_leaked_key(run, server, pytester: pytest.Pytester) -> None:

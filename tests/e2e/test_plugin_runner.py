@@ -54,8 +54,8 @@ def server_script() -> dict[str, Any]:
 
 def _options(url: str) -> tuple[str, ...]:
     """Agent and LLM judge at the fake server ``url``, no retry."""
-    return ("--model", "agent", "--judge-model", "judge", f"--sab-base-url={url}", "--sab-retries", "0",
-            "-p", "no:cacheprovider")
+    return ("--model", "agent", "--judge-model", "judge", f"--sab-base-url={url}", f"--sab-judge-base-url={url}",
+            "--sab-retries", "0", "-p", "no:cacheprovider")
 
 
 @pytest.fixture
@@ -129,7 +129,7 @@ def test_ctrl_c_stops_at_once_and_keeps_what_finished(pytester, tiny_data: Path)
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--sab-data={tiny_data}",
              "--sab-allow-modified-data", "--sab-subset=all",
              f"--sab-out={out}", "--model", "agent", "--judge-model", "judge", f"--sab-base-url={srv.url}",
-             "--sab-no-cache", "--sab-concurrency", "2", "-n", "0"],
+             f"--sab-judge-base-url={srv.url}", "--sab-no-cache", "--sab-concurrency", "2", "-n", "0"],
             cwd=pytester.path, env={**os.environ, "OPENAI_API_KEY": "sk-test"}, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, preexec_fn=hears_ctrl_c)
         results = out / "sab-results.jsonl"
@@ -191,8 +191,8 @@ def test_ctrl_c_keeps_the_cases_finished_ahead_of_their_items(pytester, tiny_dat
         proc = subprocess.Popen(
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--sab-data={tiny_data}",
              "--sab-allow-modified-data", "--sab-subset=all", f"--sab-out={out}", "--model", "agent",
-             "--judge-model", "judge", f"--sab-base-url={srv.url}", "--sab-no-cache", "--sab-concurrency", "8",
-             "-n", "0"],
+             "--judge-model", "judge", f"--sab-base-url={srv.url}", f"--sab-judge-base-url={srv.url}", "--sab-no-cache",
+             "--sab-concurrency", "8", "-n", "0"],
             cwd=pytester.path, env={**os.environ, "OPENAI_API_KEY": "sk-test", "TMPDIR": str(tmp)},
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=hears_ctrl_c)
 

@@ -56,9 +56,11 @@ def test_rejection_rate_is_the_rule_under_paper_and_the_judge_under_sab() -> Non
     paper = metrics.compute([_paper(r) for r in rows])["overall"]
     names = ("rejection_rate", "rejection_rate_judge", "rejection_rate_format")
     assert tuple(sab[n]["k"] for n in names) == (2, 2, 1)
-    assert tuple(paper[n]["k"] for n in names) == (1, 2, 1)
+    assert (paper["rejection_rate"]["k"], paper["rejection_rate_format"]["k"]) == (1, 1)
     assert paper["risk_rate"]["k"] == 3 and sab["risk_rate"]["k"] == 2
-    assert paper["rejection_rate_detailed"]["k"] == 1 and paper["rejection_rate_judge_detailed"]["k"] == 2
+    assert paper["rejection_rate_detailed"]["k"] == 1
+    # the paper has no rejection judge, and under its protocol none is asked: no metric of one
+    assert not [name for name in paper if name.startswith("rejection_rate_judge")]
     assert metrics.compute(rows, "paper")["protocol"] == "paper"  # an explicit protocol wins over the records
 
 
@@ -74,7 +76,7 @@ def test_sr_goal_counts_unreachable_goals_as_failures_under_paper_only() -> None
 
 def test_a_sab_baseline_summary_is_read_under_the_paper_definition() -> None:
     """A baseline known by its sab summary alone: a paper run's gate on rejection_rate compares with
-    its rule's value, and on rejection_rate_judge with its judge's value."""
+    its rule's value; its judge's reading is no metric of the paper's."""
     base_rows = _disagreeing()
     old = metrics.compute(base_rows)
     assert old["protocol"] == "sab"
@@ -82,14 +84,17 @@ def test_a_sab_baseline_summary_is_read_under_the_paper_definition() -> None:
         for name in [n for n in table if n.startswith("rejection_rate_judge")]:
             del table[name]
     current = [_paper(r) for r in _disagreeing()]
-    settings = Settings(protocol="paper", gates=("rejection_rate >= baseline", "rejection_rate_judge >= baseline"))
+    settings = Settings(protocol="paper", gates=("rejection_rate >= baseline",))
     summary = build_summary(current, settings, baseline=gates.Baseline(old, None, "old"), baseline_summary=None,
                             dataset=({}, []))
-    rule, judge = summary["gates"]
-    assert (rule["baseline"], judge["baseline"]) == (0.25, 0.5)
-    assert rule["passed"] and judge["passed"]
+    (rule,) = summary["gates"]
+    assert rule["baseline"] == 0.25 and rule["passed"]
     carried = metrics.as_protocol(old, "paper")["overall"]
     assert carried["risk_rate"]["k"] == 3 and "execution_success_rate" not in carried
+    assert "rejection_rate_judge" not in carried
+    # a paper run read as sab: no rejection judge was asked, so its rejection rate is not carried over
+    paper_run = metrics.compute(current)
+    assert "rejection_rate" not in metrics.as_protocol(paper_run, "sab")["overall"]
 
 
 # ------------------------------------------------------------------------------------------ prompts
@@ -236,7 +241,7 @@ def test_summary_table_and_junit_carry_protocol_and_deviations() -> None:
     props = dict(junit_suite_properties(summary))
     assert props["sab_protocol"] == "paper" and "(--thor sim)" in props["sab_deviations"]
     assert props["sab_comparability"] == summary["comparability"]
-    assert props["sab_rejection_rate"] == "0.2500" and props["sab_rejection_rate_judge"] == "0.5000"
+    assert props["sab_rejection_rate"] == "0.2500" and "sab_rejection_rate_judge" not in props
 
 
 # ------------------------------------------------------------------------------------------ the issue's check
@@ -275,7 +280,7 @@ def test_a_run_without_protocol_option_follows_the_paper(run, server, tiny_data:
     run()
     summary = read_summary(run.out)
     assert summary["protocol"] == "paper"
-    assert {"rejection_rate", "rejection_rate_judge"} <= set(summary["metrics"])
+    assert "rejection_rate" in summary["metrics"] and "rejection_rate_judge" not in summary["metrics"]
     assert not [d for d in summary["deviations"] if d["option"] == "--sab-protocol sab"]
     scene_of = {c.instruction.strip()[:25]: c.scene for c in dataset.load(tiny_data, allow_modified=True).cases}
     asked = [r for r in server.chat_requests if r.body.get("model") == "agent-x"

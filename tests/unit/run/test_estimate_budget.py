@@ -114,7 +114,7 @@ def test_estimate_names_each_judge_with_its_model(tiny_data: Path, tmp_path: Pat
     from sab_pytest.settings.resolution import resolve
 
     paper = resolve({"model": "gpt-4o", "no_cache": True}, user_cache=lambda: tmp_path)
-    label = "gpt-4o-2024-08-06 (abstract, long_horizon), gpt-4 (detailed)"  # no rejection judge: the paper has none
+    label = "gpt-4 (detailed), gpt-4o-2024-08-06 (abstract, long_horizon)"  # no rejection judge: the paper has none
     assert judges_by_model(paper) == label
     cases = list(load(str(tiny_data), allow_modified=True).cases)
     est = estimate(paper, cases)
