@@ -354,3 +354,41 @@ def test_compare_reads_run_a_under_run_bs_protocol(tmp_path: Path) -> None:
     row = next(r for r in compare_runs(old, new, allow_different=True)["rows"]
                if r["metric"] == "rejection_rate" and r["group"] is None)
     assert (row["a"]["k"], row["b"]["k"]) == (1, 1) and row["diff"] == 0  # both the rule's 1 of 4, not the judge's 2
+
+
+# ------------------------------------------------------------------------------------------ the page's commands
+
+def _remaining_tables() -> tuple[list[tuple[str, list[str], list[str]]], dict[str, str]]:
+    """docs/paper.md's commands (with the strategies they are run with and the names of what they list),
+    and its names, each with the beginning of its sentence."""
+    block = PAPER_PAGE.read_text(encoding="utf-8").split("<!-- remaining: begin -->\n", 1)[1]
+    block = block.split("<!-- remaining: end -->", 1)[0]
+    commands, names = [], {}
+    for line in block.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            commands.append((cells[0].strip("`"), [s.strip() for s in cells[1].split(",")],
+                             [n.strip() for n in cells[2].split(",")]))
+        elif len(cells) == 2 and cells[0] not in ("name", "---"):
+            names[cells[0]] = cells[1]
+    return commands, names
+
+
+def test_each_command_of_the_paper_page_lists_what_the_page_says(pytester: pytest.Pytester) -> None:
+    """Every command of the page's cells, parsed by the plugin's own options for each strategy it names,
+    lists exactly the differences the page says remain, no more and no fewer."""
+    from sab_pytest.pytest_layer.options import settings_from_config
+
+    commands, names = _remaining_tables()
+    assert len(commands) >= 5 and len(names) >= 10
+    for name, start in names.items():  # each name stands for one sentence of the catalogue
+        assert len([d for d, _ in CATALOGUE if d.text.startswith(start)]) == 1, name
+    for command, strategies, listed in commands:
+        assert set(listed) <= set(names), listed
+        for strategy in strategies:
+            args = command.replace("STRATEGY", strategy).replace("NAME", "llama3-8b").replace(
+                "URL", "http://gpu:8000/v1").split()
+            s = settings_from_config(pytester.parseconfig(*args))
+            shown = sorted(name for name, start in names.items() for d in deviations(s) if d.text.startswith(start))
+            assert shown == sorted(listed), (command, strategy, [d.text for d in deviations(s)])
+            assert len(shown) == len(deviations(s)), (command, strategy)
