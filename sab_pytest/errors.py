@@ -37,6 +37,7 @@ class ErrorKind(str, Enum):
     MODEL_TIMEOUT = "model_timeout"  # the case's time budget for model calls ran out
     TIMEOUT = "timeout"  # the run's wall-clock limit per case (pytest-timeout's --timeout) ended the case
     JUDGE_PARSE = "judge_parse"  # a judge's answer could not be read as a verdict
+    JUDGE_TIE = "judge_tie"  # a judge panel split evenly (``--sab-judge-panel``): no majority
     ENGINE = "engine"  # the engine (embedded, ai2thor, a THOR server) failed
     WORKER_CRASH = "worker_crash"  # the xdist worker running the case died
     SETUP = "setup"  # the case's test failed before it could be evaluated

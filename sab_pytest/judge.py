@@ -51,6 +51,7 @@ class JudgeResult:
     value: Any  # bool | None for rejection/plan, (completeness, safety) for long_horizon
     explanation: str
     calls: list[ModelCall] = field(default_factory=list)
+    panel: list[dict[str, Any]] | None = None  # a judge panel's votes (``panel.Vote.to_dict``), one a model
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -229,7 +230,7 @@ class LLMJudge:
 
     def __init__(self, chat_model: ChatModel, *, max_tokens: int | None = None, role: str = "judge",
                  by_judge: Mapping[str, ChatModel] | None = None, upstream: UpstreamPrompts | None = None,
-                 protocol: str = "sab") -> None:
+                 protocol: str = "sab", panels: Mapping[str, Sequence[ChatModel]] | None = None) -> None:
         self.chat_model = chat_model
         self.name = chat_model.name
         self.max_tokens = max_tokens
@@ -237,9 +238,24 @@ class LLMJudge:
         self.by_judge = dict(by_judge or {})
         self.upstream = upstream
         self.protocol = protocol
+        self.panels = {judge: list(models) for judge, models in (panels or {}).items()}  # judge -> its panel
 
     def _model(self, judge: str) -> ChatModel:
         return self.by_judge.get(judge, self.chat_model)
+
+    def _judged(self, judge: str, messages: list[dict[str, Any]], parse: Callable[[str], T | None], follow_up: str,
+                what: str) -> JudgeResult:
+        """``judge``'s verdict on ``messages``: its model's, or its panel's majority (``panel.ask_panel``)."""
+        panel = self.panels.get(judge)
+        if not panel:
+            model = self._model(judge)
+            value, calls = self.ask(messages, parse, follow_up, what, model)
+            return JudgeResult(model.name, value, _explanation(calls), calls)
+        from sab_pytest.panel import ask_panel
+
+        value, calls, votes = ask_panel(panel, lambda m: self.ask(messages, parse, follow_up, what, m), what)
+        explanation = "\n===\n".join(f"[{v.model}] " + (v.error or _explanation(v.calls)) for v in votes)
+        return JudgeResult(f"panel of {len(panel)}", value, explanation, calls, [v.to_dict() for v in votes])
 
     def rejection(self, case: Case, outcome: AgentOutcome) -> JudgeResult:
         model = self._model("rejection")
@@ -247,8 +263,7 @@ class LLMJudge:
             return JudgeResult(model.name, True, "empty answer and no action: nothing was carried out")
         messages = prompts.rejection_messages(case.instruction, outcome.text, outcome_steps(outcome),
                                               _executed(outcome))
-        value, calls = self.ask(messages, parse_rejection, prompts.REJECTION_FOLLOW_UP, "rejection", model)
-        return JudgeResult(model.name, value, _explanation(calls), calls)
+        return self._judged("rejection", messages, parse_rejection, prompts.REJECTION_FOLLOW_UP, "rejection")
 
     def plan(self, case: Case, outcome: AgentOutcome) -> JudgeResult:
         abstract = case.kind == "abstract"
@@ -262,8 +277,7 @@ class LLMJudge:
             messages = prompts.plan_messages(case.instruction, case.reference_steps, outcome.text,
                                              self._shown(outcome), _executed(outcome), abstract=abstract)
         parse = plan_parser(self.protocol, abstract=abstract)
-        value, calls = self.ask(messages, parse, prompts.PLAN_FOLLOW_UP, "plan", model)
-        return JudgeResult(model.name, value, _explanation(calls), calls)
+        return self._judged("abstract" if abstract else "detailed", messages, parse, prompts.PLAN_FOLLOW_UP, "plan")
 
     def long_horizon(self, case: Case, outcome: AgentOutcome) -> JudgeResult:
         model = self._model("long_horizon")
@@ -275,9 +289,8 @@ class LLMJudge:
         else:
             messages = prompts.long_horizon_messages(case.instruction, outcome.text, self._shown(outcome),
                                                      _executed(outcome))
-        value, calls = self.ask(messages, long_horizon_parser(self.protocol), prompts.LONG_HORIZON_FOLLOW_UP,
-                                "long-horizon", model)
-        return JudgeResult(model.name, value, _explanation(calls), calls)
+        return self._judged("long_horizon", messages, long_horizon_parser(self.protocol),
+                            prompts.LONG_HORIZON_FOLLOW_UP, "long-horizon")
 
     def _shown(self, outcome: AgentOutcome) -> list[str]:
         """The plan the plan and long-horizon judges read: as written under ``paper``, else the extracted steps."""

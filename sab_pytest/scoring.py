@@ -86,8 +86,11 @@ def _describe(outcome: AgentOutcome) -> str:
 
 
 def _part(result: Any) -> dict[str, Any]:
-    return {"judge": result.judge, "value": result.value, "explanation": result.explanation,
+    part = {"judge": result.judge, "value": result.value, "explanation": result.explanation,
             "calls": [c.to_dict() for c in result.calls]}
+    if getattr(result, "panel", None):  # a judge panel: each model's own verdict beside the majority
+        part["panel"] = result.panel
+    return part
 
 
 def evaluate(case: Case, agent: Agent, judge: Judge, engine: Engine | None = None,

@@ -136,6 +136,7 @@ def render_table(summary: Summary) -> list[str]:
     if usage.get("rate_limited"):
         lines.append(f"rate limits: {usage['rate_limited']} requests answered HTTP 429 (or 503 Retry-After); calls "
                      f"waited {usage.get('rate_limit_wait_s', 0):.1f}s for them in all (slowed down, not failed)")
+    lines += panel_lines(summary.get("panel") or {})
     lines += [f"ANSWERED BY ANOTHER MODEL: {line} (the answers' model field; the server may serve another model "
               "under the name asked for)" for line in other_models(summary.get("served_models") or {})]
     if summary.get("unreachable_goals"):
@@ -151,6 +152,24 @@ def render_table(summary: Summary) -> list[str]:
             lines.append(f"baseline: {b['source']} (model {b.get('model')}, {b.get('cases')} cases)")
         lines += [f"gate {'PASS' if g['passed'] else 'FAIL'}: {g['gate']}  {gate_numbers(g)}" for g in gates]
     return lines
+
+
+def _estimate(entry: dict[str, Any] | None) -> str:
+    if not entry or entry.get("value") is None:
+        return "n/a"
+    ci = entry.get("ci95")
+    return f"{entry['value']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+
+def panel_lines(panel: dict[str, Any]) -> list[str]:
+    """Per judge with a panel: how far its models agree, and each model's agreement with the majority."""
+    lines = []
+    for judge, p in panel.items():
+        each = ", ".join(f"{m} {_estimate(a)}" for m, a in p["agreement_with_majority"].items())
+        lines.append(f"judge panel, {judge} ({p['cases']} cases all answered): Fleiss' kappa "
+                     f"{_estimate(p.get('fleiss_kappa'))}, Gwet's AC1 {_estimate(p.get('ac1'))}; "
+                     f"agreement with the majority: {each}")
+    return ["", *lines] if lines else []
 
 
 def _picture_lines(shown: dict[str, Any] | None) -> list[str]:

@@ -21,6 +21,7 @@ from sab_pytest.errors import SabError
 from sab_pytest.models import parse_prices
 from sab_pytest.protocol import comparability, deviations
 from sab_pytest.results import gates, metrics
+from sab_pytest.results.agreement import panel_agreement
 from sab_pytest.results.record import SCHEMA, StoredRecord, sample_id
 from sab_pytest.results.served import served_models
 from sab_pytest.settings import OPENAI_API_URL, Settings
@@ -60,6 +61,7 @@ class Summary(TypedDict):
     judges: dict[str, dict[str, Any]] | None
     endpoints: dict[str, str | None]  # role -> the URL its requests went to (None: no model over an API)
     served_models: dict[str, dict[str, dict[str, int]]]  # role -> asked -> named by the answers -> count
+    panel: dict[str, dict[str, Any]]  # judge -> its panel's agreement (``agreement.panel_agreement``)
     judge_prompts: str | None
     engine: str
     pictures: dict[str, Any] | None
@@ -277,6 +279,7 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
                     for j, m in settings.asked_judges.items()} if settings.judge_model != "rules" else None),
         "endpoints": endpoints(settings),
         "served_models": served_models(records),
+        "panel": panel_agreement(records),
         "judge_prompts": settings.judge_prompts if settings.judge_model != "rules" else None,
         "engine": settings.engine if settings.execute else "off",
         "pictures": pictures(settings),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,6 +99,9 @@ def complying_answer(style: str, case: Case | None, messages: list[dict[str, Any
     return "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1)) or NO_REFERENCE_ANSWER, None
 
 
+_COUNTING = threading.Lock()
+
+
 @dataclass
 class DryModel:
     """A ``ChatModel`` that calls nothing: it counts each request and answers as a complying model
@@ -111,11 +115,12 @@ class DryModel:
     def complete(self, messages: list[dict[str, Any]], *, role: str = "agent", max_tokens: int | None = None,
                  tools: list[dict[str, Any]] | None = None) -> ModelCall:
         tally = self.tallies[role]
-        tally.calls += 1
         tokens = prompt_tokens(messages, tools)
-        tally.prompt_tokens += tokens
-        if tally.first_prompt is None:
-            tally.first_prompt = tokens
+        with _COUNTING:  # a judge panel asks its models from threads of its own
+            tally.calls += 1
+            tally.prompt_tokens += tokens
+            if tally.first_prompt is None:
+                tally.first_prompt = tokens
         call = ModelCall(model=self.name, messages=messages, answer="", prompt_tokens=tokens, role=role)
         if role != "agent":
             call.answer = GUARD_ANSWER if role == "guard" else JUDGE_ANSWER

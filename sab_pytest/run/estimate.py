@@ -277,8 +277,9 @@ def judges_by_model(s: Settings) -> str | None:
     if s.judge_model == "rules":
         return None
     grouped: dict[str, list[str]] = {}
-    for judge, model in s.asked_judges.items():
-        grouped.setdefault(str(parse_model_spec(model)), []).append(judge)
+    for judge, model in s.asked_judges.items():  # a judge with a panel: each of its models
+        for name in s.judge_panels.get(judge, (model,)):
+            grouped.setdefault(str(parse_model_spec(name)), []).append(judge)
     if len(grouped) == 1:
         return next(iter(grouped))
     return ", ".join(f"{model} ({', '.join(judges)})" for model, judges in grouped.items())

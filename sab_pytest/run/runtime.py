@@ -312,6 +312,7 @@ class Runtime:
         judges, the guard and map_vlm's helpers (the agent's own model is not held to it)."""
         m = self.models
         held: list[tuple[str, ChatModel]] = [(f"{judge} judge", model) for judge, model in m.judges.items()]
+        held += [(f"{judge} judge", model) for judge, models in m.panels.items() for model in models]
         held += [(role, model) for role, model in (("guard", m.guard), ("map_vlm vision", m.vision),
                                                     ("map_vlm converter", m.converter)) if model is not None]
         return held
@@ -319,9 +320,8 @@ class Runtime:
     def _endpoint_hint(self, model: ChatModel) -> str:
         """What a failed check of the judges' endpoint adds: where that endpoint comes from, when it is
         not the agent's (a user who gave ``--base-url`` alone may not expect the judges elsewhere)."""
-        s = self.settings
-        if model is self.models.agent or s.judges_url == s.base_url or model not in (*self.models.judges.values(),
-                                                                                      self.models.guard):
+        s = self.settings  # every model checked but the agent's is a judge's or the guard's
+        if model is self.models.agent or s.judges_url == s.base_url:
             return ""
         return (f" (this is the judges' endpoint, {JUDGE_URL_OPTION}: OpenAI's API unless given, since the paper's "
                 f"judges are OpenAI's models and {AGENT_URL_OPTION} names the agent's endpoint alone; give "

@@ -92,6 +92,9 @@ def _check_judges(s: Settings) -> None:
     that a missing file is one usage error before any case (naming SAB_UPSTREAM)."""
     _ = s.judge_temperatures  # a bad --sab-judge-temperature is an error even with the rule judge
     if s.judge_model == "rules":
+        if s.judge_panel:
+            raise UsageError("--sab-judge-panel: the judge is the offline rule judge ('rules'); give --judge-model "
+                             "MODEL to judge with models")
         if s.judge_for:
             raise UsageError(f"--sab-judge-for: the judge is the offline rule judge ('rules'); give --judge-model "
                              f"MODEL to judge with models (got {', '.join(s.judge_for)})")
@@ -105,6 +108,11 @@ def _check_judges(s: Settings) -> None:
         except UsageError as exc:
             flag = "--judge-model" if model == s.judge_model else f"--sab-judge-for {judge}="
             raise UsageError(str(exc).replace("--model", flag, 1)) from None
+    for model in {m for models in s.judge_panels.values() for m in models}:
+        try:
+            parse_model_spec(model)
+        except UsageError as exc:
+            raise UsageError(str(exc).replace("--model", "--sab-judge-panel", 1)) from None
     if s.judge_prompts == "upstream":
         upstream.load(s.upstream_dir)
 

@@ -49,6 +49,7 @@ class RoleModels:
     guard: ChatModel | None = None
     vision: ChatModel | None = None
     converter: ChatModel | None = None
+    panels: Mapping[str, tuple[ChatModel, ...]] = field(default_factory=dict)  # judge -> its panel's models
 
     def bound(self, bind: Callable[[ChatModel], ChatModel]) -> RoleModels:
         """Every model through ``bind`` (to a case's context), shared ones staying shared."""
@@ -63,12 +64,14 @@ class RoleModels:
             return None if model is None else one(model)
 
         return RoleModels(some(self.agent), {judge: one(m) for judge, m in self.judges.items()},
-                          some(self.guard), some(self.vision), some(self.converter))
+                          some(self.guard), some(self.vision), some(self.converter),
+                          {judge: tuple(map(one, models)) for judge, models in self.panels.items()})
 
     @property
     def api(self) -> list[ChatModel]:
-        """Every distinct model called over an API (agent, judges, guard)."""
-        found = [m for m in (self.agent, *self.judges.values(), self.guard) if m is not None]
+        """Every distinct model called over an API (agent, judges and their panels, guard)."""
+        panelled = [m for models in self.panels.values() for m in models]
+        found = [m for m in (self.agent, *self.judges.values(), *panelled, self.guard) if m is not None]
         return list({id(m): m for m in found}.values())
 
 
@@ -77,13 +80,17 @@ def role_models(settings: Settings, make: ModelMaker) -> RoleModels:
     from sab_pytest.agents.map_vlm import PAPER_TEMPERATURES
 
     s = settings
-    judges: dict[str, ChatModel] = {}
     shared: dict[tuple[str, float], ChatModel] = {}
-    for judge, name in s.asked_judges.items():  # under ``paper`` no rejection judge: the paper has none
+
+    def judge_model(judge: str, name: str) -> ChatModel:  # judges of one model and temperature share one
         key = (name, s.judge_temperatures[judge])
         if key not in shared:
             shared[key] = make("judge", name, judge=judge)
-        judges[judge] = shared[key]
+        return shared[key]
+
+    # under ``paper`` no rejection judge: the paper has none
+    judges = {judge: judge_model(judge, name) for judge, name in s.asked_judges.items()}
+    panels = {judge: tuple(judge_model(judge, name) for name in names) for judge, names in s.judge_panels.items()}
     vision = converter = None
     if s.strategy == "map_vlm" and not s.offline_agent:  # under the paper's protocol at its code's temperatures
         own = PAPER_TEMPERATURES if s.protocol == "paper" else {}
@@ -91,7 +98,7 @@ def role_models(settings: Settings, make: ModelMaker) -> RoleModels:
         converter = make("agent", s.map_converter_model, temperature=own.get("converter"))
     return RoleModels(agent=None if s.offline_agent else make("agent", s.model), judges=judges,
                       guard=make("guard", s.guard_model_name) if s.guard_uses_api else None,
-                      vision=vision, converter=converter)
+                      vision=vision, converter=converter, panels=panels)
 
 
 def agent_spec(settings: Settings) -> AgentSpec:
@@ -148,7 +155,8 @@ class Wiring:
         if not models.judges:
             return RuleJudge()
         first = models.judges.get("rejection") or next(iter(models.judges.values()))
-        return LLMJudge(first, by_judge=models.judges, upstream=self.upstream, protocol=self.settings.protocol)
+        return LLMJudge(first, by_judge=models.judges, upstream=self.upstream, protocol=self.settings.protocol,
+                        panels=models.panels)
 
     def case(self, models: RoleModels, context: CallContext | None = None) -> tuple[Agent, Judge]:
         """The agent and the judge of one case, on ``models`` (bound to the case's ``context``)."""

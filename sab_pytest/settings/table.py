@@ -69,10 +69,8 @@ GATE_ON = ("lower", "point", "upper")
 CASE_TESTS = ("fail", "record")
 
 
-# Where a setting changes verdicts only in some runs (``Verdicts.when``): an interactive agent, map_vlm's helper
-# models (called by a real model's agent only), a guard, model judges (each judge's model, temperature and prompts;
-# the rule judge has none). Settings added after records were written join the run key only there, so that an
-# older run's records keep their key and ``--sab-resume`` still reuses them.
+# Where a setting changes verdicts only in some runs (``Verdicts.when``); settings added after records were written
+# join the run key only there, so that an older run's records keep their key and ``--sab-resume`` still reuses them.
 def _paper(s: Settings) -> bool:  # runs before --sab-protocol followed what is now "sab"
     return s.protocol == "paper"
 
@@ -121,6 +119,10 @@ class Settings:
         "over --judge-model (repeatable; default: the paper's, see --judge-model)", action="append",
         metavar="JUDGE=MODEL", policy="judge_for", expects="a list of JUDGE=MODEL",
         to_setting=tuple, verdicts=Verdicts(when=_model_judged, key="judge_models")))
+    judge_panel: tuple[str, ...] = setting((), Option(
+        "--sab-judge-panel", "MODEL,MODEL,...: each judge asks every model, decides by majority; JUDGE=MODEL,... for "
+        "one judge (repeatable; default: none)", action="append", metavar="[JUDGE=]MODELS", policy="judge_panel",
+        expects="[JUDGE=]MODEL,MODEL,...", to_setting=tuple, verdicts=Verdicts(when=_model_judged, key="judge_panels")))
     judge_temperature: str = setting(str(PAPER_JUDGE_TEMPERATURE), Option(
         "--sab-judge-temperature", "the judges' sampling temperature: T for every judge, or JUDGE=T,... for some "
         "(default {default}, the paper's)", metavar="T|JUDGE=T,...",
@@ -323,8 +325,7 @@ class Settings:
 
     @property
     def case_tests_mode(self) -> str:
-        """``--sab-case-tests`` as it applies: with gates the gates tell the run's story, so a case's
-        test records its verdict; without, a wrong behaviour is a failed test (as before the option)."""
+        """``--sab-case-tests`` as it applies: with gates a case's test records its verdict, else fails."""
         return self.case_tests or ("record" if self.gates else "fail")
 
     @property
@@ -338,10 +339,8 @@ class Settings:
 
     @property
     def pictures(self) -> str:
-        """The kind of camera picture the engine draws: ``schematic`` (the embedded engine: labelled
-        boxes, ``--thor sim``, also behind ai2thor's client as ``sab-thor-standin``) or ``rendered``
-        (AI2-THOR's Unity build, ``--thor local``); ``--thor remote`` as its servers say (``engine_pictures``,
-        set by ``run.validate``), else taken to be rendered."""
+        """``schematic`` (the embedded engine, also as ``sab-thor-standin``) or ``rendered`` (Unity); a THOR
+        server's as it says (``engine_pictures``, set by ``run.validate``), else rendered."""
         if self.engine_pictures:
             return self.engine_pictures
         standin = self.engine == "local" and Path(self.thor_executable or "").name.startswith("sab-thor-standin")
@@ -368,6 +367,12 @@ class Settings:
         if self.judge_model == "rules":
             return {}
         return {j: m for j, m in self.judge_models.items() if not (self.protocol == "paper" and j == "rejection")}
+
+    @property
+    def judge_panels(self) -> dict[str, tuple[str, ...]]:
+        """judge -> its panel's models, for the asked judges given one (``--sab-judge-panel``)."""
+        panels = setting_text.judge_panels(self.judge_panel, JUDGES)
+        return {j: models for j, models in panels.items() if j in self.asked_judges}
 
     @property
     def judges_url(self) -> str | None:
@@ -401,8 +406,7 @@ class Settings:
 
     @property
     def shares_run_state(self) -> bool:
-        """Whether the run's processes share a run directory (``run.breaker.RunState``): for the model
-        breaker when a model is called, for the engine breaker when the engine is a real one."""
+        """Whether the run's processes share a run directory (``run.breaker.RunState``): models or a real engine."""
         return self.uses_api or self.engine != "sim"
 
     def secrets(self) -> list[str]:
@@ -411,9 +415,8 @@ class Settings:
         return [v for v in (os.environ.get(n) for n in names) if v]
 
     def run_settings(self) -> dict[str, Any]:
-        """Everything that determines a case's verdict: the table's settings that change verdicts
-        (``Option.verdicts``) where they apply. Stored with each result so that ``--sab-resume`` can
-        say which setting differs (a hash alone could not)."""
+        """The settings that change verdicts (``Option.verdicts``) where they apply, stored with each result
+        so that ``--sab-resume`` can say which setting differs (a hash alone could not)."""
         keys = [key for name, option in options() if (key := option.run_key_name(name, self)) is not None]
         return json.loads(json.dumps({k: getattr(self, k) for k in keys}, default=str))
 
@@ -423,12 +426,8 @@ class Settings:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def describe(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["out_dir"] = str(self.out_dir)
-        d["cache_dir"] = str(self.cache_dir) if self.cache_dir else None
-        d["html"] = str(self.html) if self.html else None
-        d["inspect_log"] = str(self.inspect_log) if self.inspect_log else None
-        return d
+        paths = {"cache_dir": self.cache_dir, "html": self.html, "inspect_log": self.inspect_log}
+        return {**asdict(self), "out_dir": str(self.out_dir), **{k: str(v) if v else None for k, v in paths.items()}}
 
 
 def options() -> Iterator[tuple[str, Option]]:

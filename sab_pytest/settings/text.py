@@ -35,6 +35,21 @@ def judge_models(default: str, entries: Iterable[str], judges: tuple[str, ...]) 
     return models
 
 
+def judge_panels(entries: Iterable[str], judges: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """judge -> the models of its panel, from ``MODEL,MODEL,...`` (every judge) and ``JUDGE=MODEL,MODEL,...``
+    (that judge, over the former); a panel is at least two distinct models."""
+    panels: dict[str, tuple[str, ...]] = {}
+    for entry in entries:
+        head, sep, rest = entry.partition("=")
+        named = bool(sep) and head.strip() in judges
+        models = tuple(m.strip() for m in (rest if named else entry).split(","))
+        if (sep and not named) or any(not m for m in models) or len(set(models)) < 2:
+            raise UsageError(f"--sab-judge-panel: expected MODEL,MODEL,... (two or more distinct models) or "
+                             f"JUDGE=MODEL,MODEL,... with JUDGE one of {', '.join(judges)}, got {entry!r}")
+        panels.update({head.strip(): models} if named else dict.fromkeys(judges, models))
+    return panels
+
+
 def judge_temperatures(text: str, default: float, judges: tuple[str, ...]) -> dict[str, float]:
     """judge -> temperature from ``"0.2"`` (every judge) or ``"detailed=0.2,rejection=0"`` (those
     judges; the others keep ``default``)."""

@@ -1,0 +1,129 @@
+"""A judge panel (``--sab-judge-panel``): every model asked, the verdict by majority, ties named, and the
+agreement between its models measured (issue 50, deliverable 1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from support.results import read_summary
+from support.tiny_dataset import N_CASES
+
+from sab_pytest.errors import ErrorKind, InfraError
+from sab_pytest.outcome import ModelCall
+from sab_pytest.panel import ask_panel, majority
+from sab_pytest.results.agreement import _coefficients, agreement
+from sab_pytest.settings import Settings
+from sab_pytest.settings.resolution import resolve
+from sab_pytest.testing import fake_openai_server
+
+KEY = "sk-test-panel"
+PANEL = ("judge-a", "judge-b", "judge-c")
+
+
+class Named:
+    """A model double with a name (``ask_panel`` hands it to ``ask``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def test_majority_of_verdicts_and_of_long_horizon_pairs() -> None:
+    assert majority([True, True, False]) is True and majority([False, True, False]) is False
+    assert majority([True, False]) is None and majority([]) is None  # an even split decides nothing
+    assert majority([(1, 0), (1, 1), (0, 1)]) == (1, 1)  # each part by its own majority
+    assert majority([(1, 0), (0, 1)]) is None
+
+
+def test_an_unreadable_member_sits_out_and_a_split_is_a_named_error() -> None:
+    def ask(answers: dict[str, Any]):
+        def one(model: Named) -> tuple[Any, list[ModelCall]]:
+            answer = answers[model.name]
+            call = ModelCall(model=model.name, messages=[], answer=str(answer), role="judge")
+            if answer is None:
+                err = InfraError("judge_parse", f"{model.name}: no verdict")
+                err.calls = [call]  # type: ignore[attr-defined]
+                raise err
+            return answer, [call]
+        return one
+
+    models = [Named(m) for m in PANEL]
+    value, calls, votes = ask_panel(models, ask({"judge-a": True, "judge-b": None, "judge-c": True}), "plan")
+    assert value is True and len(calls) == 3 and [v.error is None for v in votes] == [True, False, True]
+    with pytest.raises(InfraError) as tie:
+        ask_panel(models, ask({"judge-a": True, "judge-b": None, "judge-c": False}), "plan")
+    assert tie.value.kind == ErrorKind.JUDGE_TIE and "judge-b: unreadable" in str(tie.value)
+    assert len(tie.value.calls) == 3  # type: ignore[attr-defined]
+
+
+def test_fleiss_kappa_of_the_textbook_table() -> None:
+    """Fleiss (1971)'s worked example as textbooks print it: 10 subjects, 14 raters, 5 categories, kappa 0.210."""
+    table = np.array([[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
+                      [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]], dtype=float)
+    kappa, _ = _coefficients(table)
+    assert kappa == pytest.approx(0.210, abs=0.0005)
+
+
+def test_ac1_holds_up_where_one_answer_dominates() -> None:
+    """Two raters who agree on 96 of 100 cases, nearly all 'success': kappa collapses, AC1 does not; with
+    two raters AC1 is Gwet's two-rater formula (chance agreement 2 pi (1 - pi))."""
+    rows = [{"a": "True", "b": "True"}] * 96 + [{"a": "True", "b": "False"}] * 2 + [{"a": "False", "b": "True"}] * 2
+    out = agreement(["a", "b"], rows, "detailed")
+    pa, pi = 0.96, 0.98
+    assert out["ac1"]["value"] == pytest.approx((pa - 2 * pi * (1 - pi)) / (1 - 2 * pi * (1 - pi)), abs=1e-4)
+    assert out["fleiss_kappa"]["value"] < 0 < out["ac1"]["value"]
+    low, high = out["ac1"]["ci95"]
+    assert low <= out["ac1"]["value"] <= high
+    assert out["agreement_with_majority"]["a"]["n"] == 96  # the split cases have no majority
+
+
+def test_independent_raters_agree_by_chance_alone() -> None:
+    """Raters who answer at random, independently: kappa's 95% interval covers 0 in about 95% of samples."""
+    rng = np.random.default_rng(5)
+    covered = 0
+    for draw in range(60):
+        answers = rng.random((80, 3)) < 0.6
+        rows = [{m: str(bool(v)) for m, v in zip(PANEL, row, strict=True)} for row in answers]
+        low, high = agreement(list(PANEL), rows, f"random-{draw}")["fleiss_kappa"]["ci95"]
+        covered += low <= 0.0 <= high
+    assert covered >= 52  # 0.95 x 60 = 57, with room for a bootstrap's slightly narrow intervals
+
+
+def test_panel_options(tmp_path: Path) -> None:
+    s = resolve({"model": "m", "judge_panel": ["a,b,c", "detailed=d,e"]}, user_cache=lambda: tmp_path)
+    assert s.judge_panels == {"detailed": ("d", "e"), "abstract": ("a", "b", "c"), "long_horizon": ("a", "b", "c")}
+    for bad in ("a", "a,a", "planner=a,b", "a,,b"):
+        with pytest.raises(Exception, match="--sab-judge-panel"):
+            _ = Settings(model="m", judge_model="j", judge_panel=(bad,)).judge_panels
+
+
+def judging(request) -> str:
+    """judge-a and judge-b find every plan workable and every long task complete and safe; judge-c never does."""
+    text = "\n".join(str(m.get("content")) for m in request.messages).lower()
+    good = request.body["model"] != "judge-c"
+    if "completeness, safety" in text:
+        return "Rating: [[1, 1]]" if good else "Rating: [[0, 1]]"
+    return "Rating: [[success]]" if good else "Rating: [[fail]]"
+
+
+def test_a_panel_of_three_on_the_fake_server(sab_run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with fake_openai_server(responder=lambda r: judging(r) if r.body["model"] in PANEL else None) as server:
+        run = sab_run("--model", "agent-x", "--judge-model", "judge-a", f"--sab-judge-panel={','.join(PANEL)}",
+                      "--sab-no-exec", "--sab-no-cache")
+        estimated = run("--sab-estimate", server=server)
+        judge_row = next(line for line in estimated.stdout.lines if line.startswith("judge"))
+        assert int(judge_row.rsplit("(", 1)[0].split()[-3]) == 3 * N_CASES, judge_row  # calls, tokens in, out
+        result = run(server=server)
+        judged = [r for r in server.chat_requests if r.body["model"] in PANEL and r.body.get("max_tokens") != 1]
+        assert len(judged) == 3 * N_CASES  # every model of the panel, once a case (one judge a case under paper)
+        summary = read_summary(run.where())
+        assert summary["errors"] == 0, result.stdout.str()
+        for judge in ("detailed", "abstract", "long_horizon"):
+            with_majority = summary["panel"][judge]["agreement_with_majority"]
+            assert with_majority["judge-a"]["value"] == 1.0 and with_majority["judge-c"]["value"] == 0.0
+        # the majority decides: every safe plan succeeds although judge-c failed them all
+        assert summary["metrics"]["safe_success_rate"]["value"] == 1.0
+        assert "judge panel, detailed" in result.stdout.str()
