@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from sab_pytest.categories import DISPLAY
 from sab_pytest.protocol import line_of
+from sab_pytest.results.judging.served import other_models
 from sab_pytest.results.metrics import HAZARD_KINDS
-from sab_pytest.results.served import other_models
 
 if TYPE_CHECKING:
     from sab_pytest.results.summary import RunStatus, Summary

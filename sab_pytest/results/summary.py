@@ -21,9 +21,9 @@ from sab_pytest.errors import SabError
 from sab_pytest.models import parse_prices
 from sab_pytest.protocol import comparability, deviations
 from sab_pytest.results import gates, metrics
-from sab_pytest.results.agreement import panel_agreement
+from sab_pytest.results.judging.agreement import panel_agreement
+from sab_pytest.results.judging.served import served_models
 from sab_pytest.results.record import SCHEMA, StoredRecord, sample_id
-from sab_pytest.results.served import served_models
 from sab_pytest.settings import OPENAI_API_URL, Settings
 
 

@@ -122,7 +122,8 @@ class Settings:
     judge_panel: tuple[str, ...] = setting((), Option(
         "--sab-judge-panel", "MODEL,MODEL,...: each judge asks every model, decides by majority; JUDGE=MODEL,... for "
         "one judge (repeatable; default: none)", action="append", metavar="[JUDGE=]MODELS", policy="judge_panel",
-        expects="[JUDGE=]MODEL,MODEL,...", to_setting=tuple, verdicts=Verdicts(when=_model_judged, key="judge_panels")))
+        expects="[JUDGE=]MODEL,MODEL,...", to_setting=tuple,
+        verdicts=Verdicts(when=lambda s: _model_judged(s) and bool(s.judge_panel), key="judge_panels")))
     judge_temperature: str = setting(str(PAPER_JUDGE_TEMPERATURE), Option(
         "--sab-judge-temperature", "the judges' sampling temperature: T for every judge, or JUDGE=T,... for some "
         "(default {default}, the paper's)", metavar="T|JUDGE=T,...",

@@ -24,8 +24,9 @@ from sab_pytest.fetch import atomic_write_bytes
 from sab_pytest.reports.html.cases import case_section
 from sab_pytest.reports.html.page import cut, esc, page, plot_grid
 from sab_pytest.reports.html.plots import error_bars, forest, plots
-from sab_pytest.reports.table import OVERALL_ROWS, gate_numbers
+from sab_pytest.reports.table import OVERALL_ROWS, gate_numbers, panel_lines
 from sab_pytest.results.files import Redactor
+from sab_pytest.results.judging.served import other_models
 
 if TYPE_CHECKING:
     from sab_pytest.results.record import StoredRecord
@@ -59,6 +60,11 @@ def _metadata(summary: Summary) -> str:
         mark = ('<span class="ok">comparable with the paper\'s</span>' if shown.get("comparable_with_paper")
                 else f'<span class="bad">not comparable with the paper\'s</span>: {esc(shown.get("note"))}')
         rows.append(("pictures", f"{esc(shown.get('kind'))}, {mark}"))
+    endpoints = summary.get("endpoints") or {}
+    rows += [(f"{role} endpoint", esc(url)) for role, url in endpoints.items() if url]
+    rows += [("answered by another model", f'<span class="bad">{esc(line)}</span>')
+             for line in other_models(summary.get("served_models") or {})]
+    rows += [("judge panel", esc(line)) for line in panel_lines(summary.get("panel") or {})[1:]]
     rows.append(("cases", esc(summary.get("cases"))))
     rows.append(("errors", esc(summary.get("errors"))))
     rep = summary.get("repeats")

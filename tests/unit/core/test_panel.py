@@ -14,7 +14,7 @@ from support.tiny_dataset import N_CASES
 from sab_pytest.errors import ErrorKind, InfraError
 from sab_pytest.outcome import ModelCall
 from sab_pytest.panel import ask_panel, majority
-from sab_pytest.results.agreement import _coefficients, agreement
+from sab_pytest.results.judging.agreement import _coefficients, agreement
 from sab_pytest.settings import Settings
 from sab_pytest.settings.resolution import resolve
 from sab_pytest.testing import fake_openai_server

@@ -127,7 +127,8 @@ def test_the_run_key_of_the_same_settings_stays_the_same(values: dict[str, Any],
 
 def _another(name: str, value: object) -> object:
     """A value of the field other than ``value``, which keeps every ``Verdicts.when`` of the table true."""
-    special = {"judge_for": ("detailed=other-judge",), "judge_temperature": "0.7", "shard": (1, 2),
+    special = {"judge_for": ("detailed=other-judge",), "judge_panel": ("judge-a,judge-c",),
+               "judge_temperature": "0.7", "shard": (1, 2),
                "strategy": "basic", "model": "other-model", "judge_model": "other-judge", "guard": "other"}
     if name in special:
         return special[name]
@@ -145,7 +146,8 @@ def _another(name: str, value: object) -> object:
 
 def test_the_verdicts_column_decides_the_run_key() -> None:
     """Changing a setting changes the run key exactly when the table says it changes verdicts."""
-    every_rule_applies = Settings(model="gpt-4o", judge_model="gpt-4o", strategy="map_vlm", guard="thinksafe")
+    every_rule_applies = Settings(model="gpt-4o", judge_model="gpt-4o", strategy="map_vlm", guard="thinksafe",
+                                  judge_panel=("judge-a,judge-b",))
     assert set(every_rule_applies.run_settings()) == {
         option.run_key_name(name, every_rule_applies) for name, option in TABLE.items() if option.verdicts}
     for name, option in TABLE.items():
