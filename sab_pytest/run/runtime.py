@@ -45,13 +45,17 @@ JUDGE_URL_OPTION = "--sab-judge-base-url"
 AGENT_URL_OPTION = "--sab-base-url"
 
 
+#: the option that names a role's model, by the role's last word ("detailed judge", "map_vlm vision")
+MODEL_OPTIONS = {"judge": "--judge-model / --sab-judge-for JUDGE=MODEL", "guard": "--sab-guard-model",
+                 "vision": "--sab-map-vision-model", "converter": "--sab-map-converter-model"}
+
+
 def unlisted_model(role: str, name: str, server: str, served: list[str]) -> str:
     """The usage error of a role whose model the endpoint does not list, naming both and the ways out."""
     shown = ", ".join(served[:8]) + (f" and {len(served) - 8} more" if len(served) > 8 else "")
-    judged = role.endswith(("judge", "guard"))
-    where = JUDGE_URL_OPTION if judged else AGENT_URL_OPTION
-    which = ("--judge-model / --sab-judge-for JUDGE=MODEL" if role.endswith("judge") else "--sab-guard-model"
-             if role == "guard" else "--sab-map-vision-model" if "vision" in role else "--sab-map-converter-model")
+    kind = role.split()[-1]
+    where = JUDGE_URL_OPTION if kind in ("judge", "guard") else AGENT_URL_OPTION
+    which = MODEL_OPTIONS[kind]
     return (f"the {role}'s model {name!r} is not among the models {server} lists ({shown}): that server would "
             f"answer it as another model, or not at all. Give {where} URL of an endpoint that serves {name!r}, or "
             f"{which} a model this one lists; no case was run")
