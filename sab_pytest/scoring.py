@@ -85,10 +85,10 @@ def _describe(outcome: AgentOutcome) -> str:
     return f"answered without a plan: {text[:160]!r}" if text else "gave an empty answer"
 
 
-def _part(result: Any) -> dict[str, Any]:
+def _part(result: JudgeResult) -> dict[str, Any]:
     part = {"judge": result.judge, "value": result.value, "explanation": result.explanation,
             "calls": [c.to_dict() for c in result.calls]}
-    if getattr(result, "panel", None):  # a judge panel: each model's own verdict beside the majority
+    if result.panel:  # a judge panel: each model's own verdict beside the majority
         part["panel"] = result.panel
     return part
 
