@@ -11,7 +11,7 @@ import pytest
 
 from sab_pytest import dataset
 from sab_pytest.errors import INTERRUPTED, OUTPUT_FAILED, ErrorKind, SabError
-from sab_pytest.pytest_layer import terminal
+from sab_pytest.pytest_layer import junit_cases, terminal
 from sab_pytest.pytest_layer.collection import other_sharder
 from sab_pytest.pytest_layer.junit_gates import drop_earlier_attempts, log_xml, report_gates
 from sab_pytest.pytest_layer.state import AGGREGATOR, CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
@@ -217,6 +217,9 @@ class Aggregator:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown" and (case := CASE_ID.search(report.nodeid)):
+            record = self.records.get(case.group(1))  # the testcase closes on this report: its facts first
+            junit_cases.annotate(self.config, report, None if record is None else self.redact(junit.case_facts(record)))
         props = report.user_properties
         # what a worker's ``sab_verdict`` attached: its record, as the JSON object the report carried
         sent = cast("StoredRecord | None", next((v for k, v in props if k == RECORD_KEY), None))

@@ -1,6 +1,7 @@
 """What a case's test says (``--sab-case-tests``): ``fail`` makes a wrong behaviour a failed test;
-``record`` keeps it a passed test whose JUnit properties carry the verdict, so that with gates the
-JUnit file tells the same story as the exit status (the gates' own testcases fail, the cases do not).
+``record`` keeps it a passed test whose JUnit ``system-out`` (and, in the legacy family, properties)
+carry the verdict, so that with gates the JUnit file tells the same story as the exit status (the
+gates' own testcases fail, the cases do not).
 
 The assertion ``check`` raises ``CaseFailed`` in both modes (a case module written for the plugin
 calls ``check(record)`` and nothing else); in ``record`` mode the report of that one failure is
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 
+from sab_pytest.pytest_layer.junit_cases import legacy
 from sab_pytest.pytest_layer.state import SETTINGS, is_case_item
 from sab_pytest.results import StoredRecord
 
@@ -51,7 +53,8 @@ def recorded(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
         return report
     report.outcome = "passed"
     report.longrepr = None
-    recorded = (RECORDED_KEY, str(call.excinfo.value))
-    report.user_properties.append(recorded)
-    item.user_properties.append(recorded)  # JUnit takes a testcase's properties from its teardown report
+    if legacy(item.config):  # elsewhere the testcase's system-out says it (``junit_cases``)
+        recorded = (RECORDED_KEY, str(call.excinfo.value))
+        report.user_properties.append(recorded)
+        item.user_properties.append(recorded)  # JUnit takes a testcase's properties from its teardown report
     return report

@@ -15,6 +15,7 @@ parametrization), as CI test widgets list them.
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -91,7 +92,7 @@ def report_gates(config: pytest.Config, summary: Summary, redact: Any = str, par
             outcome = _GateFailure(message, redact("\n".join(junit.gate_lines(summary, gate))))
             reasons.append(message)
         _send(config, GATE_NODEID.format(gate=gate["gate"]), junit.GATES_CLASSNAME, str(gate["gate"]), outcome,
-              junit.gate_properties(gate))
+              junit.gate_properties(gate), out=redact("\n".join(junit.gate_lines(summary, gate))))
     if gates:
         errors = int(summary.get("errors") or 0)
         outcome = None
@@ -102,12 +103,15 @@ def report_gates(config: pytest.Config, summary: Summary, redact: Any = str, par
                        "errored (they are counted in the summary's errors)")
             outcome = _GateFailure(message, message)
             reasons.append(message)
-        _send(config, ERRORS_NODEID, CHECKS_CLASSNAME, "no case errored", outcome, [("sab_errors", str(errors))])
+        _send(config, ERRORS_NODEID, CHECKS_CLASSNAME, "no case errored", outcome, [("sab_errors", str(errors))],
+              out=f"cases that ended in an error: {errors}")
     return reasons
 
 
 def _send(config: pytest.Config, nodeid: str, classname: str, name: str, outcome: _GateFailure | _Skip | None,
-          props: list[tuple[str, str]]) -> None:
+          props: list[tuple[str, str]], out: str | None = None) -> None:
+    """One gate's (or check's) reports; ``out``, its numbers, becomes the testcase's ``system-out``
+    (passed, failed or skipped alike: in the strict schema it has no properties to carry them)."""
     location = (nodeid.split("::", 1)[0], None, nodeid.split("::", 1)[1])
     xml = log_xml(config)
     if xml is not None:
@@ -119,10 +123,16 @@ def _send(config: pytest.Config, nodeid: str, classname: str, name: str, outcome
         status, longrepr = "skipped", ("sab", 0, f"Skipped: {outcome.reason}")
     else:
         status, longrepr = ("passed", None) if outcome is None else ("failed", outcome)
+    if str(config.getini("junit_family")) not in junit.LEGACY_FAMILIES:
+        props = []  # a testcase of the strict schema has no properties: its numbers are in the failure's text
     hook = config.hook
     hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
     hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {}, status, longrepr,  # type: ignore[arg-type]
                                                            "call", user_properties=props))
+    if xml is not None and out is not None:  # after the failure or skip, which readers take first
+        written = ET.Element("system-out")
+        written.text = out
+        xml.node_reporter(nodeid).nodes.append(written)
     # the teardown report closes the JUnit testcase; its properties are the ones the testcase keeps
     hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {}, "passed", None, "teardown",
                                                            user_properties=props))
