@@ -11,7 +11,7 @@ import pytest
 
 from sab_pytest import dataset
 from sab_pytest.errors import INTERRUPTED, OUTPUT_FAILED, ErrorKind, SabError
-from sab_pytest.pytest_layer import junit_cases, terminal
+from sab_pytest.pytest_layer import clean_exit, junit_cases, terminal
 from sab_pytest.pytest_layer.collection import other_sharder
 from sab_pytest.pytest_layer.junit_gates import drop_earlier_attempts, log_xml, report_gates
 from sab_pytest.pytest_layer.state import AGGREGATOR, CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
@@ -308,16 +308,19 @@ class Aggregator:
         from sab_pytest.run.estimate import estimate, render
 
         try:
-            lines = render(estimate(self.settings, select_cases(self.settings)))
+            est = estimate(self.settings, select_cases(self.settings))
         except SabError as exc:
             raise pytest.UsageError(str(exc)) from None
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        for line in lines:
+        for line in render(est):
             if reporter is not None:
                 reporter.write_line(line)
             else:
                 print(line)
-        pytest.exit("--sab-estimate: nothing was run", returncode=0)
+        cost = "not priced" if est["cost_usd"] is None else f"${est['cost_usd']:.4f}"
+        clean_exit.finish(session.config, f"--sab-estimate: nothing was run; in all {est['calls']} model calls, "
+                                          f"{est['prompt_tokens']} tokens in, {est['completion_tokens']} out, "
+                                          f"cost {cost}")
 
     @pytest.hookimpl(tryfirst=True)  # before xdist's loop schedules the first item, or pytest's runs it
     def pytest_runtestloop(self, session: pytest.Session) -> None:
