@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 import pytest
 
 
-class Finished(pytest.exit.Exception):  # type: ignore[name-defined,misc]
+class Finished(pytest.exit.Exception):  # type: ignore[name-defined]
     """The run ends here, as the plugin means it to (``--sab-estimate``): one line, its status."""
 
 
@@ -38,6 +38,6 @@ class _ForgetBanner:
 
     @pytest.hookimpl(trylast=True)  # after the terminal reporter kept the exception for its banner
     def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        reporter: Any = self.config.pluginmanager.get_plugin("terminalreporter")
         if isinstance(getattr(excinfo, "value", None), Finished) and hasattr(reporter, "_keyboardinterrupt_memo"):
             reporter._keyboardinterrupt_memo = None
