@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
@@ -16,7 +17,7 @@ from sab_pytest.pytest_layer.collection import other_sharder
 from sab_pytest.pytest_layer.junit_gates import drop_earlier_attempts, log_xml, report_gates
 from sab_pytest.pytest_layer.state import AGGREGATOR, CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.pytest_layer.xdist import endpoint_check, stop_scheduling
-from sab_pytest.reports import junit
+from sab_pytest.reports import job_summary, junit
 from sab_pytest.results import CaseMeta, StoredRecord, case_meta, crashed, files, outdir, sample_id, split_sample_id
 from sab_pytest.run.breaker import RunState, Stop
 from sab_pytest.run.selection import select_cases
@@ -396,6 +397,20 @@ class Aggregator:
                 self._say(f"sab-pytest: --sab-baseline: {problem}", red=True)
             if unusable:
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        if not self.settings.no_job_summary:
+            problem = job_summary.publish(done.summary, self._report_files(), self._say, part=part)
+            if problem is not None:
+                self._say(f"sab-pytest: job summary: {problem}", red=True)
+
+    def _report_files(self) -> list[str]:
+        """The files this run wrote, as the job summary lists them (relative to the working directory);
+        the JUnit file is pytest's to write, after this hook."""
+        s = self.settings
+        written = [s.out_dir / files.RESULTS_NAME, s.out_dir / files.SUMMARY_NAME,
+                   s.html if self.html_written else None, s.inspect_log]
+        shown = [job_summary.shown_path(p) for p in written if p is not None and Path(p).exists()]
+        junit_file = getattr(self.config.option, "xmlpath", None)
+        return [*shown, job_summary.shown_path(junit_file)] if junit_file else shown
 
     def _part_name(self) -> str | None:
         """'part K/N of a run cut by SHARDER' when this run is such a part, else None (also for 1 of

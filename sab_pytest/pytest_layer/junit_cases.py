@@ -11,16 +11,12 @@ handler of that report closes the testcase (the aggregator's hook runs first).""
 from __future__ import annotations
 
 import os
-import re
 import xml.etree.ElementTree as ET
 
 import pytest
 
 from sab_pytest.pytest_layer.junit_gates import log_xml
-from sab_pytest.reports.junit import LEGACY_FAMILIES
-
-#: characters XML 1.0 does not allow (a model's answer may hold them); pytest's writer drops them too
-_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+from sab_pytest.reports.junit import LEGACY_FAMILIES, xml_text
 
 
 def legacy(config: pytest.Config) -> bool:
@@ -44,7 +40,7 @@ def annotate(config: pytest.Config, report: pytest.TestReport, facts: str | None
             node.text = node.get("message")
     if facts is not None:
         out = ET.Element("system-out")
-        out.text = _NOT_XML.sub("?", facts)
+        out.text = xml_text(facts)
         reporter.append(out)
     attrs = getattr(reporter, "attrs", {})  # those of the case's earlier reports, which pytest keeps
     if legacy(config) and os.path.isabs(attrs.get("file") or (report.location or ("",))[0]):

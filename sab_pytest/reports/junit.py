@@ -4,6 +4,7 @@ testcases may carry ``<properties>``), and the suite's metrics and gates as suit
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.protocol import comparability, line_of
@@ -11,6 +12,15 @@ from sab_pytest.protocol import comparability, line_of
 if TYPE_CHECKING:
     from sab_pytest.results.record import StoredRecord
     from sab_pytest.results.summary import Summary
+
+
+#: characters XML 1.0 does not allow (a model's answer may hold them); pytest's writer drops them too
+_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` with the characters XML cannot hold replaced by ``?``."""
+    return _NOT_XML.sub("?", text)
 
 
 #: the JUnit families whose testcases may have properties, ``file`` and ``line`` (pytest's ``legacy`` is ``xunit1``)
