@@ -12,7 +12,7 @@ import pytest
 
 from sab_pytest import dataset
 from sab_pytest.errors import INTERRUPTED, OUTPUT_FAILED, ErrorKind, SabError
-from sab_pytest.pytest_layer import clean_exit, junit_cases, terminal
+from sab_pytest.pytest_layer import aliases, clean_exit, junit_cases, terminal
 from sab_pytest.pytest_layer.collection import other_sharder
 from sab_pytest.pytest_layer.junit_gates import drop_earlier_attempts, log_xml, report_gates
 from sab_pytest.pytest_layer.state import AGGREGATOR, CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
@@ -286,7 +286,7 @@ class Aggregator:
                 self._say(f"sab: warning: {warning}", yellow=True)  # now, before the cases
             self.claim = outdir.claim(s.out_dir, run_id or outdir.new_run_id())
         except SabError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            raise aliases.usage_error(self.config, exc) from None
         if self.claim.note:
             self._note(self.claim.note)
         self._endpoints_checked = endpoint_check(session.config, s, self.run_state)
@@ -311,7 +311,7 @@ class Aggregator:
         try:
             est = estimate(self.settings, select_cases(self.settings))
         except SabError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            raise aliases.usage_error(self.config, exc) from None
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         for line in render(est):
             if reporter is not None:
@@ -333,7 +333,7 @@ class Aggregator:
         try:
             wait()
         except SabError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            raise aliases.usage_error(self.config, exc) from None
 
     # end of session ------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True, tryfirst=True)

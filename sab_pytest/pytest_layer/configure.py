@@ -8,6 +8,7 @@ turns the plugin on when it is collected (late: the checks made before any case 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from sab_pytest.pytest_layer.options import (
     DIR_OPTIONS,
     PATH_OPTIONS,
     PYTEST_PATH_OPTIONS,
+    given,
     settings_from_config,
     spellings,
 )
@@ -47,11 +49,14 @@ def activate(config: pytest.Config, *, late: bool = False) -> Settings:
             check_no_repeat_copies(config)
         aggregator = Aggregator(config, settings, checked=late) if is_controller(config) else None
     except SabError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        raise aliases.usage_error(config, exc) from None
     config.stash[SETTINGS] = settings
     run_aliases = aliases.of(config)
     if run_aliases is not None:
         run_aliases.active = True  # its note on short names given up to others is for this run
+        if is_controller(config) and not late:
+            for line in run_aliases.misdirected(given(config)):
+                sys.stderr.write(line + "\n")
     if not is_controller(config) and settings.uses_api:
         verdict_dir = getattr(config, "workerinput", {}).get(ENDPOINT_CHECK_KEY)
         if verdict_dir:  # the run's endpoint check, for the controller (it loads the SDK too)

@@ -237,6 +237,26 @@ CHECKS: dict[str, Callable[[subprocess.CompletedProcess[str], Path, Alone], None
     "pytest-timeout": _timeout, "pytest-html": _html, "pytest-randomly": _random_order, "allure-pytest": _allure}
 
 
+def test_a_short_name_given_to_another_plugin_is_said_under_q(python: Path, tmp_path: Path, real_data_dir: Path,
+                                                              entry_points: dict[str, tuple[str, ...]]) -> None:
+    """pytest-base-url owns --base-url: a -q run given --base-url hears on stderr that the value went
+    there, and the endpoint check's message names the spelling that works here, --sab-base-url."""
+    (tmp_path / "test_cases.py").write_text(CASE_TEST)
+    plugins = entry_points["pytest-base-url"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", OPENAI_API_KEY="sk-not-used", OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+    done = subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                           *(a for name in ("safeagentbench", *plugins) for a in ("-p", name)),
+                           "--model", "gpt-4o", "--base-url", "http://example.invalid/v1", "--sab-sample", "2",
+                           f"--sab-data={real_data_dir}", "--sab-out=out", "test_cases.py"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=BUILD_S, check=False)
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
+    said = [line for line in done.stderr.splitlines() if line.strip()]
+    assert said[0].startswith("sab-pytest: --base-url went to ") and said[0].endswith("write --sab-base-url")
+    assert said[-1].startswith("ERROR: cannot reach the model API at http://127.0.0.1:9/v1")
+    assert "check --sab-base-url" in said[-1] and "check --base-url" not in done.stderr
+
+
 def test_pytest_repeat_count_is_refused_naming_sab_repeat(python: Path, tmp_path: Path, real_data_dir: Path,
                                                          entry_points: dict[str, tuple[str, ...]]) -> None:
     """pytest-repeat's ``--count 2`` on the benchmark: refused before the first case, one message
