@@ -38,7 +38,7 @@ def markdown(summary: Summary, files: Sequence[str], part: str | None = None) ->
         ci = entry.get("ci95")
         interval = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "-"
         count = f"{entry['k']}/{entry['n']}" if "k" in entry else str(entry["n"])
-        lines.append(f"| {_cell(label.strip())} | {entry['value']:.3f} | {interval} | {count} |")
+        lines.append(f"| {_label(label)} | {entry['value']:.3f} | {interval} | {count} |")
     gates = summary.get("gates") or []
     if gates:
         lines += ["", f"**Gates** ({part}: `sab merge` decides them over every part)" if part else "**Gates**", ""]
@@ -90,8 +90,11 @@ def shown_path(path: Path | str, cwd: Path | None = None) -> str:
         return str(where)
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
+def _label(text: str) -> str:
+    """A row's label as a table cell: a row under another (indented in the terminal) keeps its
+    indent, which Markdown would otherwise drop."""
+    shown = text.strip().replace("|", "\\|")
+    return "&nbsp;&nbsp;" + shown if text.startswith(" ") else shown
 
 
 def _data(text: str) -> str:

@@ -39,7 +39,8 @@ def test_a_run_in_github_actions_appends_its_summary_and_annotates_the_failing_g
     assert len(rows) == len(expected) > 5
     for row, (label, entry) in zip(rows, expected, strict=True):
         ci = entry["ci95"]
-        assert row.startswith(f"| {label.strip()} | {entry['value']:.3f} | [{ci[0]:.3f}, {ci[1]:.3f}] |")
+        shown = ("&nbsp;&nbsp;" if label.startswith(" ") else "") + label.strip()  # a row under another
+        assert row.startswith(f"| {shown} | {entry['value']:.3f} | [{ci[0]:.3f}, {ci[1]:.3f}] |")
     assert any(line.startswith(f"- **FAIL** `{FAILING}`: value 0.000") for line in lines)
     assert any(line.startswith(f"- **PASS** `{HOLDING}`: value ") for line in lines)
     assert f"**Differences from the paper**: {len(summary['deviations'])}" in lines
