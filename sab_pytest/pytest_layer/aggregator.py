@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
 from sab_pytest import dataset
 from sab_pytest.errors import INTERRUPTED, OUTPUT_FAILED, ErrorKind, SabError
-from sab_pytest.pytest_layer import aliases, clean_exit, junit_cases, terminal
+from sab_pytest.pytest_layer import aliases, terminal
 from sab_pytest.pytest_layer.collection import other_sharder
-from sab_pytest.pytest_layer.junit_gates import drop_earlier_attempts, log_xml, report_gates
+from sab_pytest.pytest_layer.junit_gates import annotate_case, drop_earlier_attempts, log_xml, report_gates
 from sab_pytest.pytest_layer.state import AGGREGATOR, CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.pytest_layer.xdist import endpoint_check, stop_scheduling
-from sab_pytest.reports import job_summary, junit
+from sab_pytest.reports import junit
 from sab_pytest.results import CaseMeta, StoredRecord, case_meta, crashed, files, outdir, sample_id, split_sample_id
 from sab_pytest.run.breaker import RunState, Stop
 from sab_pytest.run.selection import select_cases
@@ -220,7 +219,7 @@ class Aggregator:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "teardown" and (case := CASE_ID.search(report.nodeid)):
             record = self.records.get(case.group(1))  # the testcase closes on this report: its facts first
-            junit_cases.annotate(self.config, report, None if record is None else self.redact(junit.case_facts(record)))
+            annotate_case(self.config, report, None if record is None else self.redact(junit.case_facts(record)))
         props = report.user_properties
         # what a worker's ``sab_verdict`` attached: its record, as the JSON object the report carried
         sent = cast("StoredRecord | None", next((v for k, v in props if k == RECORD_KEY), None))
@@ -319,7 +318,7 @@ class Aggregator:
             else:
                 print(line)
         cost = "not priced" if est["cost_usd"] is None else f"${est['cost_usd']:.4f}"
-        clean_exit.finish(session.config, f"--sab-estimate: nothing was run; in all {est['calls']} model calls, "
+        terminal.finish(session.config, f"--sab-estimate: nothing was run; in all {est['calls']} model calls, "
                                           f"{est['prompt_tokens']} tokens in, {est['completion_tokens']} out, "
                                           f"cost {cost}")
 
@@ -397,20 +396,7 @@ class Aggregator:
                 self._say(f"sab-pytest: --sab-baseline: {problem}", red=True)
             if unusable:
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR
-        if not self.settings.no_job_summary:
-            problem = job_summary.publish(done.summary, self._report_files(), self._say, part=part)
-            if problem is not None:
-                self._say(f"sab-pytest: job summary: {problem}", red=True)
-
-    def _report_files(self) -> list[str]:
-        """The files this run wrote, as the job summary lists them (relative to the working directory);
-        the JUnit file is pytest's to write, after this hook."""
-        s = self.settings
-        written = [s.out_dir / files.RESULTS_NAME, s.out_dir / files.SUMMARY_NAME,
-                   s.html if self.html_written else None, s.inspect_log]
-        shown = [job_summary.shown_path(p) for p in written if p is not None and Path(p).exists()]
-        junit_file = getattr(self.config.option, "xmlpath", None)
-        return [*shown, job_summary.shown_path(junit_file)] if junit_file else shown
+        terminal.publish_job_summary(self.config, self.settings, done.summary, part, html_written=self.html_written)
 
     def _part_name(self) -> str | None:
         """'part K/N of a run cut by SHARDER' when this run is such a part, else None (also for 1 of

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from sab_pytest.pytest_layer.junit_cases import legacy
+from sab_pytest.pytest_layer.junit_gates import legacy_family
 from sab_pytest.pytest_layer.state import SETTINGS, is_case_item
 from sab_pytest.results import StoredRecord
 
@@ -53,7 +53,7 @@ def recorded(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
         return report
     report.outcome = "passed"
     report.longrepr = None
-    if legacy(item.config):  # elsewhere the testcase's system-out says it (``junit_cases``)
+    if legacy_family(item.config):  # elsewhere the testcase's system-out says it (``junit_gates``)
         recorded = (RECORDED_KEY, str(call.excinfo.value))
         report.user_properties.append(recorded)
         item.user_properties.append(recorded)  # JUnit takes a testcase's properties from its teardown report

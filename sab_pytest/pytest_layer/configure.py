@@ -15,7 +15,7 @@ import pytest
 
 from sab_pytest.errors import SabError, UsageError
 from sab_pytest.models import preload_sdk
-from sab_pytest.pytest_layer import activation, aliases, clean_exit
+from sab_pytest.pytest_layer import activation, aliases, terminal
 from sab_pytest.pytest_layer.aggregator import Aggregator
 from sab_pytest.pytest_layer.collection import ShardFilter, marks, other_sharder, register_markers
 from sab_pytest.pytest_layer.options import (
@@ -66,7 +66,7 @@ def activate(config: pytest.Config, *, late: bool = False) -> Settings:
     if settings.shard is not None:  # on every process: xdist workers collect, the controller reports
         config.pluginmanager.register(ShardFilter(config, *settings.shard), "sab-shard")
     if aggregator is not None:
-        clean_exit.register(config)
+        terminal.register_clean_ends(config)
         config.stash[AGGREGATOR] = aggregator
         config.pluginmanager.register(aggregator, "sab-aggregator")
         config.pluginmanager.register(CaseDistribution(settings), "sab-case-distribution")
