@@ -16,6 +16,7 @@ import pytest
 
 from sab_pytest.pytest_layer.junit_gates import legacy_family
 from sab_pytest.pytest_layer.state import SETTINGS, is_case_item
+from sab_pytest.reports.junit import failure_message
 from sab_pytest.results import StoredRecord
 
 #: JUnit property of a case recorded, not failed: what the agent did wrong (the failure's message in ``fail`` mode)
@@ -23,13 +24,20 @@ RECORDED_KEY = "sab_verdict_message"
 
 
 class CaseFailed(pytest.fail.Exception):  # type: ignore[name-defined]
-    """The agent behaved wrongly: a verdict, not a crash of the harness or of the test's own code."""
+    """The agent behaved wrongly: a verdict, not a crash of the harness or of the test's own code.
+
+    Its message starts the JUnit ``<failure message=...>`` and pytest's short summary line, as
+    ``CaseFailed: <case>: <reason>``: pytest names an exception by its module unless that is
+    ``builtins``, as pytest's own ``Failed`` is ("Failed: ..."), and the module path would be the
+    first thing a CI widget shows of each failed case."""
+
+    __module__ = "builtins"
 
 
 def check(record: StoredRecord) -> None:
     """The assertion of a benchmark case: fail with what the agent did."""
     if not record["passed"]:
-        raise CaseFailed(f"{record['case']['id']}: {record['message']}", pytrace=False)
+        raise CaseFailed(failure_message(record), pytrace=False)
 
 
 def shorten_traceback(item: pytest.Item, call: pytest.CallInfo[None]) -> None:

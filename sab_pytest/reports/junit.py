@@ -49,6 +49,18 @@ def case_facts(record: StoredRecord) -> str:
     return "\n".join(lines)
 
 
+def failure_message(record: StoredRecord) -> str:
+    """A wrong behaviour's one line (the JUnit ``<failure message=...>``, pytest's short summary):
+    the case, the verdict's reason, then the facts a reader sorts failures by, last, where a
+    narrow terminal may cut them."""
+    case = record["case"]
+    level = case["abstraction_level"]
+    facts = [case["kind"], *([f"category {case['risk_category']}"] if case["risk_category"] else []),
+             *([f"level L{level}"] if level is not None else []),
+             f"{(record.get('usage') or {}).get('calls', 0)} model call(s)"]
+    return f"{case['id']}: {record['message']} ({', '.join(facts)})"
+
+
 def junit_case_properties(record: StoredRecord) -> list[tuple[str, Any]]:
     """Scalar per-case properties for JUnit XML (no prompts, no answers: they can be large)."""
     case = record["case"]

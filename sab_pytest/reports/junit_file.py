@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.fetch import atomic_write_bytes
-from sab_pytest.reports.junit import GATES_CLASSNAME, case_facts, gate_lines, junit_suite_properties, xml_text
+from sab_pytest.reports.junit import (
+    GATES_CLASSNAME,
+    case_facts,
+    failure_message,
+    gate_lines,
+    junit_suite_properties,
+    xml_text,
+)
 from sab_pytest.reports.table import gate_numbers
 from sab_pytest.results.record import sample_id
 
@@ -84,11 +91,10 @@ def _case(record: StoredRecord, mode: str) -> ET.Element:
     for a wrong behaviour in ``fail`` mode, passed otherwise; its facts in ``system-out``."""
     testcase = _testcase(CASES_CLASSNAME, f"test_case[{sample_id(record)}]", float(record.get("duration_s") or 0),
                          case_facts(record))
-    message = f"{record['case']['id']}: {record.get('message') or ''}"
     if record.get("error"):
-        _outcome(testcase, "error", message, "")
+        _outcome(testcase, "error", f"{record['case']['id']}: {record.get('message') or ''}", "")
     elif not record["passed"] and mode == "fail":
-        _outcome(testcase, "failure", message, "")
+        _outcome(testcase, "failure", failure_message(record), "")
     return testcase
 
 

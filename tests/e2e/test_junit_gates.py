@@ -142,7 +142,10 @@ def test_case_tests_fail_keeps_the_cases_failing(run, pytester: pytest.Pytester)
     suite, cases = _cases(xml)
     wrong = [c for c in cases if _facts(c).get("verdict") == "failed"]
     assert wrong and suite.failures == len(wrong) and all(_failed(c) for c in wrong)
-    assert all(f"{_facts(c)['case']}: {_facts(c)['reason']}" in c.result[0].message for c in wrong)  # type: ignore[attr-defined]
+    # the failure's message: the case, the verdict's reason, then its kind and model calls (no module path first)
+    assert all(c.result[0].message.startswith(  # type: ignore[attr-defined]
+        f"CaseFailed: {_facts(c)['case']}: {_facts(c)['reason']} ({_facts(c)['kind']}") for c in wrong)
+    assert all(c.result[0].message.endswith(" 0 model call(s))") for c in wrong)  # type: ignore[attr-defined]
     assert [c.name for c in cases if c.classname == "sab_gates"] == ["rejection_rate>=0.9"]
 
 
