@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support import plugin_env, plugin_lines
+from support import junit_schema, plugin_env, plugin_lines
 from support.plugin_env import PLUGINS
 from support.timing import BUILD_S
 
@@ -155,6 +155,7 @@ def _benchmark(python: Path, project: Path, out: str, *args: str,
 
 
 def _assert_one_testcase_per_case_and_the_gate(xml: Path) -> None:
+    assert junit_schema.errors(xml) == []  # in another project, beside other plugins: the strict schema's rules
     testcases = list(ET.parse(xml).getroot().iter("testcase"))
     assert len([t for t in testcases if t.get("classname") not in ("sab_gates", "sab_checks")]) == 20
     assert any(t.get("classname") == "sab_gates" and t.find("failure") is not None for t in testcases)
