@@ -14,7 +14,8 @@ What it sets, and why (each can be overridden by a later option of the user's):
   current directory or above the package is loaded;
 * the cache (``--lf``, ``--ff``) in ``./.pytest_cache/sab-pytest``: beside the repository's own
   pytest cache, never inside site-packages, and apart from the repository's own last failures;
-* ``junit_family=xunit1`` as in a checkout, so the per-case properties reach the JUnit XML;
+* nothing of the JUnit family: pytest's default (``xunit2``) is valid against ``junit-10.xsd``;
+  ``-o junit_family=xunit1`` asks for the per-case properties (docs/outputs.md);
 * ``sab_cases`` at the packaged module, so the plugin is on (``sab_pytest.pytest_layer.activation``);
 * no warning that pytest cannot rewrite the asserts of ``sab_pytest``: this command imported it
   before pytest started, and its cases assert through ``check``, not bare ``assert``;
@@ -55,7 +56,7 @@ def pytest_args(argv: list[str], cwd: Path | None = None) -> list[str]:
     package = module.parent.parent
     cache = (cwd or Path.cwd()) / ".pytest_cache" / "sab-pytest"
     return [str(module), "-c", str(module.with_name("run.ini")), f"--rootdir={package}", f"--confcutdir={package}",
-            "-o", f"cache_dir={cache}", "-o", "junit_family=xunit1", "-o", f"sab_cases={module}",
+            "-o", f"cache_dir={cache}", "-o", f"sab_cases={module}",
             "-W", f"ignore:{REWRITE_WARNING}:pytest.PytestAssertRewriteWarning", *sab_spelling(argv)]
 
 

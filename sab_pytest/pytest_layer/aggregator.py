@@ -11,9 +11,9 @@ import pytest
 
 from sab_pytest import dataset
 from sab_pytest.errors import INTERRUPTED, OUTPUT_FAILED, ErrorKind, SabError
-from sab_pytest.pytest_layer import terminal
+from sab_pytest.pytest_layer import aliases, terminal
 from sab_pytest.pytest_layer.collection import other_sharder
-from sab_pytest.pytest_layer.junit_gates import drop_earlier_attempts, log_xml, report_gates
+from sab_pytest.pytest_layer.junit_gates import annotate_case, drop_earlier_attempts, log_xml, report_gates
 from sab_pytest.pytest_layer.state import AGGREGATOR, CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.pytest_layer.xdist import endpoint_check, stop_scheduling
 from sab_pytest.reports import junit
@@ -217,6 +217,9 @@ class Aggregator:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown" and (case := CASE_ID.search(report.nodeid)):
+            record = self.records.get(case.group(1))  # the testcase closes on this report: its facts first
+            annotate_case(self.config, report, None if record is None else self.redact(junit.case_facts(record)))
         props = report.user_properties
         # what a worker's ``sab_verdict`` attached: its record, as the JSON object the report carried
         sent = cast("StoredRecord | None", next((v for k, v in props if k == RECORD_KEY), None))
@@ -282,7 +285,7 @@ class Aggregator:
                 self._say(f"sab: warning: {warning}", yellow=True)  # now, before the cases
             self.claim = outdir.claim(s.out_dir, run_id or outdir.new_run_id())
         except SabError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            raise aliases.usage_error(self.config, exc) from None
         if self.claim.note:
             self._note(self.claim.note)
         self._endpoints_checked = endpoint_check(session.config, s, self.run_state)
@@ -305,16 +308,19 @@ class Aggregator:
         from sab_pytest.run.estimate import estimate, render
 
         try:
-            lines = render(estimate(self.settings, select_cases(self.settings)))
+            est = estimate(self.settings, select_cases(self.settings))
         except SabError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            raise aliases.usage_error(self.config, exc) from None
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        for line in lines:
+        for line in render(est):
             if reporter is not None:
                 reporter.write_line(line)
             else:
                 print(line)
-        pytest.exit("--sab-estimate: nothing was run", returncode=0)
+        cost = "not priced" if est["cost_usd"] is None else f"${est['cost_usd']:.4f}"
+        terminal.finish(session.config, f"--sab-estimate: nothing was run; in all {est['calls']} model calls, "
+                                          f"{est['prompt_tokens']} tokens in, {est['completion_tokens']} out, "
+                                          f"cost {cost}")
 
     @pytest.hookimpl(tryfirst=True)  # before xdist's loop schedules the first item, or pytest's runs it
     def pytest_runtestloop(self, session: pytest.Session) -> None:
@@ -326,7 +332,7 @@ class Aggregator:
         try:
             wait()
         except SabError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            raise aliases.usage_error(self.config, exc) from None
 
     # end of session ------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -390,6 +396,7 @@ class Aggregator:
                 self._say(f"sab-pytest: --sab-baseline: {problem}", red=True)
             if unusable:
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        terminal.publish_job_summary(self.config, self.settings, done.summary, part, html_written=self.html_written)
 
     def _part_name(self) -> str | None:
         """'part K/N of a run cut by SHARDER' when this run is such a part, else None (also for 1 of

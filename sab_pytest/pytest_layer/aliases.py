@@ -12,7 +12,10 @@ pytest run of the environment. Hence:
   after every installed plugin) takes it: the parser's ``addoption`` is wrapped for that run so
   that the name is removed from our option just before theirs is added;
 * a run that asks for the benchmark prints one line naming the ``--sab-`` spelling of each name
-  given up (``pytest_report_header``); other runs say nothing.
+  given up (``pytest_report_header``), and on stderr, even under ``-q``, one line for each such
+  name the user wrote without its ``--sab-`` spelling (``misdirected``); other runs say nothing;
+* a message of the run that names an option names it as this run spells it (``respelled``):
+  "check --base-url" says ``--sab-base-url`` where another plugin owns ``--base-url``.
 
 Removing a name from a registered option reaches into pytest's parser: pytest 9.1 and later keep
 argparse actions from the start (``Argument._action``), earlier versions build argparse from
@@ -22,6 +25,7 @@ before, which is no worse than without this module.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -105,6 +109,23 @@ class Aliases:
         return "sab-pytest: " + "; ".join(parts)
 
 
+    def misdirected(self, args: list[str]) -> list[str]:
+        """One line per short name given up that ``args`` write while not writing its ``--sab-``
+        spelling: the value went to the other plugin and the benchmark runs on its own setting's
+        default, which the user should hear even under ``-q`` (the header's note is not shown then)."""
+        written = {arg.split("=", 1)[0] for arg in args if arg.startswith("--")}
+        return [f"sab-pytest: {name} went to {taker}, which declares it too; the benchmark did not take it "
+                f"and runs on the default of {sab_flag}: write {sab_flag}"
+                for name, (sab_flag, taker) in sorted(self.given_up.items())
+                if name in written and sab_flag not in written]
+
+    def respelled(self, text: str) -> str:
+        """``text`` (a message naming options) with each short name given up in its ``--sab-``
+        spelling, the one that works in this run."""
+        for name, (sab_flag, _) in self.given_up.items():
+            text = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", sab_flag, text)
+        return text
+
     def pytest_report_header(self) -> str | None:
         return self.note() if self.active else None
 
@@ -115,6 +136,18 @@ def _caller() -> str:
     while frame is not None and frame.f_globals.get("__name__", "").startswith(("_pytest.", "pluggy", __name__)):
         frame = frame.f_back  # type: ignore[assignment]
     return str(frame.f_globals.get("__file__") or "another plugin") if frame is not None else "another plugin"
+
+
+def respelled(config: pytest.Config, text: str) -> str:
+    """``text`` with the option names that work in this run (``Aliases.respelled``)."""
+    run_aliases = of(config)
+    return run_aliases.respelled(text) if run_aliases is not None else text
+
+
+def usage_error(config: pytest.Config, exc: BaseException) -> pytest.UsageError:
+    """pytest's usage error (one ``ERROR:`` line, exit 4) for ``exc``, naming options as they are
+    spelled in this run."""
+    return pytest.UsageError(respelled(config, str(exc)))
 
 
 def of(config: pytest.Config) -> Aliases | None:

@@ -1,6 +1,7 @@
 """What a case's test says (``--sab-case-tests``): ``fail`` makes a wrong behaviour a failed test;
-``record`` keeps it a passed test whose JUnit properties carry the verdict, so that with gates the
-JUnit file tells the same story as the exit status (the gates' own testcases fail, the cases do not).
+``record`` keeps it a passed test whose JUnit ``system-out`` (and, in the legacy family, properties)
+carry the verdict, so that with gates the JUnit file tells the same story as the exit status (the
+gates' own testcases fail, the cases do not).
 
 The assertion ``check`` raises ``CaseFailed`` in both modes (a case module written for the plugin
 calls ``check(record)`` and nothing else); in ``record`` mode the report of that one failure is
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import pytest
 
+from sab_pytest.pytest_layer.junit_gates import legacy_family
 from sab_pytest.pytest_layer.state import SETTINGS, is_case_item
+from sab_pytest.reports.junit import failure_message
 from sab_pytest.results import StoredRecord
 
 #: JUnit property of a case recorded, not failed: what the agent did wrong (the failure's message in ``fail`` mode)
@@ -21,13 +24,20 @@ RECORDED_KEY = "sab_verdict_message"
 
 
 class CaseFailed(pytest.fail.Exception):  # type: ignore[name-defined]
-    """The agent behaved wrongly: a verdict, not a crash of the harness or of the test's own code."""
+    """The agent behaved wrongly: a verdict, not a crash of the harness or of the test's own code.
+
+    Its message starts the JUnit ``<failure message=...>`` and pytest's short summary line, as
+    ``CaseFailed: <case>: <reason>``: pytest names an exception by its module unless that is
+    ``builtins``, as pytest's own ``Failed`` is ("Failed: ..."), and the module path would be the
+    first thing a CI widget shows of each failed case."""
+
+    __module__ = "builtins"
 
 
 def check(record: StoredRecord) -> None:
     """The assertion of a benchmark case: fail with what the agent did."""
     if not record["passed"]:
-        raise CaseFailed(f"{record['case']['id']}: {record['message']}", pytrace=False)
+        raise CaseFailed(failure_message(record), pytrace=False)
 
 
 def shorten_traceback(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
@@ -51,7 +61,8 @@ def recorded(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
         return report
     report.outcome = "passed"
     report.longrepr = None
-    recorded = (RECORDED_KEY, str(call.excinfo.value))
-    report.user_properties.append(recorded)
-    item.user_properties.append(recorded)  # JUnit takes a testcase's properties from its teardown report
+    if legacy_family(item.config):  # elsewhere the testcase's system-out says it (``junit_gates``)
+        recorded = (RECORDED_KEY, str(call.excinfo.value))
+        report.user_properties.append(recorded)
+        item.user_properties.append(recorded)  # JUnit takes a testcase's properties from its teardown report
     return report

@@ -8,19 +8,21 @@ turns the plugin on when it is collected (late: the checks made before any case 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from sab_pytest.errors import SabError, UsageError
 from sab_pytest.models import preload_sdk
-from sab_pytest.pytest_layer import activation, aliases
+from sab_pytest.pytest_layer import activation, aliases, terminal
 from sab_pytest.pytest_layer.aggregator import Aggregator
 from sab_pytest.pytest_layer.collection import ShardFilter, marks, other_sharder, register_markers
 from sab_pytest.pytest_layer.options import (
     DIR_OPTIONS,
     PATH_OPTIONS,
     PYTEST_PATH_OPTIONS,
+    given,
     settings_from_config,
     spellings,
 )
@@ -43,13 +45,18 @@ def activate(config: pytest.Config, *, late: bool = False) -> Settings:
         if is_controller(config) and not late:
             check_split_path_options(config)
         check_one_sharder(config, settings)
+        if not late:
+            check_no_repeat_copies(config)
         aggregator = Aggregator(config, settings, checked=late) if is_controller(config) else None
     except SabError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        raise aliases.usage_error(config, exc) from None
     config.stash[SETTINGS] = settings
     run_aliases = aliases.of(config)
     if run_aliases is not None:
         run_aliases.active = True  # its note on short names given up to others is for this run
+        if is_controller(config) and not late:
+            for line in run_aliases.misdirected(given(config)):
+                sys.stderr.write(line + "\n")
     if not is_controller(config) and settings.uses_api:
         verdict_dir = getattr(config, "workerinput", {}).get(ENDPOINT_CHECK_KEY)
         if verdict_dir:  # the run's endpoint check, for the controller (it loads the SDK too)
@@ -59,6 +66,7 @@ def activate(config: pytest.Config, *, late: bool = False) -> Settings:
     if settings.shard is not None:  # on every process: xdist workers collect, the controller reports
         config.pluginmanager.register(ShardFilter(config, *settings.shard), "sab-shard")
     if aggregator is not None:
+        terminal.register_clean_ends(config)
         config.stash[AGGREGATOR] = aggregator
         config.pluginmanager.register(aggregator, "sab-aggregator")
         config.pluginmanager.register(CaseDistribution(settings), "sab-case-distribution")
@@ -72,6 +80,26 @@ def check_one_sharder(config: pytest.Config, settings: Settings) -> None:
     if settings.shard is not None and other is not None:
         raise UsageError(f"--sab-shard {settings.shard[0]}/{settings.shard[1]}: {other[0]} also cuts this run "
                          f"into parts (part {other[1]} of {other[2]}); use one of them")
+
+
+#: pytest-repeat's name as a plugin (its entry point) and the destination of its ``--count``
+REPEAT_PLUGIN, REPEAT_COUNT = "repeat", "count"
+
+
+def check_no_repeat_copies(config: pytest.Config) -> None:
+    """pytest-repeat's ``--count N`` with N > 1 is refused before the first case, naming
+    ``--sab-repeat N``, which is what a user of it means on a benchmark: N samples of each case.
+
+    pytest-repeat makes N copies of every test under new ids (``test_case[<id>-1-2]``); a case's
+    copies would share one case id, the runner hands each case out once, and the summary would
+    count neither the copies nor their agreement. ``--sab-repeat N`` runs each case N times as
+    repeats (ids ``<id>-r1`` ...), reported as such (agreement, flaky cases, intervals over cases),
+    so the refusal's one message says the one change to make."""
+    count = getattr(config.option, REPEAT_COUNT, None)
+    if config.pluginmanager.hasplugin(REPEAT_PLUGIN) and isinstance(count, int) and count > 1:
+        raise UsageError(f"--count {count} (pytest-repeat) copies each case under a new test id, which the "
+                         f"benchmark would not count as a repeat; write --sab-repeat {count} instead: each case "
+                         f"runs {count} times, reported as {count} repeats (agreement, flaky cases)")
 
 
 def check_split_path_options(config: pytest.Config) -> None:

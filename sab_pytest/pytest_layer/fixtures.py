@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from sab_pytest.dataset import Case
+from sab_pytest.pytest_layer.junit_gates import legacy_family
 from sab_pytest.pytest_layer.state import (
     AGGREGATOR,
     LAST_SETUP,
@@ -154,7 +155,9 @@ def verdict(sab_case: Case, sab_runtime: Any, _sab_resumed: dict[str, StoredReco
         if not_run(record):
             _skip_if_stopped(sab_runtime, request)  # the run was stopped before this case could run
     item.stash[HANDED] = record
-    attached = [(RECORD_KEY, record), *junit.junit_case_properties(record)]
+    # the scalar properties only where the JUnit family has testcase properties (``junit_gates``)
+    legacy_junit = legacy_family(request.config)
+    attached = [(RECORD_KEY, record), *(junit.junit_case_properties(record) if legacy_junit else [])]
     if previous is not None:  # a rerun's report carries this attempt's record alone
         item.user_properties[:] = [p for p in item.user_properties if p not in item.stash[ATTACHED]]
     item.stash[ATTACHED] = attached

@@ -1,4 +1,15 @@
-"""The gates, and the run-level check that decides the exit status with them, as test reports:
+"""The JUnit file's testcases of the run's own: a case's (its facts as ``system-out``, no path of
+this machine, properties only in the legacy family; below, ``legacy_family`` and ``annotate_case``)
+and the gates'.
+
+pytest's default family (``xunit2``) is valid against ``junit-10.xsd``, the schema strict readers
+(Jenkins' xUnit plugin) validate with, as long as no testcase carries ``<properties>``, ``file`` or
+``line``: the per-case properties are attached only where the user asks for ``legacy``/``xunit1``.
+The facts (``junit.case_facts``) go into the testcase's ``system-out``, added to pytest's writer on
+the controller when the case's teardown report arrives, before pytest's own handler of that report
+closes the testcase (the aggregator's hook runs first).
+
+The gates, and the run-level check that decides the exit status with them, as test reports:
 each reaches every reporter through pytest's own ``pytest_runtest_logreport`` hook (the terminal's
 counts and short summary, pytest-html, json-report, JUnit; allure, which reads only items' own
 hooks, through ``allure_gates``), under one stable node id per gate
@@ -15,6 +26,8 @@ parametrization), as CI test widgets list them.
 
 from __future__ import annotations
 
+import os
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -91,7 +104,7 @@ def report_gates(config: pytest.Config, summary: Summary, redact: Any = str, par
             outcome = _GateFailure(message, redact("\n".join(junit.gate_lines(summary, gate))))
             reasons.append(message)
         _send(config, GATE_NODEID.format(gate=gate["gate"]), junit.GATES_CLASSNAME, str(gate["gate"]), outcome,
-              junit.gate_properties(gate))
+              junit.gate_properties(gate), out=redact("\n".join(junit.gate_lines(summary, gate))))
     if gates:
         errors = int(summary.get("errors") or 0)
         outcome = None
@@ -102,12 +115,15 @@ def report_gates(config: pytest.Config, summary: Summary, redact: Any = str, par
                        "errored (they are counted in the summary's errors)")
             outcome = _GateFailure(message, message)
             reasons.append(message)
-        _send(config, ERRORS_NODEID, CHECKS_CLASSNAME, "no case errored", outcome, [("sab_errors", str(errors))])
+        _send(config, ERRORS_NODEID, CHECKS_CLASSNAME, "no case errored", outcome, [("sab_errors", str(errors))],
+              out=f"cases that ended in an error: {errors}")
     return reasons
 
 
 def _send(config: pytest.Config, nodeid: str, classname: str, name: str, outcome: _GateFailure | _Skip | None,
-          props: list[tuple[str, str]]) -> None:
+          props: list[tuple[str, str]], out: str | None = None) -> None:
+    """One gate's (or check's) reports; ``out``, its numbers, becomes the testcase's ``system-out``
+    (passed, failed or skipped alike: in the strict schema it has no properties to carry them)."""
     location = (nodeid.split("::", 1)[0], None, nodeid.split("::", 1)[1])
     xml = log_xml(config)
     if xml is not None:
@@ -119,10 +135,16 @@ def _send(config: pytest.Config, nodeid: str, classname: str, name: str, outcome
         status, longrepr = "skipped", ("sab", 0, f"Skipped: {outcome.reason}")
     else:
         status, longrepr = ("passed", None) if outcome is None else ("failed", outcome)
+    if not legacy_family(config):
+        props = []  # a testcase of the strict schema has no properties: its numbers are in the failure's text
     hook = config.hook
     hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
     hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {}, status, longrepr,  # type: ignore[arg-type]
                                                            "call", user_properties=props))
+    if xml is not None and out is not None:  # after the failure or skip, which readers take first
+        written = ET.Element("system-out")
+        written.text = out
+        xml.node_reporter(nodeid).nodes.append(written)
     # the teardown report closes the JUnit testcase; its properties are the ones the testcase keeps
     hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {}, "passed", None, "teardown",
                                                            user_properties=props))
@@ -155,3 +177,33 @@ class _GateFailure:
 
     def toterminal(self, tw: Any) -> None:
         tw.line(self.text)
+
+def legacy_family(config: pytest.Config) -> bool:
+    """Whether the run's JUnit family lets testcases carry properties (``xunit1``, ``legacy``).
+    Read from the ini, so an xdist worker, which has no JUnit writer, answers as its controller."""
+    return str(config.getini("junit_family")) in junit.LEGACY_FAMILIES
+
+
+def annotate_case(config: pytest.Config, report: pytest.TestReport, facts: str | None) -> None:
+    """On a case's teardown report (controller side): add ``facts`` (``junit.case_facts``) as its testcase's
+    ``system-out``, make a skip's text its reason (pytest writes ``path:line: reason`` with the
+    absolute path of the module that skipped), and in ``xunit1`` point ``file`` at the case module
+    when the case's own location is outside the project (the dataset in ``$SAB_DATA`` or the
+    user cache): every path in the file is then relative to the project."""
+    xml = log_xml(config)
+    if xml is None or report.when != "teardown":
+        return
+    reporter = xml.node_reporter(report)
+    for node in getattr(reporter, "nodes", []):
+        if node.tag == "skipped" and node.get("type") == "pytest.skip":
+            node.text = node.get("message")
+    if facts is not None:
+        out = ET.Element("system-out")
+        out.text = junit.xml_text(facts)
+        reporter.append(out)
+    attrs = getattr(reporter, "attrs", {})  # those of the case's earlier reports, which pytest keeps
+    if legacy_family(config) and os.path.isabs(attrs.get("file") or (report.location or ("",))[0]):
+        module = report.nodeid.split("::", 1)[0]
+        attrs["file"] = module
+        attrs.pop("line", None)  # the dataset's line, not the module's
+        report.location = (module, None, report.location[2])

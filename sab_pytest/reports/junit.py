@@ -1,7 +1,10 @@
-"""JUnit XML properties: scalar per-case verdict fields and the suite's metrics and gates."""
+"""What a run's JUnit file says: each case's facts as text (its ``system-out``, which every reader
+shows), its scalar verdict fields as properties (only in the legacy family, ``xunit1``, the one whose
+testcases may carry ``<properties>``), and the suite's metrics and gates as suite properties."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.protocol import comparability, line_of
@@ -9,6 +12,53 @@ from sab_pytest.protocol import comparability, line_of
 if TYPE_CHECKING:
     from sab_pytest.results.record import StoredRecord
     from sab_pytest.results.summary import Summary
+
+
+#: characters XML 1.0 does not allow (a model's answer may hold them); pytest's writer drops them too
+_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` with the characters XML cannot hold replaced by ``?``."""
+    return _NOT_XML.sub("?", text)
+
+
+#: the JUnit families whose testcases may have properties, ``file`` and ``line`` (pytest's ``legacy`` is ``xunit1``)
+LEGACY_FAMILIES = ("legacy", "xunit1")
+
+
+def case_facts(record: StoredRecord) -> str:
+    """A case's facts a person needs, one ``name: value`` per line: the ``system-out`` of its
+    testcase. The strict schema (``junit-10.xsd``, pytest's default family ``xunit2``) has no
+    testcase properties, and GitLab, dorny/test-reporter and mikepenz/action-junit-report show
+    only names, failures, skips and the output, so the verdict goes where they all look."""
+    case = record["case"]
+    level = case["abstraction_level"]
+    verdict = "error" if record.get("error") else ("passed" if record["passed"] else "failed")
+    usage = record.get("usage") or {}
+    lines = [f"case: {case['id']}", f"kind: {case['kind']}", f"category: {case['risk_category'] or '-'}",
+             f"level: {'-' if level is None else f'L{level}'}", f"scene: {case['scene']}",
+             f"verdict: {verdict}", f"reason: {record.get('message') or '-'}"]
+    if record.get("repeat"):
+        lines.append(f"repeat: {record['repeat']}")
+    for key in ("rejected", "plan_success", "exec_success", "safety", "completeness"):
+        if record.get(key) is not None:
+            lines.append(f"{key.replace('_', ' ')}: {record[key]}")
+    lines += [f"model calls: {usage.get('calls', 0)} ({usage.get('cache_hits', 0)} from the cache)",
+              f"tokens: {usage.get('prompt_tokens', 0)} in, {usage.get('completion_tokens', 0)} out"]
+    return "\n".join(lines)
+
+
+def failure_message(record: StoredRecord) -> str:
+    """A wrong behaviour's one line (the JUnit ``<failure message=...>``, pytest's short summary):
+    the case, the verdict's reason, then the facts a reader sorts failures by, last, where a
+    narrow terminal may cut them."""
+    case = record["case"]
+    level = case["abstraction_level"]
+    facts = [case["kind"], *([f"category {case['risk_category']}"] if case["risk_category"] else []),
+             *([f"level L{level}"] if level is not None else []),
+             f"{(record.get('usage') or {}).get('calls', 0)} model call(s)"]
+    return f"{case['id']}: {record['message']} ({', '.join(facts)})"
 
 
 def junit_case_properties(record: StoredRecord) -> list[tuple[str, Any]]:

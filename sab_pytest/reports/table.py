@@ -66,6 +66,14 @@ def _overall_rows(protocol: str | None) -> tuple[tuple[str, str], ...]:
     return (*PAPER_ROWS, *((name, POOLED.get(name, label)) for name, label in OVERALL_ROWS[2:]))
 
 
+def headline_rows(summary: Summary) -> list[tuple[str, dict[str, Any]]]:
+    """The overall rows a run shows (the terminal table's first block, the job summary's table):
+    label and metric entry of each row of the run's protocol that has cases."""
+    o = summary["metrics_full"]["overall"]
+    return [(label, o[name]) for name, label in _overall_rows(summary.get("protocol"))  # shown when it happened
+            if name in o and o[name]["n"] and (name != "refused_after_acting_rate" or o[name]["k"])]
+
+
 def _by_kind(o: dict[str, Any]) -> list[str]:
     """The paper's Table 2 columns per hazard kind: Rej, SR(goal), SR(LLM), ER (detailed and abstract apart)."""
     kind_rows = [(kind, short) for short, kind in HAZARD_KINDS.items() if o[f"rejection_rate_{short}"]["n"]]
@@ -104,9 +112,7 @@ def render_table(summary: Summary) -> list[str]:
     if paper and _by_kind(o):  # as Table 2 reports them: each hazard kind apart, before the pooled rows
         lines += [*_by_kind(o), ""]
     width = max(len(label) for _, label in rows) + 2
-    for name, label in rows:
-        if name in o and o[name]["n"] and (name != "refused_after_acting_rate" or o[name]["k"]):  # when it happened
-            lines.append(f"{label:<{width}}{_fmt(o[name])}")
+    lines += [f"{label:<{width}}{_fmt(entry)}" for label, entry in headline_rows(summary)]
     cat_rows = [(slug, t) for slug, t in m["by_category"].items() if t["rejection_rate"]["n"]]
     if cat_rows:
         lines += ["", f"{'Risk category':<36}{'rejection rate':<34}hazard plan workable"]

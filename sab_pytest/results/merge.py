@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 #: settings that may differ between the jobs of one matrix: where things are on each machine, and
 #: how a job ran rather than what it computed
 LOCAL_SETTINGS = frozenset({"out_dir", "cache_dir", "data_dir", "thor_scenes", "thor_executable", "shard",
-                            "resume", "concurrency", "extra", "upstream_dir"})
+                            "resume", "concurrency", "extra", "upstream_dir", "no_job_summary"})
 
 
 class MergeError(UsageError):

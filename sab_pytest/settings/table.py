@@ -208,7 +208,7 @@ class Settings:
         to_setting=tuple))
     case_tests: str | None = setting(None, Option(  # None: record with gates, fail without (``case_tests_mode``)
         "--sab-case-tests", "what a case's test says when the agent behaved wrongly: fail (a failed test) or "
-        "record (a passed test whose JUnit properties carry the verdict; the gates decide the exit status); "
+        "record (a passed test whose JUnit system-out carries the verdict; the gates decide the exit status); "
         "infrastructure errors stay errors; verdicts are the same either way (default: record with gates, "
         "fail without)", choices=CASE_TESTS, policy="case_tests", expects="fail or record"))
     out_dir: Path = setting(Path("."), Option(
@@ -320,6 +320,10 @@ class Settings:
         "--sab-inspect-log", "write the run as an Inspect eval log to FILE (.eval or .json), for inspect view and "
         "inspect_ai.analysis (needs the extra sab-pytest[inspect]) (default: none)", metavar="FILE", path=True,
         policy="inspect_log", expects="a file path", to_setting=Path, from_policy=relative))
+    no_job_summary: bool = setting(False, Option(
+        "--sab-no-job-summary", "in GitHub Actions ($GITHUB_STEP_SUMMARY set), do not append the run's Markdown "
+        "summary to the job's page nor print ::error lines for failing gates (default: both there; nothing "
+        "elsewhere)", action="store_true"))
     extra: dict[str, Any] = field(default_factory=dict)
     #: the pictures the engine says it draws (``schematic``/``rendered``), when it says (a THOR server's health)
     engine_pictures: str | None = None

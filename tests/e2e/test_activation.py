@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support import plugin_lines
 from support.benchmark import CASE_TEST, pytest_in_this_process, run_pytest
 from support.results import read_records, read_summary
 from support.tiny_dataset import N_CASES, write_tiny_dataset
@@ -34,7 +35,7 @@ def _files(root: Path) -> set[str]:
 def _assert_no_sab(result: pytest.RunResult) -> None:
     lines = (result.stdout.str() + result.stderr.str()).splitlines()
     out = "\n".join(line for line in lines if not line.startswith("plugins:"))  # pytest lists what is installed
-    assert "sab:" not in out and "SafeAgentBench" not in out and "sab-" not in out, out
+    assert plugin_lines(out) == [], out
     assert "INTERNALERROR" not in out and "Traceback" not in out
 
 

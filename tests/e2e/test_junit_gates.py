@@ -1,12 +1,14 @@
 """The JUnit file tells the exit's story: each gate is a testcase (classname ``sab_gates``,
 named as written) that fails with its numbers; with gates, the cases record their verdicts and pass
-(``--sab-case-tests record``); read with ``junitparser``, as CI systems read the file."""
+(``--sab-case-tests record``); read with ``junitparser``, as CI systems read the file, and checked
+against the rules of ``junit-10.xsd`` (``support.junit_schema``) in pytest's default family."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from support import junit_schema
 from support.benchmark import RunSetup, SharedRun, shared_run
 
 junitparser = pytest.importorskip("junitparser")
@@ -28,6 +30,12 @@ def _cases(path: Path) -> tuple[object, list[object]]:
 
 def _failed(case: object) -> bool:
     return any(isinstance(r, junitparser.Failure) for r in case.result)  # type: ignore[attr-defined]
+
+
+def _facts(case: object) -> dict[str, str]:
+    """A testcase's ``system-out``, its facts one ``name: value`` per line, as a dict."""
+    text = case.system_out or ""  # type: ignore[attr-defined]
+    return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
 
 
 def _props(case: object) -> dict[str, str]:
@@ -87,10 +95,29 @@ def test_gates_are_testcases_and_cases_record_their_verdicts(gated: tuple[pytest
     assert failure.message.startswith(f"gate failed: {failing}: value 0.000")
     assert "threshold: >= 0.5000" in failure.text and "95% interval: [0.0000, " in failure.text
     assert "(wilson" in failure.text and "compared: the interval's lower end, 0.0000" in failure.text
-    assert _props(gates[0])["sab_gate_passed"] == "false" and _props(gates[1])["sab_gate_passed"] == "true"
-    wrong = [c for c in cases if c.classname != "sab_gates" and _props(c).get("sab_passed") == "False"]
-    assert wrong and all(c.is_passed for c in wrong)  # recorded, not failed
-    assert all(_props(c)["sab_verdict_message"].startswith(_props(c)["sab_id"]) for c in wrong)
+    assert _facts(gates[0])["verdict"] == "fail" and _facts(gates[1])["verdict"] == "pass"
+    wrong = [c for c in cases if c.classname == "cases" or c.name.startswith("test_case[")]
+    wrong = [c for c in wrong if _facts(c)["verdict"] == "failed"]
+    assert wrong and all(c.is_passed for c in wrong)  # recorded, not failed: the verdict is in system-out
+    assert all(c.name == f"test_case[{_facts(c)['case']}]" and _facts(c)["reason"] for c in wrong)
+    assert all(_facts(c)["model calls"].startswith("0 ") and _facts(c)["kind"] for c in wrong)
+    # the strict schema's rules hold, no testcase has properties, and no path of this machine is in the file
+    assert junit_schema.errors(xml) == []
+    assert not [c for c in cases if _props(c)]
+    assert str(where) not in xml.read_text() and str(Path.home()) not in xml.read_text()
+
+
+def test_the_legacy_family_keeps_the_properties_and_a_relative_file(run, pytester: pytest.Pytester) -> None:
+    """``junit_family=xunit1`` asks for the per-case properties (Jenkins' JUnit plugin with
+    keepProperties reads them): they are there, and ``file`` is relative to the project (the case
+    module where the dataset lies outside it)."""
+    xml = pytester.path / "sab.xml"
+    assert run("--model", "refuse", "-o", "junit_family=xunit1", f"--junitxml={xml}").ret == 1
+    _, cases = _cases(xml)
+    assert all(_props(c)["sab_id"] in c.name for c in cases)
+    assert {c._elem.get("file") for c in cases} == {"test_sab.py"}  # type: ignore[attr-defined]
+    assert junit_schema.errors(xml)  # the legacy family is not the strict schema's
+    assert str(pytester.path) not in xml.read_text()
 
 
 def test_gates_that_hold_give_a_file_without_failures(run, pytester: pytest.Pytester) -> None:
@@ -101,7 +128,7 @@ def test_gates_that_hold_give_a_file_without_failures(run, pytester: pytest.Pyte
     assert result.ret == 0
     suite, cases = _cases(xml)
     assert suite.failures == 0 and suite.errors == 0
-    assert any(_props(c).get("sab_passed") == "False" for c in cases)  # refused the safe tasks
+    assert any(_facts(c).get("verdict") == "failed" for c in cases)  # refused the safe tasks
     assert [c.name for c in cases if c.classname == "sab_gates"] == ["rejection_rate>=0.9"]
 
 
@@ -113,8 +140,12 @@ def test_case_tests_fail_keeps_the_cases_failing(run, pytester: pytest.Pytester)
                  f"--junitxml={xml}")
     assert result.ret == 0  # the gates decide, whatever the cases' testcases say
     suite, cases = _cases(xml)
-    wrong = [c for c in cases if _props(c).get("sab_passed") == "False"]
+    wrong = [c for c in cases if _facts(c).get("verdict") == "failed"]
     assert wrong and suite.failures == len(wrong) and all(_failed(c) for c in wrong)
+    # the failure's message: the case, the verdict's reason, then its kind and model calls (no module path first)
+    assert all(c.result[0].message.startswith(  # type: ignore[attr-defined]
+        f"CaseFailed: {_facts(c)['case']}: {_facts(c)['reason']} ({_facts(c)['kind']}") for c in wrong)
+    assert all(c.result[0].message.endswith(" 0 model call(s))") for c in wrong)  # type: ignore[attr-defined]
     assert [c.name for c in cases if c.classname == "sab_gates"] == ["rejection_rate>=0.9"]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from support import ROOT
+from support import ROOT, junit_schema
 from support.timing import BUILD_S
 
 
@@ -89,6 +89,10 @@ def test_run_command_from_a_built_wheel(tmp_path: Path, real_data_dir: Path, rea
     sample = dataset.select(dataset.load(str(real_data_dir)), "mixed", sample=10)
     assert summary["cases"] == sum(1 for c in sample if c.kind != "long_horizon")  # -k "not long_horizon"
     assert (repo / "sab.xml").is_file() and (repo / ".pytest_cache" / "sab-pytest").is_dir()
+    # pytest's default family, valid against junit-10.xsd's rules, and no path of this machine in it
+    written = (repo / "sab.xml").read_text()
+    assert junit_schema.errors(repo / "sab.xml") == [] and "<system-out>case: " in written
+    assert not [p for p in (str(tmp_path), str(real_data_dir), str(site)) if p in written]
     rerun = _run(str(python), "-m", "sab_pytest", "run", "--lf", "--sab-sample", "10", "-q", cwd=repo, env=env)
     assert rerun.returncode == 1 and "deselected" in rerun.stdout, rerun.stdout
 
@@ -101,3 +105,4 @@ def test_run_passes_options_through_last(argv: list[str], tmp_path: Path) -> Non
     assert args[-len(argv):] == argv
     assert args[0].endswith(os.path.join("sab_pytest", "cases", "benchmark.py"))
     assert f"cache_dir={tmp_path / '.pytest_cache' / 'sab-pytest'}" in args and "-c" in args
+    assert not [a for a in args if a.startswith("junit_family")]  # pytest's default, the strict schema's

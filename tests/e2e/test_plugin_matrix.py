@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support import plugin_env
+from support import junit_schema, plugin_env, plugin_lines
 from support.plugin_env import PLUGINS
 from support.timing import BUILD_S
 
@@ -34,7 +34,7 @@ FEATURE = {"pytest-base-url": ("--base-url", "http://example.invalid"),
            "pytest-playwright": ("--base-url", "http://example.invalid"),
            "pytest-rerunfailures": ("--reruns", "2"), "pytest-timeout": ("--timeout", "60"),
            "pytest-html": ("--html=report.html",), "pytest-randomly": ("--randomly-seed=1",),
-           "allure-pytest": ("--alluredir=allure",)}
+           "allure-pytest": ("--alluredir=allure",), "pytest-repeat": ("--count", "2")}
 
 #: a project's conftest that declares --model, as ML repositories often do
 CONFTEST = """
@@ -113,7 +113,7 @@ def _plain_project(project: Path) -> Path:
 
 def _assert_plain_run(done: subprocess.CompletedProcess[str]) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 passed" in done.stdout and "sab" not in done.stdout.replace("sab-pytest-", "")
+    assert "1 passed" in done.stdout and plugin_lines(done.stdout) == []
 
 
 def test_a_project_with_its_own_model_option_still_runs(python: Path, tmp_path: Path) -> None:
@@ -155,6 +155,7 @@ def _benchmark(python: Path, project: Path, out: str, *args: str,
 
 
 def _assert_one_testcase_per_case_and_the_gate(xml: Path) -> None:
+    assert junit_schema.errors(xml) == []  # in another project, beside other plugins: the strict schema's rules
     testcases = list(ET.parse(xml).getroot().iter("testcase"))
     assert len([t for t in testcases if t.get("classname") not in ("sab_gates", "sab_checks")]) == 20
     assert any(t.get("classname") == "sab_gates" and t.find("failure") is not None for t in testcases)
@@ -177,7 +178,11 @@ def alone(python: Path, real_data_dir: Path, tmp_path_factory: pytest.TempPathFa
     return Alone(_verdicts(project / "out"), _order(project / "out"))
 
 
-@pytest.mark.parametrize("plugin", PLUGINS)
+#: the plugins whose feature a benchmark run takes as it is; pytest-repeat's --count is refused (below)
+BESIDE = tuple(p for p in PLUGINS if p != "pytest-repeat")
+
+
+@pytest.mark.parametrize("plugin", BESIDE)
 def test_the_benchmark_beside(plugin: str, python: Path, tmp_path: Path, real_data_dir: Path, alone: Alone,
                               entry_points: dict[str, tuple[str, ...]]) -> None:
     """One plugin loaded, its feature on: the same verdicts as the benchmark alone, each case one
@@ -231,6 +236,40 @@ def _allure(done: subprocess.CompletedProcess[str], project: Path, _: Alone) -> 
 CHECKS: dict[str, Callable[[subprocess.CompletedProcess[str], Path, Alone], None]] = {
     "pytest-base-url": _names_given_up, "pytest-playwright": _names_given_up, "pytest-rerunfailures": _reruns,
     "pytest-timeout": _timeout, "pytest-html": _html, "pytest-randomly": _random_order, "allure-pytest": _allure}
+
+
+def test_a_short_name_given_to_another_plugin_is_said_under_q(python: Path, tmp_path: Path, real_data_dir: Path,
+                                                              entry_points: dict[str, tuple[str, ...]]) -> None:
+    """pytest-base-url owns --base-url: a -q run given --base-url hears on stderr that the value went
+    there, and the endpoint check's message names the spelling that works here, --sab-base-url."""
+    (tmp_path / "test_cases.py").write_text(CASE_TEST)
+    plugins = entry_points["pytest-base-url"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", OPENAI_API_KEY="sk-not-used", OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+    done = subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                           *(a for name in ("safeagentbench", *plugins) for a in ("-p", name)),
+                           "--model", "gpt-4o", "--base-url", "http://example.invalid/v1", "--sab-sample", "2",
+                           f"--sab-data={real_data_dir}", "--sab-out=out", "test_cases.py"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=BUILD_S, check=False)
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
+    said = [line for line in done.stderr.splitlines() if line.strip()]
+    assert said[0].startswith("sab-pytest: --base-url went to ") and said[0].endswith("write --sab-base-url")
+    assert said[-1].startswith("ERROR: cannot reach the model API at http://127.0.0.1:9/v1")
+    assert "check --sab-base-url" in said[-1] and "check --base-url" not in done.stderr
+
+
+def test_pytest_repeat_count_is_refused_naming_sab_repeat(python: Path, tmp_path: Path, real_data_dir: Path,
+                                                         entry_points: dict[str, tuple[str, ...]]) -> None:
+    """pytest-repeat's ``--count 2`` on the benchmark: refused before the first case, one message
+    naming ``--sab-repeat 2`` (what a user of it means: two samples of each case, counted as
+    repeats), exit 4; no traceback, no case run, no results written."""
+    done = _benchmark(python, tmp_path, "out", "--count", "2", "--sab-sample", "10",
+                      plugins=entry_points["pytest-repeat"], data=real_data_dir)
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout[-3000:] + done.stderr
+    said = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(said) == 1 and said[0].startswith("ERROR: --count 2 (pytest-repeat)") and "--sab-repeat 2" in said[0]
+    assert "Traceback" not in done.stdout + done.stderr and "passed" not in done.stdout
+    assert not (tmp_path / "out" / "sab-results.jsonl").exists()
 
 
 def test_the_benchmark_with_every_plugin_on(python: Path, tmp_path: Path, real_data_dir: Path, alone: Alone) -> None:

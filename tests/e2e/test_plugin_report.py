@@ -81,8 +81,8 @@ def test_a_baseline_of_other_settings_is_named_and_refused_unless_allowed(run, p
     assert named < next(i for i, line in enumerate(out) if line.startswith("test_sab.py"))  # before the first case
     allowed.stdout.fnmatch_lines(["*gate PASS: no_regression(rejection_rate)*baseline differences allowed: "
                                   "temperature: baseline 0.5, this run 0.0*"])
-    props = {p.get("name"): p.get("value") for p in ET.parse(xml).getroot().iter("property")}
-    assert props["sab_gate_allowed_differences"] == "temperature: baseline 0.5, this run 0.0"
+    gate_case = next(t for t in ET.parse(xml).getroot().iter("testcase") if t.get("classname") == "sab_gates")
+    assert "baseline difference allowed: temperature: baseline 0.5, this run 0.0" in gate_case.findtext("system-out")
 
 
 def test_a_baseline_sharing_too_few_cases_is_a_usage_error_before_the_first_case(run, pytester: pytest.Pytester

@@ -157,8 +157,10 @@ def _verb(verb: str, words: list[str], cwd: Path, out: str, started: float) -> N
         merged_dir = cwd / (_option(words, "--sab-out") or ".")
         merged = json.loads(_fresh(merged_dir / "sab-summary.json", started).read_text())
         shards = [words[i] for i in range(words.index("merge") + 1, len(words))
-                  if not words[i].startswith("-") and words[i - 1] != "--sab-out"]
+                  if not words[i].startswith("-") and words[i - 1] not in ("--sab-out", "--junitxml")]
         assert merged["cases"] == sum(json.loads((cwd / s / "sab-summary.json").read_text())["cases"] for s in shards)
+        if (xml := _option(words, "--junitxml")) is not None:
+            assert _fresh(cwd / xml, started).read_text().count("<testcase") >= merged["cases"]
     elif verb == "inspect-log":
         _fresh(cwd / str(_option(words, "-o", "--out")), started)
     elif verb == "plan":

@@ -9,7 +9,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import junitparser
 import pytest
+from support import junit_schema
 from support.benchmark import RunSetup
 from support.cli import sab_cli
 from support.results import read_records, read_summary
@@ -194,7 +196,8 @@ def test_merged_status_is_complete_only_if_every_shard_was(tmp_path: Path) -> No
     assert exit_status(undecided) == pytest.ExitCode.USAGE_ERROR  # as the single run would exit
 
 
-def test_a_part_reports_its_gates_as_skipped_and_leaves_them_to_the_merge(run, pytester: pytest.Pytester) -> None:
+def test_a_part_reports_its_gates_as_skipped_and_leaves_them_to_the_merge(run, pytester: pytest.Pytester,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A part holds some of the cases: its gates are shown (skipped, with what the part alone says)
     and decide nothing; the whole run decides the same gate."""
     args = ("--model", "refuse", "-m", "unsafe", "--sab-gate", "rejection_rate<=0.1", "-rs")
@@ -207,3 +210,33 @@ def test_a_part_reports_its_gates_as_skipped_and_leaves_them_to_the_merge(run, p
     assert read_summary(pytester.path / "p1")["gates"][0]["passed"] is False  # computed, for information
     whole = run(*args, out="whole")
     assert whole.ret == pytest.ExitCode.TESTS_FAILED and whole.parseoutcomes()["failed"] == 1
+    # the merge decides it over both parts, and its JUnit file shows that: the gate a failed testcase
+    page = pytester.path / "step-summary.md"  # in GitHub Actions: the part's job summary decides nothing
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(page))
+    second = run(*args, "--sab-shard=2/2", f"--junitxml={pytester.path / 'p2.xml'}", out="p2")
+    assert second.ret == pytest.ExitCode.OK and junit_schema.errors(pytester.path / "p2.xml") == []
+    assert "- **not decided here** `rejection_rate<=0.1`" in page.read_text() and "::error" not in second.stdout.str()
+    xml = pytester.path / "merged.xml"
+    merged = _merge_cli(pytester.path / "p1", pytester.path / "p2", "--sab-out", pytester.path / "merged",
+                        "--junitxml", xml)
+    assert merged.returncode == 1 and f", {xml}" in merged.stdout, merged.stdout + merged.stderr
+    assert page.read_text().count("## SafeAgentBench") == 2 and "- **FAIL** `rejection_rate<=0.1`" in page.read_text()
+    assert [line for line in merged.stdout.splitlines() if line.startswith("::error")] == [
+        "::error title=sab gate failed%3A rejection_rate<=0.1::value 1.000, threshold <= 0.1, "
+        "P(decides the other way on resampled cases) 0.00"]
+    assert junit_schema.errors(xml) == [] and str(pytester.path) not in xml.read_text()
+    suite = junitparser.JUnitXml.fromfile(str(xml))
+    cases = [c for s in suite for c in s]
+    gates = [c for c in cases if c.classname == "sab_gates"]
+    assert [(g.name, type(g.result[0]).__name__) for g in gates] == [("rejection_rate<=0.1", "Failure")]
+    assert gates[0].result[0].message.startswith("gate failed: rejection_rate<=0.1: value 1.000")
+    verdicts = [c for c in cases if c.classname == "sab_cases"]
+    whole_ids = sorted(r["case"]["id"] for r in read_records(pytester.path / "whole"))
+    assert sorted(c.name for c in verdicts) == [f"test_case[{i}]" for i in whole_ids]
+    # with gates the cases record their verdicts (passed testcases), each in its system-out
+    said = {c.name: c.system_out.split("verdict: ")[1].split()[0] for c in verdicts if c.is_passed}
+    judged = {f"test_case[{r['case']['id']}]": "passed" if r["passed"] else "failed"
+              for r in read_records(pytester.path / "whole")}
+    assert said == judged and "failed" in said.values()
+    assert [c.name for c in cases if c.classname == "sab_checks"] == ["no case errored"]
+    assert [s.failures for s in suite] == [1]

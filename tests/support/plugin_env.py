@@ -19,9 +19,9 @@ import tempfile
 import venv
 from pathlib import Path
 
-#: the plugins and why each is here: options named like ours, reruns, timeouts, reporters, reordering
+#: the plugins and why each is here: options named like ours, reruns, timeouts, reporters, reordering, copies
 PLUGINS = ("pytest-base-url", "pytest-playwright", "pytest-rerunfailures", "pytest-timeout", "pytest-html",
-           "pytest-randomly", "allure-pytest")
+           "pytest-randomly", "allure-pytest", "pytest-repeat")
 #: the folder of pytest's cache directory (``config.cache.mkdir``) that holds the environment
 CACHE_NAME = "sab-plugin-matrix"
 #: the checkout, whose ``.pytest_cache`` the suite uses

@@ -65,7 +65,7 @@ def test_a_verbs_error_names_the_verb_and_argparse_errors_are_a_status(tmp_path:
 def test_no_negative_option_is_spelled_apart_from_the_rest() -> None:
     flags = [option.flag for _, option in options()]
     negative = [f for f in flags if "no-" in f]
-    assert negative == ["--sab-no-cache", "--sab-no-exec"]
+    assert negative == ["--sab-no-cache", "--sab-no-exec", "--sab-no-job-summary"]
 
 
 def test_the_verbs_table_options_are_the_runs_own() -> None:

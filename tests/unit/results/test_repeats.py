@@ -180,7 +180,7 @@ def test_a_repeated_run_against_the_stochastic_model(sab_run, pytester: pytest.P
         assert summary["gates"][0]["on"] == "lower" and summary["gates"][0]["p_other_way"] is not None
         stdout = result.stdout.str()
         junit = xml.read_text()
-        assert 'name="test_case[' in junit and '-r3]"' in junit and 'name="sab_repeat" value="3"' in junit
+        assert 'name="test_case[' in junit and '-r3]"' in junit and "\nrepeat: 3\n" in junit  # in its system-out
         assert "flaky_cases (repeats disagree)" in stdout
         # at temperature 0 the run says once, before the cases, that its repeats are likely identical
         assert stdout.count("likely identical") == 1

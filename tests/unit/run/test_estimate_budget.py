@@ -68,6 +68,9 @@ def test_estimate_matches_the_following_run_and_calls_nothing(sab_run, pytester:
         line = next(x for x in text.splitlines() if x.startswith("total"))
         calls = int(line.split()[1])
         assert f"{N_CASES} cases x 2 repeat(s)" in text and "cost $" in text
+        # one closing line, its totals, and no pytest Exit banner or "Exit:" line
+        assert not [x for x in text.splitlines() + estimated.errlines if "!!!" in x or "Exit" in x]
+        assert estimated.errlines[-1].startswith(f"sab: --sab-estimate: nothing was run; in all {calls} model calls")
         assert not (pytester.path / "out" / "sab-results.jsonl").exists()
         done = run("--sab-repeat", "2")
         made = len([r for r in server.chat_requests if r.body.get("max_tokens") != 1])  # not the endpoint check

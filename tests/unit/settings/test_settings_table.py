@@ -54,7 +54,8 @@ def test_a_default_value_is_written_once_and_shown_from_the_table() -> None:
     drift; only the defaults that depend on other options (``resolve``) are told in words."""
     told_in_words = {"judge_model": "the model's judges", "judge_api_key_env": "the agent's key variable",
                      "judge_prompts": "the protocol's",
-                     "no_cache": "use it", "execute": "execute", "allow_modified_data": "refuse them"}
+                     "no_cache": "use it", "execute": "execute", "allow_modified_data": "refuse them",
+                     "no_job_summary": "both there"}
     for name, option in TABLE.items():
         if isinstance(option.default, (int, float, str)) and name not in told_in_words:  # bool is an int
             assert "{default}" in option.help, option.flag
