@@ -15,6 +15,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sab_pytest.settings.judging import (
+        JUDGE_PROMPTS,
+        JUDGES,
+        OPENAI_API_URL,
+        PAPER_GUARD_MODEL,
+        PAPER_JUDGE_MAX_TOKENS,
+        PAPER_JUDGE_MODELS,
+        PAPER_JUDGE_TEMPERATURE,
+    )
     from sab_pytest.settings.spec import Option, setting
     from sab_pytest.settings.table import (
         ACTION_FORMATS,
@@ -26,14 +35,7 @@ if TYPE_CHECKING:
         GATE_ON,
         GUARDS,
         INTERACTIVE_STRATEGIES,
-        JUDGE_PROMPTS,
-        JUDGES,
         OFFLINE_MODELS,
-        OPENAI_API_URL,
-        PAPER_GUARD_MODEL,
-        PAPER_JUDGE_MAX_TOKENS,
-        PAPER_JUDGE_MODELS,
-        PAPER_JUDGE_TEMPERATURE,
         PROTOCOLS,
         VISUAL_STRATEGIES,
         Settings,
@@ -69,11 +71,16 @@ __all__ = [
 ]
 
 
+#: the names ``judging`` holds (the rest of ``__all__`` but ``spec``'s are ``table``'s)
+_JUDGING = ("JUDGES", "JUDGE_PROMPTS", "OPENAI_API_URL", "PAPER_GUARD_MODEL", "PAPER_JUDGE_MAX_TOKENS",
+            "PAPER_JUDGE_MODELS", "PAPER_JUDGE_TEMPERATURE")
+
+
 def __getattr__(name: str) -> Any:
     """A name of ``__all__``, from ``spec`` or ``table`` (imported then, once)."""
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = "spec" if name in ("Option", "setting") else "table"
+    module = "spec" if name in ("Option", "setting") else "judging" if name in _JUDGING else "table"
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value

@@ -28,6 +28,7 @@ from typing import Any
 
 from sab_pytest.errors import UsageError
 from sab_pytest.settings import text as setting_text
+from sab_pytest.settings.judging import JUDGE_PROMPTS, OPENAI_API_URL, PAPER_JUDGE_TEMPERATURE, JudgeRoles
 from sab_pytest.settings.spec import Check, Option, Verdicts, at_least, on_off, relative, setting
 
 OFFLINE_MODELS = ("reference", "refuse")
@@ -45,22 +46,6 @@ ENGINES = ("sim", "local", "remote")  # remote: a THOR server pool (sab_pytest.t
 BASELINE_MISMATCH = ("refuse", "allow")  # a baseline of other verdict-changing settings: a usage error, or allowed
 ACTION_FORMATS = ("tools", "text")  # how an interactive agent acts: native tool calls or "Action:" lines
 GUARDS = ("off", "thinksafe")
-#: the LLM judges: did it refuse; plan success of a detailed / an abstract task; long-horizon completeness+safety
-JUDGES = ("rejection", "detailed", "abstract", "long_horizon")
-#: the paper's judge models, as its evaluator code sets them (``detail_evaluate.compute_SR_llm`` defaults to gpt-4;
-#: the others, and App. B, to gpt-4o-2024-08-06); the paper has no rejection judge: ours (``sab``) takes App. B's
-PAPER_JUDGE_MODELS = {"rejection": "gpt-4o-2024-08-06", "detailed": "gpt-4", "abstract": "gpt-4o-2024-08-06",
-                      "long_horizon": "gpt-4o-2024-08-06"}
-#: the paper's judges all sample at temperature 0.2 (``call_gpt``'s default in every evaluator)
-PAPER_JUDGE_TEMPERATURE = 0.2
-JUDGE_PROMPTS = ("own", "upstream")
-#: the most tokens a judge may answer with: the paper's evaluators ask for 1024 (both protocols; the agent's
-#: ``--sab-max-tokens`` is the agent's alone)
-PAPER_JUDGE_MAX_TOKENS = 1024
-#: OpenAI's API, the paper's judges' provider: the judges' endpoint unless given (``resolution.judge_endpoint``)
-OPENAI_API_URL = "https://api.openai.com/v1"
-#: ThinkSafe's guard model under ``--sab-protocol paper`` (the paper's section 4.4 ran it on GPT-4)
-PAPER_GUARD_MODEL = "gpt-4"
 #: whose protocol a run follows (``--sab-protocol``): the paper's, or this project's own improvements on it
 PROTOCOLS = ("paper", "sab")
 #: what a gate compares with its threshold (``--sab-gate-on``): an end of the 95% interval, or the value
@@ -92,7 +77,7 @@ def _model_judged(s: Settings) -> bool:
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(JudgeRoles):
     """Everything a run is told. Constructible with keywords alone (tests and other front ends do)."""
 
     model: str = setting("reference", Option(
@@ -360,49 +345,6 @@ class Settings:
     def strategy_applies(self) -> bool:
         """Offline agents ignore text strategies (nothing to prompt) but play interactive ones."""
         return not self.offline_agent or self.interactive
-
-    @property
-    def judge_models(self) -> dict[str, str]:
-        """judge -> model: ``--judge-model`` for each, then ``--sab-judge-for`` entries over it."""
-        return setting_text.judge_models(self.judge_model, self.judge_for, JUDGES)
-
-    @property
-    def asked_judges(self) -> dict[str, str]:
-        """judge -> model of the judges a run asks (none with the rule judge): under ``paper`` no rejection judge."""
-        if self.judge_model == "rules":
-            return {}
-        return {j: m for j, m in self.judge_models.items() if not (self.protocol == "paper" and j == "rejection")}
-
-    @property
-    def judge_panels(self) -> dict[str, tuple[str, ...]]:
-        """judge -> its panel's models, for the asked judges given one (``--sab-judge-panel``)."""
-        panels = setting_text.judge_panels(self.judge_panel, JUDGES)
-        return {j: models for j, models in panels.items() if j in self.asked_judges}
-
-    @property
-    def judges_url(self) -> str | None:
-        """The judges' and the guard's endpoint (``resolution.judge_endpoint``), else the agent's."""
-        return self.judge_base_url or self.base_url
-
-    @property
-    def judge_temperatures(self) -> dict[str, float]:
-        """judge -> temperature, from ``--sab-judge-temperature`` ("0.2" or "detailed=0.2,rejection=0")."""
-        return setting_text.judge_temperatures(self.judge_temperature, PAPER_JUDGE_TEMPERATURE, JUDGES)
-
-    @property
-    def guard_model_name(self) -> str:
-        """``--sab-guard-model``; else the paper's GPT-4 under ``paper`` (offline, with the rule judge, the
-        keyword guard stays), else the judge model."""
-        if self.guard_model:
-            return self.guard_model
-        if self.protocol == "paper" and self.judge_model != "rules":
-            return PAPER_GUARD_MODEL
-        return self.judge_model
-
-    @property
-    def guard_uses_api(self) -> bool:
-        """Whether the guard is a model called over an API (not off, not the offline keyword rule)."""
-        return self.guard != "off" and self.guard_model_name != "rules"
 
     @property
     def uses_api(self) -> bool:
