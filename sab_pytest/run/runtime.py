@@ -309,6 +309,11 @@ class Runtime:
             served = listed[model.server]
             if served is not None and model.name not in served:
                 raise UsageError(unlisted_model(role, model.name, model.server, served))
+        if self.settings.batch:  # a provider without a Batch API: said before the first case
+            from sab_pytest.run.batch_mode import batching_clients, unsupported
+
+            for problem in unsupported(batching_clients(self)):
+                raise UsageError(problem)
         return checked
 
     def _held_to_the_list(self) -> list[tuple[str, ChatModel]]:

@@ -118,7 +118,8 @@ class FakeBatchAPI:
         form: dict[str, bytes] = {}
         for part in message.iter_parts():
             name = part.get_param("name", header="content-disposition")
-            form[str(name)] = part.get_payload(decode=True) or b""
+            payload = part.get_payload(decode=True)
+            form[str(name)] = payload if isinstance(payload, bytes) else b""
         purpose = form.get("purpose", b"").decode()
         if purpose != "batch" or "file" not in form:
             return error_answer(400, "a batch input needs purpose=batch and a file", "invalid_request")

@@ -1,0 +1,88 @@
+"""``--sab-batch`` in a process's runtime: which clients batch, the rounds between parked cases, the
+check before the first case, and what a round's stop tells the user.
+
+Why here and not in the runtime: batch mode is a few decisions on top of a runtime that works the
+same either way (its clients get a hook, its runner gets rounds); kept apart, the runtime's own
+logic stays as it is and this one place says what batch mode changes.
+
+* The clients that batch: every judge's, and a text planner's agent (each of its calls one round:
+  a one-shot planner's plan, then the judges'). An interactive agent's and the guard's stay live:
+  their answer decides the next step.
+* A round (``between_rounds``): the process's ``Batcher.flush``. When it stops waiting (the wait
+  limit, Ctrl-C, another stop), the run stops as ``batch_pending``: the journal lists the batches,
+  and the same command with ``--sab-resume`` collects them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sab_pytest.batching.batcher import Batcher, ModelHook
+from sab_pytest.batching.client import BatchClient
+from sab_pytest.batching.journal import Journal, pending_note
+from sab_pytest.errors import BATCH_PENDING
+
+#: a ``run.runtime.Runtime`` (named so, not imported: the runtime imports this module)
+Runtime = Any
+
+
+def batching_clients(runtime: Runtime) -> list[Any]:
+    """The process's clients whose requests go to batches (distinct, in a stable order)."""
+    models = runtime.models
+    chosen: list[Any] = list(models.judges.values())
+    for panel in models.panels.values():
+        chosen.extend(panel)
+    if models.agent is not None and not runtime.settings.interactive:
+        chosen.append(models.agent)
+    seen: dict[int, Any] = {}
+    for model in chosen:
+        if hasattr(model, "batching"):  # an OpenAI-compatible client (a dry or offline model has no hook)
+            seen.setdefault(id(model), model)
+    return list(seen.values())
+
+
+def attach(runtime: Runtime, say: Callable[[str], None] = lambda _: None) -> Batcher | None:
+    """Give the batching clients their hook to this process's batcher (None: not a batch run)."""
+    s = runtime.settings
+    if not s.batch:
+        return None
+    breaker = runtime.breaker
+    batcher = Batcher(Journal.of(s.out_dir), retry=s.batch_retry, wait_s=s.batch_wait_s, say=say,
+                      stopped=lambda: runtime.stop.is_set() or (breaker is not None and breaker.stopped() is not None))
+    for model in batching_clients(runtime):
+        if model.cache is None:
+            continue  # no response cache (the run's own store is missing): its answers could not come back
+        client = BatchClient(model.transport.sdk(), secret=model.secret(), timeout=model.timeout)
+        model.batching = ModelHook(batcher, client, model.cache)
+    return batcher
+
+
+def between_rounds(runtime: Runtime, batcher: Batcher) -> Callable[[], bool]:
+    """The case runner's round: one ``flush``; a round that stopped waiting stops the run as
+    ``batch_pending`` with the message that says how to collect."""
+
+    def round_() -> bool:
+        if batcher.flush():
+            return True
+        note = pending_note(runtime.settings.out_dir) or "submitted, not finished"
+        if runtime.breaker is not None:
+            runtime.breaker.request_stop(BATCH_PENDING, note)
+        return False
+
+    return round_
+
+
+def unsupported(models: Iterable[Any]) -> list[str]:
+    """Problems to report before the first case: each endpoint that would batch and has no Batch API."""
+    problems, asked = [], set()
+    for model in models:
+        if model.server in asked:
+            continue
+        asked.add(model.server)
+        client = BatchClient(model.transport.sdk(), secret=model.secret(), timeout=min(model.timeout, 30.0))
+        if not client.supported():
+            problems.append(f"--sab-batch: {model.server or 'the endpoint'} (model {model.name!r}) has no Batch API "
+                            "(GET /batches answers no list; llama.cpp, vLLM and Ollama have none): run without "
+                            "--sab-batch, or give the judges an endpoint that batches; no case was run")
+    return problems

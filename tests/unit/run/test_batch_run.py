@@ -1,0 +1,105 @@
+"""--sab-batch on the fake server: the judges and a text planner's calls go through the Batch API in
+rounds, the records, metrics and gates are the live run's, and a run stopped while its batches wait
+ends with its own message and exit status; run again with --sab-resume it collects them, sending
+nothing twice."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pytest
+from support.results import read_records, read_summary
+from support.tiny_dataset import N_CASES
+
+from sab_pytest.testing import fake_openai_server
+from sab_pytest.testing.fake_replies import judge_in_form
+
+KEY = "fake-key-0123456"
+VOLATILE = {"latency_s", "api_latency_s", "started_at", "finished_at", "duration_s", "run_id", "timings", "at",
+            "queued_s", "wall_s"}
+
+
+def _respond(request):
+    """A deterministic model: the agent refuses about half the tasks (by a hash of the task's prompt:
+    a live request streams, a batched one does not, so the whole body differs), the judge model answers in form."""
+    if request.body.get("model") == "judge-x":
+        return judge_in_form(request)
+    digest = hashlib.sha256(request.last_user_message.encode()).digest()
+    return "I will not do this: it could be dangerous." if digest[0] % 2 else "1. find Apple\n2. pick Apple"
+
+
+def _stable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
+
+
+def _options(pytester: pytest.Pytester, server, cache: str) -> list[str]:
+    return [f"--sab-cache={pytester.path / cache}", "--model", "agent-x", "--judge-model", "judge-x",
+            f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}", "-p", "no:randomly",
+            "--sab-gate", "rejection_rate>=0.1"]
+
+
+def _live_requests(server) -> list[Any]:
+    return [r for r in server.chat_requests if r.body.get("max_tokens") != 1]  # not the endpoint check
+
+
+def test_a_batch_run_gives_the_live_run_s_records_with_no_live_request(sab_run, pytester: pytest.Pytester,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with fake_openai_server(responder=_respond) as server:
+        live = sab_run(*_options(pytester, server, "live-cache"), out="live")()
+        live_requests = len(_live_requests(server))
+        server.reset()
+        server.responder = _respond
+        batched = sab_run(*_options(pytester, server, "batch-cache"), "--sab-batch", out="batch")()
+        assert batched.ret == live.ret, batched.stdout.str()
+        assert _live_requests(server) == []  # not one live request: the agent's and the judges' all batched
+        assert len(server.batch.lines) == live_requests
+        assert server.batch.created == 2  # one round of plans, one of judges (one model each)
+        live_records = sorted(read_records(pytester.path / "live"), key=lambda r: r["case"]["id"])
+        batch_records = sorted(read_records(pytester.path / "batch"), key=lambda r: r["case"]["id"])
+        assert len(batch_records) == N_CASES
+        assert _stable(batch_records) == _stable(live_records)
+        live_summary, batch_summary = read_summary(pytester.path / "live"), read_summary(pytester.path / "batch")
+        assert batch_summary["metrics"] == live_summary["metrics"]
+        assert batch_summary["gates"] == live_summary["gates"]
+        journal = [json.loads(x) for x in (pytester.path / "batch" / "sab-batches.jsonl").read_text().splitlines()]
+        assert len([e for e in journal if "batch" in e]) == 2 and len([e for e in journal if "collected" in e]) == 2
+        assert "sab: batch:" in batched.stdout.str()
+
+
+def test_a_run_stopped_while_its_batches_wait_is_collected_by_resume(sab_run, pytester: pytest.Pytester,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with fake_openai_server(responder=_respond) as server:
+        server.batch.hold = True  # the provider takes longer than the run may wait
+        options = [*_options(pytester, server, "cache"), "--sab-batch"]
+        stopped = sab_run(*options, "--sab-batch-wait", "0.3")()
+        text = stopped.stdout.str()
+        assert stopped.ret == pytest.ExitCode.INTERRUPTED, text
+        assert "submitted, not finished" in text and "--sab-resume" in text
+        assert read_records(pytester.path / "out") == [] and server.batch.created == 1
+        server.batch.release()
+        resumed = sab_run(*options)("--sab-resume")
+        assert resumed.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), resumed.stdout.str()
+        records = read_records(pytester.path / "out")
+        assert sorted(r["case"]["id"] for r in records) == sorted({r["case"]["id"] for r in records})  # none twice
+        assert len(records) == N_CASES  # none lost
+        assert server.batch.created == 2  # the plans' batch collected, not sent again; then the judges'
+        assert _live_requests(server) == []
+
+
+def test_a_server_without_a_batch_api_is_named_before_the_first_case(sab_run, pytester: pytest.Pytester,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with fake_openai_server(responder=_respond, batch=False) as server:
+        result = sab_run(*_options(pytester, server, "cache"), "--sab-batch")()
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+        assert "has no Batch API" in result.stdout.str() + result.stderr.str()
+        assert read_records(pytester.path / "out") == []
+
