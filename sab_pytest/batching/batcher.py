@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -63,7 +64,14 @@ class Batcher:
         self.failed: dict[str, str] = {}  # its batch left it unanswered: why (retry "error")
         self.counts = {"batches": 0, "batched": 0, "retried_live": 0, "failed": 0,
                        "batched_prompt_tokens": 0, "batched_completion_tokens": 0}
+        self.process = uuid.uuid4().hex[:12]  # this batcher's counts in the journal (``Journal.totals``)
         self._lock = threading.Lock()
+
+    def count(self) -> None:
+        """Journal the counts so far (after each round and each live retry), for the summary."""
+        with self._lock:
+            counts = dict(self.counts)
+        self.journal.counted(self.process, counts)
 
     # -- the client's hook ------------------------------------------------------------------------
     def hook(self, client: BatchClient, cache: ResponseCache, material: Mapping[str, Any], params: Mapping[str, Any],
@@ -87,6 +95,7 @@ class Batcher:
                     self.pending.setdefault(key, _Pending(key, dict(material), dict(params), str(params.get("model")),
                                                           str(material.get("base_url")), client, cache))
             if retry_live:
+                self.count()
                 return live()
             made.clear()
             raise Deferred(key)

@@ -6,7 +6,8 @@ custom_ids it carries. The same command run again with ``--sab-resume`` reads it
 batches instead of sending their requests again, and marks each collected. One JSON object per
 line, appended (each process of the run appends its own lines; a line is one ``write``):
 ``{"batch": ID, "input_file": ID, "server": URL, "model": NAME, "custom_ids": [...], "at": T}`` when
-submitted, ``{"collected": ID, "status": STATUS, "at": T}`` when its answers were read.
+submitted, ``{"collected": ID, "status": STATUS, "at": T}`` when its answers were read, ``{"counts": {...},
+"process": ID, "at": T}`` after each round (the summary adds up each process's latest).
 """
 
 from __future__ import annotations
@@ -68,6 +69,19 @@ class Journal:
 
     def collected(self, batch: str, status: str) -> None:
         self._append({"collected": batch, "status": status})
+
+    def counted(self, process: str, counts: dict[str, int]) -> None:
+        """A process's request counts so far (batched, retried live, failed; batched tokens)."""
+        self._append({"counts": dict(counts), "process": process})
+
+    def totals(self) -> dict[str, int]:
+        """The counts of every process of every run on this journal (each process's latest line)."""
+        latest = {e["process"]: e["counts"] for e in self.entries() if "counts" in e and "process" in e}
+        totals: dict[str, int] = {}
+        for counts in latest.values():
+            for name, value in counts.items():
+                totals[name] = totals.get(name, 0) + int(value)
+        return totals
 
     def entries(self) -> list[dict[str, Any]]:
         if self.path is None:

@@ -365,6 +365,7 @@ class Aggregator:
                 self._unreported += case_id in self.records
 
     def _finish(self, session: pytest.Session) -> None:
+        from sab_pytest.run.batch_mode import batch_line
         from sab_pytest.run.finish import RunEnd, RunFiles, finish_run, gates_hold
 
         self._adopt_kept()
@@ -374,6 +375,8 @@ class Aggregator:
                      baseline=self.baseline, shard_info=self._shard_info)
         done = finish_run(self.settings, end, RunFiles(self.redact, self.writer, self.live_log))
         self.summary, self.html_written = done.summary, done.html_written
+        if batch := cast(dict[str, Any], done.summary).get("batch"):
+            self._say(batch_line(batch))
         if done.html_error is not None:
             self._say(f"sab-pytest: --sab-html: could not write {self.settings.html}: {done.html_error}", red=True)
         if done.inspect_log_error is not None:

@@ -15,11 +15,11 @@ logic stays as it is and this one place says what batch mode changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sab_pytest.batching.batcher import Batcher, ModelHook
-from sab_pytest.batching.client import BatchClient
+from sab_pytest.batching.client import BatchClient, batch_price
 from sab_pytest.batching.journal import Journal, pending_note
 from sab_pytest.errors import BATCH_PENDING
 
@@ -63,7 +63,9 @@ def between_rounds(runtime: Runtime, batcher: Batcher) -> Callable[[], bool]:
     ``batch_pending`` with the message that says how to collect."""
 
     def round_() -> bool:
-        if batcher.flush():
+        done = batcher.flush()
+        batcher.count()
+        if done:
             return True
         note = pending_note(runtime.settings.out_dir) or "submitted, not finished"
         if runtime.breaker is not None:
@@ -86,3 +88,32 @@ def unsupported(models: Iterable[Any]) -> list[str]:
                             "(GET /batches answers no list; llama.cpp, vLLM and Ollama have none): run without "
                             "--sab-batch, or give the judges an endpoint that batches; no case was run")
     return problems
+
+
+def batch_usage(settings: Any, usage: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary's ``batch``: requests batched, retried live and failed, batched and live tokens, and
+    with prices what the batch price saved (``usage``: the summary's, whose ``cost_usd`` it corrects)."""
+    from sab_pytest.models import parse_prices
+
+    totals = Journal.of(settings.out_dir).totals()
+    batched_in, batched_out = totals.get("batched_prompt_tokens", 0), totals.get("batched_completion_tokens", 0)
+    factor = batch_price(settings.judges_url)
+    found: dict[str, Any] = {
+        "batches": totals.get("batches", 0), "batched": totals.get("batched", 0),
+        "retried_live": totals.get("retried_live", 0), "failed": totals.get("failed", 0),
+        "batched_prompt_tokens": batched_in, "batched_completion_tokens": batched_out,
+        "live_prompt_tokens": max(0, int(usage.get("billed_prompt_tokens", 0)) - batched_in),
+        "live_completion_tokens": max(0, int(usage.get("billed_completion_tokens", 0)) - batched_out),
+        "price_factor": factor, "saved_usd": None}
+    if settings.prices:
+        found["saved_usd"] = round(parse_prices(settings.prices).usd(batched_in, batched_out) * (1 - factor), 6)
+    return found
+
+
+def batch_line(batch: Mapping[str, Any]) -> str:
+    """The terminal's line about a batch run."""
+    saved = f"; saved ${batch['saved_usd']:.4f} at {batch['price_factor']:g}x the price" if batch["saved_usd"] else ""
+    return (f"sab: batch: {batch['batched']} request(s) answered in {batch['batches']} batch(es), "
+            f"{batch['retried_live']} retried live, {batch['failed']} failed; tokens batched "
+            f"{batch['batched_prompt_tokens']} in / {batch['batched_completion_tokens']} out, live "
+            f"{batch['live_prompt_tokens']} in / {batch['live_completion_tokens']} out{saved}")

@@ -41,7 +41,7 @@ def _stable(value: Any) -> Any:
 def _options(pytester: pytest.Pytester, server, cache: str) -> list[str]:
     return [f"--sab-cache={pytester.path / cache}", "--model", "agent-x", "--judge-model", "judge-x",
             f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}", "-p", "no:randomly",
-            "--sab-gate", "rejection_rate>=0.1"]
+            "--sab-gate", "rejection_rate>=0.1", "--sab-price", "in=1,out=2"]
 
 
 def _live_requests(server) -> list[Any]:
@@ -71,6 +71,14 @@ def test_a_batch_run_gives_the_live_run_s_records_with_no_live_request(sab_run, 
         journal = [json.loads(x) for x in (pytester.path / "batch" / "sab-batches.jsonl").read_text().splitlines()]
         assert len([e for e in journal if "batch" in e]) == 2 and len([e for e in journal if "collected" in e]) == 2
         assert "sab: batch:" in batched.stdout.str()
+        batch = batch_summary["batch"]
+        assert (batch["batches"], batch["batched"], batch["retried_live"], batch["failed"]) == (2, live_requests, 0, 0)
+        assert batch["live_prompt_tokens"] == 0 and batch["batched_prompt_tokens"] == live_summary["usage"][
+            "billed_prompt_tokens"] == batch_summary["usage"]["billed_prompt_tokens"]
+        # priced at $1 / $2 per 1M tokens: the batch costs half, and says what it saved
+        assert batch["saved_usd"] == pytest.approx(live_summary["usage"]["cost_usd"] / 2, abs=1e-6)
+        assert batch_summary["usage"]["cost_usd"] == pytest.approx(live_summary["usage"]["cost_usd"] / 2, abs=1e-6)
+        assert f"{live_requests} request(s) answered in 2 batch(es), 0 retried live, 0 failed" in batched.stdout.str()
 
 
 def test_a_run_stopped_while_its_batches_wait_is_collected_by_resume(sab_run, pytester: pytest.Pytester,
@@ -102,4 +110,34 @@ def test_a_server_without_a_batch_api_is_named_before_the_first_case(sab_run, py
         assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
         assert "has no Batch API" in result.stdout.str() + result.stderr.str()
         assert read_records(pytester.path / "out") == []
+
+
+
+@pytest.mark.parametrize("retry", ["live", "error"])
+def test_lines_of_the_error_file_are_retried_live_or_named(sab_run, pytester: pytest.Pytester,
+                                                           monkeypatch: pytest.MonkeyPatch, retry: str) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with fake_openai_server(responder=_respond) as server:
+        failing: dict[str, str] = {}  # custom_id -> the request's last message
+
+        def fail(custom_id: str, body: dict[str, Any]) -> bool:  # the judges' requests of two cases
+            if body.get("model") == "judge-x" and (custom_id in failing or len(failing) < 2):
+                failing[custom_id] = body["messages"][-1]["content"]
+                return True
+            return False
+
+        server.batch.fail = fail
+        result = sab_run(*_options(pytester, server, "cache"), "--sab-batch", "--sab-batch-retry", retry)()
+        records = read_records(pytester.path / "out")
+        batch = read_summary(pytester.path / "out")["batch"]
+        assert len(records) == N_CASES and len(failing) == 2, result.stdout.str()
+        if retry == "live":  # exactly the failed requests, asked live once each
+            assert sorted(r.messages[-1]["content"] for r in _live_requests(server)) == sorted(failing.values())
+            assert (batch["retried_live"], batch["failed"]) == (2, 0)
+            assert not [r for r in records if r.get("error")]
+        else:  # no live request: the two cases are named batch errors
+            assert _live_requests(server) == [] and (batch["retried_live"], batch["failed"]) == (0, 2)
+            errors = [r for r in records if r.get("error")]
+            assert len(errors) == 2 and {r["error_kind"] for r in errors} == {"batch"}
+            assert all("HTTP 500: the fake failed this line" in r["error"] for r in errors)
 
