@@ -15,7 +15,7 @@ logic stays as it is and this one place says what batch mode changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from sab_pytest.batching.batcher import Batcher, ModelHook
@@ -117,3 +117,62 @@ def batch_line(batch: Mapping[str, Any]) -> str:
             f"{batch['retried_live']} retried live, {batch['failed']} failed; tokens batched "
             f"{batch['batched_prompt_tokens']} in / {batch['batched_completion_tokens']} out, live "
             f"{batch['live_prompt_tokens']} in / {batch['live_completion_tokens']} out{saved}")
+
+
+def batched_roles(settings: Any) -> tuple[str, ...]:
+    """The roles whose requests ``--sab-batch`` sends in batches (none without it)."""
+    if not settings.batch:
+        return ()
+    return ("judge",) if settings.interactive else ("judge", "agent")
+
+
+def _calls(value: Any) -> Iterator[Mapping[str, Any]]:
+    """Every model call a record holds (the agent's, each judge's, the guard's), wherever it sits."""
+    if isinstance(value, Mapping):
+        if "role" in value and "cache_hit" in value and "prompt_tokens" in value:
+            yield value
+            return
+        for item in value.values():
+            yield from _calls(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _calls(item)
+
+
+def priced_usd(settings: Any, record: Mapping[str, Any]) -> float:
+    """What a finished case cost (``--sab-budget``): its billed tokens at ``--sab-price``, those of the
+    batched roles at the batch price (a request retried live is priced so too: a small underestimate)."""
+    from sab_pytest.models import parse_prices
+
+    prices = parse_prices(settings.prices)
+    usage = record.get("usage") or {}
+    full = prices.usd(usage.get("billed_prompt_tokens", 0), usage.get("billed_completion_tokens", 0))
+    roles = batched_roles(settings)
+    batched = [c for c in _calls(record) if c.get("role") in roles and not c.get("cache_hit")]
+    saved = sum(prices.usd(int(c.get("prompt_tokens") or 0), int(c.get("completion_tokens") or 0)) for c in batched)
+    return full - saved * (1 - batch_price(settings.judges_url))
+
+
+def batch_estimate(settings: Any, est: Mapping[str, Any]) -> dict[str, Any]:
+    """``--sab-estimate`` under ``--sab-batch``: the roles batched, the price factor, the cost without
+    batches and what they save (None without prices)."""
+    from sab_pytest.models import parse_prices
+
+    roles = [role for role in batched_roles(settings) if role in est["roles"]]
+    factor = batch_price(settings.judges_url)
+    saved = None
+    if settings.prices:
+        prices = parse_prices(settings.prices)
+        saved = round(sum(prices.usd(est["roles"][r]["prompt_tokens"], est["roles"][r]["completion_tokens"])
+                          for r in roles) * (1 - factor), 6)
+    return {"roles": roles, "price_factor": factor, "full_cost_usd": est["cost_usd"], "saved_usd": saved}
+
+
+def estimate_line(batch: Mapping[str, Any]) -> str:
+    """The estimate's line about batches."""
+    line = (f"batch (--sab-batch): {', '.join(batch['roles']) or 'no role'} through the Batch API at "
+            f"{batch['price_factor']:g}x the price")
+    if batch["saved_usd"] is not None:
+        line += (f": cost ${batch['full_cost_usd'] - batch['saved_usd']:.4f} instead of ${batch['full_cost_usd']:.4f}"
+                 f", saving ${batch['saved_usd']:.4f}")
+    return line

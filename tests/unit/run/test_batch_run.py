@@ -141,3 +141,29 @@ def test_lines_of_the_error_file_are_retried_live_or_named(sab_run, pytester: py
             assert len(errors) == 2 and {r["error_kind"] for r in errors} == {"batch"}
             assert all("HTTP 500: the fake failed this line" in r["error"] for r in errors)
 
+
+
+def test_estimate_and_budget_price_the_batched_roles_at_half(tiny_data, tmp_path) -> None:
+    from sab_pytest.dataset import load
+    from sab_pytest.run.batch_mode import priced_usd
+    from sab_pytest.run.estimate import estimate, render
+    from sab_pytest.settings.resolution import resolve
+
+    cases = list(load(str(tiny_data), allow_modified=True).cases)
+    options = {"model": "gpt-4o", "no_cache": True, "prices": "in=2.5,out=10"}
+    live = estimate(resolve(options, user_cache=lambda: tmp_path), cases)
+    batched = estimate(resolve({**options, "batch": True}, user_cache=lambda: tmp_path), cases)
+    assert batched["batch"]["roles"] == ["judge", "agent"] and batched["batch"]["full_cost_usd"] == live["cost_usd"]
+    assert batched["cost_usd"] == pytest.approx(live["cost_usd"] / 2, abs=1e-5)
+    assert batched["batch"]["saved_usd"] == pytest.approx(live["cost_usd"] / 2, abs=1e-5)
+    assert any(line.startswith("batch (--sab-batch): judge, agent through the Batch API at 0.5x the price: cost $")
+               and "saving $" in line for line in render(batched))
+    acting = estimate(resolve({**options, "batch": True, "strategy": "react"}, user_cache=lambda: tmp_path), cases)
+    assert acting["batch"]["roles"] == ["judge"]  # an agent that acts stays live
+    settings = resolve({**options, "batch": True}, user_cache=lambda: tmp_path)
+    call = {"role": "judge", "cache_hit": False, "prompt_tokens": 1_000_000, "completion_tokens": 0}
+    record = {"usage": {"billed_prompt_tokens": 2_000_000, "billed_completion_tokens": 0},
+              "judge": {"plan": {"calls": [call]}}, "agent": {"calls": [{**call, "role": "agent"}]}}
+    assert priced_usd(settings, record) == pytest.approx(2.5)  # both calls at half of $2.5 per 1M
+    assert priced_usd(resolve({**options, "strategy": "react", "batch": True}, user_cache=lambda: tmp_path),
+                      record) == pytest.approx(2.5 / 2 + 2.5)  # the acting agent's call is live
