@@ -18,8 +18,9 @@ Knobs (attributes of ``FakeBatchAPI``, the server's ``batch``): ``delay_s`` (sec
 completion), ``hold`` (stay ``in_progress`` until ``release()``: "until told"), ``fail`` (a predicate
 on the line's custom_id and body: that line goes to the error file), ``expire`` (batches end
 ``expired``, every line in the error file as ``batch_expired``), ``reorder`` (output lines reversed),
-``unknown_line`` (one extra output line with a custom_id nobody sent). ``created`` counts batch
-creations, ``lines`` keeps every request answered in a batch (as ``RecordedRequest``).
+``unknown_line`` (one extra output line with a custom_id nobody sent); a script sets them with its
+``"batch"`` object (``configure``). ``created`` counts batch creations, ``lines`` keeps every request
+answered in a batch (as ``RecordedRequest``).
 """
 
 from __future__ import annotations
@@ -80,6 +81,16 @@ class FakeBatchAPI:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._released = threading.Event()
+
+    def configure(self, spec: dict[str, Any]) -> None:
+        """A script's ``"batch"`` object: ``delay_s``, ``hold``, ``expire``, ``reorder``, ``unknown_line``, and
+        ``fail_contains`` (a line whose last message holds that text goes to the error file)."""
+        self.delay_s = float(spec.get("delay_s", self.delay_s))
+        self.hold, self.expire = bool(spec.get("hold", self.hold)), bool(spec.get("expire", self.expire))
+        self.reorder, self.unknown_line = bool(spec.get("reorder", self.reorder)), bool(spec.get("unknown_line", False))
+        if spec.get("fail_contains"):
+            text = str(spec["fail_contains"])
+            self.fail = lambda _id, body: text in json.dumps((body.get("messages") or [{}])[-1].get("content"))
 
     def release(self) -> None:
         """End ``hold``: held batches complete at their next read."""

@@ -28,7 +28,7 @@ batches; ``batch=False``: 404, as a server without one): see ``fake_batch``. Bef
 
 Run ``sab fake-openai --port 8099 --script demo.json`` for a manual demo;
 the script is JSON with the keys ``latency``, ``api_key``, ``models``, ``served_as``, ``queue``, ``rules``
-(``{"contains": ..., "matches": REGEX, "times": ..., "reply": {...}}``), ``default`` and ``stochastic``
+(``{"contains": ..., "matches": REGEX, "times": ..., "reply": {...}}``), ``default``, ``batch`` and ``stochastic``
 (``{"refuse": 0.55, "seed": 1}``: a model that refuses with that probability per call, seeded, see
 ``StochasticRefusal``); reply objects use the field names of ``Reply``.
 """
@@ -406,6 +406,8 @@ def load_script(server: FakeOpenAIServer, script: dict[str, Any]) -> None:
     if "stochastic" in script:  # {"refuse": P, "seed": S}: refuse with probability P per call, else a plan
         spec = script["stochastic"]
         server.responder = StochasticRefusal(float(spec["refuse"]), seed=int(spec.get("seed", 0)))
+    if "batch" in script and server.batch is not None:  # the Batch API's knobs (``FakeBatchAPI.configure``)
+        server.batch.configure(script["batch"])
     server.enqueue(*(Reply.from_json(r) for r in script.get("queue", [])))
     for rule in script.get("rules", []):
         pattern = re.compile(rule["matches"]) if rule.get("matches") else None

@@ -122,3 +122,14 @@ def test_requests_are_cut_into_files_by_the_provider_limits() -> None:
     assert [len(f) for f in input_files(requests, max_bytes=2 * size + 1)] == [2, 2, 2, 1]
     with pytest.raises(BatchError, match="batch_too_large"):
         list(input_files(requests, max_bytes=size - 1))
+
+
+def test_a_script_sets_the_batch_knobs() -> None:
+    from sab_pytest.testing.fake_openai import FakeOpenAIServer, load_script
+
+    server = FakeOpenAIServer()
+    load_script(server, {"batch": {"delay_s": 2, "reorder": True, "fail_contains": "task 1"}})
+    assert server.batch is not None and server.batch.delay_s == 2.0 and server.batch.reorder
+    fail = server.batch.fail
+    assert fail is not None and fail("x", {"messages": [{"role": "user", "content": "task 1"}]})
+    assert not fail("y", {"messages": [{"role": "user", "content": "task 2"}]})
