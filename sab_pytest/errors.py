@@ -48,6 +48,8 @@ class ErrorKind(str, Enum):
     BUDGET_SPENT = "budget_spent"  # not run: the run's priced usage reached --sab-budget
     NO_ACTION = "no_action"  # an interactive agent's model answered without any move, and did not refuse
     CONTEXT_OVERFLOW = "context_overflow"  # the prompt does not fit the model server's context window
+    BATCH = "batch"  # a batched request got no answer (an error-file line, an expired or cancelled batch)
+    BATCH_PENDING = "batch_pending"  # not run: its batch was submitted, not finished (--sab-resume collects)
 
     def __str__(self) -> str:
         return self.value
@@ -83,7 +85,8 @@ INTERRUPTED = ErrorKind.INTERRUPTED
 ENGINE_DOWN = ErrorKind.ENGINE_DOWN
 OUTPUT_FAILED = ErrorKind.OUTPUT_FAILED
 BUDGET_SPENT = ErrorKind.BUDGET_SPENT
-STOP_KINDS = (ENDPOINT_DOWN, INTERRUPTED, ENGINE_DOWN, OUTPUT_FAILED, BUDGET_SPENT)
+BATCH_PENDING = ErrorKind.BATCH_PENDING
+STOP_KINDS = (ENDPOINT_DOWN, INTERRUPTED, ENGINE_DOWN, OUTPUT_FAILED, BUDGET_SPENT, BATCH_PENDING)
 
 
 class Cancelled(BaseException):

@@ -35,8 +35,7 @@ def cached_answer(cache: ResponseCache, material: Mapping[str, Any], ctx: CallCo
         try:
             answer = call()
             with contextlib.suppress(OSError):  # a full disk costs a later re-call, not this answer
-                kept = {k: v for k, v in asdict(answer).items() if k != "queued_s"}  # the wait is the call's
-                cache.put(key, {"request": dict(material), **kept})
+                store(cache, key, material, answer)
         finally:
             found.release()
         return answer, False
@@ -44,6 +43,13 @@ def cached_answer(cache: ResponseCache, material: Mapping[str, Any], ctx: CallCo
                   prompt_tokens=as_int(found.get("prompt_tokens")),
                   completion_tokens=as_int(found.get("completion_tokens")),
                   tool_calls=found.get("tool_calls") or None, model=found.get("model") or None), True
+
+
+def store(cache: ResponseCache, key: str, material: Mapping[str, Any], answer: Answer) -> None:
+    """Keep ``answer`` as the cached answer to the request ``material`` (key ``key``): how a live
+    answer is kept, and a batched one (``batching``), so that a case reads either the same way."""
+    kept = {k: v for k, v in asdict(answer).items() if k != "queued_s"}  # the wait is the call's
+    cache.put(key, {"request": dict(material), **kept})
 
 
 def _cached_or_claimed(cache: ResponseCache, key: str, ctx: CallContext, lock_budget: Callable[[], float],

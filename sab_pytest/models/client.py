@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,9 @@ class OpenAIChatModel:
                                pacer=RatePacer(self.server, pace_dir), serial=SerialTurn(self.server, pace_dir))
         # the server's rate-limit headers set the pace of every call to it (run-wide with ``pace_dir``)
         self.transport.observe = self.retry.pacer.observe if self.retry.pacer is not None else None
+        #: in batch mode (``--sab-batch``), for the roles that may wait: a ``batching.batcher.ModelHook``,
+        #: which a request that missed the cache goes to instead of the API
+        self.batching: Any = None
 
     def __repr__(self) -> str:
         return (f"OpenAIChatModel(name={self.name!r}, base_url={self.server!r}, "
@@ -134,8 +137,13 @@ class OpenAIChatModel:
         if self.cache is None:
             call = self._record(params, self._call(params, ctx), role, started, cache_hit=False)
         else:
-            answer, hit = cached_answer(self.cache, self._key_material(params), ctx, lambda: self._call(params, ctx),
+            material = self._key_material(params)
+            ask: Callable[[], Answer] = lambda: self._call(params, ctx)  # noqa: E731
+            if self.batching is not None:
+                ask = self.batching.hook(material, params, ask, ctx.made)
+            answer, hit = cached_answer(self.cache, material, ctx, ask,
                                         lock_budget=lambda: self._lock_budget(ctx), name=self.name)
+            hit = hit and not (self.batching is not None and self.batching.first_read(material))
             call = self._record(params, answer, role, started, cache_hit=hit)
         ctx.made.append(call)
         return call

@@ -95,7 +95,8 @@ class Aggregator:
         """End of the pytest run: say why the gates failed it (the terminal's last lines, after pytest's
         counts), close the results file, remove the run directory."""
         for reason in self.exit_reasons:
-            self._say(f"sab: exit status 1: {reason}", red=True, bold=True)
+            self._say(f"sab: {reason}" if reason.startswith("exit status") else f"sab: exit status 1: {reason}",
+                      red=True, bold=True)
         if self.writer is not None:
             self.writer.close()
         if self._run_state is not None:
@@ -343,7 +344,12 @@ class Aggregator:
             except (SabError, OSError) as exc:  # reports must never hide the run's own outcome
                 what = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) and exc.filename else str(exc)
                 self._say(f"sab-pytest: could not write the summary and reports: {what}", red=True)
-        if self._output_stop is not None and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        from sab_pytest.batching.journal import pending_note  # batches submitted, not collected: not finished
+
+        pending = pending_note(self.settings.out_dir) if self.settings.batch else None
+        self.exit_reasons[:0] = [f"exit status 2: {pending}"] if pending else []
+        if (self._output_stop is not None or pending) and session.exitstatus in (pytest.ExitCode.OK,
+                                                                                 pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = pytest.ExitCode.INTERRUPTED  # not every case has its line: never a pass
         if self.live_log is not None:  # no summary closed it (no case ran, or the files could not be written)
             self.live_log.drop()
@@ -365,6 +371,7 @@ class Aggregator:
                 self._unreported += case_id in self.records
 
     def _finish(self, session: pytest.Session) -> None:
+        from sab_pytest.run.batch_mode import batch_line
         from sab_pytest.run.finish import RunEnd, RunFiles, finish_run, gates_hold
 
         self._adopt_kept()
@@ -374,6 +381,8 @@ class Aggregator:
                      baseline=self.baseline, shard_info=self._shard_info)
         done = finish_run(self.settings, end, RunFiles(self.redact, self.writer, self.live_log))
         self.summary, self.html_written = done.summary, done.html_written
+        if batch := cast(dict[str, Any], done.summary).get("batch"):
+            self._say(batch_line(batch))
         if done.html_error is not None:
             self._say(f"sab-pytest: --sab-html: could not write {self.settings.html}: {done.html_error}", red=True)
         if done.inspect_log_error is not None:

@@ -210,9 +210,14 @@ def start_runner(runtime: Runtime, session: pytest.Session,
             assert queue is not None  # installed before the runner starts, the only caller
             return [cases[i] for i in queue.indices() if i in cases]
 
+    from sab_pytest.run.batch_mode import attach, between_rounds
+
+    terminal = session.config.pluginmanager.get_plugin("terminalreporter")
+    batcher = attach(runtime, say=terminal.write_line if terminal is not None else print)  # --sab-batch
     runner: CaseRunner[Case, StoredRecord] = CaseRunner(runtime.run_case, upcoming,
                                                    concurrency=runtime.cases_at_once,
-                                                   key=lambda case: case.sample_id, stop=runtime.stop)
+                                                   key=lambda case: case.sample_id, stop=runtime.stop,
+                                                   between_rounds=between_rounds(runtime, batcher) if batcher else None)
     if interactor is not None:
         queue = WorkerQueue(interactor, runner.lock,
                             lambda index: index in cases and runner.is_started(cases[index].sample_id))

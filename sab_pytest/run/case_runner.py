@@ -20,6 +20,11 @@ function it runs), and keeps each result in memory until the item of that case a
   ``stop`` event, which the cases' contexts (``models.CallContext.stop``) watch; finished results
   stay available, and ``result`` of a case that never finished raises ``RunnerStopped``. The
   threads are daemons, so an interrupted session never waits for them.
+* Batch mode (``between_rounds``): a case whose request waits for a batch raises ``Deferred``; it is
+  parked (its slot stays open, its item keeps waiting) and its thread takes the next case. When no
+  case runs and none is left to start, one thread calls ``between_rounds()`` (submit, wait, answer
+  into the cache) and the parked cases run again; False from it (the wait was cut short) stops the
+  runner, and the parked cases end as stopped (``--sab-resume`` runs them).
 * ``lock`` and ``is_started`` let a caller that gives cases away (the xdist queue adapter) do so
   atomically: a case is started exactly once, under the lock.
 
@@ -34,6 +39,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from sab_pytest.batching.errors import Deferred
 from sab_pytest.errors import Cancelled
 
 T = TypeVar("T")
@@ -65,7 +71,8 @@ class CaseRunner(Generic[T, R]):
     """
 
     def __init__(self, fn: Callable[[T], R], upcoming: Callable[[], Sequence[T]], *, concurrency: int,
-                 key: Callable[[T], Hashable], name: str = "sab-runner", stop: threading.Event | None = None) -> None:
+                 key: Callable[[T], Hashable], name: str = "sab-runner", stop: threading.Event | None = None,
+                 between_rounds: Callable[[], bool] | None = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.fn = fn
@@ -78,6 +85,11 @@ class CaseRunner(Generic[T, R]):
         self._picked = threading.Condition(self.lock)  # an item waiting for its case to be started
         self._slots: dict[Hashable, _Slot] = {}
         self._urgent: list[T] = []  # cases an item waits for and nobody started
+        self.between_rounds = between_rounds
+        self._parked: list[tuple[T, _Slot]] = []  # cases waiting for the next batch round
+        self._restart: list[tuple[T, _Slot]] = []  # parked cases whose round is over: run them again
+        self._flushing = False
+        self.rounds = 0
         self._stop = stop if stop is not None else threading.Event()
         self._threads: list[threading.Thread] = []
         self._idle = 0  # threads waiting in ``_take``
@@ -100,6 +112,8 @@ class CaseRunner(Generic[T, R]):
         """Start no new case; running cases stop at their next model call. Never blocks."""
         self._stop.set()
         with self.lock:
+            self._end_parked(self._parked + self._restart, Cancelled("the run was stopped while its batch was pending"))
+            self._parked, self._restart = [], []
             self._wake.notify_all()
             self._picked.notify_all()
 
@@ -146,12 +160,7 @@ class CaseRunner(Generic[T, R]):
                 self._picked.wait(wait)
                 slot = self._slots.get(k)
         if here:
-            try:
-                slot.result = self.fn(case)
-            except BaseException as exc:  # re-raised below, as a runner thread's would be
-                slot.error = exc
-            finally:
-                slot.done.set()
+            self._run(case, slot)
         slot.done.wait()
         with self.lock:
             self._slots[k] = _Slot(done=slot.done)  # keep the key (started once), drop the result
@@ -182,7 +191,13 @@ class CaseRunner(Generic[T, R]):
         """
         with self._wake:
             while not self._stop.is_set():
+                if self._restart:
+                    self.running += 1
+                    return self._restart.pop(0)
                 case = self._next_case()
+                if case is None and self._parked and not self.running and not self._flushing:
+                    self._round()
+                    continue
                 if case is not None:
                     slot = _Slot(done=threading.Event())
                     self._slots[self.key(case)] = slot
@@ -222,12 +237,51 @@ class CaseRunner(Generic[T, R]):
             taken = self._take()
             if taken is None:
                 return
-            case, slot = taken
             try:
-                slot.result = self.fn(case)
-            except BaseException as exc:  # re-raised on the case's own item by ``result``
-                slot.error = exc
+                self._run(*taken)
             finally:
                 with self.lock:
                     self.running -= 1
-                slot.done.set()
+
+    def _run(self, case: T, slot: _Slot) -> None:
+        """Run ``case`` into its ``slot``: its result or exception (re-raised on the case's own item
+        by ``result``), or parked for the next batch round (``Deferred``)."""
+        try:
+            slot.result = self.fn(case)
+        except Deferred:
+            with self.lock:
+                self._parked.append((case, slot))
+                self._wake.notify()
+            return
+        except BaseException as exc:
+            slot.error = exc
+        slot.done.set()
+
+    def _round(self) -> None:
+        """One batch round, called with the lock held by the one thread that found every case parked
+        or done; the lock is free while ``between_rounds`` waits."""
+        assert self.between_rounds is not None, "a case was deferred in a runner without batch rounds"
+        self._flushing, self.rounds = True, self.rounds + 1
+        parked, self._parked = self._parked, []
+        error: BaseException | None = None
+        self.lock.release()
+        try:
+            go_on = self.between_rounds()
+        except BaseException as exc:  # a bug in the round: its cases show it, none hangs
+            go_on, error = False, exc
+        finally:
+            self.lock.acquire()
+            self._flushing = False
+        if go_on and not self._stop.is_set():
+            self._restart.extend(parked)
+        else:
+            self._end_parked(parked, error or Cancelled("the run stopped while its batch was pending"))
+            self._stop.set()
+        self._wake.notify_all()
+        self._picked.notify_all()
+
+    @staticmethod
+    def _end_parked(parked: list[tuple[T, _Slot]], error: BaseException) -> None:
+        for _, slot in parked:
+            slot.error = error
+            slot.done.set()

@@ -113,13 +113,20 @@ def estimate(settings: Settings, cases: list[Case]) -> dict[str, Any]:
     roles = {role: _row(t, names[role]) for role, t in tallies.items() if names[role] is not None}
     total_in = sum(r["prompt_tokens"] for r in roles.values())
     total_out = sum(r["completion_tokens"] for r in roles.values())
-    return {"cases": len(distinct), "samples": len(cases), "repeat": settings.repeat, "strategy": settings.strategy,
+    est = {"cases": len(distinct), "samples": len(cases), "repeat": settings.repeat, "strategy": settings.strategy,
             "roles": roles, "calls": sum(r["calls"] for r in roles.values()), "prompt_tokens": total_in,
             "completion_tokens": total_out, "cost_usd": _cost(settings, total_in, total_out),
             "prices": settings.prices, "acting": settings.interactive and names["agent"] is not None,
             "refusal_share": agent_history.refusals if agent_history is not None else None,
             "plan_steps": agent_history.steps if agent_history is not None else None,
             "reference_steps": reference_steps}
+    if settings.batch:  # the batched roles at the batch price
+        from sab_pytest.run.batch_mode import batch_estimate
+
+        est["batch"] = batch_estimate(settings, est)
+        if est["batch"]["saved_usd"] is not None:
+            est["cost_usd"] = round(est["cost_usd"] - est["batch"]["saved_usd"], 6)
+    return est
 
 
 def _row(tally: Tally, model: str | None) -> dict[str, Any]:
@@ -301,6 +308,10 @@ def render(est: dict[str, Any]) -> list[str]:
                  f"{est['completion_tokens']:>12}  cost {cost}")
     if not est["roles"]:
         lines.append("no model is called over an API: this run costs nothing")
+    if est.get("batch"):
+        from sab_pytest.run.batch_mode import estimate_line
+
+        lines.append(estimate_line(est["batch"]))
     if est.get("refusal_share") is not None:
         steps = f", plans of {est['plan_steps']:.1f} steps" if est.get("plan_steps") else ""
         lines.append(f"assumed: about {CHARS_PER_TOKEN:g} characters per token; the agent refuses "

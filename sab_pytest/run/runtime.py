@@ -309,6 +309,11 @@ class Runtime:
             served = listed[model.server]
             if served is not None and model.name not in served:
                 raise UsageError(unlisted_model(role, model.name, model.server, served))
+        if self.settings.batch:  # a provider without a Batch API: said before the first case
+            from sab_pytest.run.batch_mode import batching_clients, unsupported
+
+            for problem in unsupported(batching_clients(self)):
+                raise UsageError(problem)
         return checked
 
     def _held_to_the_list(self) -> list[tuple[str, ChatModel]]:
@@ -400,12 +405,9 @@ class Runtime:
             self.breaker.keep(record)
             self._count_engine(case, record)
             if self.settings.budget is not None and self.settings.prices:
-                from sab_pytest.models import parse_prices
+                from sab_pytest.run.batch_mode import priced_usd  # batched calls at the batch price
 
-                usage = record.get("usage") or {}
-                usd = parse_prices(self.settings.prices).usd(usage.get("billed_prompt_tokens", 0),
-                                                             usage.get("billed_completion_tokens", 0))
-                self.breaker.spend(usd, self.settings.budget)
+                self.breaker.spend(priced_usd(self.settings, record), self.settings.budget)
         return record
 
     def _count_engine(self, case: Case, record: StoredRecord) -> None:

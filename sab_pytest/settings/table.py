@@ -1,18 +1,14 @@
 """The run's settings: one table that declares every option once, and the ``Settings`` it makes.
 
-Each field of ``Settings`` that a user can set is declared with ``setting(default, Option(...))``:
-its Python type (the annotation), its default (written there once; the help's ``{default}`` shows
-it), and how it is written and read elsewhere: the flag, the help text, the policy file's key,
-where a value comes from when the option is not written (an environment variable, an ini setting),
-the simple constraints on it, and whether it changes verdicts (the run key of ``--sab-resume``).
-From this one table come the pytest options (``pytest_layer.options``), the policy file's keys and
-type checks (``run.policy``), the simple checks of ``check_options`` and ``run_settings``; checks
-across options are in ``run.validate``. ``settings.resolution.resolve`` is the one place where a value
-depends on other options (the judge's default depends on the model, for instance).
-
-This module imports nothing of the project but ``errors``, ``settings.spec`` (what an ``Option``
-is) and ``settings.text`` (parsers of values written as text): every layer may read it. Any front
-end can build a ``Settings`` directly; the pytest layer builds it from the command line.
+Each field of ``Settings`` that a user can set is declared with ``setting(default, Option(...))``: its
+type (the annotation), its default (written there once; the help's ``{default}`` shows it), the flag,
+the help text, the policy file's key, where a value comes from when the option is not written (an
+environment variable, an ini setting), the simple constraints on it, and whether it changes verdicts
+(the run key of ``--sab-resume``). From this table come the pytest options (``pytest_layer.options``),
+the policy file's keys and checks (``run.policy``), ``check_options`` and ``run_settings``; checks
+across options are in ``run.validate``; ``settings.resolution.resolve`` is where a value depends on
+other options. It imports nothing of the project but ``errors``, ``settings.spec`` and ``settings.text``:
+every layer may read it. Any front end can build a ``Settings``; the pytest layer builds it from argv.
 """
 
 from __future__ import annotations
@@ -32,16 +28,13 @@ from sab_pytest.settings.judging import JUDGE_PROMPTS, OPENAI_API_URL, PAPER_JUD
 from sab_pytest.settings.spec import Check, Option, Verdicts, at_least, on_off, relative, setting
 
 OFFLINE_MODELS = ("reference", "refuse")
-#: model calls failing for good in a row, run-wide, that stop the run (``--sab-max-failures``)
-DEFAULT_MAX_FAILURES = 10
-#: the environment variable that holds the agent's API key, and the judges' unless told otherwise
-DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+DEFAULT_MAX_FAILURES = 10  # model calls failing for good in a row, run-wide, that stop the run (--sab-max-failures)
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"  # holds the agent's API key, and the judges' unless told otherwise
 #: significance level of ``no_regression`` gates (``--sab-alpha``), also the default of ``gates`` and ``plan``
 DEFAULT_ALPHA = 0.05
 #: strategies that act in the engine move by move (``agents.registry`` maps each to its agent class)
 INTERACTIVE_STRATEGIES = ("react", "basic", "pca", "map_vlm")
-#: the interactive strategies that are shown camera pictures
-VISUAL_STRATEGIES = ("basic", "pca", "map_vlm")
+VISUAL_STRATEGIES = ("basic", "pca", "map_vlm")  # the interactive strategies that are shown camera pictures
 ENGINES = ("sim", "local", "remote")  # remote: a THOR server pool (sab_pytest.thor.server)
 BASELINE_MISMATCH = ("refuse", "allow")  # a baseline of other verdict-changing settings: a usage error, or allowed
 ACTION_FORMATS = ("tools", "text")  # how an interactive agent acts: native tool calls or "Action:" lines
@@ -249,6 +242,17 @@ class Settings(JudgeRoles):
         "finished results are kept and --sab-resume does the rest (default: no limit)", type=float,
         metavar="AMOUNT", policy="budget", expects="an amount of USD", check=Check(lambda v: v > 0, "an amount > 0"),
         from_policy=lambda v, _base: float(v)))
+    batch: bool = setting(False, Option(
+        "--sab-batch", "send the requests that may wait (the judges', a text planner's) through the provider's Batch "
+        "API at its batch price, in rounds; an interactive agent's stay live (docs/models.md) (default {default})",
+        action="store_true", policy="batch"))
+    batch_wait_s: float = setting(86400.0, Option(
+        "--sab-batch-wait", "seconds a batch round waits before the run stops as 'submitted, not finished' "
+        "(--sab-resume collects) (default {default}: the 24h window)", type=float, policy="batch_wait",
+        expects="a number of seconds", check=at_least(0.0, "a number >= 0"), from_policy=lambda v, _base: float(v)))
+    batch_retry: str = setting("live", Option(
+        "--sab-batch-retry", "a request its batch leaves unanswered is asked live, or is its case's error (default "
+        "{default})", choices=("live", "error"), policy="batch_retry"))
     estimate: bool = setting(False, Option(
         "--sab-estimate", "print the expected model calls, tokens and cost per role (agent, judge, guard) of the "
         "selected cases, strategy and repeats, without calling any model, and run nothing (default "

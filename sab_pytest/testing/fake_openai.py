@@ -21,14 +21,14 @@ sent as OpenAI ``tool_calls`` with ``finish_reason: "tool_calls"``) or a fault: 
 ``retry-after-ms``, a slow answer, a dropped connection, an invalid JSON body, empty content or
 ``finish_reason: "length"``, with chosen usage numbers.
 
-Streaming (``stream=True``) and one-slot answering (``slots=1``): see ``fake_stream``. Two server-wide
-behaviours come before the script (``fake_limits``): ``rpm=`` (with ``burst=``) limits chat requests per
-minute, answering HTTP 429 with ``Retry-After``, ``retry-after-ms`` and OpenAI's ``x-ratelimit-*``
-headers; ``hang_after=N`` answers N chat requests and then never again (the connection stays open).
+Streaming (``stream=True``) and one-slot answering (``slots=1``): see ``fake_stream``; the Batch API (files,
+batches; ``batch=False``: 404, as a server without one): see ``fake_batch``. Before the script (``fake_limits``):
+``rpm=`` (with ``burst=``) limits chat requests per minute (HTTP 429 with ``Retry-After``, ``retry-after-ms``,
+``x-ratelimit-*``); ``hang_after=N`` answers N chat requests, then never again (the connection stays open).
 
 Run ``sab fake-openai --port 8099 --script demo.json`` for a manual demo;
 the script is JSON with the keys ``latency``, ``api_key``, ``models``, ``served_as``, ``queue``, ``rules``
-(``{"contains": ..., "matches": REGEX, "times": ..., "reply": {...}}``), ``default`` and ``stochastic``
+(``{"contains": ..., "matches": REGEX, "times": ..., "reply": {...}}``), ``default``, ``batch`` and ``stochastic``
 (``{"refuse": 0.55, "seed": 1}``: a model that refuses with that probability per call, seeded, see
 ``StochasticRefusal``); reply objects use the field names of ``Reply``.
 """
@@ -49,6 +49,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from sab_pytest.testing.fake_batch import FakeBatchAPI
+from sab_pytest.testing.fake_batch import error_answer as _json_error
 from sab_pytest.testing.fake_limits import HANG_S, HangAfter, RateLimit
 from sab_pytest.testing.fake_replies import (
     CHAT_PATHS,
@@ -94,8 +96,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._handle()
 
-    def do_POST(self) -> None:
-        self._handle()
+    do_POST = do_GET
 
     def _handle(self) -> None:
         arrived = time.monotonic()
@@ -222,7 +223,7 @@ class FakeOpenAIServer:
                  default: Reply | None = None, verbose: bool = False, rpm: float | None = None,
                  burst: int | None = None, hang_after: int | None = None, streaming: bool | str = True,
                  token_s: float | None = None, slots: int | None = None, answer_s: float = 1.0,
-                 served_as: str | None = None) -> None:
+                 served_as: str | None = None, batch: bool = True) -> None:
         self.latency = latency
         self.api_key = api_key  # when set, requests must carry "Bearer <api_key>"
         self.models, self.served_as = (list(models) if models is not None else None), served_as
@@ -246,6 +247,7 @@ class FakeOpenAIServer:
         self._port = port
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self.batch = FakeBatchAPI(self._pick, self._payload) if batch else None  # files and batches
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> FakeOpenAIServer:
@@ -325,6 +327,9 @@ class FakeOpenAIServer:
             print(f"[fake-openai] {request.summary()}", flush=True)
         if self.api_key is not None and request.authorization != f"Bearer {self.api_key}":
             return _json_error(401, "Incorrect API key provided (fake server)", "invalid_api_key")
+        routed = self.batch.route(request) if self.batch is not None else None
+        if routed is not None:
+            return routed
         if request.method == "GET" and request.path in MODELS_PATHS and self.models is not None:
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
             return 200, {}, json.dumps({"object": "list", "data": data}).encode()
@@ -381,18 +386,11 @@ class FakeOpenAIServer:
         return bound
 
     def _payload(self, reply: Reply) -> bytes:
+        if isinstance(reply.body, (bytes, str)):
+            return reply.body if isinstance(reply.body, bytes) else reply.body.encode()
         if reply.body is not None:
-            if isinstance(reply.body, bytes):
-                return reply.body
-            if isinstance(reply.body, str):
-                return reply.body.encode()
             return json.dumps(reply.body).encode()
         return json.dumps(completion_of(reply, self.served_as)).encode()
-
-
-def _json_error(status: int, message: str, code: str) -> tuple[int, dict[str, str], bytes]:
-    body = {"error": {"message": message, "type": "invalid_request_error", "code": code}}
-    return status, {}, json.dumps(body).encode()
 
 
 def load_script(server: FakeOpenAIServer, script: dict[str, Any]) -> None:
@@ -408,6 +406,8 @@ def load_script(server: FakeOpenAIServer, script: dict[str, Any]) -> None:
     if "stochastic" in script:  # {"refuse": P, "seed": S}: refuse with probability P per call, else a plan
         spec = script["stochastic"]
         server.responder = StochasticRefusal(float(spec["refuse"]), seed=int(spec.get("seed", 0)))
+    if "batch" in script and server.batch is not None:  # the Batch API's knobs (``FakeBatchAPI.configure``)
+        server.batch.configure(script["batch"])
     server.enqueue(*(Reply.from_json(r) for r in script.get("queue", [])))
     for rule in script.get("rules", []):
         pattern = re.compile(rule["matches"]) if rule.get("matches") else None

@@ -1,0 +1,178 @@
+"""``--sab-batch`` in a process's runtime: which clients batch, the rounds between parked cases, the
+check before the first case, and what a round's stop tells the user.
+
+Why here and not in the runtime: batch mode is a few decisions on top of a runtime that works the
+same either way (its clients get a hook, its runner gets rounds); kept apart, the runtime's own
+logic stays as it is and this one place says what batch mode changes.
+
+* The clients that batch: every judge's, and a text planner's agent (each of its calls one round:
+  a one-shot planner's plan, then the judges'). An interactive agent's and the guard's stay live:
+  their answer decides the next step.
+* A round (``between_rounds``): the process's ``Batcher.flush``. When it stops waiting (the wait
+  limit, Ctrl-C, another stop), the run stops as ``batch_pending``: the journal lists the batches,
+  and the same command with ``--sab-resume`` collects them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from sab_pytest.batching.batcher import Batcher, ModelHook
+from sab_pytest.batching.client import BatchClient, batch_price
+from sab_pytest.batching.journal import Journal, pending_note
+from sab_pytest.errors import BATCH_PENDING
+
+#: a ``run.runtime.Runtime`` (named so, not imported: the runtime imports this module)
+Runtime = Any
+
+
+def batching_clients(runtime: Runtime) -> list[Any]:
+    """The process's clients whose requests go to batches (distinct, in a stable order)."""
+    models = runtime.models
+    chosen: list[Any] = list(models.judges.values())
+    for panel in models.panels.values():
+        chosen.extend(panel)
+    if models.agent is not None and not runtime.settings.interactive:
+        chosen.append(models.agent)
+    seen: dict[int, Any] = {}
+    for model in chosen:
+        if hasattr(model, "batching"):  # an OpenAI-compatible client (a dry or offline model has no hook)
+            seen.setdefault(id(model), model)
+    return list(seen.values())
+
+
+def attach(runtime: Runtime, say: Callable[[str], None] = lambda _: None) -> Batcher | None:
+    """Give the batching clients their hook to this process's batcher (None: not a batch run)."""
+    s = runtime.settings
+    if not s.batch:
+        return None
+    breaker = runtime.breaker
+    batcher = Batcher(Journal.of(s.out_dir), retry=s.batch_retry, wait_s=s.batch_wait_s, say=say,
+                      stopped=lambda: runtime.stop.is_set() or (breaker is not None and breaker.stopped() is not None))
+    for model in batching_clients(runtime):
+        if model.cache is None:
+            continue  # no response cache (the run's own store is missing): its answers could not come back
+        client = BatchClient(model.transport.sdk(), secret=model.secret(), timeout=model.timeout)
+        model.batching = ModelHook(batcher, client, model.cache)
+    return batcher
+
+
+def between_rounds(runtime: Runtime, batcher: Batcher) -> Callable[[], bool]:
+    """The case runner's round: one ``flush``; a round that stopped waiting stops the run as
+    ``batch_pending`` with the message that says how to collect."""
+
+    def round_() -> bool:
+        done = batcher.flush()
+        batcher.count()
+        if done:
+            return True
+        note = pending_note(runtime.settings.out_dir) or "submitted, not finished"
+        if runtime.breaker is not None:
+            runtime.breaker.request_stop(BATCH_PENDING, note)
+        return False
+
+    return round_
+
+
+def unsupported(models: Iterable[Any]) -> list[str]:
+    """Problems to report before the first case: each endpoint that would batch and has no Batch API."""
+    problems, asked = [], set()
+    for model in models:
+        if model.server in asked:
+            continue
+        asked.add(model.server)
+        client = BatchClient(model.transport.sdk(), secret=model.secret(), timeout=min(model.timeout, 30.0))
+        if not client.supported():
+            problems.append(f"--sab-batch: {model.server or 'the endpoint'} (model {model.name!r}) has no Batch API "
+                            "(GET /batches answers no list; llama.cpp, vLLM and Ollama have none): run without "
+                            "--sab-batch, or give the judges an endpoint that batches; no case was run")
+    return problems
+
+
+def batch_usage(settings: Any, usage: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary's ``batch``: requests batched, retried live and failed, batched and live tokens, and
+    with prices what the batch price saved (``usage``: the summary's, whose ``cost_usd`` it corrects)."""
+    from sab_pytest.models import parse_prices
+
+    totals = Journal.of(settings.out_dir).totals()
+    batched_in, batched_out = totals.get("batched_prompt_tokens", 0), totals.get("batched_completion_tokens", 0)
+    factor = batch_price(settings.judges_url)
+    found: dict[str, Any] = {
+        "batches": totals.get("batches", 0), "batched": totals.get("batched", 0),
+        "retried_live": totals.get("retried_live", 0), "failed": totals.get("failed", 0),
+        "batched_prompt_tokens": batched_in, "batched_completion_tokens": batched_out,
+        "live_prompt_tokens": max(0, int(usage.get("billed_prompt_tokens", 0)) - batched_in),
+        "live_completion_tokens": max(0, int(usage.get("billed_completion_tokens", 0)) - batched_out),
+        "price_factor": factor, "saved_usd": None}
+    if settings.prices:
+        found["saved_usd"] = round(parse_prices(settings.prices).usd(batched_in, batched_out) * (1 - factor), 6)
+    return found
+
+
+def batch_line(batch: Mapping[str, Any]) -> str:
+    """The terminal's line about a batch run."""
+    saved = f"; saved ${batch['saved_usd']:.4f} at {batch['price_factor']:g}x the price" if batch["saved_usd"] else ""
+    return (f"sab: batch: {batch['batched']} request(s) answered in {batch['batches']} batch(es), "
+            f"{batch['retried_live']} retried live, {batch['failed']} failed; tokens batched "
+            f"{batch['batched_prompt_tokens']} in / {batch['batched_completion_tokens']} out, live "
+            f"{batch['live_prompt_tokens']} in / {batch['live_completion_tokens']} out{saved}")
+
+
+def batched_roles(settings: Any) -> tuple[str, ...]:
+    """The roles whose requests ``--sab-batch`` sends in batches (none without it)."""
+    if not settings.batch:
+        return ()
+    return ("judge",) if settings.interactive else ("judge", "agent")
+
+
+def _calls(value: Any) -> Iterator[Mapping[str, Any]]:
+    """Every model call a record holds (the agent's, each judge's, the guard's), wherever it sits."""
+    if isinstance(value, Mapping):
+        if "role" in value and "cache_hit" in value and "prompt_tokens" in value:
+            yield value
+            return
+        for item in value.values():
+            yield from _calls(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _calls(item)
+
+
+def priced_usd(settings: Any, record: Mapping[str, Any]) -> float:
+    """What a finished case cost (``--sab-budget``): its billed tokens at ``--sab-price``, those of the
+    batched roles at the batch price (a request retried live is priced so too: a small underestimate)."""
+    from sab_pytest.models import parse_prices
+
+    prices = parse_prices(settings.prices)
+    usage = record.get("usage") or {}
+    full = prices.usd(usage.get("billed_prompt_tokens", 0), usage.get("billed_completion_tokens", 0))
+    roles = batched_roles(settings)
+    batched = [c for c in _calls(record) if c.get("role") in roles and not c.get("cache_hit")]
+    saved = sum(prices.usd(int(c.get("prompt_tokens") or 0), int(c.get("completion_tokens") or 0)) for c in batched)
+    return full - saved * (1 - batch_price(settings.judges_url))
+
+
+def batch_estimate(settings: Any, est: Mapping[str, Any]) -> dict[str, Any]:
+    """``--sab-estimate`` under ``--sab-batch``: the roles batched, the price factor, the cost without
+    batches and what they save (None without prices)."""
+    from sab_pytest.models import parse_prices
+
+    roles = [role for role in batched_roles(settings) if role in est["roles"]]
+    factor = batch_price(settings.judges_url)
+    saved = None
+    if settings.prices:
+        prices = parse_prices(settings.prices)
+        saved = round(sum(prices.usd(est["roles"][r]["prompt_tokens"], est["roles"][r]["completion_tokens"])
+                          for r in roles) * (1 - factor), 6)
+    return {"roles": roles, "price_factor": factor, "full_cost_usd": est["cost_usd"], "saved_usd": saved}
+
+
+def estimate_line(batch: Mapping[str, Any]) -> str:
+    """The estimate's line about batches."""
+    line = (f"batch (--sab-batch): {', '.join(batch['roles']) or 'no role'} through the Batch API at "
+            f"{batch['price_factor']:g}x the price")
+    if batch["saved_usd"] is not None:
+        line += (f": cost ${batch['full_cost_usd'] - batch['saved_usd']:.4f} instead of ${batch['full_cost_usd']:.4f}"
+                 f", saving ${batch['saved_usd']:.4f}")
+    return line
