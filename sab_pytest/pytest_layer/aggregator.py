@@ -312,16 +312,7 @@ class Aggregator:
             est = estimate(self.settings, select_cases(self.settings))
         except SabError as exc:
             raise aliases.usage_error(self.config, exc) from None
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        for line in render(est):
-            if reporter is not None:
-                reporter.write_line(line)
-            else:
-                print(line)
-        cost = "not priced" if est["cost_usd"] is None else f"${est['cost_usd']:.4f}"
-        terminal.finish(session.config, f"--sab-estimate: nothing was run; in all {est['calls']} model calls, "
-                                          f"{est['prompt_tokens']} tokens in, {est['completion_tokens']} out, "
-                                          f"cost {cost}")
+        terminal.print_estimate(session.config, render(est), est)
 
     @pytest.hookimpl(tryfirst=True)  # before xdist's loop schedules the first item, or pytest's runs it
     def pytest_runtestloop(self, session: pytest.Session) -> None:

@@ -193,3 +193,16 @@ class CleanEnds:
             message = interrupted_message(value)  # (pytest's own stops, -x or ours, are a subclass)
             reporter._keyboardinterrupt_memo = SimpleNamespace(reprcrash=SimpleNamespace(message=message),
                                                                toterminal=lambda tw: tw.line(message))
+
+
+def print_estimate(config: pytest.Config, lines: list[str], est: dict[str, Any]) -> None:
+    """``--sab-estimate``'s table, then the run's one closing line with its totals (``finish``)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    for line in lines:
+        if reporter is not None:
+            reporter.write_line(line)
+        else:
+            print(line)
+    cost = "not priced" if est["cost_usd"] is None else f"${est['cost_usd']:.4f}"
+    finish(config, f"--sab-estimate: nothing was run; in all {est['calls']} model calls, {est['prompt_tokens']} "
+                   f"tokens in, {est['completion_tokens']} out, cost {cost}")
