@@ -47,6 +47,7 @@ class ErrorKind(str, Enum):
     BUDGET_SPENT = "budget_spent"  # not run: the run's priced usage reached --sab-budget
     NO_ACTION = "no_action"  # an interactive agent's model answered without any move, and did not refuse
     CONTEXT_OVERFLOW = "context_overflow"  # the prompt does not fit the model server's context window
+    CONTENT_FILTER = "content_filter"  # the provider's content filter refused the request or withheld the answer
 
     def __str__(self) -> str:
         return self.value

@@ -5,6 +5,7 @@ retries by itself."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -18,10 +19,11 @@ from sab_pytest.models.cached import cached_answer
 from sab_pytest.models.context import CallContext, CaseModel
 from sab_pytest.models.interfaces import Breaker, Slots
 from sab_pytest.models.pacing import RatePacer
+from sab_pytest.models.provider import Endpoint
+from sab_pytest.models.providers import REGISTRY
 from sab_pytest.models.retrying import RetryLoop
 from sab_pytest.models.serial import SerialTurn
-from sab_pytest.models.spec import parse_model_spec
-from sab_pytest.models.transport import Transport
+from sab_pytest.models.spec import split_model_spec
 from sab_pytest.models.wire import (
     PREFLIGHT_TIMEOUT_S,
     RATE_LIMIT_WAIT_S,
@@ -34,6 +36,8 @@ from sab_pytest.outcome import ModelCall
 from sab_pytest.retry import BACKOFF_MAX_S, MAX_RETRY_AFTER_S, RetryPolicy
 from sab_pytest.settings import DEFAULT_API_KEY_ENV
 
+log = logging.getLogger(__name__)
+
 
 class OpenAIChatModel:
     """A ``ChatModel`` on any OpenAI-compatible chat-completions API, via the openai SDK.
@@ -44,6 +48,11 @@ class OpenAIChatModel:
     variable ``api_key_env`` and kept out of ``repr``, messages, records and the cache.
     ``pace_dir`` (the run directory) shares the send schedule under the endpoint's rate limit with
     the run's other processes (``models.pacing``).
+
+    ``model`` may name its provider (``azure/gpt-4o``, ``groq/llama-3.1-8b``, ``models.providers``):
+    the provider's module talks to it, at ``base_url`` when given, else at the provider's default
+    (``fallback_base_url``, a URL the role inherits from another, serves only an unnamed provider),
+    with the key in the provider's variable unless ``api_key_env`` names another than the default.
     """
 
     def __init__(
@@ -67,14 +76,18 @@ class OpenAIChatModel:
         breaker: Breaker | None = None,
         slots: Slots | None = None,
         pace_dir: Path | None = None,
+        fallback_base_url: str | None = None,
     ) -> None:
-        self.name = parse_model_spec(model)
-        url = base_url if base_url is not None else os.environ.get("OPENAI_BASE_URL")
+        compat_url = next((u for u in (base_url, fallback_base_url, os.environ.get("OPENAI_BASE_URL")) if u), None)
+        kind, self.name = split_model_spec(model, base_url_in_effect=compat_url is not None)
+        info = REGISTRY[kind or "openai"]
+        self.provider_name = info.name
+        url = compat_url if info.name == "openai" else (base_url or info.default_url())
         if url is not None and not re.match(r"^https?://[^/\s]+", url.strip()):
             raise UsageError(f"--base-url: {url!r} is not an http(s) URL (e.g. http://localhost:8000/v1)")
         self.base_url = url.strip() if url else None
-        self.api_key_env = api_key_env
-        self._key = Secret(api_key if api_key is not None else os.environ.get(api_key_env))
+        self.api_key_env = info.key_env if api_key_env == DEFAULT_API_KEY_ENV else api_key_env
+        self._key = Secret(api_key if api_key is not None else os.environ.get(self.api_key_env))
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.timeout = float(timeout)
@@ -85,7 +98,8 @@ class OpenAIChatModel:
             raise UsageError(f"model options: unsupported parameter(s) {sorted(unknown)}; "
                              f"supported: {', '.join(SAMPLING_KEYS)}")
         self.extra = dict(extra or {})
-        self.transport = Transport(self.base_url, self._key, self.timeout)
+        self.transport = info.make(Endpoint(self.base_url, self._key, self.timeout))
+        self._noted = False  # the request keys the provider does not take were noted once
         self.retry = RetryLoop(self.transport, self.name, self.server, self.timeout, max_retries=int(max_retries),
                                policy=RetryPolicy(base=float(backoff_base), cap=float(backoff_max),
                                                   max_retry_after=float(max_retry_after)),
@@ -95,7 +109,7 @@ class OpenAIChatModel:
         self.transport.observe = self.retry.pacer.observe if self.retry.pacer is not None else None
 
     def __repr__(self) -> str:
-        return (f"OpenAIChatModel(name={self.name!r}, base_url={self.server!r}, "
+        return (f"OpenAIChatModel(name={self.name!r}, provider={self.provider_name!r}, base_url={self.server!r}, "
                 f"temperature={self.temperature!r}, cache={self.cache!r})")
 
     @property
@@ -176,10 +190,26 @@ class OpenAIChatModel:
         retries = self.retry.max_retries
         return self.timeout * (retries + 1) + self.retry.policy.worst_wait(retries) + 5.0
 
+    def list_models(self, timeout: float = PREFLIGHT_TIMEOUT_S) -> list[str] | None:
+        """The model ids the endpoint lists; None when it does not answer the listing."""
+        return self.transport.list_models(timeout)
+
     def _call(self, params: dict[str, Any], ctx: CallContext) -> Answer:
-        if not self._key.reveal():
+        if not self._key.reveal() and self.transport.needs_key:
             raise UsageError(f"no API key for model {self.name!r}: set {self.api_key_env}")
-        return self.retry.call(params, ctx)
+        return self.retry.call(self._supported(params), ctx)
+
+    def _supported(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` without the keys the provider does not take (its ``Capabilities``), noted once
+        per client; the cache key keeps them (a ``seed`` per repeat still keeps repeats apart)."""
+        dropped = self.transport.capabilities.unsupported(params)
+        if not dropped:
+            return params
+        if not self._noted:
+            self._noted = True
+            log.warning("%s/%s does not take %s: dropped from its requests", self.provider_name, self.name,
+                        ", ".join(dropped))
+        return {key: value for key, value in params.items() if key not in dropped}
 
     def _record(self, params: Mapping[str, Any], answer: Answer, role: str, started: float, *,
                 cache_hit: bool) -> ModelCall:

@@ -1,5 +1,9 @@
-"""The transport of model calls: the openai SDK client of one endpoint, one attempt through it, and
-the one classification of the SDK's exceptions into a ``Failure``.
+"""The OpenAI-compatible provider (``models.provider.Provider``): the openai SDK client of one
+endpoint, one attempt through it, and the one classification of the SDK's exceptions into a
+``Failure``. Every provider of the registry that serves the chat-completions API (OpenAI, vLLM,
+Ollama, llama.cpp, Gemini's and Anthropic's compatible endpoints, OpenRouter, Together, Groq,
+DeepSeek) is this module with its own base URL, key and ``Capabilities``; Azure's is a subclass
+(``providers.azure``) that builds another SDK client.
 
 Why apart from the retry loop: an attempt is the part that knows the SDK (its client per process,
 its exception types, its raw response); the loop above it knows only ``Answer`` and ``Failure``.
@@ -21,9 +25,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from sab_pytest.models.overflow import parse_overflow
+from sab_pytest.models.provider import Capabilities, Endpoint
 from sab_pytest.models.stream import read_stream
 from sab_pytest.models.wire import (
     CAUSE_CONTEXT,
+    CAUSE_FILTER,
     CAUSE_GONE,
     CAUSE_QUOTA,
     CAUSE_RATE,
@@ -64,6 +70,9 @@ def classify(exc: BaseException, *, secret: str | None, timeout: float, answered
             retryable = should == "true"
         if status == 429 and error_code(exc) == "insufficient_quota":  # billing: waiting cannot help
             return Failure(message, retryable=False, cause=CAUSE_QUOTA, kind="status", status=status, detail=detail)
+        if status == 400 and error_code(exc) == "content_filter":  # Azure's filter refused the prompt
+            return Failure(message, retryable=False, cause=CAUSE_FILTER, kind="status", status=status, detail=detail,
+                           filtered=True)
         overflow = parse_overflow(detail) if status in (400, 413, 422) else None
         if overflow is not None:  # the same request cannot fit: only a smaller one may (``RetryLoop``)
             return Failure(message, retryable=False, cause=CAUSE_CONTEXT, kind="status", status=status,
@@ -88,12 +97,17 @@ def classify(exc: BaseException, *, secret: str | None, timeout: float, answered
     return Failure(detail, retryable=False, kind="sdk")
 
 
-class Transport:
+class OpenAICompatProvider:
     """The SDK client of one endpoint, shared by threads: created lazily once per process under a
     lock (re-created after a fork: connections must not be shared), with the SDK's own retries off
     (the retry loop owns them, see the package docstring)."""
 
-    def __init__(self, base_url: str | None, key: Secret, timeout: float) -> None:
+    kind = "openai"
+    needs_key = True
+
+    def __init__(self, base_url: str | None, key: Secret, timeout: float,
+                 capabilities: Capabilities | None = None) -> None:
+        self.capabilities = capabilities or Capabilities()
         self.base_url = base_url
         self.key = key
         self.timeout = timeout
@@ -111,9 +125,32 @@ class Transport:
         if self._client is None or self._client_pid != pid:
             with self._lock:
                 if self._client is None or self._client_pid != pid:
-                    self._client = _sdk_client(self.base_url, self.key.reveal(), self.timeout)
+                    self._client = self._new_client()
                     self._client_pid = pid
         return self._client
+
+    def _new_client(self) -> Any:
+        """A new SDK client for this endpoint (a subclass builds its own kind)."""
+        return _sdk_client(self.base_url, self.key.reveal(), self.timeout)
+
+    def probe(self, params: dict[str, Any], timeout: float) -> str:
+        """One request without streaming, its failure classified (the endpoint check)."""
+        import openai
+
+        try:
+            return self.send(params, timeout)
+        except openai.OpenAIError as exc:
+            raise classify(exc, secret=self.key.reveal(), timeout=timeout) from None
+
+    def list_models(self, timeout: float) -> list[str] | None:
+        """The ids ``GET /models`` lists; None when the endpoint does not answer it."""
+        import openai
+
+        try:
+            listing = self.sdk().models.list(timeout=timeout)
+            return [str(model.id) for model in listing.data]
+        except (openai.OpenAIError, AttributeError, TypeError):
+            return None
 
     def send(self, params: dict[str, Any], timeout: float) -> str:
         """One request; the raw body of the answer. The SDK's exceptions propagate unclassified
@@ -237,3 +274,8 @@ def _as_sdk_error(exc: Exception) -> Exception | None:
     if "Timeout" in type(exc).__name__:
         return openai.APITimeoutError(request=request)
     return openai.APIConnectionError(message=f"connection lost while reading the answer: {exc}", request=request)
+
+
+def make(endpoint: Endpoint, capabilities: Capabilities) -> OpenAICompatProvider:
+    """The provider of the registry's OpenAI-compatible lines."""
+    return OpenAICompatProvider(endpoint.base_url, endpoint.key, endpoint.timeout, capabilities)
