@@ -21,7 +21,7 @@ endpoint check), ``usage`` (token and cost totals). The names below are the pack
 the rest of the code imports them from here.
 """
 
-from sab_pytest.models.client import OpenAIChatModel
+from sab_pytest.models.client import OpenAIChatModel, make_chat_model
 from sab_pytest.models.context import CallContext, CaseModel, FailureLog, for_case
 from sab_pytest.models.interfaces import Breaker, ChatModel, Slots
 from sab_pytest.models.spec import Prices, parse_model_spec, parse_prices
@@ -30,6 +30,6 @@ from sab_pytest.models.wire import PREFLIGHT_TIMEOUT_S, elide_images, parse_retr
 
 __all__ = [
     "PREFLIGHT_TIMEOUT_S", "Breaker", "CallContext", "CaseModel", "ChatModel", "FailureLog", "OpenAIChatModel",
-    "Prices", "Slots", "add_failures", "cost", "elide_images", "for_case", "parse_model_spec",
+    "Prices", "Slots", "add_failures", "cost", "elide_images", "for_case", "make_chat_model", "parse_model_spec",
     "parse_prices", "parse_retry_after", "preload_sdk", "scrub", "truncation_note", "usage_totals",
 ]

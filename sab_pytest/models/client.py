@@ -100,6 +100,7 @@ class OpenAIChatModel:
         self.extra = dict(extra or {})
         self.transport = info.make(Endpoint(self.base_url, self._key, self.timeout))
         self._noted = False  # the request keys the provider does not take were noted once
+        self.role = "agent"  # the role the client serves (``make_chat_model``), for reports
         self.retry = RetryLoop(self.transport, self.name, self.server, self.timeout, max_retries=int(max_retries),
                                policy=RetryPolicy(base=float(backoff_base), cap=float(backoff_max),
                                                   max_retry_after=float(max_retry_after)),
@@ -219,3 +220,16 @@ class OpenAIChatModel:
                          prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
                          latency_s=round(latency, 6), cache_hit=cache_hit,
                          finish_reason=answer.finish_reason, role=role, tool_calls=answer.tool_calls)
+
+
+def make_chat_model(role: str, spec: str, *, base_url: str | None, inherited_base_url: str | None = None,
+                    api_key_env: str = DEFAULT_API_KEY_ENV, **options: Any) -> OpenAIChatModel:
+    """The client of one role (``agent``, ``judge``, ``guard``, ...): ``spec`` may name its provider
+    (``azure/j``), ``base_url`` is the role's own (its option), ``inherited_base_url`` the one it
+    follows when it has none (another role's), used only by a model that names no provider: a
+    judge on ``azure/j`` goes to Azure even when the agent has a ``--base-url``. ``options``: the
+    client's other keyword arguments. ``role`` is kept on the client (``role``) for reports."""
+    model = OpenAIChatModel(spec, base_url=base_url, fallback_base_url=inherited_base_url, api_key_env=api_key_env,
+                            **options)
+    model.role = role
+    return model

@@ -169,12 +169,12 @@ class Runtime:
         from sab_pytest.cache import ResponseCache
 
         s = self.settings
-        base_url = s.base_url if role == "agent" else (s.judge_base_url or s.base_url)
         key_env = s.api_key_env if role == "agent" else s.judge_api_key_env
         store = s.cache_dir or self.run_store
-        return models.OpenAIChatModel(
-            models.parse_model_spec(name),
-            base_url=base_url,
+        return models.make_chat_model(
+            role, name,  # a name may name its provider (azure/j): ``models.providers``
+            base_url=s.base_url if role == "agent" else s.judge_base_url,
+            inherited_base_url=None if role == "agent" else s.base_url,
             api_key_env=key_env,
             temperature=s.judge_temperatures[judge] if role == "judge" else (
                 s.temperature if temperature is None else temperature),

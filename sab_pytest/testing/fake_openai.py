@@ -5,9 +5,9 @@ versions (httpx in 1.x/2.x, httpx2 in 3.x), so transport-level mocks tie the tes
 loopback server exercises exactly what production does (sockets, status codes, headers, timeouts,
 dropped connections) with any SDK version, and needs nothing beyond the standard library.
 
-The server binds ``127.0.0.1`` on a free port, serves ``POST /v1/chat/completions`` and
-``GET /v1/models`` from a background thread, records every request (and ``max_in_flight``, the most
-chat requests it held at once), and answers from a script:
+The server binds ``127.0.0.1`` on a free port, serves ``POST /v1/chat/completions`` and ``GET /v1/models``
+(and Azure's shape of both, ``fake_azure``) from a background thread, records every request (and
+``max_in_flight``, the most chat requests it held at once), and answers from a script:
 
 * a FIFO queue of replies (``enqueue``), consumed first;
 * ordered rules (``add_rule``) matching a substring of the last user message or a predicate,
@@ -41,6 +41,7 @@ import re
 import socket
 import threading
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import Callable
 from dataclasses import fields
@@ -48,11 +49,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from sab_pytest.testing import fake_azure
+from sab_pytest.testing.fake_azure import is_chat, is_models
 from sab_pytest.testing.fake_limits import HANG_S, HangAfter, RateLimit
 from sab_pytest.testing.fake_replies import (
-    CHAT_PATHS,
     DEFAULT_MODELS,
-    MODELS_PATHS,
     RecordedRequest,
     Reply,
     Rule,
@@ -105,13 +106,12 @@ class _Handler(BaseHTTPRequestHandler):
             body: Any = json.loads(raw) if raw else None
         except ValueError:
             body = None
-        request = RecordedRequest(
-            method=self.command, path=self.path.split("?", 1)[0],
-            headers={k.lower(): v for k, v in self.headers.items()},
-            body=body, raw_body=raw, received_at=time.monotonic(),
-        )
+        path, _, query = self.path.partition("?")
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        request = RecordedRequest(method=self.command, path=path, headers=headers, body=body, raw_body=raw,
+                                  received_at=time.monotonic(), query=dict(urllib.parse.parse_qsl(query)))
         owner = self.server.owner
-        self._counted = request.path in CHAT_PATHS
+        self._counted = is_chat(request.path)
         if self._counted:
             owner._count_in_flight(+1)
         try:
@@ -223,7 +223,7 @@ class FakeOpenAIServer:
                  burst: int | None = None, hang_after: int | None = None, streaming: bool | str = True,
                  token_s: float | None = None, slots: int | None = None, answer_s: float = 1.0) -> None:
         self.latency = latency
-        self.api_key = api_key  # when set, requests must carry "Bearer <api_key>"
+        self.api_key = api_key  # when set, requests must carry "Bearer <api_key>" (Azure's paths: api-key)
         self.models = list(models)
         self.responder = responder
         self.default = default or Reply()
@@ -279,7 +279,7 @@ class FakeOpenAIServer:
 
     @property
     def url(self) -> str:
-        """Base URL for the openai SDK (``.../v1``)."""
+        """Base URL for the openai SDK (``.../v1``); without ``/v1``, Azure's endpoint (``fake_azure``)."""
         return f"http://127.0.0.1:{self.port}/v1"
 
     # -- scripting -------------------------------------------------------------------------------
@@ -309,7 +309,7 @@ class FakeOpenAIServer:
     @property
     def chat_requests(self) -> list[RecordedRequest]:
         with self._lock:
-            return [r for r in self.requests if r.path in CHAT_PATHS]
+            return [r for r in self.requests if is_chat(r.path)]
 
     # -- answering ------------------------------------------------------------------------------
     def _count_in_flight(self, delta: int) -> None:
@@ -322,12 +322,12 @@ class FakeOpenAIServer:
             self.requests.append(request)
         if self.verbose:
             print(f"[fake-openai] {request.summary()}", flush=True)
-        if self.api_key is not None and request.authorization != f"Bearer {self.api_key}":
-            return _json_error(401, "Incorrect API key provided (fake server)", "invalid_api_key")
-        if request.method == "GET" and request.path in MODELS_PATHS:
+        if (denied := fake_azure.refusal(request, self.api_key)) is not None:  # Azure's shape and key, or Bearer
+            return denied
+        if request.method == "GET" and is_models(request.path):
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
             return 200, {}, json.dumps({"object": "list", "data": data}).encode()
-        if request.method != "POST" or request.path not in CHAT_PATHS:
+        if request.method != "POST" or not is_chat(request.path):
             return _json_error(404, f"no route for {request.method} {request.path}", "not_found")
         if not isinstance(request.body, dict) or not isinstance(request.body.get("messages"), list):
             return _json_error(400, "body must be JSON with a 'messages' list", "invalid_request")

@@ -48,6 +48,7 @@ class RecordedRequest:
     body: Any
     raw_body: bytes
     received_at: float
+    query: dict[str, str] = field(default_factory=dict)  # the URL's query (Azure's api-version)
 
     @property
     def authorization(self) -> str | None:
