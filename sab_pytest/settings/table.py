@@ -392,9 +392,12 @@ class Settings:
         return self.uses_api or self.engine != "sim"
 
     def secrets(self) -> list[str]:
-        """Values of the API keys in use, so reports can redact them."""
+        """Values of the API keys in use, so reports can redact them: the roles' key variables, and any
+        ``*_API_KEY`` / ``*_AD_TOKEN`` variable, where named providers keep theirs (``AZURE_OPENAI_API_KEY``,
+        ``GROQ_API_KEY``, ... a role on ``azure/j`` reads one no option names)."""
         names = {self.api_key_env, self.judge_api_key_env, DEFAULT_API_KEY_ENV, "SAB_THOR_TOKEN"}
-        return [v for v in (os.environ.get(n) for n in names) if v]
+        names |= {n for n in os.environ if n.endswith(("_API_KEY", "_AD_TOKEN"))}
+        return [v for v in (os.environ.get(n) for n in sorted(names)) if v]
 
     def run_settings(self) -> dict[str, Any]:
         """Everything that determines a case's verdict: the table's settings that change verdicts

@@ -5,7 +5,8 @@ Azure's shape must be a run that would work against Azure. So a request to a dep
 (``/openai/deployments/<d>/chat/completions``) needs ``?api-version=...`` (Azure answers 404
 without it) and its key in the ``api-key`` header (a ``Bearer`` header carries an Entra ID token,
 never a key); the v1 endpoint (``/openai/v1/...``) takes the key either way, as Azure's does. The
-server's ``api_key`` set, a request without the right key is refused with 401 as Azure does.
+server's ``api_key`` set, a request without the right key is refused with 401 as Azure does (and as
+OpenAI does without ``Bearer <key>``, Anthropic without ``x-api-key`` or ``Bearer <key>``: the fake's one auth check).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def refusal(request: RecordedRequest, api_key: str | None) -> tuple[int, dict[st
     keyed = request.headers.get("api-key") == api_key
     if deployment:
         ok = keyed
+    elif "anthropic-version" in request.headers:  # Anthropic's SDK: x-api-key (recent versions: Bearer)
+        ok = request.headers.get("x-api-key") == api_key or bearer
     elif request.path.startswith("/openai/"):
         ok = keyed or bearer
     else:

@@ -49,8 +49,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from sab_pytest.testing import fake_azure
-from sab_pytest.testing.fake_azure import is_chat, is_models
+from sab_pytest.testing import fake_anthropic, fake_azure
+from sab_pytest.testing.fake_anthropic import is_chat
+from sab_pytest.testing.fake_azure import is_models
 from sab_pytest.testing.fake_limits import HANG_S, HangAfter, RateLimit
 from sab_pytest.testing.fake_replies import (
     DEFAULT_MODELS,
@@ -58,10 +59,9 @@ from sab_pytest.testing.fake_replies import (
     Reply,
     Rule,
     StochasticRefusal,
-    completion_of,
     default_answer,
 )
-from sab_pytest.testing.fake_stream import OneSlot, client_gone, stream_chunks, wants_stream, write_stream
+from sab_pytest.testing.fake_stream import OneSlot, client_gone, wants_stream, write_stream
 
 
 class _Server(ThreadingHTTPServer):
@@ -188,7 +188,7 @@ class _Handler(BaseHTTPRequestHandler):
         chunks share them), then ``token_s`` apart; stop as soon as the client closes the stream."""
         owner = self.server.owner
         spread = spread and owner.token_s is None  # an explicit token_s paces the chunks instead
-        chunks = stream_chunks(completion_of(reply), usage, paced=spread or bool(owner.token_s))
+        chunks = fake_anthropic.chunks(reply, usage, paced=spread or bool(owner.token_s))  # OpenAI's or Anthropic's
         gap = owner.token_s or 0.0
         if spread:
             seconds = gap = max(0.0, seconds) / len(chunks)
@@ -386,7 +386,7 @@ class FakeOpenAIServer:
             if isinstance(reply.body, str):
                 return reply.body.encode()
             return json.dumps(reply.body).encode()
-        return json.dumps(completion_of(reply)).encode()
+        return json.dumps(fake_anthropic.answer_of(reply)).encode()
 
 
 def _json_error(status: int, message: str, code: str) -> tuple[int, dict[str, str], bytes]:

@@ -30,11 +30,13 @@ class ProviderInfo:
     key_env: str
     capabilities: Capabilities
 
+    url_env: str | None = None  # the variable that overrides ``base_url`` (None: ``<NAME>_BASE_URL``)
+
     @property
     def base_url_env(self) -> str:
-        """The variable that overrides the default base URL (``AZURE_OPENAI_ENDPOINT`` for Azure,
-        as the openai SDK reads it; ``<NAME>_BASE_URL`` otherwise, as inspect_ai reads them)."""
-        return "AZURE_OPENAI_ENDPOINT" if self.name == "azure" else f"{self.name.upper()}_BASE_URL"
+        """The variable that overrides the default base URL (``<NAME>_BASE_URL``, as inspect_ai reads
+        them, unless the line names the one its SDK reads)."""
+        return self.url_env or f"{self.name.upper()}_BASE_URL"
 
     def default_url(self) -> str | None:
         """The base URL when the role names none: the variable's, else the line's."""
@@ -53,9 +55,8 @@ _LOCAL = Capabilities(n=False)  # self-hosted servers: one answer per request, n
 
 REGISTRY: dict[str, ProviderInfo] = {line.name: line for line in (
     ProviderInfo("openai", _COMPAT, None, "OPENAI_API_KEY", Capabilities(batch=True)),
-    ProviderInfo("azure", "azure", None, "AZURE_OPENAI_API_KEY", Capabilities(batch=True)),
-    ProviderInfo("anthropic", _COMPAT, "https://api.anthropic.com/v1/", "ANTHROPIC_API_KEY",
-                 Capabilities(seed=False, n=False, batch=True)),
+    ProviderInfo("azure", "azure", None, "AZURE_OPENAI_API_KEY", Capabilities(batch=True), "AZURE_OPENAI_ENDPOINT"),
+    ProviderInfo("anthropic", "anthropic_messages", None, "ANTHROPIC_API_KEY", Capabilities(False, False, batch=True)),
     ProviderInfo("gemini", _COMPAT, "https://generativelanguage.googleapis.com/v1beta/openai/", "GEMINI_API_KEY",
                  Capabilities(seed=False)),
     ProviderInfo("openrouter", _COMPAT, "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", Capabilities(n=False)),

@@ -52,14 +52,17 @@ from sab_pytest.models.wire import (
 )
 
 
-def classify(exc: BaseException, *, secret: str | None, timeout: float, answered: bool = False) -> Failure:
+def classify(exc: BaseException, *, secret: str | None, timeout: float, answered: bool = False,
+             sdk: Any = None) -> Failure:
     """The openai SDK's exception ``exc`` as a ``Failure``: its message (secrets scrubbed), whether
     retrying may help, how long the server asked to wait, whether it was a rate limit or a timeout,
     and the likely cause. ``answered``: the endpoint answered before (a refused connection is then
-    a server going away, not a wrong URL)."""
+    a server going away, not a wrong URL). ``sdk``: the SDK module whose exceptions ``exc`` is one of
+    (default ``openai``; the ``anthropic`` SDK's have the same names and shapes)."""
     import openai
 
-    if isinstance(exc, openai.APIStatusError):
+    errors: Any = sdk or openai
+    if isinstance(exc, errors.APIStatusError):
         status = exc.status_code
         headers = exc.response.headers
         detail = error_text(exc, secret)
@@ -83,15 +86,15 @@ def classify(exc: BaseException, *, secret: str | None, timeout: float, answered
                            cause=CAUSE_RATE, kind="status", status=status, detail=detail)
         return Failure(message, retryable=retryable, retry_after=told, cause=status_cause(status), kind="status",
                        status=status, detail=detail)
-    if isinstance(exc, openai.APITimeoutError):  # before its base class, APIConnectionError
+    if isinstance(exc, errors.APITimeoutError):  # before its base class, APIConnectionError
         return Failure(f"no answer within {timeout:.1f}s", retryable=True, timed_out=True, cause=CAUSE_SILENT,
                        kind="timeout")
-    if isinstance(exc, openai.APIConnectionError):
+    if isinstance(exc, errors.APIConnectionError):
         reason = connection_reason(exc, secret)
         return Failure(f"connection failed: {reason}", retryable=True, cause=CAUSE_GONE if answered else CAUSE_URL,
                        kind="connection", detail=reason)
     detail = f"{type(exc).__name__}: {scrub(str(exc), secret)}"
-    overflow = parse_overflow(detail) if isinstance(exc, openai.APIError) else None  # an error event in a stream
+    overflow = parse_overflow(detail) if isinstance(exc, errors.APIError) else None  # an error event in a stream
     if overflow is not None:
         return Failure(detail, retryable=False, cause=CAUSE_CONTEXT, kind="sdk", overflow=overflow)
     return Failure(detail, retryable=False, kind="sdk")
@@ -259,12 +262,14 @@ def _sdk_client(base_url: str | None, api_key: str | None, timeout: float) -> An
     return first.with_options(**options, **endpoint)
 
 
-def _as_sdk_error(exc: Exception) -> Exception | None:
+def _as_sdk_error(exc: Exception, sdk: Any = None) -> Exception | None:
     """The SDK's error for an error of its HTTP library (``httpx`` or ``httpx2``) raised outside the
     SDK's own handling (reading a stream's body): a timeout or a broken connection, so that it is
-    retried and classified like any other; None for anything else (a bug: it propagates)."""
+    retried and classified like any other; None for anything else (a bug: it propagates). ``sdk``:
+    as ``classify``'s."""
     import openai
 
+    errors: Any = sdk or openai
     if type(exc).__module__.split(".")[0] not in ("httpx", "httpx2"):
         return None
     try:
@@ -272,8 +277,8 @@ def _as_sdk_error(exc: Exception) -> Exception | None:
     except (AttributeError, RuntimeError):  # an error raised before any request was made
         return None
     if "Timeout" in type(exc).__name__:
-        return openai.APITimeoutError(request=request)
-    return openai.APIConnectionError(message=f"connection lost while reading the answer: {exc}", request=request)
+        return errors.APITimeoutError(request=request)
+    return errors.APIConnectionError(message=f"connection lost while reading the answer: {exc}", request=request)
 
 
 def make(endpoint: Endpoint, capabilities: Capabilities) -> OpenAICompatProvider:
