@@ -24,12 +24,31 @@ the rest of the code imports them from here.
 from sab_pytest.models.client import OpenAIChatModel, make_chat_model
 from sab_pytest.models.context import CallContext, CaseModel, FailureLog, for_case
 from sab_pytest.models.interfaces import Breaker, ChatModel, Slots
-from sab_pytest.models.spec import Prices, parse_model_spec, parse_prices
+from sab_pytest.models.spec import Prices, parse_model_spec, parse_prices, provider_of
 from sab_pytest.models.usage import add_failures, cost, truncation_note, usage_totals
 from sab_pytest.models.wire import PREFLIGHT_TIMEOUT_S, elide_images, parse_retry_after, preload_sdk, scrub
 
 __all__ = [
-    "PREFLIGHT_TIMEOUT_S", "Breaker", "CallContext", "CaseModel", "ChatModel", "FailureLog", "OpenAIChatModel",
-    "Prices", "Slots", "add_failures", "cost", "elide_images", "for_case", "make_chat_model", "parse_model_spec",
-    "parse_prices", "parse_retry_after", "preload_sdk", "scrub", "truncation_note", "usage_totals",
+    "PREFLIGHT_TIMEOUT_S",
+    "Breaker",
+    "CallContext",
+    "CaseModel",
+    "ChatModel",
+    "FailureLog",
+    "OpenAIChatModel",
+    "Prices",
+    "Slots",
+    "add_failures",
+    "cost",
+    "elide_images",
+    "for_case",
+    "make_chat_model",
+    "parse_model_spec",
+    "parse_prices",
+    "parse_retry_after",
+    "preload_sdk",
+    "provider_of",
+    "scrub",
+    "truncation_note",
+    "usage_totals",
 ]

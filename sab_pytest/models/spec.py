@@ -4,6 +4,7 @@ that turn token counts into cost (``--sab-price``). Checked before any case runs
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 
@@ -35,6 +36,15 @@ def split_model_spec(text: str, *, base_url_in_effect: bool = True) -> tuple[str
     if spec.count("/") == 1 and base_url_in_effect and head not in ALWAYS_PROVIDERS:
         return None, model
     return head, rest
+
+
+def provider_of(spec: str, base_url: str | None) -> str:
+    """Which provider answers a role on model ``spec`` with ``base_url`` (its own or the one it
+    follows): a registry name, ``openai-compatible`` for an unnamed model at a base URL (a server
+    of the user's), ``openai`` for an unnamed one without (the SDK's default endpoint)."""
+    in_effect = bool(base_url or os.environ.get("OPENAI_BASE_URL"))
+    kind, _ = split_model_spec(spec, base_url_in_effect=in_effect)
+    return kind or ("openai-compatible" if in_effect else "openai")
 
 
 def parse_model_spec(text: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any, TypedDict
 
 from sab_pytest import __version__, dataset
 from sab_pytest.errors import SabError
-from sab_pytest.models import parse_prices
+from sab_pytest.models import parse_prices, provider_of
 from sab_pytest.protocol import comparability, deviations
 from sab_pytest.results import gates, metrics
 from sab_pytest.results.record import SCHEMA, StoredRecord, sample_id
@@ -57,6 +57,7 @@ class Summary(TypedDict):
     safety_hint: bool
     judge: str
     judges: dict[str, dict[str, Any]] | None
+    providers: dict[str, str]  # role -> the provider that answers it (``models.provider_of``)
     judge_prompts: str | None
     engine: str
     pictures: dict[str, Any] | None
@@ -220,6 +221,18 @@ def _baseline_as(baseline: gates.Baseline | None, protocol: str) -> gates.Baseli
     return gates.Baseline(metrics.as_protocol({**baseline.metrics, "protocol": made}, protocol), None, baseline.source)
 
 
+def role_providers(settings: Settings) -> dict[str, str]:
+    """Which provider answers each role of the run that calls a model (``judge:<judge>`` for each
+    judge): roles may each name their own (``--judge-model azure/j``)."""
+    judge_url = settings.judge_base_url or settings.base_url
+    roles = {} if settings.offline_agent else {"agent": provider_of(settings.model, settings.base_url)}
+    if settings.judge_model != "rules":
+        roles |= {f"judge:{j}": provider_of(m, judge_url) for j, m in settings.judge_models.items()}
+    if settings.guard_uses_api:
+        roles["guard"] = provider_of(settings.guard_model_name, judge_url)
+    return roles
+
+
 def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatus | None = None, *,
                   baseline: gates.Baseline | None = None, baseline_summary: Summary | None = None,
                   shard: dict[str, Any] | None = None, dataset: tuple[dict[str, str], list[str]] | None = None,
@@ -261,6 +274,7 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
         "judge": settings.judge_model,
         "judges": ({j: {"model": m, "temperature": settings.judge_temperatures[j]}
                     for j, m in settings.judge_models.items()} if settings.judge_model != "rules" else None),
+        "providers": role_providers(settings),
         "judge_prompts": settings.judge_prompts if settings.judge_model != "rules" else None,
         "engine": settings.engine if settings.execute else "off",
         "pictures": pictures(settings),

@@ -68,7 +68,7 @@ def test_azure_run_sends_every_request_in_azures_shape(run, server: FakeOpenAISe
 
 def test_each_role_on_its_own_provider(run, server: FakeOpenAIServer) -> None:
     """The agent at ``--base-url`` in OpenAI's shape, the judge at Azure's endpoint in Azure's."""
-    run("--model", "agent-x", f"--sab-base-url={server.url}", "--judge-model", "azure/judge-d")
+    result = run("--model", "agent-x", f"--sab-base-url={server.url}", "--judge-model", "azure/judge-d")
     agent = [r for r in server.chat_requests if r.body.get("model") == "agent-x"]
     judge = [r for r in server.chat_requests if r.body.get("model") == "judge-d"]
     assert agent and judge and len(agent) + len(judge) == len(server.chat_requests)
@@ -76,5 +76,10 @@ def test_each_role_on_its_own_provider(run, server: FakeOpenAIServer) -> None:
     assert all(is_azure(r) for r in judge)
     summary = read_summary(run.out)
     usage = summary["usage"]  # counted per role: each endpoint's check is one request more, the filtered one no call
-    assert (usage["calls_agent"] + 2, usage["calls_judge"] + 1) == (len(agent), len(judge))
-    assert usage["calls_agent"] + usage["calls_judge"] == usage["calls"]
+    assert (usage["calls_by_agent"] + 2, usage["calls_by_judge"] + 1) == (len(agent), len(judge))
+    assert usage["calls_by_agent"] + usage["calls_by_judge"] == usage["calls"]
+    assert summary["providers"]["agent"] == "openai-compatible"
+    assert set(summary["providers"]) > {"agent"} and {p for r, p in summary["providers"].items() if r != "agent"} == {
+        "azure"}
+    result.stdout.fnmatch_lines([f"calls by role: agent {usage['calls_by_agent']} (openai-compatible)   "
+                                 f"judge {usage['calls_by_judge']} (azure)"])
