@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from sab_pytest.errors import UsageError
+from sab_pytest.models.provider import Capabilities
 from sab_pytest.models.providers import REGISTRY
 
 KNOWN_PROVIDERS = tuple(REGISTRY)
@@ -45,6 +46,12 @@ def provider_of(spec: str, base_url: str | None) -> str:
     in_effect = bool(base_url or os.environ.get("OPENAI_BASE_URL"))
     kind, _ = split_model_spec(spec, base_url_in_effect=in_effect)
     return kind or ("openai-compatible" if in_effect else "openai")
+
+
+def capabilities_of(spec: str, base_url: str | None) -> Capabilities:
+    """What the provider answering ``spec`` at ``base_url`` accepts (``models.providers``)."""
+    kind = provider_of(spec, base_url)
+    return REGISTRY["openai" if kind == "openai-compatible" else kind].capabilities
 
 
 def parse_model_spec(text: str) -> str:

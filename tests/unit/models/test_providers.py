@@ -149,3 +149,29 @@ def test_list_models_names_the_endpoints_models_or_none(azure: FakeOpenAIServer)
     assert "gpt-4o" in (OpenAIChatModel("gpt-4o", base_url=azure.url, api_key=KEY).list_models(2.0) or [])
     gone = OpenAIChatModel("gpt-4o", base_url="http://127.0.0.1:9/v1", api_key="k", timeout=0.5)
     assert gone.list_models(0.5) is None
+
+
+def test_a_visual_strategy_on_a_provider_without_pictures_is_one_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sab_pytest.run.validate import validate
+    from sab_pytest.settings import Settings
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(UsageError, match="--model deepseek/deepseek-chat: the provider takes no pictures"):
+        validate(Settings(model="deepseek/deepseek-chat", strategy="basic"))
+    validate(Settings(model="deepseek/deepseek-chat", strategy="direct"))  # text alone: fine
+    validate(Settings(model="azure/gpt4o", strategy="basic"))
+
+
+def test_azure_without_a_key_sends_an_entra_token_and_no_key(azure: FakeOpenAIServer,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from sab_pytest.models.providers import azure as azure_provider
+
+    monkeypatch.delenv("AZURE_OPENAI_API_KEY")
+    monkeypatch.setattr(azure_provider, "_token_provider", lambda: lambda: "entra-token-for-the-test")
+    azure.api_key = None  # the fake cannot check an Entra ID token: it records it
+    model = azure_model()
+    assert not model.has_api_key
+    assert model.complete(USER).answer
+    (request,) = azure.chat_requests
+    assert request.authorization == "Bearer entra-token-for-the-test" and "api-key" not in request.headers
+    assert request.path == "/openai/deployments/gpt4o-deploy/chat/completions"
