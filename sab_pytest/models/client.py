@@ -223,12 +223,19 @@ class OpenAIChatModel:
 
 
 def make_chat_model(role: str, spec: str, *, base_url: str | None, inherited_base_url: str | None = None,
-                    api_key_env: str = DEFAULT_API_KEY_ENV, **options: Any) -> OpenAIChatModel:
+                    api_key_env: str = DEFAULT_API_KEY_ENV, inherited_key_env: str | None = None,
+                    **options: Any) -> OpenAIChatModel:
     """The client of one role (``agent``, ``judge``, ``guard``, ...): ``spec`` may name its provider
     (``azure/j``), ``base_url`` is the role's own (its option), ``inherited_base_url`` the one it
     follows when it has none (another role's), used only by a model that names no provider: a
-    judge on ``azure/j`` goes to Azure even when the agent has a ``--base-url``. ``options``: the
-    client's other keyword arguments. ``role`` is kept on the client (``role``) for reports."""
+    judge on ``azure/j`` goes to Azure even when the agent has a ``--base-url``. Likewise a key
+    variable the role only inherited (``inherited_key_env``, the agent's) is not sent to a provider
+    the role names: that provider's own variable is read (a key never goes to another provider's
+    endpoint). ``options``: the client's other keyword arguments. ``role`` is kept on the client
+    (``role``) for reports."""
+    kind, _ = split_model_spec(spec, base_url_in_effect=bool(base_url or inherited_base_url))
+    if kind not in (None, "openai") and api_key_env == inherited_key_env:
+        api_key_env = DEFAULT_API_KEY_ENV  # read as "the provider's own" by the client
     model = OpenAIChatModel(spec, base_url=base_url, fallback_base_url=inherited_base_url, api_key_env=api_key_env,
                             **options)
     model.role = role

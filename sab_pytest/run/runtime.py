@@ -175,7 +175,7 @@ class Runtime:
             role, name,  # a name may name its provider (azure/j): ``models.providers``
             base_url=s.base_url if role == "agent" else s.judge_base_url,
             inherited_base_url=None if role == "agent" else s.base_url,
-            api_key_env=key_env,
+            api_key_env=key_env, inherited_key_env=None if role == "agent" else s.api_key_env,
             temperature=s.judge_temperatures[judge] if role == "judge" else (
                 s.temperature if temperature is None else temperature),
             max_tokens=PAPER_JUDGE_MAX_TOKENS if role == "judge" else s.max_tokens,

@@ -175,3 +175,20 @@ def test_azure_without_a_key_sends_an_entra_token_and_no_key(azure: FakeOpenAISe
     (request,) = azure.chat_requests
     assert request.authorization == "Bearer entra-token-for-the-test" and "api-key" not in request.headers
     assert request.path == "/openai/deployments/gpt4o-deploy/chat/completions"
+
+
+def test_a_role_on_a_named_provider_reads_that_providers_key_not_one_it_inherits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from sab_pytest.models import make_chat_model
+
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", "https://example.openai.azure.com")
+    monkeypatch.setenv("OPENAI_API_VERSION", "2024-10-21")
+    judge = make_chat_model("judge", "azure/j", base_url=None, inherited_base_url="http://127.0.0.1:9/v1",
+                            api_key_env="AGENT_KEY", inherited_key_env="AGENT_KEY")
+    assert (judge.api_key_env, judge.server, judge.role) == ("AZURE_OPENAI_API_KEY",
+                                                             "https://example.openai.azure.com", "judge")
+    own = make_chat_model("judge", "azure/j", base_url=None, api_key_env="JUDGE_KEY", inherited_key_env="AGENT_KEY")
+    assert own.api_key_env == "JUDGE_KEY"  # a variable the role names is its own
+    same = make_chat_model("judge", "j", base_url=None, inherited_base_url="http://127.0.0.1:9/v1",
+                           api_key_env="AGENT_KEY", inherited_key_env="AGENT_KEY")
+    assert (same.api_key_env, same.base_url) == ("AGENT_KEY", "http://127.0.0.1:9/v1")  # today's meaning
