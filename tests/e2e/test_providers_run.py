@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from support.benchmark import RunSetup
-from support.results import read_summary, records_by_case
+from support.results import read_records, read_summary
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.testing import FakeOpenAIServer, Reply
@@ -49,19 +49,19 @@ def run_setup(server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch, pyteste
 
 
 def test_azure_run_sends_every_request_in_azures_shape(run, server: FakeOpenAIServer) -> None:
-    run("--model", "azure/agent-d", "--judge-model", "azure/judge-d")
-    records = records_by_case(run.out)
-    assert len(records) == N_CASES
+    run("--model", "azure/agent-d", "--judge-model", "azure/judge-d", "--sab-repeat", "2")  # 38 cases
+    records = read_records(run.out)
+    assert len(records) == 2 * N_CASES >= 20
     requests = server.chat_requests
-    assert len(requests) >= N_CASES and all(is_azure(r) for r in requests), {r.path for r in requests}
+    assert len(requests) >= 2 * N_CASES and all(is_azure(r) for r in requests), {r.path for r in requests}
     assert not any("authorization" in r.headers for r in server.requests)
     paths = {r.path for r in requests}
     assert paths == {"/openai/deployments/agent-d/chat/completions", "/openai/deployments/judge-d/chat/completions"}
     # the content filter's refusal is the case's own named outcome, not an endpoint failure
-    filtered = [r for r in records.values() if (r.get("error") or "").startswith("content_filter")]
-    assert [r["error_kind"] for r in filtered] == ["content_filter"]
+    filtered = [r for r in records if (r.get("error") or "").startswith("content_filter")]
+    assert [r["error_kind"] for r in filtered] == ["content_filter"] * 2  # the one case, twice
     summary = read_summary(run.out)
-    assert summary["error_kinds"] == {"content_filter": 1} and not summary.get("stopped")
+    assert summary["error_kinds"] == {"content_filter": 2} and not summary.get("stopped")
     assert summary["model"] == "azure/agent-d" and summary["judge"] == "azure/judge-d"
     assert KEY not in (run.out / "sab-results.jsonl").read_text()
 
