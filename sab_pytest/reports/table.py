@@ -145,6 +145,9 @@ def render_table(summary: Summary) -> list[str]:
         lines += ["", f"model calls: {usage['calls']} ({usage['cache_hits']} {source}{failed})   tokens: "
                   f"{usage['prompt_tokens']} in / {usage['completion_tokens']} out{cost}"]
         lines += _role_lines(usage, summary.get("providers") or {})
+    for role, keys in (summary.get("not_sent") or {}).items():
+        lines.append(f"not sent to {role}: {', '.join(keys)} (its provider takes none; its repeats differ only as "
+                     "much as the provider's own sampling makes them)")
     if usage.get("truncated"):
         lines.append(f"answers cut at max tokens (finish_reason=length): {usage['truncated']}; a verdict read from "
                      f"a cut answer may say less than the model meant (--sab-max-tokens, the server's context)")

@@ -18,7 +18,7 @@ from typing import Any, TypedDict
 
 from sab_pytest import __version__, dataset
 from sab_pytest.errors import SabError
-from sab_pytest.models import parse_prices, provider_of
+from sab_pytest.models import capabilities_of, parse_prices, provider_of
 from sab_pytest.protocol import comparability, deviations
 from sab_pytest.results import gates, metrics
 from sab_pytest.results.record import SCHEMA, StoredRecord, sample_id
@@ -58,6 +58,7 @@ class Summary(TypedDict):
     judge: str
     judges: dict[str, dict[str, Any]] | None
     providers: dict[str, str]  # role -> the provider that answers it (``models.provider_of``)
+    not_sent: dict[str, list[str]]  # role -> request keys its provider does not take, left out
     judge_prompts: str | None
     engine: str
     pictures: dict[str, Any] | None
@@ -221,16 +222,32 @@ def _baseline_as(baseline: gates.Baseline | None, protocol: str) -> gates.Baseli
     return gates.Baseline(metrics.as_protocol({**baseline.metrics, "protocol": made}, protocol), None, baseline.source)
 
 
-def role_providers(settings: Settings) -> dict[str, str]:
-    """Which provider answers each role of the run that calls a model (``judge:<judge>`` for each
-    judge): roles may each name their own (``--judge-model azure/j``)."""
+def _role_models(settings: Settings) -> dict[str, tuple[str, str | None]]:
+    """Each role of the run that calls a model (``judge:<judge>`` for each judge): its model and
+    the base URL it has (its own, or the one it follows)."""
     judge_url = settings.judge_base_url or settings.base_url
-    roles = {} if settings.offline_agent else {"agent": provider_of(settings.model, settings.base_url)}
+    roles = {} if settings.offline_agent else {"agent": (settings.model, settings.base_url)}
     if settings.judge_model != "rules":
-        roles |= {f"judge:{j}": provider_of(m, judge_url) for j, m in settings.judge_models.items()}
+        roles |= {f"judge:{j}": (m, judge_url) for j, m in settings.judge_models.items()}
     if settings.guard_uses_api:
-        roles["guard"] = provider_of(settings.guard_model_name, judge_url)
+        roles["guard"] = (settings.guard_model_name, judge_url)
     return roles
+
+
+def role_providers(settings: Settings) -> dict[str, str]:
+    """Which provider answers each role: roles may each name their own (``--judge-model azure/j``)."""
+    return {role: provider_of(model, url) for role, (model, url) in _role_models(settings).items()}
+
+
+def not_sent(settings: Settings) -> dict[str, list[str]]:
+    """Request keys the run means to send that a role's provider does not take, and the client leaves
+    out (``models.provider.Capabilities``): with ``--sab-repeat``, the ``seed`` that makes each
+    repeat a sample of its own. Said in the summary because the repeats of such a role differ only
+    as much as the provider's own sampling makes them."""
+    if settings.repeat <= 1:
+        return {}
+    return {role: ["seed"] for role, (model, url) in _role_models(settings).items()
+            if not capabilities_of(model, url).seed}
 
 
 def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatus | None = None, *,
@@ -275,6 +292,7 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
         "judges": ({j: {"model": m, "temperature": settings.judge_temperatures[j]}
                     for j, m in settings.judge_models.items()} if settings.judge_model != "rules" else None),
         "providers": role_providers(settings),
+        "not_sent": not_sent(settings),
         "judge_prompts": settings.judge_prompts if settings.judge_model != "rules" else None,
         "engine": settings.engine if settings.execute else "off",
         "pictures": pictures(settings),

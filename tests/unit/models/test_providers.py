@@ -192,3 +192,17 @@ def test_a_role_on_a_named_provider_reads_that_providers_key_not_one_it_inherits
     same = make_chat_model("judge", "j", base_url=None, inherited_base_url="http://127.0.0.1:9/v1",
                            api_key_env="AGENT_KEY", inherited_key_env="AGENT_KEY")
     assert (same.api_key_env, same.base_url) == ("AGENT_KEY", "http://127.0.0.1:9/v1")  # today's meaning
+
+
+def test_the_summary_says_each_roles_provider_and_what_is_not_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sab_pytest.results.summary import not_sent, role_providers
+    from sab_pytest.settings import Settings
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    settings = Settings(model="deepseek/deepseek-chat", judge_model="azure/j", repeat=2)
+    providers = role_providers(settings)
+    assert providers["agent"] == "deepseek" and set(providers.values()) == {"deepseek", "azure"}
+    assert not_sent(settings) == {"agent": ["seed"]}
+    assert not_sent(Settings(model="deepseek/deepseek-chat", judge_model="azure/j")) == {}
+    assert role_providers(Settings(model="qwen", base_url="http://gpu:8000/v1", judge_model="rules")) == {
+        "agent": "openai-compatible"}
