@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -208,12 +209,16 @@ class AnthropicProvider:
         self.streams: bool | None = None
         self.observe: Callable[[Mapping[str, str]], None] | None = None
         self._client: Any = None
+        self._pid: int | None = None
 
     def client(self) -> Any:
-        if self._client is None:  # the SDK's client is thread-safe; a race builds one too many, harmlessly
+        """The process's SDK client (thread-safe; a race builds one too many, harmlessly), built anew
+        after a fork: connections must not be shared between processes."""
+        if self._client is None or self._pid != os.getpid():
             endpoint = {"base_url": self.base_url} if self.base_url else {}
             self._client = self.sdk.Anthropic(api_key=self.key.reveal(), max_retries=0, timeout=self.timeout,
                                               **endpoint)
+            self._pid = os.getpid()
         return self._client
 
     def _heard(self, headers: Mapping[str, str]) -> None:
