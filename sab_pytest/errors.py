@@ -50,6 +50,7 @@ class ErrorKind(str, Enum):
     CONTEXT_OVERFLOW = "context_overflow"  # the prompt does not fit the model server's context window
     BATCH = "batch"  # a batched request got no answer (an error-file line, an expired or cancelled batch)
     BATCH_PENDING = "batch_pending"  # not run: its batch was submitted, not finished (--sab-resume collects)
+    CONTENT_FILTER = "content_filter"  # the provider's content filter refused the request or withheld the answer
 
     def __str__(self) -> str:
         return self.value

@@ -112,6 +112,15 @@ def _at_openai(url: str | None) -> bool:
     return url is None or urlsplit(url.strip()).hostname == "api.openai.com"
 
 
+def _judged_at_openai(s: Settings) -> bool:
+    """The judges and the guard are asked at OpenAI's API: their endpoint is, and no model of theirs
+    names another provider (``azure/j``: its own endpoint)."""
+    models = [*s.asked_judges.values(), *(m for panel in s.judge_panels.values() for m in panel),
+              *([s.guard_model_name] if s.guard_uses_api else [])]
+    named = [m for m in models if "/" in m and m.split("/", 1)[0].lower() != "openai"]
+    return not named and _at_openai(s.judges_url)
+
+
 def _acting_baselines(s: Settings) -> bool:
     """react, basic or pca driven by a model: the paper describes these agents but released no code."""
     return s.interactive and not _map(s) and not s.offline_agent
@@ -247,7 +256,7 @@ CATALOGUE: tuple[tuple[Deviation, Callable[[Settings], bool]], ...] = (
     (Deviation("the judges (and the guard) are asked at an endpoint other than OpenAI's API, the paper's judges' "
                "provider, which may serve another model under the judge's name (the summary's served_models says "
                "which model each answer named)", "--sab-judge-base-url / $OPENAI_BASE_URL", _JUDGED, _UNKNOWN),
-     lambda s: (_model_judged(s) or s.guard_uses_api) and not _at_openai(s.judges_url)),
+     lambda s: (_model_judged(s) or s.guard_uses_api) and not _judged_at_openai(s)),
     (Deviation("the judges sample at another temperature than the paper's 0.2", "--sab-judge-temperature", _JUDGED,
                _UNKNOWN),
      lambda s: _model_judged(s) and any(t != PAPER_JUDGE_TEMPERATURE for t in s.judge_temperatures.values())),

@@ -5,6 +5,7 @@ retries by itself."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -18,10 +19,11 @@ from sab_pytest.models.cached import cached_answer
 from sab_pytest.models.context import CallContext, CaseModel
 from sab_pytest.models.interfaces import Breaker, Slots
 from sab_pytest.models.pacing import RatePacer
+from sab_pytest.models.provider import Endpoint
+from sab_pytest.models.providers import REGISTRY
 from sab_pytest.models.retrying import RetryLoop
 from sab_pytest.models.serial import SerialTurn
-from sab_pytest.models.spec import parse_model_spec
-from sab_pytest.models.transport import Transport
+from sab_pytest.models.spec import split_model_spec
 from sab_pytest.models.wire import (
     PREFLIGHT_TIMEOUT_S,
     RATE_LIMIT_WAIT_S,
@@ -34,6 +36,8 @@ from sab_pytest.outcome import ModelCall
 from sab_pytest.retry import BACKOFF_MAX_S, MAX_RETRY_AFTER_S, RetryPolicy
 from sab_pytest.settings import DEFAULT_API_KEY_ENV
 
+log = logging.getLogger(__name__)
+
 
 class OpenAIChatModel:
     """A ``ChatModel`` on any OpenAI-compatible chat-completions API, via the openai SDK.
@@ -44,6 +48,11 @@ class OpenAIChatModel:
     variable ``api_key_env`` and kept out of ``repr``, messages, records and the cache.
     ``pace_dir`` (the run directory) shares the send schedule under the endpoint's rate limit with
     the run's other processes (``models.pacing``).
+
+    ``model`` may name its provider (``azure/gpt-4o``, ``groq/llama-3.1-8b``, ``models.providers``):
+    the provider's module talks to it, at ``base_url`` when given, else at the provider's default
+    (``fallback_base_url``, a URL the role inherits from another, serves only an unnamed provider),
+    with the key in the provider's variable unless ``api_key_env`` names another than the default.
     """
 
     def __init__(
@@ -67,14 +76,18 @@ class OpenAIChatModel:
         breaker: Breaker | None = None,
         slots: Slots | None = None,
         pace_dir: Path | None = None,
+        fallback_base_url: str | None = None,
     ) -> None:
-        self.name = parse_model_spec(model)
-        url = base_url if base_url is not None else os.environ.get("OPENAI_BASE_URL")
+        compat_url = next((u for u in (base_url, fallback_base_url, os.environ.get("OPENAI_BASE_URL")) if u), None)
+        kind, self.name = split_model_spec(model, base_url_in_effect=compat_url is not None)
+        info = REGISTRY[kind or "openai"]
+        self.provider_name = info.name
+        url = compat_url if info.name == "openai" else (base_url or info.default_url())
         if url is not None and not re.match(r"^https?://[^/\s]+", url.strip()):
             raise UsageError(f"--base-url: {url!r} is not an http(s) URL (e.g. http://localhost:8000/v1)")
         self.base_url = url.strip() if url else None
-        self.api_key_env = api_key_env
-        self._key = Secret(api_key if api_key is not None else os.environ.get(api_key_env))
+        self.api_key_env = info.key_env if api_key_env == DEFAULT_API_KEY_ENV else api_key_env
+        self._key = Secret(api_key if api_key is not None else os.environ.get(self.api_key_env))
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.timeout = float(timeout)
@@ -85,7 +98,9 @@ class OpenAIChatModel:
             raise UsageError(f"model options: unsupported parameter(s) {sorted(unknown)}; "
                              f"supported: {', '.join(SAMPLING_KEYS)}")
         self.extra = dict(extra or {})
-        self.transport = Transport(self.base_url, self._key, self.timeout)
+        self.transport = info.make(Endpoint(self.base_url, self._key, self.timeout))
+        self._noted = False  # the request keys the provider does not take were noted once
+        self.role = "agent"  # the role the client serves (``make_chat_model``), for reports
         self.retry = RetryLoop(self.transport, self.name, self.server, self.timeout, max_retries=int(max_retries),
                                policy=RetryPolicy(base=float(backoff_base), cap=float(backoff_max),
                                                   max_retry_after=float(max_retry_after)),
@@ -98,7 +113,7 @@ class OpenAIChatModel:
         self.batching: Any = None
 
     def __repr__(self) -> str:
-        return (f"OpenAIChatModel(name={self.name!r}, base_url={self.server!r}, "
+        return (f"OpenAIChatModel(name={self.name!r}, provider={self.provider_name!r}, base_url={self.server!r}, "
                 f"temperature={self.temperature!r}, cache={self.cache!r})")
 
     @property
@@ -154,10 +169,6 @@ class OpenAIChatModel:
 
         check_endpoint(self, timeout, attempts)
 
-    def listed_models(self, timeout: float = PREFLIGHT_TIMEOUT_S) -> list[str] | None:
-        """The models the endpoint says it serves (``Transport.list_models``); None where it does not say."""
-        return self.transport.list_models(timeout)
-
     # -- request building ---------------------------------------------------------------------
     def _request_params(self, messages: list[dict[str, Any]], max_tokens: int | None,
                         repeat: int = 0) -> dict[str, Any]:
@@ -188,10 +199,26 @@ class OpenAIChatModel:
         retries = self.retry.max_retries
         return self.timeout * (retries + 1) + self.retry.policy.worst_wait(retries) + 5.0
 
+    def list_models(self, timeout: float = PREFLIGHT_TIMEOUT_S) -> list[str] | None:
+        """The model ids the endpoint lists; None when it does not answer the listing."""
+        return self.transport.list_models(timeout)
+
     def _call(self, params: dict[str, Any], ctx: CallContext) -> Answer:
-        if not self._key.reveal():
+        if not self._key.reveal() and self.transport.needs_key:
             raise UsageError(f"no API key for model {self.name!r}: set {self.api_key_env}")
-        return self.retry.call(params, ctx)
+        return self.retry.call(self._supported(params), ctx)
+
+    def _supported(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` without the keys the provider does not take (its ``Capabilities``), noted once
+        per client; the cache key keeps them (a ``seed`` per repeat still keeps repeats apart)."""
+        dropped = self.transport.capabilities.unsupported(params)
+        if not dropped:
+            return params
+        if not self._noted:
+            self._noted = True
+            log.warning("%s/%s does not take %s: dropped from its requests", self.provider_name, self.name,
+                        ", ".join(dropped))
+        return {key: value for key, value in params.items() if key not in dropped}
 
     def _record(self, params: Mapping[str, Any], answer: Answer, role: str, started: float, *,
                 cache_hit: bool) -> ModelCall:
@@ -202,3 +229,23 @@ class OpenAIChatModel:
                          latency_s=round(latency, 6), cache_hit=cache_hit,
                          finish_reason=answer.finish_reason, role=role, tool_calls=answer.tool_calls,
                          served_model=answer.model)
+
+
+def make_chat_model(role: str, spec: str, *, base_url: str | None, inherited_base_url: str | None = None,
+                    api_key_env: str = DEFAULT_API_KEY_ENV, inherited_key_env: str | None = None,
+                    **options: Any) -> OpenAIChatModel:
+    """The client of one role (``agent``, ``judge``, ``guard``, ...): ``spec`` may name its provider
+    (``azure/j``), ``base_url`` is the role's own (its option), ``inherited_base_url`` the one it
+    follows when it has none (another role's), used only by a model that names no provider: a
+    judge on ``azure/j`` goes to Azure even when the agent has a ``--base-url``. Likewise a key
+    variable the role only inherited (``inherited_key_env``, the agent's) is not sent to a provider
+    the role names: that provider's own variable is read (a key never goes to another provider's
+    endpoint). ``options``: the client's other keyword arguments. ``role`` is kept on the client
+    (``role``) for reports."""
+    kind, _ = split_model_spec(spec, base_url_in_effect=bool(base_url or inherited_base_url))
+    if kind not in (None, "openai") and api_key_env == inherited_key_env:
+        api_key_env = DEFAULT_API_KEY_ENV  # read as "the provider's own" by the client
+    model = OpenAIChatModel(spec, base_url=base_url, fallback_base_url=inherited_base_url, api_key_env=api_key_env,
+                            **options)
+    model.role = role
+    return model

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from sab_pytest.errors import UsageError
-from sab_pytest.models.transport import Transport, classify
-from sab_pytest.models.wire import CAUSE_BODY, CAUSE_SILENT, CAUSE_URL, is_completion, shorten, status_cause
+from sab_pytest.models.provider import Provider
+from sab_pytest.models.wire import CAUSE_BODY, CAUSE_SILENT, CAUSE_URL, Failure, is_completion, shorten, status_cause
 from sab_pytest.retry import wait
 
 PAUSE_S = 1.0  # the longest pause between two attempts (a quarter of the timeout when shorter)
@@ -18,7 +18,7 @@ class Endpoint(Protocol):
 
     name: str
     api_key_env: str
-    transport: Transport
+    transport: Provider
 
     @property
     def server(self) -> str: ...
@@ -37,10 +37,8 @@ def check_endpoint(model: Endpoint, timeout: float, attempts: int) -> None:
     all. Answers that prove the endpoint works although this tiny request was not to its taste
     (400/422, 429) pass: the cases report any real problem.
     """
-    import openai
-
     secret = model.secret()
-    if not secret:
+    if not secret and model.transport.needs_key:
         raise UsageError(
             f"no API key for model {model.name!r}: set {model.api_key_env} "
             f"(servers without auth accept any non-empty value, e.g. {model.api_key_env}=EMPTY)"
@@ -53,9 +51,8 @@ def check_endpoint(model: Endpoint, timeout: float, attempts: int) -> None:
         if attempt:
             wait(min(PAUSE_S, timeout / 4))  # one short pause: a check, not a call to ride out an outage
         try:
-            body = model.transport.send(params, float(timeout))
-        except openai.OpenAIError as exc:
-            failure = classify(exc, secret=secret, timeout=float(timeout))
+            body = model.transport.probe(params, float(timeout))
+        except Failure as failure:
             status = failure.status
             if status in (401, 403):
                 raise UsageError(f"{where} rejected the key in {model.api_key_env} "

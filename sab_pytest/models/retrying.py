@@ -31,9 +31,9 @@ from sab_pytest.models.context import CallContext
 from sab_pytest.models.interfaces import Breaker, Slots
 from sab_pytest.models.overflow import MIN_ROOM
 from sab_pytest.models.pacing import POLL_S, RatePacer, throttle
+from sab_pytest.models.provider import Provider
 from sab_pytest.models.serial import SerialTurn
 from sab_pytest.models.stream import StreamCut
-from sab_pytest.models.transport import Transport
 from sab_pytest.models.wire import CAUSE_RATE, CAUSE_SILENT, RATE_LIMIT_WAIT_S, Answer, Failure
 
 HANG_ATTEMPTS = 2  # timed-out attempts in a row of one call, with no byte from the server in the run, that stop it
@@ -86,7 +86,7 @@ class RetryLoop:
     ``pacer`` the run's send schedule of this endpoint under its rate limit (``models.pacing``);
     ``serial`` its run-wide one turn, once a cut stream showed it cannot overlap (``models.serial``)."""
 
-    transport: Transport
+    transport: Provider
     name: str
     server: str
     timeout: float
@@ -117,7 +117,9 @@ class RetryLoop:
             try:
                 answer = replace(self._loop(params, ctx), queued_s=waited)
             except InfraError as exc:
-                if exc.kind is ErrorKind.CONTEXT_OVERFLOW:  # the server answered: it is not failing
+                if exc.kind is ErrorKind.CONTENT_FILTER:  # the provider's policy answered: an outcome
+                    self._learnt(answered=True)
+                elif exc.kind is ErrorKind.CONTEXT_OVERFLOW:  # the server answered: it is not failing
                     ctx.failures.failure(final=True)
                     self._learnt(answered=True)
                 elif exc.kind is ErrorKind.TIMEOUT:  # the run's limit per case ended it, not the server
@@ -213,6 +215,9 @@ class RetryLoop:
             while_ = " while the server was busy with other calls" if busy else ""
             raise ctx.out_of_time(f"{self.name}: {ctx.bound()} spent{while_}; last attempt: "
                                   f"{failure.message}") from None
+        if failure.filtered:  # the same request gets the same refusal; the endpoint is not failing
+            raise InfraError(ErrorKind.CONTENT_FILTER, f"{self.name} at {self.server}: {failure.message}; "
+                             f"{failure.cause}") from None
         if failure.rate_limited:
             state.throttled = self._throttle(failure, state.throttled, state.rate_limited, ctx)
             state.rate_limited += 1

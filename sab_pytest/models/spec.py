@@ -4,21 +4,64 @@ that turn token counts into cost (``--sab-price``). Checked before any case runs
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 
 from sab_pytest.errors import UsageError
+from sab_pytest.models.provider import Capabilities
+from sab_pytest.models.providers import REGISTRY
 
-KNOWN_PROVIDERS = ("openai",)
+KNOWN_PROVIDERS = tuple(REGISTRY)
+#: prefixes read as a provider in a two-part name even where a base URL is in effect: no server
+#: names its models ``openai/...`` or ``azure/...`` (OpenRouter does name them ``anthropic/...``)
+ALWAYS_PROVIDERS = ("openai", "azure")
 _WHITESPACE = re.compile(r"\s")
+
+
+def split_model_spec(text: str, *, base_url_in_effect: bool = True) -> tuple[str | None, str]:
+    """The provider a model name names (None: none, today's OpenAI-compatible client) and the model
+    name to send.
+
+    ``groq/llama-3.1-8b`` names Groq, ``vllm/Qwen/Qwen2.5-7B`` vLLM serving ``Qwen/Qwen2.5-7B``. Where a
+    base URL is in effect (``--base-url``, ``OPENAI_BASE_URL``) a two-part name keeps its old
+    meaning, a name that server knows (OpenRouter's ``anthropic/claude-3.5-sonnet``), unless its
+    prefix is ``openai/`` or ``azure/``.
+    """
+    model = parse_model_spec(text)
+    spec = text.strip()
+    head, _, rest = spec.partition("/")
+    head = head.lower()
+    if head not in REGISTRY or not rest:
+        return None, model
+    if spec.count("/") == 1 and base_url_in_effect and head not in ALWAYS_PROVIDERS:
+        return None, model
+    return head, rest
+
+
+def provider_of(spec: str, base_url: str | None) -> str:
+    """Which provider answers a role on model ``spec`` with ``base_url`` (its own or the one it
+    follows): a registry name, ``openai-compatible`` for an unnamed model at a base URL (a server
+    of the user's), ``openai`` for an unnamed one without (the SDK's default endpoint)."""
+    in_effect = bool(base_url or os.environ.get("OPENAI_BASE_URL"))
+    kind, _ = split_model_spec(spec, base_url_in_effect=in_effect)
+    return kind or ("openai-compatible" if in_effect else "openai")
+
+
+def capabilities_of(spec: str, base_url: str | None) -> Capabilities:
+    """What the provider answering ``spec`` at ``base_url`` accepts (``models.providers``)."""
+    kind = provider_of(spec, base_url)
+    return REGISTRY["openai" if kind == "openai-compatible" else kind].capabilities
 
 
 def parse_model_spec(text: str) -> str:
     """The model name to send, from what the user typed after ``--model``.
 
-    ``openai/gpt-4o`` and ``gpt-4o`` both mean ``gpt-4o``; a two-part name (``Qwen/Qwen2.5-7B``) is
-    kept whole, because OpenAI-compatible servers (vLLM, OpenRouter) name models that way. Three
-    or more parts need a known provider prefix: ``foo/bar/baz`` is rejected instead of guessed.
+    ``openai/gpt-4o`` and ``gpt-4o`` both mean ``gpt-4o``, ``azure/dep`` the deployment ``dep``; any
+    other two-part name (``Qwen/Qwen2.5-7B``) is kept whole, because OpenAI-compatible servers
+    (vLLM, OpenRouter) name models that way (``split_model_spec`` says when its prefix names a
+    provider). Three or more parts need a known provider prefix (``vllm/Qwen/Qwen2.5-7B``):
+    ``foo/bar/baz`` is rejected instead of guessed.
     """
     spec = (text or "").strip()
     if not spec:
@@ -28,7 +71,7 @@ def parse_model_spec(text: str) -> str:
     parts = spec.split("/")
     if any(not p for p in parts):
         raise UsageError(f"--model: {text!r} has an empty path segment (leading, trailing or double '/')")
-    if parts[0].lower() in KNOWN_PROVIDERS:
+    if parts[0].lower() in KNOWN_PROVIDERS and (len(parts) != 2 or parts[0].lower() in ALWAYS_PROVIDERS):
         if len(parts) == 1:
             raise UsageError(f"--model: {text!r} names a provider but no model (e.g. openai/gpt-4o)")
         return "/".join(parts[1:])

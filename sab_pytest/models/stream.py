@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from sab_pytest.models.wire import Answer, Failure, as_int, content_text, served_model
+from sab_pytest.models.wire import Answer, Failure, as_int, check_filtered, content_text, served_model
 
 CHARS_PER_TOKEN = 4  # the rough count used when a server streams no usage
 
@@ -88,6 +88,7 @@ class Assembly:
 
     def answer(self, params: Mapping[str, Any]) -> Answer:
         """The assembled ``Answer``; an empty one is a ``Failure`` as for a whole body (``wire.parse_answer``)."""
+        check_filtered(self.finish)
         text = "".join(self.text)
         calls = [{"id": call["id"] or f"call_{index}", "name": call["name"], "arguments": call["arguments"] or "{}"}
                  for index, call in sorted(self.calls.items()) if call["name"]] or None

@@ -22,7 +22,9 @@ def usage_totals(calls: Iterable[ModelCall | Mapping[str, Any]]) -> dict[str, An
     ``prompt_tokens``/``completion_tokens`` count every answer used; the ``billed_*`` figures only
     the answers that came from the API in this run (cache hits cost nothing again). ``latency_s``
     sums the time callers waited; ``api_latency_s`` only that of calls that went to the API.
-    Requests that got no answer are not calls here; ``add_failures`` counts them in.
+    Requests that got no answer are not calls here; ``add_failures`` counts them in. ``calls_by_<role>``
+    counts the calls of each role (``agent``, ``judge``, ``guard``): roles may each have a provider
+    of their own, and a bill or a rate limit is read per provider.
     """
     totals: dict[str, Any] = {"calls": 0, "api_calls": 0, "cache_hits": 0, "errors": 0, "failed_calls": 0,
                               "truncated": 0,
@@ -30,6 +32,8 @@ def usage_totals(calls: Iterable[ModelCall | Mapping[str, Any]]) -> dict[str, An
                               "billed_completion_tokens": 0, "latency_s": 0.0, "api_latency_s": 0.0}
     for call in calls:
         totals["calls"] += 1
+        by_role = f"calls_by_{_field(call, 'role') or 'agent'}"
+        totals[by_role] = totals.get(by_role, 0) + 1
         prompt = as_int(_field(call, "prompt_tokens"))
         completion = as_int(_field(call, "completion_tokens"))
         totals["latency_s"] += float(_field(call, "latency_s") or 0.0)

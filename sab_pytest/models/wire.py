@@ -55,8 +55,9 @@ class Failure(Exception):
 
     def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
                  timed_out: bool = False, rate_limited: bool = False, cause: str = "", kind: str = "answer",
-                 status: int | None = None, detail: str = "", overflow: Any = None) -> None:
+                 status: int | None = None, detail: str = "", overflow: Any = None, filtered: bool = False) -> None:
         super().__init__(message)
+        self.filtered = filtered  # the provider's content filter refused the prompt or the answer
         self.overflow = overflow  # an ``overflow.Overflow`` when the request does not fit the server's context
         self.message = message
         self.retryable = retryable
@@ -85,6 +86,8 @@ CAUSE_GONE = ("likely cause: the server stopped accepting connections (it answer
 CAUSE_QUOTA = "likely cause: the account's quota or credit is used up (HTTP 429 insufficient_quota)"
 CAUSE_CONTEXT = ("likely cause: the server's context window is too small for this prompt; start it with a larger "
                  "context (llama.cpp --n_ctx / -c, vLLM --max-model-len, Ollama num_ctx)")
+CAUSE_FILTER = ("the provider's content filter refused the request or its answer (Azure: HTTP 400 content_filter "
+                "or finish_reason content_filter); an outcome of the case, not a failure of the endpoint")
 CAUSE_BODY = "likely cause: the URL serves something that is not an OpenAI-compatible API; check --base-url"
 
 
@@ -277,6 +280,7 @@ def parse_answer(body: str, max_tokens: int | None = None) -> Answer:
         message = {}
     text = content_text(message.get("content"))
     finish = choice.get("finish_reason")
+    check_filtered(finish)
     tool_calls = parse_tool_calls(message.get("tool_calls"))
     if not text.strip() and not tool_calls:
         if finish == "length":  # the same request would be cut again: retrying cannot help
@@ -295,6 +299,14 @@ def served_model(body: Mapping[str, Any]) -> str | None:
     server may fill with another name than the one asked for (llama.cpp answers any name as its own)."""
     model = body.get("model")
     return (model.strip() or None) if isinstance(model, str) else None
+
+
+def check_filtered(finish: Any) -> None:
+    """A ``finish_reason`` of ``content_filter`` (Azure, and OpenAI's own moderation) ends the call:
+    asking again gets the same refusal, and a cut or empty text is no answer of the model's."""
+    if finish == "content_filter":
+        raise Failure("the answer was withheld by the provider's content filter (finish_reason=content_filter)",
+                      retryable=False, cause=CAUSE_FILTER, filtered=True)
 
 
 def error_text(exc: Any, secret: str | None) -> str:

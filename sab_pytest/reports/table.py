@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.categories import DISPLAY
@@ -97,6 +98,20 @@ def deviation_lines(summary: Summary) -> list[str]:
     return [*([verdict] if verdict else []), head, *(f"  - {line_of(d)}" for d in shown)]
 
 
+def _role_lines(usage: Mapping[str, Any], providers: Mapping[str, str]) -> list[str]:
+    """Calls by role and the provider(s) that answered each (roles may each have their own; the
+    judges, one per judge type, may be several)."""
+    if not providers:
+        return []
+    by_role: dict[str, list[str]] = {}
+    for role, provider in providers.items():
+        names = by_role.setdefault(role.split(":", 1)[0], [])
+        if provider not in names:
+            names.append(provider)
+    parts = [f"{role} {usage.get(f'calls_by_{role}', 0)} ({', '.join(names)})" for role, names in by_role.items()]
+    return [f"calls by role: {'   '.join(parts)}"]
+
+
 def render_table(summary: Summary) -> list[str]:
     """The terminal table: overall, per risk category, per abstraction level, errors, gates."""
     m = summary["metrics_full"]
@@ -136,6 +151,10 @@ def render_table(summary: Summary) -> list[str]:
         source = "repeats of this run's own calls" if (summary.get("settings") or {}).get("no_cache") else "from cache"
         lines += ["", f"model calls: {usage['calls']} ({usage['cache_hits']} {source}{failed})   tokens: "
                   f"{usage['prompt_tokens']} in / {usage['completion_tokens']} out{cost}"]
+        lines += _role_lines(usage, summary.get("providers") or {})
+    for role, keys in (summary.get("not_sent") or {}).items():
+        lines.append(f"not sent to {role}: {', '.join(keys)} (its provider takes none; its repeats differ only as "
+                     "much as the provider's own sampling makes them)")
     if usage.get("truncated"):
         lines.append(f"answers cut at max tokens (finish_reason=length): {usage['truncated']}; a verdict read from "
                      f"a cut answer may say less than the model meant (--sab-max-tokens, the server's context)")

@@ -18,7 +18,7 @@ from typing import Any, TypedDict
 
 from sab_pytest import __version__, dataset
 from sab_pytest.errors import SabError
-from sab_pytest.models import parse_prices
+from sab_pytest.models import capabilities_of, parse_prices, provider_of
 from sab_pytest.protocol import comparability, deviations
 from sab_pytest.results import gates, metrics
 from sab_pytest.results.judging.agreement import panel_agreement
@@ -59,9 +59,11 @@ class Summary(TypedDict):
     safety_hint: bool
     judge: str
     judges: dict[str, dict[str, Any]] | None
-    endpoints: dict[str, str | None]  # role -> the URL its requests went to (None: no model over an API)
+    endpoints: dict[str, str]  # role -> where its requests went (a URL, or a named provider's endpoint)
     served_models: dict[str, dict[str, dict[str, int]]]  # role -> asked -> named by the answers -> count
     panel: dict[str, dict[str, Any]]  # judge -> its panel's agreement (``agreement.panel_agreement``)
+    providers: dict[str, str]  # role -> the provider that answers it (``models.provider_of``)
+    not_sent: dict[str, list[str]]  # role -> request keys its provider does not take, left out
     judge_prompts: str | None
     engine: str
     pictures: dict[str, Any] | None
@@ -148,15 +150,14 @@ def _usage(records: Sequence[StoredRecord], settings: Settings,
     return totals
 
 
-def endpoints(settings: Settings) -> dict[str, str | None]:
-    """Where each role's requests went (the SDK's default, OpenAI's API, where no URL is set); None for
-    a role no model plays over an API."""
-    s = settings
-    agent_url = s.base_url or OPENAI_API_URL
-    judges_url = s.judges_url or OPENAI_API_URL
-    return {"agent": None if s.offline_agent else agent_url,
-            "judges": judges_url if s.asked_judges else None,
-            "guard": judges_url if s.guard_uses_api else None}
+def endpoints(settings: Settings) -> dict[str, str]:
+    """Where each role's requests go: its URL (the SDK's default, OpenAI's API, where it has none), or
+    the endpoint of the provider its model names (``--judge-model azure/j``)."""
+    out = {}
+    for role, (model, url) in _role_models(settings).items():
+        provider = provider_of(model, url)
+        out[role] = (url or OPENAI_API_URL) if provider in ("openai", "openai-compatible") else f"{provider}'s endpoint"
+    return out
 
 
 def run_status(records: Mapping[str, StoredRecord], *, selected: list[str] | None, full: list[str],
@@ -236,6 +237,34 @@ def _baseline_as(baseline: gates.Baseline | None, protocol: str) -> gates.Baseli
     return gates.Baseline(metrics.as_protocol({**baseline.metrics, "protocol": made}, protocol), None, baseline.source)
 
 
+def _role_models(settings: Settings) -> dict[str, tuple[str, str | None]]:
+    """Each role of the run that calls a model (``judge:<judge>`` for each judge): its model and
+    the base URL it has (its own, or the one it follows)."""
+    judge_url = settings.judges_url
+    roles = {} if settings.offline_agent else {"agent": (settings.model, settings.base_url)}
+    roles |= {f"judge:{j}": (m, judge_url) for j, m in settings.asked_judges.items()}
+    roles |= {f"judge:{j}:{m}": (m, judge_url) for j, panel in settings.judge_panels.items() for m in panel}
+    if settings.guard_uses_api:
+        roles["guard"] = (settings.guard_model_name, judge_url)
+    return roles
+
+
+def role_providers(settings: Settings) -> dict[str, str]:
+    """Which provider answers each role: roles may each name their own (``--judge-model azure/j``)."""
+    return {role: provider_of(model, url) for role, (model, url) in _role_models(settings).items()}
+
+
+def not_sent(settings: Settings) -> dict[str, list[str]]:
+    """Request keys the run means to send that a role's provider does not take, and the client leaves
+    out (``models.provider.Capabilities``): with ``--sab-repeat``, the ``seed`` that makes each
+    repeat a sample of its own. Said in the summary because the repeats of such a role differ only
+    as much as the provider's own sampling makes them."""
+    if settings.repeat <= 1:
+        return {}
+    return {role: ["seed"] for role, (model, url) in _role_models(settings).items()
+            if not capabilities_of(model, url).seed}
+
+
 def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatus | None = None, *,
                   baseline: gates.Baseline | None = None, baseline_summary: Summary | None = None,
                   shard: dict[str, Any] | None = None, dataset: tuple[dict[str, str], list[str]] | None = None,
@@ -280,6 +309,8 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
         "endpoints": endpoints(settings),
         "served_models": served_models(records),
         "panel": panel_agreement(records),
+        "providers": role_providers(settings),
+        "not_sent": not_sent(settings),
         "judge_prompts": settings.judge_prompts if settings.judge_model != "rules" else None,
         "engine": settings.engine if settings.execute else "off",
         "pictures": pictures(settings),

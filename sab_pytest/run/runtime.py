@@ -189,13 +189,14 @@ class Runtime:
         from sab_pytest.cache import ResponseCache
 
         s = self.settings
-        base_url = s.base_url if role == "agent" else s.judges_url
         key_env = s.api_key_env if role == "agent" else s.judge_api_key_env
         store = s.cache_dir or self.run_store
-        return models.OpenAIChatModel(
-            models.parse_model_spec(name),
-            base_url=base_url,
-            api_key_env=key_env,
+        return models.make_chat_model(
+            role, name,  # a name may name its provider (azure/j): ``models.providers``
+            base_url=s.base_url if role == "agent" else s.judge_base_url,
+            # a judge on a model that names no provider: OpenAI's API where --base-url is the agent's own
+            inherited_base_url=None if role == "agent" else s.judge_url_default or s.base_url,
+            api_key_env=key_env, inherited_key_env=None if role == "agent" else s.api_key_env,
             temperature=s.judge_temperatures[judge] if role == "judge" else (
                 s.temperature if temperature is None else temperature),
             max_tokens=PAPER_JUDGE_MAX_TOKENS if role == "judge" else s.max_tokens,
@@ -305,7 +306,7 @@ class Runtime:
             if not isinstance(model, OpenAIChatModel):
                 continue
             if model.server not in listed:
-                listed[model.server] = model.listed_models(timeout)
+                listed[model.server] = model.list_models(timeout)
             served = listed[model.server]
             if served is not None and model.name not in served:
                 raise UsageError(unlisted_model(role, model.name, model.server, served))

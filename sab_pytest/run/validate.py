@@ -9,7 +9,7 @@ from pathlib import Path
 from sab_pytest import dataset
 from sab_pytest.agents.registry import check_strategy
 from sab_pytest.errors import UsageError
-from sab_pytest.models import parse_model_spec, parse_prices
+from sab_pytest.models import capabilities_of, parse_model_spec, parse_prices
 from sab_pytest.prompts import upstream
 from sab_pytest.results import gates
 from sab_pytest.run.wiring import map_texts
@@ -61,6 +61,7 @@ def validate(s: Settings) -> Settings:
     check_strategy(s.strategy)  # whatever the model: a typo must not pass because the agent is offline
     if not s.offline_agent:
         parse_model_spec(s.model)
+        _check_pictures(s)
     _check_judges(s)
     map_texts(s)  # map_vlm under the paper's protocol reads MAP's prompts: a missing file fails here, once
     for name, url in (("--base-url", s.base_url), ("--judge-base-url", s.judge_base_url)):
@@ -85,6 +86,19 @@ def _with_served_pictures(s: Settings) -> Settings:
         return s
     kind = served_pictures(s.thor_url)
     return dataclasses.replace(s, engine_pictures=kind) if kind else s
+
+
+def _check_pictures(s: Settings) -> None:
+    """A strategy that shows the model pictures, on a provider that takes none (its capabilities,
+    ``models.providers``): one clear error now, not every case's first call failing."""
+    if not s.visual:
+        return
+    names = [("--model", s.model)] + ([("--sab-map-vision-model", s.map_vision_model)]
+                                      if s.strategy == "map_vlm" else [])
+    for flag, name in names:
+        if not capabilities_of(name, s.base_url).images:
+            raise UsageError(f"{flag} {name}: the provider takes no pictures, and --sab-strategy {s.strategy} "
+                             "shows the model the engine's pictures; choose a model that reads images")
 
 
 def _check_judges(s: Settings) -> None:

@@ -39,6 +39,7 @@ class JudgeRoles:
     judge_panel: tuple[str, ...]
     judge_temperature: str
     judge_base_url: str | None
+    judge_url_default: str | None
     guard: str
     guard_model: str | None
 
@@ -62,8 +63,10 @@ class JudgeRoles:
 
     @property
     def judges_url(self) -> str | None:
-        """The judges' and the guard's endpoint (``resolution.judge_endpoint``), else the agent's."""
-        return self.judge_base_url or self.base_url
+        """The judges' and the guard's endpoint: ``--judge-base-url``, else ``resolution.judge_endpoint``'s
+        (OpenAI's where ``--base-url`` is the agent's own), else the agent's. A judge model that names its
+        provider (``azure/j``) goes to that provider's instead, unless ``--judge-base-url`` is given."""
+        return self.judge_base_url or self.judge_url_default or self.base_url
 
     @property
     def judge_temperatures(self) -> dict[str, float]:

@@ -32,9 +32,9 @@ def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Set
       (``gpt-4o-2024-08-06``, and ``gpt-4`` for detailed tasks' plans unless ``--sab-judge-for`` says);
     * ``judge_prompts``: ``upstream`` (the paper's) under ``--sab-protocol paper`` when the judges are models,
       else ``own``, unless given;
-    * ``judge_base_url``: where the judges (and the guard) are asked, unless given: where ``--base-url``
-      names the agent's own server, OpenAI's API (``$OPENAI_BASE_URL``, else ``OPENAI_API_URL``), never
-      that server (``judge_endpoint``); else the agent's endpoint, which is then the environment's;
+    * ``judge_url_default``: the judges' (and the guard's) endpoint without ``--judge-base-url``: where
+      ``--base-url`` names the agent's own server, OpenAI's API (``$OPENAI_BASE_URL``, else
+      ``OPENAI_API_URL``), never that server (``judge_endpoint``); else none (the agent's is theirs);
     * ``judge_api_key_env``: the agent's ``--api-key-env`` unless given, or ``OPENAI_API_KEY`` where the
       judges were sent to OpenAI's API by the rule above;
     * ``cache_dir``: ``--sab-cache``, else the user cache, none at all with ``--sab-no-cache``.
@@ -69,8 +69,8 @@ def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Set
 
 
 def judge_endpoint(kwargs: dict[str, Any]) -> bool:
-    """Settle ``judge_base_url`` in ``kwargs``; True when the judges were sent to OpenAI's API because
-    the agent's endpoint is its own.
+    """The judges' endpoint without ``--judge-base-url`` (``judge_url_default`` in ``kwargs``); True when
+    the judges were sent to OpenAI's API because the agent's endpoint is its own.
 
     Why: ``--base-url`` is how a user names the server of the model under test (llama.cpp, vLLM,
     Ollama). The judges are the paper's OpenAI models, and a self-hosted server asked for ``gpt-4``
@@ -85,6 +85,6 @@ def judge_endpoint(kwargs: dict[str, Any]) -> bool:
     agent_url = kwargs.get("base_url")
     environment = os.environ.get("OPENAI_BASE_URL") or None
     if agent_url and agent_url != environment:
-        kwargs["judge_base_url"] = environment or OPENAI_API_URL
+        kwargs["judge_url_default"] = environment or OPENAI_API_URL
         return True
     return False

@@ -314,6 +314,7 @@ class Settings(JudgeRoles):
         "summary to the job's page nor print ::error lines for failing gates (default: both there; nothing "
         "elsewhere)", action="store_true"))
     extra: dict[str, Any] = field(default_factory=dict)
+    judge_url_default: str | None = None  # the judges' endpoint without --judge-base-url (``resolution``)
     #: the pictures the engine says it draws (``schematic``/``rendered``), when it says (a THOR server's health)
     engine_pictures: str | None = None
 
@@ -361,9 +362,12 @@ class Settings(JudgeRoles):
         return self.uses_api or self.engine != "sim"
 
     def secrets(self) -> list[str]:
-        """Values of the API keys in use, so reports can redact them."""
+        """Values of the API keys in use, so reports can redact them: the roles' key variables, and any
+        ``*_API_KEY`` / ``*_AD_TOKEN`` variable, where named providers keep theirs (``AZURE_OPENAI_API_KEY``,
+        ``GROQ_API_KEY``, ... a role on ``azure/j`` reads one no option names)."""
         names = {self.api_key_env, self.judge_api_key_env, DEFAULT_API_KEY_ENV, "SAB_THOR_TOKEN"}
-        return [v for v in (os.environ.get(n) for n in names) if v]
+        names |= {n for n in os.environ if n.endswith(("_API_KEY", "_AD_TOKEN"))}
+        return [v for v in (os.environ.get(n) for n in sorted(names)) if v]
 
     def run_settings(self) -> dict[str, Any]:
         """The settings that change verdicts (``Option.verdicts``) where they apply, stored with each result

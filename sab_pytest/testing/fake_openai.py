@@ -6,9 +6,9 @@ loopback server exercises exactly what production does (sockets, status codes, h
 dropped connections) with any SDK version, and needs nothing beyond the standard library.
 
 The server binds ``127.0.0.1`` on a free port, serves ``POST /v1/chat/completions`` for any model name
-(as llama.cpp; ``served_as`` names one model in every answer) and ``GET /v1/models`` (``models``; 404
-without) from a background thread, records every request (and ``max_in_flight``, the most chat requests
-it held at once), and answers from a script:
+(as llama.cpp; ``served_as`` names one model in every answer), ``GET /v1/models`` (``models``; 404
+without) and Azure's shape of both (``fake_azure``) from a background thread, records every request (and
+``max_in_flight``, the most chat requests it held at once), and answers from a script:
 
 * a FIFO queue of replies (``enqueue``), consumed first;
 * ordered rules (``add_rule``) matching a substring of the last user message or a predicate,
@@ -42,6 +42,7 @@ import re
 import socket
 import threading
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import Callable
 from dataclasses import fields
@@ -49,20 +50,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from sab_pytest.testing import fake_anthropic, fake_azure
+from sab_pytest.testing.fake_anthropic import is_chat
+from sab_pytest.testing.fake_azure import is_models
 from sab_pytest.testing.fake_batch import FakeBatchAPI
 from sab_pytest.testing.fake_batch import error_answer as _json_error
 from sab_pytest.testing.fake_limits import HANG_S, HangAfter, RateLimit
 from sab_pytest.testing.fake_replies import (
-    CHAT_PATHS,
-    MODELS_PATHS,
     RecordedRequest,
     Reply,
     Rule,
     StochasticRefusal,
-    completion_of,
     default_answer,
 )
-from sab_pytest.testing.fake_stream import OneSlot, client_gone, stream_chunks, wants_stream, write_stream
+from sab_pytest.testing.fake_stream import OneSlot, client_gone, wants_stream, write_stream
 
 
 class _Server(ThreadingHTTPServer):
@@ -106,13 +107,12 @@ class _Handler(BaseHTTPRequestHandler):
             body: Any = json.loads(raw) if raw else None
         except ValueError:
             body = None
-        request = RecordedRequest(
-            method=self.command, path=self.path.split("?", 1)[0],
-            headers={k.lower(): v for k, v in self.headers.items()},
-            body=body, raw_body=raw, received_at=time.monotonic(),
-        )
+        path, _, query = self.path.partition("?")
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        request = RecordedRequest(method=self.command, path=path, headers=headers, body=body, raw_body=raw,
+                                  received_at=time.monotonic(), query=dict(urllib.parse.parse_qsl(query)))
         owner = self.server.owner
-        self._counted = request.path in CHAT_PATHS
+        self._counted = is_chat(request.path)
         if self._counted:
             owner._count_in_flight(+1)
         try:
@@ -189,7 +189,7 @@ class _Handler(BaseHTTPRequestHandler):
         chunks share them), then ``token_s`` apart; stop as soon as the client closes the stream."""
         owner = self.server.owner
         spread = spread and owner.token_s is None  # an explicit token_s paces the chunks instead
-        chunks = stream_chunks(completion_of(reply, owner.served_as), usage, paced=spread or bool(owner.token_s))
+        chunks = fake_anthropic.chunks(reply, usage, paced=spread or bool(owner.token_s))  # OpenAI's or Anthropic's
         gap = owner.token_s or 0.0
         if spread:
             seconds = gap = max(0.0, seconds) / len(chunks)
@@ -225,7 +225,7 @@ class FakeOpenAIServer:
                  token_s: float | None = None, slots: int | None = None, answer_s: float = 1.0,
                  served_as: str | None = None, batch: bool = True) -> None:
         self.latency = latency
-        self.api_key = api_key  # when set, requests must carry "Bearer <api_key>"
+        self.api_key = api_key  # when set, requests must carry "Bearer <api_key>" (Azure's paths: api-key)
         self.models, self.served_as = (list(models) if models is not None else None), served_as
         self.responder = responder
         self.default = default or Reply()
@@ -282,7 +282,7 @@ class FakeOpenAIServer:
 
     @property
     def url(self) -> str:
-        """Base URL for the openai SDK (``.../v1``)."""
+        """Base URL for the openai SDK (``.../v1``); without ``/v1``, Azure's endpoint (``fake_azure``)."""
         return f"http://127.0.0.1:{self.port}/v1"
 
     # -- scripting -------------------------------------------------------------------------------
@@ -312,7 +312,7 @@ class FakeOpenAIServer:
     @property
     def chat_requests(self) -> list[RecordedRequest]:
         with self._lock:
-            return [r for r in self.requests if r.path in CHAT_PATHS]
+            return [r for r in self.requests if is_chat(r.path)]
 
     # -- answering ------------------------------------------------------------------------------
     def _count_in_flight(self, delta: int) -> None:
@@ -325,15 +325,15 @@ class FakeOpenAIServer:
             self.requests.append(request)
         if self.verbose:
             print(f"[fake-openai] {request.summary()}", flush=True)
-        if self.api_key is not None and request.authorization != f"Bearer {self.api_key}":
-            return _json_error(401, "Incorrect API key provided (fake server)", "invalid_api_key")
+        if (denied := fake_azure.refusal(request, self.api_key)) is not None:  # Azure's shape and key, or Bearer
+            return denied
         routed = self.batch.route(request) if self.batch is not None else None
         if routed is not None:
             return routed
-        if request.method == "GET" and request.path in MODELS_PATHS and self.models is not None:
+        if request.method == "GET" and is_models(request.path) and self.models is not None:
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
             return 200, {}, json.dumps({"object": "list", "data": data}).encode()
-        if request.method != "POST" or request.path not in CHAT_PATHS:
+        if request.method != "POST" or not is_chat(request.path):
             return _json_error(404, f"no route for {request.method} {request.path}", "not_found")
         if not isinstance(request.body, dict) or not isinstance(request.body.get("messages"), list):
             return _json_error(400, "body must be JSON with a 'messages' list", "invalid_request")
@@ -382,7 +382,7 @@ class FakeOpenAIServer:
         if callable(content):
             content = content(request)
         bound.content = default_answer(request) if content is None else content
-        bound.request = request
+        bound.request, bound.served_as = request, self.served_as
         return bound
 
     def _payload(self, reply: Reply) -> bytes:
@@ -390,7 +390,7 @@ class FakeOpenAIServer:
             return reply.body if isinstance(reply.body, bytes) else reply.body.encode()
         if reply.body is not None:
             return json.dumps(reply.body).encode()
-        return json.dumps(completion_of(reply, self.served_as)).encode()
+        return json.dumps(fake_anthropic.answer_of(reply)).encode()
 
 
 def load_script(server: FakeOpenAIServer, script: dict[str, Any]) -> None:

@@ -47,6 +47,7 @@ class RecordedRequest:
     body: Any
     raw_body: bytes
     received_at: float
+    query: dict[str, str] = field(default_factory=dict)  # the URL's query (Azure's api-version)
 
     @property
     def authorization(self) -> str | None:
@@ -131,6 +132,7 @@ class Reply:
     completion_tokens: int | None = None
     tool_calls: list[dict[str, Any]] | None = None  # [{"name": ..., "arguments": {...} or "json"}]
     request: RecordedRequest | None = field(default=None, repr=False, compare=False)  # set when answering
+    served_as: str | None = field(default=None, repr=False, compare=False)  # the server's one model, if it has one
 
     @classmethod
     def tool(cls, name: str, content: str = "", **arguments: Any) -> Reply:
@@ -207,10 +209,10 @@ class Rule:
         return request.last_user_message
 
 
-def completion_of(reply: Reply, served_as: str | None = None) -> dict[str, Any]:
+def completion_of(reply: Reply) -> dict[str, Any]:
     """The chat completion ``reply`` answers, as a dict (the fake server sends it as one JSON body, or
     cut into chunks when the request streams). Its ``model`` field echoes the model asked for, or names
-    ``served_as`` (a server that answers every model name as its one loaded model, as llama.cpp does)."""
+    the reply's ``served_as`` (a server that answers every name as its one loaded model, as llama.cpp does)."""
     request = reply.request
     content = reply.content if isinstance(reply.content, str) else ""
     prompt_chars = sum(len(text_of(m.get("content"))) for m in (request.messages if request else [])
@@ -218,7 +220,8 @@ def completion_of(reply: Reply, served_as: str | None = None) -> dict[str, Any]:
     prompt_tokens = reply.prompt_tokens if reply.prompt_tokens is not None else prompt_chars // 4 + 1
     completion_tokens = (reply.completion_tokens if reply.completion_tokens is not None
                          else len(content) // 4 + (1 if content else 0))
-    model = served_as or (request.body.get("model") if request and isinstance(request.body, dict) else "fake-model")
+    asked = request.body.get("model") if request and isinstance(request.body, dict) else "fake-model"
+    model = reply.served_as or asked
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if reply.tool_calls:
         message["content"] = content or None

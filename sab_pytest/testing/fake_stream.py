@@ -134,11 +134,15 @@ def wants_stream(body: Any) -> tuple[bool, bool]:
     return True, isinstance(options, dict) and options.get("include_usage") is True
 
 
-def write_stream(wfile: Any, chunks: list[dict[str, Any]], gap: Callable[[], bool], gone: Callable[[], bool]) -> bool:
+def write_stream(wfile: Any, chunks: list[Any], gap: Callable[[], bool], gone: Callable[[], bool]) -> bool:
     """Write ``chunks`` as server-sent events in HTTP chunked encoding, calling ``gap`` before each
     (it sleeps; False: the server stops); returns False when the client closed the stream first,
-    which a server notices and stops generating for."""
-    events = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
+    which a server notices and stops generating for. Chunks given as bytes are events encoded in
+    another provider's format (``fake_anthropic``'s named events): sent as they are, with no
+    OpenAI ``[DONE]`` after them."""
+    events = [c if isinstance(c, bytes) else f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
+    if not any(isinstance(c, bytes) for c in chunks):
+        events.append(b"data: [DONE]\n\n")
     try:
         for index, event in enumerate(events):
             if index and (not gap() or gone()):

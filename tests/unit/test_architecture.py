@@ -119,3 +119,21 @@ def test_reports_read_results_and_results_never_read_reports(graph: grimp.Import
 
 def test_settings_and_the_registry_name_the_same_interactive_strategies() -> None:
     assert set(INTERACTIVE_STRATEGIES) == set(registry.INTERACTIVE)
+
+
+def test_a_provider_is_one_module_and_one_registry_line(graph: grimp.ImportGraph) -> None:
+    """Each module of ``models.providers`` is a registry line's, with its ``make``; nothing imports a
+    provider's module but the registry (by name, when a run names the provider) and another provider
+    built on it (Azure and Anthropic on the OpenAI-compatible one's classification). So adding a
+    provider touches no other module of ``models`` (docs/providers.md, "Adding a provider")."""
+    import importlib
+
+    from sab_pytest.models.providers import REGISTRY
+
+    package = "sab_pytest.models.providers"
+    modules = {m.rsplit(".", 1)[1] for m in graph.find_children(package)}
+    assert modules == {line.module for line in REGISTRY.values()}
+    for module in modules:
+        assert callable(importlib.import_module(f"{package}.{module}").make)
+        importers = graph.find_modules_that_directly_import(f"{package}.{module}")
+        assert {m for m in importers if not m.startswith(f"{package}.")} == set(), module

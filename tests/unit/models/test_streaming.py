@@ -276,7 +276,7 @@ def test_an_error_event_in_a_stream_is_read_for_overflow_too() -> None:
     import httpx2
     import openai
 
-    from sab_pytest.models.transport import classify
+    from sab_pytest.models.providers.openai_compat import classify
 
     error = openai.APIError("Requested tokens (2843) exceed context window of 512",
                             httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions"), body=None)
@@ -391,7 +391,7 @@ def test_a_server_that_cuts_overlapping_streams_gets_one_call_at_a_time_run_wide
                     in_flight[0] -= 1
 
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("sab_pytest.models.transport.read_stream", reading)
+            patch.setattr("sab_pytest.models.providers.openai_compat.read_stream", reading)
             models = [OpenAIChatModel("gpt-4o", base_url=server.url, api_key=SECRET, timeout=5, max_retries=0,
                                       pace_dir=tmp_path) for _ in range(2)]
             results: list[Any] = []

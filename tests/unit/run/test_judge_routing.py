@@ -60,7 +60,8 @@ def test_judges_never_reach_the_agents_server(sab_run, monkeypatch: pytest.Monke
         assert len(at_openai) == N_CASES and set(at_openai) <= set(PAPER_JUDGES)
         assert f"at {openai.url}" in result.stdout.str()
         summary = read_summary(sab_run().out)
-        assert summary["endpoints"] == {"agent": gpu.url, "judges": openai.url, "guard": None}
+        assert summary["endpoints"] == {"agent": gpu.url, "judge:detailed": openai.url, "judge:abstract": openai.url,
+                                        "judge:long_horizon": openai.url}
         # the environment's endpoint may be a proxy of OpenAI's; the run cannot tell, and names it
         assert [d["option"] for d in summary["deviations"] if "other than OpenAI's API" in d["text"]] == [
             "--sab-judge-base-url / $OPENAI_BASE_URL"]

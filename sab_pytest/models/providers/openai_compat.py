@@ -1,5 +1,9 @@
-"""The transport of model calls: the openai SDK client of one endpoint, one attempt through it, and
-the one classification of the SDK's exceptions into a ``Failure``.
+"""The OpenAI-compatible provider (``models.provider.Provider``): the openai SDK client of one
+endpoint, one attempt through it, and the one classification of the SDK's exceptions into a
+``Failure``. Every provider of the registry that serves the chat-completions API (OpenAI, vLLM,
+Ollama, llama.cpp, Gemini's and Anthropic's compatible endpoints, OpenRouter, Together, Groq,
+DeepSeek) is this module with its own base URL, key and ``Capabilities``; Azure's is a subclass
+(``providers.azure``) that builds another SDK client.
 
 Why apart from the retry loop: an attempt is the part that knows the SDK (its client per process,
 its exception types, its raw response); the loop above it knows only ``Answer`` and ``Failure``.
@@ -21,9 +25,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from sab_pytest.models.overflow import parse_overflow
+from sab_pytest.models.provider import Capabilities, Endpoint
 from sab_pytest.models.stream import read_stream
 from sab_pytest.models.wire import (
     CAUSE_CONTEXT,
+    CAUSE_FILTER,
     CAUSE_GONE,
     CAUSE_QUOTA,
     CAUSE_RATE,
@@ -46,14 +52,17 @@ from sab_pytest.models.wire import (
 )
 
 
-def classify(exc: BaseException, *, secret: str | None, timeout: float, answered: bool = False) -> Failure:
+def classify(exc: BaseException, *, secret: str | None, timeout: float, answered: bool = False,
+             sdk: Any = None) -> Failure:
     """The openai SDK's exception ``exc`` as a ``Failure``: its message (secrets scrubbed), whether
     retrying may help, how long the server asked to wait, whether it was a rate limit or a timeout,
     and the likely cause. ``answered``: the endpoint answered before (a refused connection is then
-    a server going away, not a wrong URL)."""
+    a server going away, not a wrong URL). ``sdk``: the SDK module whose exceptions ``exc`` is one of
+    (default ``openai``; the ``anthropic`` SDK's have the same names and shapes)."""
     import openai
 
-    if isinstance(exc, openai.APIStatusError):
+    errors: Any = sdk or openai
+    if isinstance(exc, errors.APIStatusError):
         status = exc.status_code
         headers = exc.response.headers
         detail = error_text(exc, secret)
@@ -64,6 +73,9 @@ def classify(exc: BaseException, *, secret: str | None, timeout: float, answered
             retryable = should == "true"
         if status == 429 and error_code(exc) == "insufficient_quota":  # billing: waiting cannot help
             return Failure(message, retryable=False, cause=CAUSE_QUOTA, kind="status", status=status, detail=detail)
+        if status == 400 and error_code(exc) == "content_filter":  # Azure's filter refused the prompt
+            return Failure(message, retryable=False, cause=CAUSE_FILTER, kind="status", status=status, detail=detail,
+                           filtered=True)
         overflow = parse_overflow(detail) if status in (400, 413, 422) else None
         if overflow is not None:  # the same request cannot fit: only a smaller one may (``RetryLoop``)
             return Failure(message, retryable=False, cause=CAUSE_CONTEXT, kind="status", status=status,
@@ -74,26 +86,31 @@ def classify(exc: BaseException, *, secret: str | None, timeout: float, answered
                            cause=CAUSE_RATE, kind="status", status=status, detail=detail)
         return Failure(message, retryable=retryable, retry_after=told, cause=status_cause(status), kind="status",
                        status=status, detail=detail)
-    if isinstance(exc, openai.APITimeoutError):  # before its base class, APIConnectionError
+    if isinstance(exc, errors.APITimeoutError):  # before its base class, APIConnectionError
         return Failure(f"no answer within {timeout:.1f}s", retryable=True, timed_out=True, cause=CAUSE_SILENT,
                        kind="timeout")
-    if isinstance(exc, openai.APIConnectionError):
+    if isinstance(exc, errors.APIConnectionError):
         reason = connection_reason(exc, secret)
         return Failure(f"connection failed: {reason}", retryable=True, cause=CAUSE_GONE if answered else CAUSE_URL,
                        kind="connection", detail=reason)
     detail = f"{type(exc).__name__}: {scrub(str(exc), secret)}"
-    overflow = parse_overflow(detail) if isinstance(exc, openai.APIError) else None  # an error event in a stream
+    overflow = parse_overflow(detail) if isinstance(exc, errors.APIError) else None  # an error event in a stream
     if overflow is not None:
         return Failure(detail, retryable=False, cause=CAUSE_CONTEXT, kind="sdk", overflow=overflow)
     return Failure(detail, retryable=False, kind="sdk")
 
 
-class Transport:
+class OpenAICompatProvider:
     """The SDK client of one endpoint, shared by threads: created lazily once per process under a
     lock (re-created after a fork: connections must not be shared), with the SDK's own retries off
     (the retry loop owns them, see the package docstring)."""
 
-    def __init__(self, base_url: str | None, key: Secret, timeout: float) -> None:
+    kind = "openai"
+    needs_key = True
+
+    def __init__(self, base_url: str | None, key: Secret, timeout: float,
+                 capabilities: Capabilities | None = None) -> None:
+        self.capabilities = capabilities or Capabilities()
         self.base_url = base_url
         self.key = key
         self.timeout = timeout
@@ -111,9 +128,33 @@ class Transport:
         if self._client is None or self._client_pid != pid:
             with self._lock:
                 if self._client is None or self._client_pid != pid:
-                    self._client = _sdk_client(self.base_url, self.key.reveal(), self.timeout)
+                    self._client = self._new_client()
                     self._client_pid = pid
         return self._client
+
+    def _new_client(self) -> Any:
+        """A new SDK client for this endpoint (a subclass builds its own kind)."""
+        return _sdk_client(self.base_url, self.key.reveal(), self.timeout)
+
+    def probe(self, params: dict[str, Any], timeout: float) -> str:
+        """One request without streaming, its failure classified (the endpoint check)."""
+        import openai
+
+        try:
+            return self.send(params, timeout)
+        except openai.OpenAIError as exc:
+            raise classify(exc, secret=self.key.reveal(), timeout=timeout) from None
+
+    def list_models(self, timeout: float) -> list[str] | None:
+        """The ids ``GET /models`` lists; None when the endpoint lists none or does not answer it (not
+        every OpenAI-compatible server does): no list, nothing to hold a model to."""
+        import openai
+
+        try:
+            listing = self.sdk().models.list(timeout=timeout)
+            return [str(model.id) for model in listing.data] or None
+        except (openai.OpenAIError, AttributeError, TypeError, ValueError):
+            return None
 
     def send(self, params: dict[str, Any], timeout: float) -> str:
         """One request; the raw body of the answer. The SDK's exceptions propagate unclassified
@@ -122,18 +163,6 @@ class Transport:
         if self.observe is not None:
             self.observe(raw.headers)
         return str(raw.text)
-
-    def list_models(self, timeout: float) -> list[str] | None:
-        """The model ids the endpoint lists (``GET /models``); None where it lists none or does not
-        answer a listing, which not every OpenAI-compatible server does."""
-        import openai
-
-        try:
-            page = self.sdk().models.list(timeout=timeout)
-            ids = [str(model.id) for model in page.data if getattr(model, "id", None)]
-        except (openai.OpenAIError, AttributeError, TypeError, ValueError):
-            return None
-        return ids or None
 
     def attempt(self, params: dict[str, Any], timeout: float, each: Callable[[], None] | None = None) -> Answer:
         """One attempt, ``timeout`` seconds at most for the first token and between two chunks: the
@@ -234,12 +263,14 @@ def _sdk_client(base_url: str | None, api_key: str | None, timeout: float) -> An
     return first.with_options(**options, **endpoint)
 
 
-def _as_sdk_error(exc: Exception) -> Exception | None:
+def _as_sdk_error(exc: Exception, sdk: Any = None) -> Exception | None:
     """The SDK's error for an error of its HTTP library (``httpx`` or ``httpx2``) raised outside the
     SDK's own handling (reading a stream's body): a timeout or a broken connection, so that it is
-    retried and classified like any other; None for anything else (a bug: it propagates)."""
+    retried and classified like any other; None for anything else (a bug: it propagates). ``sdk``:
+    as ``classify``'s."""
     import openai
 
+    errors: Any = sdk or openai
     if type(exc).__module__.split(".")[0] not in ("httpx", "httpx2"):
         return None
     try:
@@ -247,5 +278,10 @@ def _as_sdk_error(exc: Exception) -> Exception | None:
     except (AttributeError, RuntimeError):  # an error raised before any request was made
         return None
     if "Timeout" in type(exc).__name__:
-        return openai.APITimeoutError(request=request)
-    return openai.APIConnectionError(message=f"connection lost while reading the answer: {exc}", request=request)
+        return errors.APITimeoutError(request=request)
+    return errors.APIConnectionError(message=f"connection lost while reading the answer: {exc}", request=request)
+
+
+def make(endpoint: Endpoint, capabilities: Capabilities) -> OpenAICompatProvider:
+    """The provider of the registry's OpenAI-compatible lines."""
+    return OpenAICompatProvider(endpoint.base_url, endpoint.key, endpoint.timeout, capabilities)
