@@ -51,8 +51,8 @@ def attach(runtime: Runtime, say: Callable[[str], None] = lambda _: None) -> Bat
     batcher = Batcher(Journal.of(s.out_dir), retry=s.batch_retry, wait_s=s.batch_wait_s, say=say,
                       stopped=lambda: runtime.stop.is_set() or (breaker is not None and breaker.stopped() is not None))
     for model in batching_clients(runtime):
-        if model.cache is None:
-            continue  # no response cache (the run's own store is missing): its answers could not come back
+        if model.cache is None or not hasattr(model.transport, "sdk"):
+            continue  # no response cache (its answers could not come back), or a native provider (``unsupported``)
         client = BatchClient(model.transport.sdk(), secret=model.secret(), timeout=model.timeout)
         model.batching = ModelHook(batcher, client, model.cache)
     return batcher
@@ -82,6 +82,10 @@ def unsupported(models: Iterable[Any]) -> list[str]:
         if model.server in asked:
             continue
         asked.add(model.server)
+        if not hasattr(model.transport, "sdk"):  # a native provider (Anthropic's Messages): not OpenAI's Batch API
+            problems.append(f"--sab-batch: model {model.name!r} is on a provider whose batches this run cannot send "
+                            "(only OpenAI's Batch API, Azure's included): run without --sab-batch; no case was run")
+            continue
         client = BatchClient(model.transport.sdk(), secret=model.secret(), timeout=min(model.timeout, 30.0))
         if not client.supported():
             problems.append(f"--sab-batch: {model.server or 'the endpoint'} (model {model.name!r}) has no Batch API "

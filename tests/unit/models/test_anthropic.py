@@ -24,7 +24,7 @@ PICTURE = "data:image/png;base64,iVBORw0KGgo="
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Any:
-    with FakeOpenAIServer(api_key=KEY) as server:
+    with FakeOpenAIServer(api_key=KEY, models=["claude-test"]) as server:
         monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url.removesuffix("/v1"))
         yield server

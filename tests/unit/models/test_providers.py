@@ -25,7 +25,7 @@ IMAGE = [{"role": "user", "content": [{"type": "text", "text": "What do you see?
 @pytest.fixture
 def azure(monkeypatch: pytest.MonkeyPatch) -> Any:
     """The fake server keyed like an Azure resource, and the SDK's Azure variables pointing at it."""
-    with FakeOpenAIServer(api_key=KEY) as server:
+    with FakeOpenAIServer(api_key=KEY, models=["gpt-4o", "gpt4o-deploy"]) as server:
         monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", server.url.removesuffix("/v1"))
         monkeypatch.setenv("AZURE_OPENAI_API_KEY", KEY)
         monkeypatch.setenv("OPENAI_API_VERSION", "2024-10-21")
