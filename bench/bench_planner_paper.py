@@ -11,8 +11,9 @@ and goal check (``compute_SR_object_state``) that the project keeps amount to th
 * names: at every step that names an object, the object the planner picks beside the one the
   paper's name rule picks in the same state (the name without spaces, compared ignoring case with
   the first field of each objectId; the nearest such object outside closed receptacles; numbered
-  names given to the nearest object not numbered yet), and the ``drop``/``throw`` steps that fail
-  here because they name another object than the one held (the paper's ignores the name).
+  names given to the nearest object not numbered yet), the ``drop``/``throw`` steps that fail
+  here because they name another object than the one held (the paper's ignores the name), and the
+  figures of a pass in which the planner acts on the paper's pick instead of its own.
 * the goal check: SR(goal) over all records with a goal (the paper's denominator) with this
   project's check, with any element of a list goal enough instead of every one, and with the
   paper's check restated (exact ``objectType``; a list goal met when one of its strings is a
@@ -128,6 +129,20 @@ def _compare_names(planner: LowLevelPlanner, tally: NameTally) -> None:
     planner.resolve = resolve  # type: ignore[method-assign]
 
 
+def _paper_names_only(planner: LowLevelPlanner) -> None:
+    """Make ``planner`` act on the object the paper's rule picks (a failed step where it finds none)."""
+    paper = PaperNames()
+
+    def resolve(name: str, number: int | None, verb: str) -> ObjectMeta:
+        oid = paper.pick(name, number, planner.objects())
+        chosen = planner._current(oid) if oid is not None else None
+        if chosen is None:
+            raise StepError(f"Cannot find {name} (the paper's name rule)")
+        return chosen
+
+    planner.resolve = resolve  # type: ignore[method-assign]
+
+
 def _paper_contains(goal: Any, current: Any) -> bool:
     """The paper's ``is_any_element_contained``: None only matches None; else any string inside any id."""
     if goal is None or current is None:
@@ -168,16 +183,19 @@ class Run:
         return [t for t in self.results if t[0].final_state]
 
 
-def run(records: Sequence[Case], engine: Engine, *, find_tries: int, names: bool) -> Run:
-    """Every record's reference plan with a planner that tries ``find_tries`` standing points."""
+def run(records: Sequence[Case], engine: Engine, *, find_tries: int, names: str) -> Run:
+    """Every record's reference plan with a planner that tries ``find_tries`` standing points; ``names``:
+    "ours", "compare" (ours, each look-up beside the paper's) or "paper" (the paper's rule acts)."""
     out = Run()
     for case in records:
         engine.reset(scene=case.scene)
         initial = list(engine.last_event.metadata["objects"])
         planner = LowLevelPlanner(engine, find_tries=find_tries)
         planner.restore()
-        if names:
+        if names == "compare":
             _compare_names(planner, out.names)
+        elif names == "paper":
+            _paper_names_only(planner)
         done = [planner.execute(step) for step in case.reference_steps]
         final = list(engine.last_event.metadata["objects"])
         out.results.append((case, score(case, done, initial, final), final))
@@ -188,7 +206,7 @@ def _rate(part: int, whole: int) -> str:
     return f"{part}/{whole} = {part / whole:.1%}" if whole else f"{part}/0"
 
 
-def report(near: Run, full: Run, *, verbose: bool) -> None:
+def report(near: Run, full: Run, paper_names: Run, *, verbose: bool) -> None:
     """Print the figures of each difference (see the module doc)."""
     goals = full.goals()
     sr = {label: sum(bool(r.success) for _, r, _ in run_.goals()) for label, run_ in (("6", near), ("20", full))}
@@ -213,6 +231,9 @@ def report(near: Run, full: Run, *, verbose: bool) -> None:
         print(f"  {n:5d}  {outcome}" + (f"  e.g. {shown}" if shown else ""))
     held = [s for s in full.steps if "Nothing Done. Robot holds" in s.message]
     print(f"  {len(held):5d}  drop/throw steps failed for naming another object than the one held")
+    theirs = sum(bool(r.success) for _, r, _ in paper_names.goals())
+    print(f"  acting on the paper's pick instead: steps succeeded {sum(s.success for s in paper_names.steps)}/"
+          f"{len(paper_names.steps)}, SR(goal) {_rate(theirs, len(goals))}")
     every = sum(bool(r.success) for _, r, _ in goals)
     any_one = sum(r.unreachable_goal is None and compare_state(final, list(c.final_state or ()), every=False).success
                   for c, r, final in goals)
@@ -239,9 +260,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_planner_paper: {exc}", file=sys.stderr)
         return 2
     engine = Controller()
-    near = run(records, engine, find_tries=6, names=False)
-    full = run(records, engine, find_tries=20, names=True)
-    report(near, full, verbose=args.verbose)
+    near = run(records, engine, find_tries=6, names="ours")
+    full = run(records, engine, find_tries=20, names="compare")
+    paper_names = run(records, engine, find_tries=20, names="paper")
+    report(near, full, paper_names, verbose=args.verbose)
     return 0
 
 
