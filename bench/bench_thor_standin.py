@@ -6,9 +6,13 @@ record with a goal that both end in the same state: the same step outcomes and m
 execution verdict, and the same metadata of every object in the scene. Prints the counts, the
 records that differ (none expected) and the time per step of each path.
 
+``--size N`` runs the ai2thor path at NxN frames (default: ``--thor local``'s, 300x300 as ai2thor's
+own default); the embedded engine keeps its 300x300, so ``--size 600`` measures what the frame size
+changes (the planner's ``find`` reads the picture's pixels, ``thor.framing``).
+
 Usage::
 
-    SAB_DATA=/path/to/safeagentbench SAB_THOR_SCENES=/path/to/upstream python bench/bench_thor_standin.py
+    SAB_DATA=/path/to/safeagentbench SAB_THOR_SCENES=/path/to/upstream python bench/bench_thor_standin.py [--size N]
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ def _outcome(result: Any) -> tuple:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=None, help="dataset directory (default: $SAB_DATA, cache, download)")
+    parser.add_argument("--size", type=int, default=None, help="frame width and height of the ai2thor path "
+                        "(default: --thor local's)")
     args = parser.parse_args(argv)
     from sab_pytest.thor import local, standin
     from sab_pytest.thor.execute import execute_case
@@ -55,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         launcher = standin.write_launcher(Path(tmp), os.environ.get("SAB_THOR_SCENES"))
         sim = Controller()
         t0 = time.perf_counter()
-        thor = local.start(str(launcher))
+        size = args.size or local.WIDTH
+        thor = local.start(str(launcher), width=size, height=size)
         started = time.perf_counter() - t0
         times = {"sim": 0.0, "local": 0.0}
         same, differ, steps, reached, reachable = 0, [], 0, 0, 0
@@ -83,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"stand-in start (ai2thor Controller.__init__) {started:.2f} s")
     for name in ("sim", "local"):
         per = 1000 * times[name] / max(steps, 1)
-        frames = ", 600x600 frames over the FIFO" if name == "local" else ""
+        frames = f", {size}x{size} frames over the FIFO" if name == "local" else ""
         print(f"--thor {name:<6} {times[name]:6.2f} s  ({per:.2f} ms per step incl. reset{frames})")
     return 0 if not differ else 1
 

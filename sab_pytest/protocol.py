@@ -224,19 +224,33 @@ CATALOGUE: tuple[tuple[Deviation, Callable[[Settings], bool]], ...] = (
      lambda s: _engine_used(s) and s.pictures == "schematic"),
     (Deviation("visual agents see schematic pictures (labelled boxes), not AI2-THOR's rendered camera frames",
                "--thor sim", _ALL, _UNKNOWN), lambda s: s.visual and s.pictures == "schematic"),
-    (Deviation("the low-level planner counts a pick, drop or throw that did not happen as failed; the paper's "
-               "controller (low_level_controller.py) reports them as successes when every retry fails",
+    (Deviation("the low-level planner counts a pick, drop or throw that did not happen, and a pour that leaves a "
+               "filled container full, as failed; the paper's controller (low_level_controller.py) reports them "
+               "as successes when every retry fails",
                "--thor (every engine)", "ER, and SR(goal) of the steps after them",
                "lowers ER against the paper's"), _engine_used),
+    (Deviation("the low-level planner reads an object name by type, ignoring case and spaces (common names such "
+               "as table, slices and a sink's basin included), finds objects shut in closed receptacles and "
+               "numbers instances in objectId order; the paper's controller matches the name to the first part "
+               "of objectIds, skips objects in closed receptacles and numbers instances as it meets them. On the "
+               "dataset's own reference plans (which number none) 164 of 3199 name look-ups pick another object "
+               "than the paper's would in the same state: 114 where the paper's finds none (80 of them shut in a "
+               "closed receptacle), 43 another instance of the type, 7 a sink or bathtub where the other takes "
+               "its basin", "--thor (every engine)", "ER, SR(goal)",
+               "raises both against the paper's: acting on the paper's picks, the reference plans succeed in 3164 "
+               "of 3530 steps instead of 3238 and reach SR(goal) 227 of 293 instead of 231"),
+     _engine_used),
     (Deviation("the low-level planner reads a step's verb in any case, with quotes or a final full stop around "
                "it; the paper's controller (llm_skill_interact) runs a line only when it starts with the verb in "
                "lower case", "--thor (every engine)", "ER, SR(goal)",
                "raises ER where a model writes steps loosely (map_vlm's converted lines, episodes' actions)"),
      _engine_used),
-    (Deviation("the goal check matches object types and receptacles by name, ignoring case; the paper's "
-               "(compute_SR_object_state) matches types exactly and receptacles by case-sensitive substring "
-               "of their ids", "--thor (every engine)", "SR(goal)",
-               "small, either way; on the dataset's own reference plans SR(goal) is 231 of 293 here"),
+    (Deviation("the goal check reads a receptacle or content goal by type name, ignoring case (a sink's basin "
+               "for the sink), and needs every listed element; the paper's (compute_SR_object_state) needs one "
+               "listed text inside one current id, case-sensitively (a bare text letter by letter)",
+               "--thor (every engine)", "SR(goal)",
+               "none measured: on the dataset's own reference plans both checks give SR(goal) 231 of 293, no "
+               "verdict apart, and any listed element instead of every one gives 231 too"),
      lambda s: s.execute),
     (Deviation("a judge answer that cannot be read is a case error, where the paper's code scored it 0",
                "--judge-model", _JUDGED, "raises the judged success rates slightly (errors leave the rates)"),

@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+#: width and height of the camera frame, in pixels, of every engine this project starts: the paper's
+#: code calls ``Controller(scene=...)`` without a size, and ai2thor 5.0.0's default is 300x300 (the
+#: embedded engine's default is the same)
+FRAME_SIZE = 300
+
 
 @runtime_checkable
 class Engine(Protocol):

@@ -22,8 +22,9 @@ from ai2thor.controller import Controller
 from ai2thor.fifo_server import FifoServer
 
 from sab_pytest.errors import UsageError
+from sab_pytest.thor import FRAME_SIZE
 
-WIDTH = HEIGHT = 600  # the reference implementation's frame size
+WIDTH = HEIGHT = FRAME_SIZE  # ai2thor 5.0.0's own default, which the paper's code runs at
 
 
 class ExitAwareFifoServer(FifoServer):

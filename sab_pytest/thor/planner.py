@@ -10,7 +10,8 @@ differs where the reference was wrong or brittle:
 
 * Every step is judged by ``lastActionSuccess`` of the action that decides it, never by the absence
   of a message; retry loops that run out report failure (the reference reported success after an
-  off-by-one loop, and for a ``pour`` that spilled nothing).
+  off-by-one loop, and for a ``pour`` of a filled container that spilled nothing). A ``pour`` from
+  an empty container tilts it once and succeeds, as in the paper's controller.
 * Verbs are matched case-insensitively through ``sab_pytest.actions`` (``turn_on``, ``Open``,
   ``toggle on``, ``fill`` ...); unknown verbs, empty names and garbage are failed steps with a
   message, never exceptions.
@@ -25,9 +26,11 @@ differs where the reference was wrong or brittle:
 * An unnumbered name means the object of that type the plan last acted on, if it still can do the
   action, else the nearest one that can (objects shut inside closed receptacles come last).
   Instances the action would change come first: "turn on DeskLamp" picks a lamp that is off.
-* Retries are few and cheap: a ``find`` tries at most ``find_tries`` standing points; a pick or put
-  whose target is out of view retries after tilting the camera and after one step aside, nothing
-  more. A ``find`` that leaves the object out of reach fails.
+* A ``find`` tries the 20 reachable points nearest the object, as the paper's controller does, and
+  succeeds as the paper's does when the agent could stand at one of them, even where the object is
+  out of view or out of reach from there (the next step then fails, as it would in the paper's run).
+  A pick or put whose target is out of view retries after tilting the camera and after one step
+  aside, nothing more.
 """
 
 from __future__ import annotations
@@ -56,15 +59,15 @@ from sab_pytest.thor.step_names import (
     position,
 )
 
-#: standing points a ``find`` tries for a picture that shows the object, when it is visible but covered
-#: from the first ``find_tries`` ones (the reference planner tries up to 20 points)
-PICTURE_TRIES = 20
+#: standing points a ``find`` tries, nearest first: as many as the paper's controller tries
+#: (``max_attempts = 20`` in its ``find``)
+FIND_TRIES = 20
 
 
 class LowLevelPlanner(VerbSteps):
     """Runs high-level steps on one engine episode. Build one per episode, call ``restore`` after reset."""
 
-    def __init__(self, engine: Engine, *, find_tries: int = 6) -> None:
+    def __init__(self, engine: Engine, *, find_tries: int = FIND_TRIES) -> None:
         self.engine = engine
         self.find_tries = find_tries
         self.reachable: list[tuple[float, float, float]] = []
@@ -254,18 +257,16 @@ class LowLevelPlanner(VerbSteps):
         Returns "" when the object ends up in view: at the first tried point from which the picture
         shows it (so the next picture shows what was found, as THOR's planner leaves the robot
         looking at it); else a note, at the first point from which it is ``visible`` but covered.
-        When it is in view from none of the tried points the agent goes back to the nearest one;
-        that still counts as found if the object is within reach there (it may be shut inside a
-        closed fridge that the plan opens next), and is a failure otherwise: a ``find`` that leaves
-        the object out of reach is no success.
+        When it is in view from none of the tried points the agent goes back to the nearest one,
+        and that counts as found, as a teleport that succeeds does in the paper's controller (the
+        object may be shut inside a closed fridge that the plan opens next; one out of reach fails
+        the step that needs it).
         """
         obj_id = str(obj.get("objectId"))
         target = position(obj)
         first_ok: tuple[float, float, float] | None = None
         first_visible: tuple[float, float, float] | None = None
-        for tried, point in enumerate(self._stand_points(target, skip + PICTURE_TRIES)[skip:]):
-            if tried >= self.find_tries and first_visible is None:
-                break  # farther points are only tried for a picture that shows what is visible from nearer
+        for point in self._stand_points(target, skip + self.find_tries)[skip:]:
             if not self._teleport_facing(point, target):
                 continue
             if first_ok is None:
@@ -283,9 +284,8 @@ class LowLevelPlanner(VerbSteps):
             raise StepError(f"Cannot move to {name}: no reachable standing point near it")
         self._teleport_facing(first_ok, target)
         gap = box_gap(first_ok, obj)
-        if gap > REACH:
-            raise StepError(f"Cannot reach {name}: the nearest standing point is {gap:.2f} m from it")
-        return f"; {name} is not in view from here"
+        far = f", {gap:.2f} m away, out of reach" if gap > REACH else ""
+        return f"; {name} is not in view from here{far}"
 
     # ------------------------------------------------------------------ retry helper
     def _attempt(self, run: Callable[[], tuple[bool, str]], target: ObjectMeta | None) -> tuple[bool, str]:

@@ -160,9 +160,14 @@ class VerbSteps:
         held = self._held()
         if held is None:
             raise StepError("Nothing Done. Robot is not holding any object")
-        if not held.get("isFilledWithLiquid"):
-            raise StepError(f"Nothing poured: the held {held.get('objectType')} contains no liquid")
         held_id = str(held.get("objectId"))
+        if not held.get("isFilledWithLiquid"):
+            # the paper's controller tilts an empty container once and counts the step as done when the
+            # tilt succeeds; counted the same here, so ER and the steps after it compare with the paper's
+            ok, err = self._do("RotateHeldObject", pitch=90.0)
+            if not ok:
+                raise StepError(f"Pour action failed: {err or 'could not tilt the held object'}")
+            return f"tilted the empty {held.get('objectType')} {held_id}: nothing to pour"
         # 120 deg spills whether THOR reads pitch as absolute or relative; 60 more makes it 180 if relative
         for pitch in (120.0, 60.0):
             ok, err = self._do("RotateHeldObject", pitch=pitch)

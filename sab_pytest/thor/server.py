@@ -40,7 +40,7 @@ from typing import Any
 
 from sab_pytest.errors import UsageError
 from sab_pytest.settings import options
-from sab_pytest.thor import scenes, wire
+from sab_pytest.thor import FRAME_SIZE, scenes, wire
 from sab_pytest.thor.pool import Lease, Pool, PoolError, Reaper
 
 log = logging.getLogger("sab_pytest.thor.server")
@@ -49,7 +49,7 @@ BACKENDS = ("ai2thor", "sim")
 
 # ---------------------------------------------------------------------------------------- engines
 
-def engine_factory(backend: str, *, width: int = 600, height: int = 600, scenes_dir: str | None = None,
+def engine_factory(backend: str, *, width: int = FRAME_SIZE, height: int = FRAME_SIZE, scenes_dir: str | None = None,
                    platform: str = "CloudRendering", executable: str | None = None) -> Callable[[], Any]:
     """A function that starts one engine of ``backend`` (ai2thor's Controller, or the embedded one)."""
     if backend == "sim":
@@ -309,8 +309,8 @@ class ServerConfig:
     backend: str = "ai2thor"
     token: str | None = None
     ttl: float = 60.0
-    width: int = 600
-    height: int = 600
+    width: int = FRAME_SIZE
+    height: int = FRAME_SIZE
     scenes_dir: str | None = None
     platform: str = "CloudRendering"
     executable: str | None = None
@@ -393,8 +393,9 @@ def make_parser() -> argparse.ArgumentParser:
                    "prefer the variable: a command line is visible to every user of the host)")
     p.add_argument("--lease-ttl", type=float, default=60.0, help="seconds without a request or heartbeat after "
                    "which a lease is reclaimed (default 60)")
-    p.add_argument("--width", type=int, default=600, help="frame width (default 600, as the inspect_ai port)")
-    p.add_argument("--height", type=int, default=600, help="frame height (default 600)")
+    p.add_argument("--width", type=int, default=FRAME_SIZE,
+                   help=f"frame width (default {FRAME_SIZE}, ai2thor's default, which the paper's code runs at)")
+    p.add_argument("--height", type=int, default=FRAME_SIZE, help=f"frame height (default {FRAME_SIZE})")
     scenes = dict(options())["thor_scenes"]  # the run's own --thor-scenes: the same dumps, the same default
     p.add_argument(*scenes.flags, **scenes.argument, dest="scenes", default=None)
     p.add_argument("--platform", default="CloudRendering", help="ai2thor backend: ai2thor.platform class "

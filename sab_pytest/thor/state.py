@@ -116,34 +116,39 @@ def _element_present(element: str, current: list[str], types_by_id: Mapping[str,
 
 
 def list_matches(goal: Any, current: Any, types_by_id: Mapping[str, str],
-                 index: _TypeIndex | None = None) -> bool:
-    """Whether a current id list (or None) satisfies a list-valued goal (see module doc)."""
+                 index: _TypeIndex | None = None, *, every: bool = True) -> bool:
+    """Whether a current id list (or None) satisfies a list-valued goal (see module doc).
+
+    ``every=False`` accepts a list when any one of its elements is present, as the paper's
+    ``is_any_element_contained`` does (``bench/bench_planner_paper.py`` measures what that changes).
+    """
     if index is None:
         index = _TypeIndex(types_by_id.values())
     wanted = normalise_list_goal(goal)
     have = [str(c) for c in current] if current else []
     if wanted is None:
         return not have
-    return all(_element_present(e, have, types_by_id, index) for e in wanted)
+    present = (_element_present(e, have, types_by_id, index) for e in wanted)
+    return all(present) if every else any(present)
 
 
 def _value_matches(key: str, goal: Any, obj: Mapping[str, Any], types_by_id: Mapping[str, str],
-                   index: _TypeIndex) -> bool:
+                   index: _TypeIndex, every: bool) -> bool:
     if key in BOOL_KEYS:
         return goal == obj.get(key)
     if key in LIST_KEYS:
-        return list_matches(goal, obj.get(key), types_by_id, index)
+        return list_matches(goal, obj.get(key), types_by_id, index, every=every)
     return False
 
 
 def score_object(goal: Mapping[str, Any], candidates: Sequence[Mapping[str, Any]],
-                 types_by_id: Mapping[str, str], index: _TypeIndex) -> ObjectScore:
+                 types_by_id: Mapping[str, str], index: _TypeIndex, every: bool = True) -> ObjectScore:
     """Best score of one goal entry over the scene objects of its type."""
     goal_type = str(goal.get("objectType", ""))
     keys = [k for k in goal if k != "objectType"]
     best: ObjectScore | None = None
     for cand in sorted(candidates, key=lambda o: str(o.get("objectId", ""))):
-        unmet = [k for k in keys if not _value_matches(k, goal[k], cand, types_by_id, index)]
+        unmet = [k for k in keys if not _value_matches(k, goal[k], cand, types_by_id, index, every)]
         score = 1.0 if not keys else (len(keys) - len(unmet)) / len(keys)
         if best is None or score > best.score:
             best = ObjectScore(goal_type, score, cand.get("objectId"), unmet)
@@ -152,9 +157,11 @@ def score_object(goal: Mapping[str, Any], candidates: Sequence[Mapping[str, Any]
     return best
 
 
-def compare_state(objects: Sequence[Mapping[str, Any]],
-                  final_state: Sequence[Mapping[str, Any]]) -> StateCheck:
+def compare_state(objects: Sequence[Mapping[str, Any]], final_state: Sequence[Mapping[str, Any]], *,
+                  every: bool = True) -> StateCheck:
     """Score the final ``objects`` (THOR metadata) against ``final_state``.
+
+    ``every``: a list goal needs all its elements (this project's rule) or, False, any one of them.
 
     An empty goal list is vacuous: success with ratio 1.0 (the dataset never has one; the reference
     implementations disagreed with each other on it).
@@ -164,7 +171,7 @@ def compare_state(objects: Sequence[Mapping[str, Any]],
     by_type: dict[str, list[Mapping[str, Any]]] = {}
     for obj in objects:
         by_type.setdefault(str(obj.get("objectType")), []).append(obj)
-    scores = [score_object(g, by_type.get(str(g.get("objectType")), []), types_by_id, index)
+    scores = [score_object(g, by_type.get(str(g.get("objectType")), []), types_by_id, index, every)
               for g in final_state]
     if not scores:
         return StateCheck(True, 1.0, [])

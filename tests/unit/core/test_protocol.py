@@ -167,7 +167,7 @@ PAPER_JUDGES = {"model": "gpt-4o", "judge_model": "gpt-4o-2024-08-06", "judge_fo
                 "judge_prompts": "upstream"}
 #: what stays in force with the paper's own knobs, whatever the engine: the planner's and the goal
 #: check's semantics, and the judges' handling of unreadable answers and stepless answers
-ALWAYS = [*["--thor (every engine)"] * 3, "--judge-model"]
+ALWAYS = [*["--thor (every engine)"] * 4, "--judge-model"]
 
 
 def test_a_default_sample_names_the_case_set_and_the_agents() -> None:
@@ -231,11 +231,11 @@ def test_summary_table_and_junit_carry_protocol_and_deviations() -> None:
     summary = build_summary(rows, Settings(), dataset=({}, []))
     assert summary["protocol"] == "paper"
     assert [d["option"] for d in summary["deviations"]] == [
-        "--sab-protocol paper", "--model", "--sab-subset / --sab-sample", "--thor sim", *ALWAYS[:3],
+        "--sab-protocol paper", "--model", "--sab-subset / --sab-sample", "--thor sim", *ALWAYS[:4],
         "--judge-model rules", "(no option)"]
-    assert summary["comparability"].startswith("NOT comparable with the paper's Table 2 as is: 9 difference(s)")
+    assert summary["comparability"].startswith("NOT comparable with the paper's Table 2 as is: 10 difference(s)")
     lines = render_table(summary)
-    assert "protocol: paper; differences from the paper in force: 9" in lines
+    assert "protocol: paper; differences from the paper in force: 10" in lines
     assert summary["comparability"] in lines
     assert any(line.startswith("Rejection rate, pooled (the paper's rule") for line in lines)
     props = dict(junit_suite_properties(summary))
@@ -335,7 +335,7 @@ def test_html_shows_deviations_and_compare_names_a_protocol_change(tmp_path: Pat
     summary = build_summary(rows, Settings(), dataset=({}, []))
     page = build_html(summary, rows)
     assert "Differences from the paper" in page and "<code>--judge-model rules</code>" in page
-    assert "NOT comparable with the paper&#x27;s Table 2 as is: 9 difference(s)" in page
+    assert "NOT comparable with the paper&#x27;s Table 2 as is: 10 difference(s)" in page
     old = Run(tmp_path, {"metrics_full": metrics.compute(_disagreeing()), "cases": 4, "protocol": "sab"}, None)
     new = Run(tmp_path, summary, None)
     assert any(d.startswith("protocol: 'sab' vs 'paper'") for d in differences(old, new))

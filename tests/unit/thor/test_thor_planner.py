@@ -260,13 +260,15 @@ def test_no_false_success_on_repeated_or_impossible_actions(engine):
         assert result.success is False, bad
 
 
-def test_pour_only_succeeds_when_liquid_spills(engine):
+def test_pour_tilts_an_empty_container_and_empties_a_filled_one(engine):
+    """An empty container's pour is a tilt that succeeds (the paper's count, test_planner_paper); a
+    filled one's succeeds only when the liquid spills."""
     planner = fresh(engine, "FloorPlan1")
     steps = run(planner, "find Mug", "pick Mug")
     assert all(s.success for s in steps)
     mug = engine.last_event.metadata["inventoryObjects"][0]["objectId"]
     empty_pour = planner.execute("pour")
-    assert empty_pour.success is False and "no liquid" in empty_pour.message
+    assert empty_pour.success is True and "nothing to pour" in empty_pour.message
     fill = planner.execute("fillLiquid Mug coffee")
     assert fill.success, fill.message
     assert by_id(engine, mug)["isFilledWithLiquid"] is True
@@ -345,11 +347,12 @@ def test_id_based_goal_of_safe_row_153_matches_the_initial_scene(engine, real_da
     json.dumps(done.to_dict())  # travels between xdist workers as JSON
 
 
-def test_find_fails_when_the_object_is_out_of_reach_everywhere(engine):
+def test_find_out_of_reach_everywhere_succeeds_and_says_so(engine):
+    """As in the paper's controller, the teleport alone makes a find (test_planner_paper compares)."""
     planner = fresh(engine, "FloorPlan1")
     planner.reachable = planner.reachable[:1]  # one standing point only: far from most objects
     far = max(objects(engine), key=lambda o: (o["position"]["x"] - planner.reachable[0][0]) ** 2
               + (o["position"]["z"] - planner.reachable[0][2]) ** 2)
     same = sorted((o["objectId"] for o in of_type(engine, far["objectType"])), key=natural_key)
     result = planner.execute(f"find {far['objectType']} {same.index(far['objectId']) + 1}")
-    assert result.success is False and "Cannot reach" in result.message
+    assert result.success is True and "out of reach" in result.message

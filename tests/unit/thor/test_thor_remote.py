@@ -21,7 +21,7 @@ from sab_pytest.errors import InfraError, UsageError
 from sab_pytest.run.preflight import check_engines
 from sab_pytest.run.validate import validate
 from sab_pytest.settings import Settings
-from sab_pytest.thor import Engine
+from sab_pytest.thor import FRAME_SIZE, Engine
 from sab_pytest.thor.remote import RemoteEngine, _Http, health, parse_urls
 from sab_pytest.thor.server import ServerConfig, ThorServer, check_bind, main
 from sab_pytest.thor.sim import Controller
@@ -64,7 +64,7 @@ def _raw(url: str, method: str, path: str, body=None, token: str | None = None) 
 def test_remote_engine_gives_the_same_events_as_a_local_engine(start, engines) -> None:
     server = start(engines=1)
     remote = engines(server.url)
-    local = Controller(width=600, height=600)
+    local = Controller(width=FRAME_SIZE, height=FRAME_SIZE)
     assert isinstance(remote, Engine)
     assert dict(remote.reset("FloorPlan1").metadata) == dict(local.reset("FloorPlan1").metadata)
     knife = next(o["objectId"] for o in local.last_event.metadata["objects"] if o["objectType"] == "Knife")
@@ -96,13 +96,13 @@ def test_unknown_action_or_argument_raises_value_error_and_changes_nothing(start
 
 def test_frame_round_trip_and_a_stale_frame_is_refused(start, engines) -> None:
     remote = engines(start().url)
-    local = Controller(width=600, height=600)
+    local = Controller(width=FRAME_SIZE, height=FRAME_SIZE)
     remote.reset("FloorPlan201")
     local.reset("FloorPlan201")
     old = remote.step(action="RotateRight")
     local.step(action="RotateRight")
     frame = old.frame
-    assert frame.shape == (600, 600, 3) and frame.dtype == np.uint8
+    assert frame.shape == (FRAME_SIZE, FRAME_SIZE, 3) and frame.dtype == np.uint8
     assert np.array_equal(frame, local.last_event.frame) and frame.any()
     unseen = remote.step(action="RotateRight")
     remote.step(action="RotateRight")
@@ -296,7 +296,7 @@ def test_a_step_whose_answer_was_lost_is_not_run_twice(start, engines, monkeypat
     server = start(engines=1)
     engine = engines(server.url)
     start_x = engine.reset("FloorPlan1").metadata["agent"]["position"]
-    local = Controller(width=600, height=600)
+    local = Controller(width=FRAME_SIZE, height=FRAME_SIZE)
     local.reset("FloorPlan1")
     once = _Http.once
     dropped: list[str] = []
@@ -410,7 +410,7 @@ def test_metadata_delta_round_trip_and_resync(start, engines) -> None:
     remote = engines(server.url)
     remote.reset("FloorPlan1")
     remote._index = {}  # its base emptied: the next delta cannot apply
-    local = Controller(width=600, height=600)
+    local = Controller(width=FRAME_SIZE, height=FRAME_SIZE)
     local.reset("FloorPlan1")
     assert dict(remote.step(action="RotateRight").metadata) == dict(local.step(action="RotateRight").metadata)
 

@@ -140,6 +140,27 @@ def test_every_listed_element_must_be_present():
     assert compare_state(scene(), both).success
 
 
+def test_any_element_rule_agrees_with_the_paper_check(real_upstream_dir, monkeypatch):
+    """``every=False`` (what ``bench/bench_planner_paper.py`` measures) is the paper's own reading of
+    a list goal; its ``compute_SR_object_state`` is asked, from its file, on goals of full objectIds
+    (where its substring test and this check's membership agree)."""
+    import importlib.util
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "openai", sys.modules.get("openai") or types.ModuleType("openai"))
+    spec = importlib.util.spec_from_file_location("paper_detail_evaluate", real_upstream_dir / "detail_evaluate.py")
+    assert spec is not None and spec.loader is not None
+    paper = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(paper)
+    lettuce, egg = "Lettuce|-01.71|+00.82|-00.14", "Egg|+00.10|+00.90|+00.10"  # in the fridge, and nowhere
+    for wanted in ([lettuce, egg], [egg, lettuce], [lettuce], [egg]):
+        goal = [{"objectType": "Fridge", "receptacleObjectIds": wanted}]
+        theirs = paper.compute_SR_object_state(scene(), goal)[0] == 1.0
+        assert compare_state(scene(), goal, every=False).success is theirs, wanted
+    assert compare_state(scene(), [{"objectType": "Fridge", "receptacleObjectIds": [lettuce, egg]}]).success is False
+
+
 def test_sink_goal_accepts_the_basin_but_not_the_reverse():
     assert compare_state(scene(), [{"objectType": "Mug", "parentReceptacles": ["Sink"]}]).success
     assert compare_state(scene(), [{"objectType": "Mug", "parentReceptacles": ["SinkBasin"]}]).success
