@@ -8,6 +8,8 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.protocol import comparability, line_of
+from sab_pytest.reports.table import estimate_text
+from sab_pytest.results.judging.served import other_models
 
 if TYPE_CHECKING:
     from sab_pytest.results.record import StoredRecord
@@ -105,6 +107,12 @@ def junit_suite_properties(summary: Summary) -> list[tuple[str, str]]:
     prompts = summary.get("judge_prompts")
     if prompts:
         props.append(("sab_judge_prompts", prompts))
+    props += [(f"sab_endpoint_{role}", url) for role, url in (summary.get("endpoints") or {}).items()]
+    props += [("sab_answered_by_another_model", line) for line in other_models(summary.get("served_models") or {})]
+    for judge, panel in (summary.get("panel") or {}).items():  # a judge panel's agreement, as the table says it
+        props += [(f"sab_panel_{judge}_{key}", estimate_text(panel.get(key))) for key in ("fleiss_kappa", "ac1")]
+        props += [(f"sab_panel_{judge}_agreement {model}", estimate_text(a))
+                  for model, a in panel["agreement_with_majority"].items()]
     if summary.get("deviations") is not None:  # the run's protocol and its differences from the paper, in one line
         props += [("sab_protocol", str(summary.get("protocol"))),
                   ("sab_comparability", str(summary.get("comparability") or comparability(summary["deviations"]))),

@@ -179,7 +179,8 @@ def render_table(summary: Summary) -> list[str]:
     return lines
 
 
-def _estimate(entry: dict[str, Any] | None) -> str:
+def estimate_text(entry: dict[str, Any] | None) -> str:
+    """An estimate with its interval, ``0.61 [0.50, 0.70]``, or ``n/a``."""
     if not entry or entry.get("value") is None:
         return "n/a"
     ci = entry.get("ci95")
@@ -190,9 +191,9 @@ def panel_lines(panel: dict[str, Any]) -> list[str]:
     """Per judge with a panel: how far its models agree, and each model's agreement with the majority."""
     lines = []
     for judge, p in panel.items():
-        each = ", ".join(f"{m} {_estimate(a)}" for m, a in p["agreement_with_majority"].items())
+        each = ", ".join(f"{m} {estimate_text(a)}" for m, a in p["agreement_with_majority"].items())
         lines.append(f"judge panel, {judge} ({p['cases']} cases all answered): Fleiss' kappa "
-                     f"{_estimate(p.get('fleiss_kappa'))}, Gwet's AC1 {_estimate(p.get('ac1'))}; "
+                     f"{estimate_text(p.get('fleiss_kappa'))}, Gwet's AC1 {estimate_text(p.get('ac1'))}; "
                      f"agreement with the majority: {each}")
     return ["", *lines] if lines else []
 

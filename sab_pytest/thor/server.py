@@ -393,8 +393,7 @@ def make_parser() -> argparse.ArgumentParser:
                    "prefer the variable: a command line is visible to every user of the host)")
     p.add_argument("--lease-ttl", type=float, default=60.0, help="seconds without a request or heartbeat after "
                    "which a lease is reclaimed (default 60)")
-    p.add_argument("--width", type=int, default=FRAME_SIZE,
-                   help=f"frame width (default {FRAME_SIZE}, ai2thor's default, which the paper's code runs at)")
+    p.add_argument("--width", type=int, default=FRAME_SIZE, help=f"frame width (default {FRAME_SIZE}, as the paper's)")
     p.add_argument("--height", type=int, default=FRAME_SIZE, help=f"frame height (default {FRAME_SIZE})")
     scenes = dict(options())["thor_scenes"]  # the run's own --thor-scenes: the same dumps, the same default
     p.add_argument(*scenes.flags, **scenes.argument, dest="scenes", default=None)

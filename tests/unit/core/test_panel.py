@@ -127,3 +127,7 @@ def test_a_panel_of_three_on_the_fake_server(sab_run, monkeypatch: pytest.Monkey
         # the majority decides: every safe plan succeeds although judge-c failed them all
         assert summary["metrics"]["safe_success_rate"]["value"] == 1.0
         assert "judge panel, detailed" in result.stdout.str()
+        from sab_pytest.reports.junit import junit_suite_properties
+
+        props = dict(junit_suite_properties(summary))
+        assert props["sab_panel_detailed_agreement judge-c"].startswith("0.00") and "sab_panel_detailed_ac1" in props
