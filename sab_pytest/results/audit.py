@@ -30,7 +30,7 @@ from typing import Any
 
 from sab_pytest.errors import UsageError
 from sab_pytest.results.judge_error import Stratum, corrected_entry, judge_statistics, pair_statistics
-from sab_pytest.results.metrics import definitions
+from sab_pytest.results.metrics import RateDef, definitions
 from sab_pytest.results.record import StoredRecord
 
 JUDGE_TYPES = ("plan", "long_horizon", "rejection")
@@ -247,6 +247,7 @@ def corrected_rates(records: Sequence[StoredRecord], labels: Labels, protocol: s
     for name in judged_rates(protocol):
         judge, counts = CORRECTABLE[name]
         d = table[name]
+        assert isinstance(d, RateDef), "every judged rate is a proportion"
         fixed_k, fixed_n, decided = 0, 0, []
         for r in ok:
             if not d.population(r):
