@@ -98,16 +98,13 @@ def judged_items(records: Iterable[StoredRecord], protocol: str | None) -> dict[
 
 def allocate(sizes: Mapping[str, int], total: int) -> dict[str, int]:
     """Labels per stratum: equal shares, a stratum with fewer cases labelled whole and what it leaves
-    given to the others equally (the remainder to the first strata by name)."""
+    shared by the others (the smallest strata served first, so the shares differ by one at most)."""
     share = dict.fromkeys(sizes, 0)
-    left, open_ = min(total, sum(sizes.values())), sorted(k for k, n in sizes.items() if n > 0)
-    while left > 0 and open_:
-        each, extra = divmod(left, len(open_))
-        for i, name in enumerate(list(open_)):
-            give = min(each + (1 if i < extra else 0), sizes[name] - share[name])
-            share[name] += give
-            left -= give
-        open_ = [k for k in open_ if share[k] < sizes[k]]
+    left = min(total, sum(sizes.values()))
+    order = sorted((k for k, n in sizes.items() if n > 0), key=lambda k: (sizes[k], k))
+    for i, name in enumerate(order):
+        share[name] = min(sizes[name], left // (len(order) - i))
+        left -= share[name]
     return share
 
 
