@@ -20,7 +20,7 @@ from sab_pytest import __version__, dataset
 from sab_pytest.errors import SabError
 from sab_pytest.models import parse_prices
 from sab_pytest.protocol import comparability, deviations
-from sab_pytest.results import gates, metrics
+from sab_pytest.results import audit, gates, metrics
 from sab_pytest.results.record import SCHEMA, StoredRecord, sample_id
 from sab_pytest.results.served import served_models
 from sab_pytest.settings import OPENAI_API_URL, Settings
@@ -74,6 +74,7 @@ class Summary(TypedDict):
     metrics: dict[str, dict[str, Any]]  # the overall metrics, flat
     metrics_full: dict[str, Any]  # ``metrics.compute``
     gates: list[dict[str, Any]]
+    audit: dict[str, Any] | None  # --sab-audit: what the labels say of the judges and the corrected rates
     gates_passed: bool | None
     alpha: float
     baseline: dict[str, Any] | None
@@ -234,6 +235,17 @@ def _baseline_as(baseline: gates.Baseline | None, protocol: str) -> gates.Baseli
     return gates.Baseline(metrics.as_protocol({**baseline.metrics, "protocol": made}, protocol), None, baseline.source)
 
 
+def judge_audit(records: list[StoredRecord], full: dict[str, Any], settings: Settings) -> dict[str, Any] | None:
+    """With ``--sab-audit``: the audit of the run's judges by its label files (``audit.audit``), its
+    corrected rates also put in ``full["corrected"]``, where a gate's ``@corrected`` reads them."""
+    if not settings.audit:
+        return None
+    labels = audit.match(audit.read_labels(settings.audit), records, settings.protocol)
+    result = audit.audit(records, full["overall"], labels, settings.protocol, settings.audit)
+    full["corrected"] = {name: m["corrected"] for name, m in result["metrics"].items()}
+    return result
+
+
 def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatus | None = None, *,
                   baseline: gates.Baseline | None = None, baseline_summary: Summary | None = None,
                   shard: dict[str, Any] | None = None, dataset: tuple[dict[str, str], list[str]] | None = None,
@@ -248,6 +260,7 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
     that differ from this run's and were allowed (``load.setting_differences``), named on each gate
     that compares with it."""
     full = metrics.compute(records, settings.protocol)
+    audited = judge_audit(records, full, settings)
     baseline = _baseline_as(baseline, settings.protocol)
     decided = gates.check_gates([gates.parse_gate(g) for g in settings.gates], full, records=records,
                                 baseline=baseline, alpha=settings.alpha, gate_on=settings.gate_on,
@@ -291,6 +304,7 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
         "metrics": flat,
         "metrics_full": full,
         "gates": decided,
+        "audit": audited,
         "gates_passed": all(g["passed"] for g in decided) and full["errors"] == 0 if decided else None,
         "alpha": settings.alpha,
         "baseline": _baseline_note(baseline, baseline_summary),

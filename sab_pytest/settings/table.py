@@ -299,6 +299,12 @@ class Settings:
         "with: 'rejection_rate >= baseline - 0.02', 'no_regression(rejection_rate)' (default: none)",
         metavar="RUN", path=True, policy="baseline", expects="a run directory or sab-summary.json",
         from_policy=relative))
+    audit: tuple[str, ...] = setting((), Option(
+        "--sab-audit", "a label file of a human audit of this run's judged cases (sab audit RUN --sample N writes "
+        "the page that makes one; repeatable, one file a person): the summary gives each judged rate corrected "
+        "for the judge's error beside the raw one, and gates may name them ('safe_success_rate@corrected>=0.5') "
+        "(default: none)", action="append", metavar="LABELS", policy="audit", expects="a list of label files",
+        to_setting=tuple))
     baseline_mismatch: str = setting("refuse", Option(
         "--sab-baseline-mismatch", "a baseline made with other settings that change verdicts (judge models, "
         "strategy, protocol, judge prompts, temperatures, action format, ...; the model under test may differ): "
