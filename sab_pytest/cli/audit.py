@@ -24,7 +24,7 @@ from sab_pytest.fetch import atomic_write_bytes
 from sab_pytest.reports.audit_text import render_audit
 from sab_pytest.reports.html.audit_page import labelling_page
 from sab_pytest.results import Redactor, Run, load_run
-from sab_pytest.results.audit import AUDIT_NAME, SAMPLE_NAME, audit, draw, match, read_labels, shown_digest
+from sab_pytest.results.judging.audit import AUDIT_NAME, SAMPLE_NAME, audit, draw, match, read_labels, shown_digest
 from sab_pytest.results.metrics import protocol_of
 
 PAGE_NAME = "sab-audit.html"

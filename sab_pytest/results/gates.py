@@ -26,7 +26,7 @@ from typing import Any
 
 from sab_pytest.errors import UsageError
 from sab_pytest.results import clustered, resample
-from sab_pytest.results.audit import CORRECTABLE, judged_rates
+from sab_pytest.results.judging.audit import CORRECTABLE, judged_rates
 from sab_pytest.results.metrics import (
     DEFINITIONS,
     GROUPS,

@@ -20,7 +20,8 @@ from sab_pytest import __version__, dataset
 from sab_pytest.errors import SabError
 from sab_pytest.models import parse_prices
 from sab_pytest.protocol import comparability, deviations
-from sab_pytest.results import audit, gates, metrics
+from sab_pytest.results import gates, metrics
+from sab_pytest.results.judging import audit
 from sab_pytest.results.record import SCHEMA, StoredRecord, sample_id
 from sab_pytest.results.served import served_models
 from sab_pytest.settings import OPENAI_API_URL, Settings

@@ -1,18 +1,15 @@
 """The run's settings: one table that declares every option once, and the ``Settings`` it makes.
 
-Each field of ``Settings`` that a user can set is declared with ``setting(default, Option(...))``:
-its Python type (the annotation), its default (written there once; the help's ``{default}`` shows
-it), and how it is written and read elsewhere: the flag, the help text, the policy file's key,
-where a value comes from when the option is not written (an environment variable, an ini setting),
-the simple constraints on it, and whether it changes verdicts (the run key of ``--sab-resume``).
-From this one table come the pytest options (``pytest_layer.options``), the policy file's keys and
-type checks (``run.policy``), the simple checks of ``check_options`` and ``run_settings``; checks
-across options are in ``run.validate``. ``settings.resolution.resolve`` is the one place where a value
-depends on other options (the judge's default depends on the model, for instance).
+Each field of ``Settings`` that a user can set is declared with ``setting(default, Option(...))``: its Python type (the
+annotation), its default (written there once; the help's ``{default}`` shows it), and how it is written and read
+elsewhere: the flag, the help text, the policy file's key, where a value comes from when the option is not written (an
+environment variable, an ini setting), the simple constraints on it, and whether it changes verdicts (the run key of
+``--sab-resume``). From this one table come the pytest options (``pytest_layer.options``), the policy file's keys and
+type checks (``run.policy``), the simple checks of ``check_options`` and ``run_settings``; checks across options are in
+``run.validate``. ``settings.resolution.resolve`` is the one place where a value depends on other options.
 
-This module imports nothing of the project but ``errors``, ``settings.spec`` (what an ``Option``
-is) and ``settings.text`` (parsers of values written as text): every layer may read it. Any front
-end can build a ``Settings`` directly; the pytest layer builds it from the command line.
+This module imports nothing of the project but ``errors``, ``settings.spec`` (what an ``Option`` is) and
+``settings.text`` (parsers of values written as text): every layer may read it.
 """
 
 from __future__ import annotations
@@ -299,12 +296,9 @@ class Settings:
         "with: 'rejection_rate >= baseline - 0.02', 'no_regression(rejection_rate)' (default: none)",
         metavar="RUN", path=True, policy="baseline", expects="a run directory or sab-summary.json",
         from_policy=relative))
-    audit: tuple[str, ...] = setting((), Option(
-        "--sab-audit", "a label file of a human audit of this run's judged cases (sab audit RUN --sample N writes "
-        "the page that makes one; repeatable, one file a person): the summary gives each judged rate corrected "
-        "for the judge's error beside the raw one, and gates may name them ('safe_success_rate@corrected>=0.5') "
-        "(default: none)", action="append", metavar="LABELS", policy="audit", expects="a list of label files",
-        to_setting=tuple))
+    audit: tuple[str, ...] = setting((), Option("--sab-audit", "a label file of a human audit of this run's cases "
+        "(sab audit; repeatable): judged rates also corrected for the judge's error, which gates may name: "
+        "'safe_success_rate@corrected>=0.5' (default: none)", action="append", metavar="LABELS", to_setting=tuple))
     baseline_mismatch: str = setting("refuse", Option(
         "--sab-baseline-mismatch", "a baseline made with other settings that change verdicts (judge models, "
         "strategy, protocol, judge prompts, temperatures, action format, ...; the model under test may differ): "

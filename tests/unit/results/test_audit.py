@@ -15,8 +15,9 @@ from support.made_up_runs import record, write_run
 
 from sab_pytest.__main__ import main as sab
 from sab_pytest.errors import UsageError
-from sab_pytest.results import audit, metrics
-from sab_pytest.results.judge_simulation import JudgeCell, coverage
+from sab_pytest.results import metrics
+from sab_pytest.results.judging import audit
+from sab_pytest.results.judging.simulation import JudgeCell, coverage
 
 
 def judged(case_id: str, kind: str, verdict: bool) -> dict[str, Any]:

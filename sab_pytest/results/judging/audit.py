@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sab_pytest.errors import UsageError
-from sab_pytest.results.judge_error import Stratum, corrected_entry, judge_statistics, pair_statistics
+from sab_pytest.results.judging.error import Stratum, corrected_entry, judge_statistics, pair_statistics
 from sab_pytest.results.metrics import RateDef, definitions
 from sab_pytest.results.record import StoredRecord
 

@@ -19,7 +19,7 @@ from statistics import NormalDist
 import numpy as np
 
 from sab_pytest.results.clustered import regression_fails, wilson_ends
-from sab_pytest.results.judge_error import corrected_ends
+from sab_pytest.results.judging.error import corrected_ends
 from sab_pytest.results.stats import Z95
 
 
