@@ -212,3 +212,39 @@ def pair_statistics(first: Sequence[bool], second: Sequence[bool], seed: int = 0
     for name in ("kappa", "ac1"):
         out[name] = _summarise(float(point[name]), sampled[name])
     return out
+
+
+# ------------------------------------------------------------------------------------- sizing an audit
+
+
+def expected_half_width(labels: int, rate: float, sensitivity: float, specificity: float, cases: int,
+                        z: float = Z95) -> float:
+    """The corrected interval's half-width (the larger side) expected of an audit of ``labels`` cases
+    of a rate over ``cases`` judged cases whose true value is ``rate``, the judge of that sensitivity and
+    specificity, the labels split over the two verdicts as ``audit.allocate`` splits them."""
+    positive_share = rate * sensitivity + (1 - rate) * (1 - specificity)
+    sizes = np.array([cases * (1 - positive_share), cases * positive_share])
+    first = min(sizes[0], max(labels - min(sizes[1], labels - labels // 2), labels // 2))
+    labelled = np.array([first, min(sizes[1], labels - first)])
+    truth = np.array([rate * (1 - sensitivity) / max(1 - positive_share, 1e-12),
+                      rate * sensitivity / max(positive_share, 1e-12)])
+    value, low, high = corrected_ends(np.float64(0), np.float64(0), sizes, labelled, truth * labelled, z=z)
+    return float(max(value - low, high - value))
+
+
+def audit_size(half_width: float, rate: float, sensitivity: float, specificity: float, cases: int
+               ) -> tuple[int | None, float]:
+    """The fewest labels for a corrected interval of at most ``half_width`` (each side) as expected
+    (``expected_half_width``), and the half-width they give; (None, the half-width of labelling every
+    case) when even that is wider: the run's own cases are then too few, not the labels."""
+    whole = expected_half_width(cases, rate, sensitivity, specificity, cases)
+    if whole > half_width:
+        return None, whole
+    low, high = 2, cases
+    while low < high:
+        mid = (low + high) // 2
+        if expected_half_width(mid, rate, sensitivity, specificity, cases) <= half_width:
+            high = mid
+        else:
+            low = mid + 1
+    return low, expected_half_width(low, rate, sensitivity, specificity, cases)

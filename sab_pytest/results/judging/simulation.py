@@ -18,7 +18,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from sab_pytest.results.clustered import regression_fails, wilson_ends
+from sab_pytest.results.clustered import difference_ends, student, wilson_ends
 from sab_pytest.results.judging.error import corrected_ends
 from sab_pytest.results.stats import Z95
 
@@ -89,23 +89,25 @@ def coverage(rng: np.random.Generator, cell: JudgeCell, draws: int) -> dict[str,
 
 
 def regression_power(rng: np.random.Generator, base: JudgeCell, candidate_rate: float, draws: int,
-                     alpha: float = 0.05) -> dict[str, float]:
+                     alpha: float = 0.05, candidate_judge: tuple[float, float] | None = None) -> dict[str, float]:
     """How often ``no_regression`` of a rate where higher is better fails when the candidate's true
-    rate is ``candidate_rate`` (power when lower, false FAILs when equal), both runs judged by the same
-    judge: ``raw`` on the judge's verdicts (the gate's own rule, runs unpaired), ``corrected`` with
-    each run audited (the upper end at ``1 - alpha`` of the difference of the two corrected rates,
-    Newcombe's combination of their one-sided ends, below 0)."""
-    cand = JudgeCell(base.cases, candidate_rate, base.sensitivity, base.specificity, base.audit)
+    rate is ``candidate_rate`` (power when lower, false FAILs when equal): ``raw`` on the judge's
+    verdicts (the gate's rule for runs compared unpaired: Newcombe's interval of the two Wilson
+    intervals, Student's quantile), ``corrected`` with each run audited (the same construction on
+    the two corrected rates). ``candidate_judge``: the judge's (sensitivity, specificity) on the
+    candidate's answers, where they differ from the baseline's (a judge that errs differently on
+    another model's answers)."""
+    sens, spec = candidate_judge or (base.sensitivity, base.specificity)
+    cand = JudgeCell(base.cases, candidate_rate, sens, spec, base.audit)
     a, b = simulate(rng, base, draws), simulate(rng, cand, draws)
-    ones = np.ones((draws, base.cases), dtype=np.int64)
-    ya = (np.arange(base.cases)[None, :] < a.verdict_pos[:, None]).astype(np.int64)
-    yb = (np.arange(base.cases)[None, :] < b.verdict_pos[:, None]).astype(np.int64)
-    raw = regression_fails(ya, ones, yb, ones, alpha, worse=+1)
+    n = np.float64(base.cases)
+    raw_high = difference_ends(a.verdict_pos / n, n, b.verdict_pos / n, n, np.float64(0.0),
+                               student(1 - alpha, base.cases - 1))[1]
     z = NormalDist().inv_cdf(1 - alpha)
     va, la, _ = _ends(a, z)
     vb, _, hb = _ends(b, z)
     upper = (vb - va) + np.sqrt((hb - vb) ** 2 + (va - la) ** 2)
-    return {"raw": float(np.mean(raw)), "corrected": float(np.mean(upper < 0))}
+    return {"raw": float(np.mean(raw_high < 0)), "corrected": float(np.mean(upper < 0))}
 
 
 def _ends(audited: Audited, z: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -17,7 +17,8 @@ from sab_pytest.__main__ import main as sab
 from sab_pytest.errors import UsageError
 from sab_pytest.results import metrics
 from sab_pytest.results.judging import audit
-from sab_pytest.results.judging.simulation import JudgeCell, coverage
+from sab_pytest.results.judging.error import audit_size
+from sab_pytest.results.judging.simulation import JudgeCell, coverage, intervals, regression_power, simulate
 
 
 def judged(case_id: str, kind: str, verdict: bool) -> dict[str, Any]:
@@ -126,3 +127,21 @@ def test_sab_audit_draws_a_page_and_reads_labels_back(tmp_path: Path, capsys: py
     wrong = write_labels(tmp_path / "w.jsonl", [{"case": "nope", "judge": "plan", "label": True}])
     assert sab(["audit", str(out), "--labels", str(wrong)]) == 2
     assert "w.jsonl:1: unknown case 'nope'" in capsys.readouterr().err
+
+
+def test_sab_plan_sizes_an_audit_and_the_simulated_half_width_keeps_to_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert sab(["plan", "--audit-half-width", "0.1", "--baseline-rate", "0.3", "--cases", "1000",
+                "--sensitivity", "0.85", "--specificity", "0.85"]) == 0
+    labels, promised = audit_size(0.1, 0.3, 0.85, 0.85, 1000)
+    assert f"labels needed among the rate's 1000 judged cases: {labels} " in capsys.readouterr().out
+    cell = JudgeCell(1000, 0.3, 0.85, 0.85, labels or 0)
+    _, _, value, low, high = intervals(cell, simulate(np.random.default_rng(5), cell, 800))
+    assert float(np.mean(np.maximum(value - low, high - value))) == pytest.approx(promised, abs=0.005)
+    assert sab(["plan", "--audit-half-width", "0.05", "--baseline-rate", "0.3", "--cases", "300"]) == 1
+    assert "the run's own cases are too few" in capsys.readouterr().err
+
+
+def test_a_drop_the_judge_hides_is_seen_once_both_runs_are_audited() -> None:
+    found = regression_power(np.random.default_rng(8), JudgeCell(500, 0.5, 0.9, 0.95, 300), 0.4, 600,
+                             candidate_judge=(0.9, 0.75))
+    assert found["raw"] < 0.05 < 0.7 < found["corrected"]
