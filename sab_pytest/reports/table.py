@@ -146,7 +146,8 @@ def render_table(summary: Summary) -> list[str]:
         lines += ["", *deviation_lines(summary)]
     audited = summary.get("audit")
     if audited:
-        lines += ["", "human audit of the judges (--sab-audit):", *render_audit(audited)]
+        lines += ["", "human audit of the judges (--sab-audit):",
+                  *([audited["error"]] if audited.get("error") else render_audit(audited))]
     gates = summary.get("gates") or []
     if gates:
         lines.append("")

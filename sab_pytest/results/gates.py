@@ -128,7 +128,8 @@ class Gate:
             out["reason"] = ("undefined: no cases in its denominator" if value is None
                              else "undefined: no interval (fewer than two cases), so no end to compare")
             if self.corrected and not metrics.get("corrected"):
-                out["reason"] = "undefined: no corrected rate, since the run was given no audit (--sab-audit LABELS)"
+                out["reason"] = ("undefined: no corrected rate: the run was given no audit (--sab-audit LABELS), or "
+                                 "its labels could not be used (the summary's audit.error says why)")
             elif self.corrected and value is None:
                 out["reason"] = f"undefined: {self._entry(metrics).get('reason') or 'no corrected rate'}"
             return out

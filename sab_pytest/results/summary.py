@@ -17,7 +17,7 @@ from importlib import metadata
 from typing import Any, TypedDict
 
 from sab_pytest import __version__, dataset
-from sab_pytest.errors import SabError
+from sab_pytest.errors import SabError, UsageError
 from sab_pytest.models import parse_prices
 from sab_pytest.protocol import comparability, deviations
 from sab_pytest.results import gates, metrics
@@ -238,10 +238,16 @@ def _baseline_as(baseline: gates.Baseline | None, protocol: str) -> gates.Baseli
 
 def judge_audit(records: list[StoredRecord], full: dict[str, Any], settings: Settings) -> dict[str, Any] | None:
     """With ``--sab-audit``: the audit of the run's judges by its label files (``audit.audit``), its
-    corrected rates also put in ``full["corrected"]``, where a gate's ``@corrected`` reads them."""
+    corrected rates also put in ``full["corrected"]``, where a gate's ``@corrected`` reads them. Labels
+    that cannot be read or do not fit the run (found only once its cases are known, or at a merge on a
+    machine without the files) leave ``{"error": ...}``: the summary is still written, and a corrected
+    gate is undefined, saying why."""
     if not settings.audit:
         return None
-    labels = audit.match(audit.read_labels(settings.audit), records, settings.protocol)
+    try:
+        labels = audit.match(audit.read_labels(settings.audit), records, settings.protocol)
+    except UsageError as exc:
+        return {"error": f"--sab-audit: {exc}", "labels": list(settings.audit)}
     result = audit.audit(records, full["overall"], labels, settings.protocol, settings.audit)
     full["corrected"] = {name: m["corrected"] for name, m in result["metrics"].items()}
     return result

@@ -80,3 +80,17 @@ def test_a_run_given_its_audit_reports_corrected_rates_and_gates_on_them(tmp_pat
     assert not corrected["passed"] and corrected["value"] == pytest.approx(0.5)
     assert raw["passed"] and raw["judge_error"] == NOT_CORRECTED
     assert "human audit of the judges (--sab-audit):" in render_table(summary)
+
+
+def test_labels_that_do_not_fit_the_run_leave_its_summary_and_make_the_corrected_gate_undefined(
+        tmp_path: Path) -> None:
+    from test_audit import judged
+
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(json.dumps({"case": "safe_detailed-0999", "judge": "plan", "label": True}) + "\n")
+    settings = Settings(audit=(str(labels),), protocol="paper", gates=("safe_success_rate@corrected >= 0.5",))
+    summary = build_summary([judged("safe_detailed-0000", "safe_detailed", True)], settings,
+                            dataset=({}, []))  # type: ignore[arg-type]
+    assert summary["audit"] is not None and "labels.jsonl:1: unknown case" in summary["audit"]["error"]
+    assert not summary["gates"][0]["passed"] and "audit.error says why" in summary["gates"][0]["reason"]
+    assert summary["audit"]["error"] in render_table(summary)
