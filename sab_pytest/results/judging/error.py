@@ -173,7 +173,9 @@ def _summarise(point: float, draws: np.ndarray) -> dict[str, Any]:
         return {"value": round(point, CI_DECIMALS), "ci95": None}
     low, high = np.percentile(kept, [2.5, 97.5])
     low, high = min(float(low), point), max(float(high), point)
-    return {"value": round(point, CI_DECIMALS), "ci95": [round(low, CI_DECIMALS), round(high, CI_DECIMALS)]}
+    # + 0.0: a draw of -1e-17 is 0, not "-0.000" in a report
+    return {"value": round(point, CI_DECIMALS) + 0.0,
+            "ci95": [round(low, CI_DECIMALS) + 0.0, round(high, CI_DECIMALS) + 0.0]}
 
 
 def judge_statistics(strata: Sequence[Stratum], seed: int = 0) -> dict[str, dict[str, Any]]:
