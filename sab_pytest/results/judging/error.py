@@ -19,9 +19,12 @@ made (its error may differ between kinds of case, which is why kinds are strata 
 ``clustered`` already): the run's own sampling of cases (Wilson's interval over its cases, as the
 raw rate has) and, per stratum, the audit's (Wilson's interval of the stratum's truth share over its
 labelled cases, the labelled share of a small stratum counted through the finite-population
-factor: a stratum labelled whole is known exactly). Wilson's ends keep the interval inside [0, 1]
-and away from zero width where a stratum's labels all agree, where a normal (delta-method) interval
-collapses; ``bench/bench_judge_error.py`` checks its coverage by simulation.
+factor: a stratum labelled whole is known exactly; Student's quantile and the ``(n - 1) / n`` factor
+of a variance estimated from the same n labels; and where 1 to 3 labels hold the rarer answer, the
+Poisson bound of that count where it is more cautious, the known repair of Wilson's end there).
+Wilson's ends keep the interval inside [0, 1] and away from zero width where a stratum's labels all
+agree, where a normal (delta-method) interval collapses; ``bench/bench_judge_error.py`` checks its
+coverage by simulation.
 
 **Sensitivity, specificity and agreement** with people (Cohen's kappa, Gwet's AC1, which stays
 meaningful where one answer dominates) are read from the run's 2x2 table of verdict x truth as the
@@ -74,8 +77,31 @@ def _stratum_ends(k: np.ndarray, n: np.ndarray, size: np.ndarray, z: float) -> t
     # the usual small-sample factor (n - 1) / n of a share's variance estimated from its own n labels
     n_eff = np.where(size_f > n_f, np.maximum((n_f - 1) * factor, 1e-9), WHOLE)
     # Student's quantile over the stratum's labels: its truth share and spread are estimated from them
-    low, high = wilson_ends(q, n_eff, student(_NORMAL.cdf(z), n_f - 1))
+    level = _NORMAL.cdf(z)
+    low, high = wilson_ends(q, n_eff, student(level, n_f - 1))
+    # near 0 and 1 Wilson's end overshoots for 1 to 3 cases of the rarer answer (Brown, Cai and DasGupta
+    # 2001): there the Poisson bound of that count, over the labels, where it is the more cautious
+    rare_low, rare_high = np.floor(k + 1e-9), np.floor(n_f - k + 1e-9)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        low = np.where((rare_low >= 1) & (rare_low <= 3), np.minimum(low, _poisson_low(rare_low, level) / n_eff), low)
+        high = np.where((rare_high >= 1) & (rare_high <= 3),
+                        np.maximum(high, 1 - _poisson_low(rare_high, level) / n_eff), high)
     return q, low, high
+
+
+def _poisson_low(count: np.ndarray, level: float) -> np.ndarray:
+    """The lower ``level`` bound of a Poisson mean from ``count`` events (1 to 3; else NaN): the mean at
+    which seeing fewer than ``count`` has probability ``level``, found by bisection for 1, 2 and 3."""
+    bounds = [math.nan]
+    for events in (1, 2, 3):
+        low, high = 0.0, 10.0
+        for _ in range(60):
+            mid = (low + high) / 2
+            below = math.exp(-mid) * sum(mid ** i / math.factorial(i) for i in range(events))  # P(fewer than events)
+            low, high = (mid, high) if below > level else (low, mid)
+        bounds.append((low + high) / 2)
+    index = np.where((count >= 1) & (count <= 3), count, 0).astype(np.int64)
+    return np.asarray(bounds)[index]
 
 
 def corrected_ends(fixed_k: np.ndarray, fixed_n: np.ndarray, sizes: np.ndarray, labelled: np.ndarray,

@@ -79,10 +79,14 @@ def intervals(cell: JudgeCell, audited: Audited) -> tuple[np.ndarray, ...]:
 def coverage(rng: np.random.Generator, cell: JudgeCell, draws: int) -> dict[str, float]:
     """Shares of runs whose interval ends lie on the right side of the true rate: ``raw_low``,
     ``raw_high`` (the judge's verdicts taken as the truth), ``low``, ``high`` and ``both`` (the
-    corrected interval)."""
-    raw_low, raw_high, _, low, high = intervals(cell, simulate(rng, cell, draws))
+    corrected 95 % interval, each end a one-sided 97.5 % bound), ``low95`` and ``high95`` (the
+    corrected one-sided 95 % bounds, the level of ``no_regression`` at alpha 0.05)."""
+    audited = simulate(rng, cell, draws)
+    raw_low, raw_high, _, low, high = intervals(cell, audited)
+    _, low90, high90 = _ends(audited, NormalDist().inv_cdf(0.95))
     r = cell.rate
-    return {"raw_low": float(np.mean(raw_low <= r)), "raw_high": float(np.mean(raw_high >= r)),
+    return {"low95": float(np.mean(np.round(low90, 6) <= r)), "high95": float(np.mean(np.round(high90, 6) >= r)),
+            "raw_low": float(np.mean(raw_low <= r)), "raw_high": float(np.mean(raw_high >= r)),
             "raw_both": float(np.mean((raw_low <= r) & (raw_high >= r))),
             "low": float(np.mean(np.round(low, 6) <= r)), "high": float(np.mean(np.round(high, 6) >= r)),
             "both": float(np.mean((np.round(low, 6) <= r) & (np.round(high, 6) >= r)))}

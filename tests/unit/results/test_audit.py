@@ -102,7 +102,8 @@ def test_a_label_made_on_another_answer_is_left_out() -> None:
                                   JudgeCell(600, 0.95, 0.8, 0.99, 300)])
 def test_the_corrected_interval_covers_the_true_rate_where_the_raw_one_does_not(cell: JudgeCell) -> None:
     found = coverage(np.random.default_rng(11), cell, 3000)
-    assert found["low"] >= 0.93 and found["high"] >= 0.93, found  # 0.94 and more at the bench's draws
+    # the bench's 20 000 runs a cell find 0.94 and more at every end; 3000 runs see within 0.01 of it
+    assert min(found["low"], found["high"], found["low95"], found["high95"]) >= 0.93, found
     assert found["raw_both"] < 0.5, found  # the judge errs: its verdicts alone miss the true rate
 
 
