@@ -191,7 +191,8 @@ class Labels:
 
 def match(labels: Sequence[Label], records: Sequence[StoredRecord], protocol: str | None) -> Labels:
     """The labels checked against the run: a case it does not hold, or a judge that decided nothing on
-    it, and one person answering a case twice differently, are a ``UsageError`` naming the line."""
+    it, and one person answering a case twice differently, are a ``UsageError`` naming the line. A
+    person is a label's ``by``; labels without one are the person who wrote their file."""
     by_id = {str(r["case"]["id"]): r for r in records}
     answers: dict[tuple[str, str], dict[str, bool]] = {}
     seen: dict[tuple[str, str, str], Label] = {}
@@ -202,10 +203,10 @@ def match(labels: Sequence[Label], records: Sequence[StoredRecord], protocol: st
             raise UsageError(f"{lab.where}: unknown case {lab.case!r}: the run has no such case")
         if verdict(record, lab.judge, protocol) is None:
             raise UsageError(f"{lab.where}: the {lab.judge} judge decided nothing on case {lab.case!r} in this run")
-        person = lab.by or ""
+        person = lab.by or f"the labeller of {lab.where.rsplit(':', 1)[0]}"  # no 'by': a file is one person
         earlier = seen.get((lab.case, lab.judge, person))
         if earlier is not None and earlier.label != lab.label:
-            who = f"by {lab.by!r}" if lab.by else "without 'by'"
+            who = f"by {lab.by!r}" if lab.by else "by the same file's labeller (no 'by')"
             raise UsageError(f"{lab.where}: case {lab.case!r} ({lab.judge}) labelled {str(lab.label).lower()} "
                              f"{who}, but {str(earlier.label).lower()} at {earlier.where}")
         seen[(lab.case, lab.judge, person)] = lab

@@ -146,3 +146,14 @@ def test_a_drop_the_judge_hides_is_seen_once_both_runs_are_audited() -> None:
     found = regression_power(np.random.default_rng(8), JudgeCell(500, 0.5, 0.9, 0.95, 300), 0.4, 600,
                              candidate_judge=(0.9, 0.75))
     assert found["raw"] < 0.05 < 0.7 < found["corrected"]
+
+
+def test_two_files_without_by_are_two_people(tmp_path: Path) -> None:
+    records = run_of([], [True])
+    row = {"case": "safe_detailed-0000", "judge": "plan"}
+    files = [write_labels(tmp_path / "a.jsonl", [{**row, "label": True}]),
+             write_labels(tmp_path / "b.jsonl", [{**row, "label": False}])]
+    labels = audit.match(audit.read_labels(files), records, "paper")
+    assert labels.truth("safe_detailed-0000", "plan") == 0.5
+    people = audit.judges(records, labels, "paper")["plan"]["people"]
+    assert people["cases"] == 1 and people["agreement"] is None  # under two cases: no agreement to speak of
