@@ -1,6 +1,6 @@
 """The labelling page of ``sab audit --sample`` in a real headless Chromium: opened from the file,
-five cases labelled by keyboard alone, the labels downloaded, and the downloaded file read back by
-``sab audit --labels``."""
+five cases labelled by keyboard alone, the labels downloaded (and kept over a reload), and the
+downloaded file read back by ``sab audit --labels``."""
 
 from __future__ import annotations
 
@@ -50,6 +50,11 @@ def test_label_five_cases_by_keyboard_download_and_read_back(browser: Browser, t
         return errors
 
     assert browser._on((out / "sab-audit.html").as_uri(), label) == []
+
+    async def count(page: Any, errors: list[str]) -> str:
+        return await page.text("document.getElementById('count').textContent")
+
+    assert browser._on((out / "sab-audit.html").as_uri(), count) == "5 of 8 labelled"  # kept over a reload
     files = list(downloads.glob("*.jsonl"))
     assert len(files) == 1, list(downloads.iterdir())
     rows = [json.loads(line) for line in files[0].read_text(encoding="utf-8").splitlines()]
