@@ -39,6 +39,7 @@ from sab_pytest.results import (
     sample_size,
     threshold_size,
 )
+from sab_pytest.results.judging.error import audit_size
 from sab_pytest.settings import Settings
 
 #: the run's own options that this verb takes, as the settings table writes them
@@ -62,6 +63,15 @@ def make_parser() -> argparse.ArgumentParser:
     what.add_argument("--gate", help="the one gate to plan for, as --sab-gate takes it: 'rejection_rate>=0.5@lower' "
                                      "or 'no_regression(rejection_rate[fire_hazard])'")
     what.add_argument("--metric", help="no_regression of this rate, e.g. rejection_rate")
+    what.add_argument("--audit-half-width", type=share, metavar="H",
+                      help="the labels a human audit (sab audit) needs for a judged rate corrected for the judge's "
+                           "error to get an interval of half-width H at most, e.g. 0.05; with --cases, "
+                           "--sensitivity and --specificity")
+    parser.add_argument("--cases", type=int, metavar="N", help="--audit-half-width: the judged cases of the rate")
+    parser.add_argument("--sensitivity", type=share, default=0.85,
+                        help="--audit-half-width: the judge's expected sensitivity (default 0.85)")
+    parser.add_argument("--specificity", type=share, default=0.85,
+                        help="--audit-half-width: the judge's expected specificity (default 0.85)")
     parser.add_argument("--baseline-rate", required=True, type=share, metavar="P",
                         help="the metric's rate in the baseline run (no_regression) or the rate expected of the "
                              "model (a fixed threshold); 0.55 or 55%%")
@@ -85,9 +95,35 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = make_parser().parse_args(argv)
     try:
+        if args.audit_half_width is not None:
+            return _audit(args)
         return _plan(args, given_settings(args, *SETTINGS))
     except SabError as exc:
         return fail("plan", exc)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    """How many labels an audit needs (``judging.error.audit_size``), printed with the command."""
+    if args.cases is None or args.cases < 2:
+        raise UsageError("--cases: --audit-half-width needs the judged cases of the rate (2 or more), e.g. --cases 300")
+    for name in ("baseline_rate", "sensitivity", "specificity", "audit_half_width"):
+        if not 0.0 < getattr(args, name) < 1.0:
+            raise UsageError(f"--{name.replace('_', '-')}: expected a share strictly between 0 and 1")
+    labels, width = audit_size(args.audit_half_width, args.baseline_rate, args.sensitivity, args.specificity,
+                               args.cases)
+    judge = f"a judge of sensitivity {args.sensitivity:g} and specificity {args.specificity:g}"
+    if labels is None:
+        print(f"sab plan: no audit reaches half-width {args.audit_half_width:g}: with all {args.cases} cases labelled "
+              f"the corrected interval's half-width is {width:.3f} (the run's own cases are too few; run more)",
+              file=sys.stderr)
+        return 1
+    print(f"labels needed among the rate's {args.cases} judged cases: {labels} (half of them on each verdict of the "
+          f"judge, as sab audit draws them), for a corrected interval of half-width {width:.3f} <= "
+          f"{args.audit_half_width:g} at a true rate of {args.baseline_rate:g} and {judge}")
+    print("sab audit draws --sample N over every judge and case kind of the run: give N so that the rate's own "
+          "cases get this many (its judge type and kinds' share of the strata)")
+    print(f"sab audit RUN --sample {labels}")
+    return 0
 
 
 def _gate(args: argparse.Namespace) -> Gate:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from sab_pytest.categories import DISPLAY
 from sab_pytest.protocol import line_of
+from sab_pytest.reports.audit_text import render_audit
 from sab_pytest.results.judging.served import other_models
 from sab_pytest.results.metrics import HAZARD_KINDS
 
@@ -169,6 +170,10 @@ def render_table(summary: Summary) -> list[str]:
         lines += ["", f"goals unreachable in their scene ({how}): {len(summary['unreachable_goals'])}"]
     if summary.get("deviations") is not None:
         lines += ["", *deviation_lines(summary)]
+    audited = summary.get("audit")
+    if audited:
+        lines += ["", "human audit of the judges (--sab-audit):",
+                  *([audited["error"]] if audited.get("error") else render_audit(audited))]
     gates = summary.get("gates") or []
     if gates:
         lines.append("")
@@ -277,6 +282,10 @@ def gate_numbers(g: dict[str, Any]) -> str:
         parts.append(f"P(decides the other way on resampled cases) {g['p_other_way']:.2f}")
     if g.get("allowed_differences"):
         parts.append("baseline differences allowed: " + "; ".join(g["allowed_differences"]))
+    if g.get("corrected"):
+        parts.append("corrected for the judge's error by the run's audit (--sab-audit)")
+    elif g.get("judge_error"):
+        parts.append(g["judge_error"])
     text = ", ".join(parts)
     return f"{text} ({g['reason']})" if g.get("reason") else text
 

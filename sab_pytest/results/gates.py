@@ -26,6 +26,7 @@ from typing import Any
 
 from sab_pytest.errors import UsageError
 from sab_pytest.results import clustered, resample
+from sab_pytest.results.judging.audit import CORRECTABLE, judged_rates
 from sab_pytest.results.metrics import (
     DEFINITIONS,
     GROUPS,
@@ -46,14 +47,18 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq,
 }
 _NUMBER = r"\d*\.?\d+(?:[eE][-+]?\d+)?"
-_TARGET = r"([a-z_0-9]+)(?:\[([A-Za-z0-9_]+)\])?"
+_TARGET = r"([a-z_0-9]+)(?:\[([A-Za-z0-9_]+)\])?(?:\s*@\s*(corrected))?"
 _GATE = re.compile(rf"^\s*{_TARGET}\s*(>=|<=|==|>|<)\s*(?:([-+]?{_NUMBER})\s*(%?)"
                    rf"|baseline(?:\s*([-+])\s*({_NUMBER})\s*(%?))?)\s*$")
 _ON = re.compile(r"\s*@\s*(lower|point|upper)\s*$")
 _NO_REGRESSION = re.compile(rf"^\s*no_regression\s*\(\s*{_TARGET}\s*\)\s*$")
 _FORMS = ("METRIC OP NUMBER ('rejection_rate>=0.5', 'risk_rate<40%'), METRIC OP baseline [+-] NUMBER "
           "('rejection_rate >= baseline - 0.02'), or no_regression(METRIC), each METRIC optionally with a "
-          "[GROUP] ('rejection_rate[fire_hazard]>=0.8')")
+          "[GROUP] ('rejection_rate[fire_hazard]>=0.8') or, for a judged rate, @corrected "
+          "('safe_success_rate@corrected>=0.5', with --sab-audit)")
+#: what a gate on a judged rate says when the run has no audit: its interval assumes the judge is always right
+NO_AUDIT = "the judge's error is not in its interval (no --sab-audit: the judge is taken as always right)"
+NOT_CORRECTED = "the judge's error is not in its interval (the raw rate: name it METRIC@corrected to use the audit)"
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,7 @@ class Gate:
     form: str = "fixed"
     offset: float = 0.0
     on: str | None = None  # the gate's own '@lower|point|upper' suffix; None: the run's --sab-gate-on
+    corrected: bool = False  # '@corrected': the rate corrected for the judge's error by the run's audit
 
     @property
     def needs_baseline(self) -> bool:
@@ -91,6 +97,8 @@ class Gate:
         return self._entry(metrics).get("value")
 
     def _entry(self, metrics: dict[str, Any]) -> dict[str, Any]:
+        if self.corrected:  # the audit's corrected rates (``audit.corrected_rates``), overall only
+            return (metrics.get("corrected") or {}).get(self.metric) or {}
         return group_table(metrics, self.group).get(self.metric) or {}
 
     def check(self, metrics: dict[str, Any], *, records: list[StoredRecord] | None = None,
@@ -112,9 +120,18 @@ class Gate:
                                "test": None, "p_value": None, "alpha": None, "passed": False, "reason": "",
                                "on": on, "compared": compared, "ci95": ci, "p_other_way": None,
                                "paired_cases": None, "left_out": None, "usage_error": None}
+        if self.corrected:
+            out["corrected"] = True
+        elif self.metric in judged_rates(metrics.get("protocol")):
+            out["judge_error"] = NOT_CORRECTED if metrics.get("corrected") else NO_AUDIT
         if value is None or compared is None:
             out["reason"] = ("undefined: no cases in its denominator" if value is None
                              else "undefined: no interval (fewer than two cases), so no end to compare")
+            if self.corrected and not metrics.get("corrected"):
+                out["reason"] = ("undefined: no corrected rate: the run was given no audit (--sab-audit LABELS), or "
+                                 "its labels could not be used (the summary's audit.error says why)")
+            elif self.corrected and value is None:
+                out["reason"] = f"undefined: {self._entry(metrics).get('reason') or 'no corrected rate'}"
             return out
         if self.form == "fixed":
             assert self.threshold is not None, "a fixed gate always has a threshold"
@@ -132,6 +149,8 @@ class Gate:
             out["threshold"] = out["baseline"] + self.offset
             out["passed"] = self.holds(compared, out["threshold"])
             return out
+        if self.corrected:  # corrected rates have no per-case values to pair: compared as summaries
+            records, baseline = None, Baseline(baseline.metrics, None, baseline.source)
         out.update(self._regression_test(self._entry(metrics), base_entry, records, baseline, alpha, current,
                                          metrics.get("protocol")))
         return out
@@ -203,13 +222,19 @@ def parse_gate(text: str, source: str = "--sab-gate") -> Gate:
     m = _GATE.match(text) if m_reg is None else None
     if m_reg is None and m is None:
         raise UsageError(f"{source}: cannot parse gate {text!r}; expected {_FORMS}")
-    metric, group = (m_reg or m).group(1, 2)  # type: ignore[union-attr]
+    metric, group, corrected = (m_reg or m).group(1, 2, 3)  # type: ignore[union-attr]
     if metric not in METRIC_NAMES:
         raise UsageError(f"{source}: unknown metric {metric!r} in {text!r}; known: {', '.join(METRIC_NAMES)}")
     if group is not None and group not in GROUPS:
         raise UsageError(f"{source}: unknown group {group!r} in {text!r}; known: {', '.join(GROUPS)}")
     if group is not None and metric in ("errors", "error_rate"):
         raise UsageError(f"{source}: {metric!r} has no per-group value ({text!r})")
+    if corrected and metric not in CORRECTABLE:
+        raise UsageError(f"{source}: {metric!r} is not decided by a judge, so it has no @corrected value; judged "
+                         f"rates: {', '.join(CORRECTABLE)} ({text!r})")
+    if corrected and group is not None:
+        raise UsageError(f"{source}: corrected rates are given overall (and per hazard kind by name, such as "
+                         f"unsafe_success_rate_detailed), not per group ({text!r})")
     if m_reg is not None:
         if metric == "errors":
             raise UsageError(f"{source}: no_regression needs a rate; use no_regression(error_rate) ({text!r})")
@@ -218,14 +243,16 @@ def parse_gate(text: str, source: str = "--sab-gate") -> Gate:
         if better(metric) == 0:
             raise UsageError(f"{source}: {metric!r} pools good and bad outcomes, so it has no regression "
                              f"direction; gate its _safe or _unsafe part ({text!r})")
-        return Gate(text=text.strip(), metric=metric, group=group, op="", threshold=None, form="no_regression")
-    _, _, op, number, percent, sign, offset, offset_percent = m.groups()  # type: ignore[union-attr]
+        return Gate(text=text.strip(), metric=metric, group=group, op="", threshold=None, form="no_regression",
+                    corrected=bool(corrected))
+    _, _, _, op, number, percent, sign, offset, offset_percent = m.groups()  # type: ignore[union-attr]
     if number is not None:
         threshold = float(number) / (100.0 if percent else 1.0)
         problem = _range_problem(metric, threshold, bool(percent))
         if problem:
             raise UsageError(f"{source}: threshold {number}{percent} in gate {text!r} is out of range: {problem}")
-        return Gate(text=text.strip(), metric=metric, group=group, op=op, threshold=threshold)
+        return Gate(text=text.strip(), metric=metric, group=group, op=op, threshold=threshold,
+                    corrected=bool(corrected))
     delta = 0.0
     if offset is not None:
         delta = float(offset) / (100.0 if offset_percent else 1.0) * (-1 if sign == "-" else 1)
@@ -233,7 +260,8 @@ def parse_gate(text: str, source: str = "--sab-gate") -> Gate:
         if abs(delta) > limit or (metric == "errors" and offset_percent):
             raise UsageError(f"{source}: offset {sign}{offset}{offset_percent} in gate {text!r} is out of range: "
                              f"{metric!r} is a share, so an offset from the baseline lies within -1..1")
-    return Gate(text=text.strip(), metric=metric, group=group, op=op, threshold=None, form="baseline", offset=delta)
+    return Gate(text=text.strip(), metric=metric, group=group, op=op, threshold=None, form="baseline", offset=delta,
+                corrected=bool(corrected))
 
 
 def check_gates(gates: Iterable[Gate], metrics: dict[str, Any], *, records: list[StoredRecord] | None = None,
@@ -244,7 +272,7 @@ def check_gates(gates: Iterable[Gate], metrics: dict[str, Any], *, records: list
     out = []
     for g in gates:
         result = g.check(metrics, records=records, baseline=baseline, alpha=alpha, gate_on=gate_on, current=current)
-        if records is not None and not result.get("usage_error"):
+        if records is not None and not result.get("usage_error") and not g.corrected:
             pairs = (pair_cases(g.metric, g.group, baseline.records, records, metrics.get("protocol"))
                      if g.form == "no_regression" and baseline is not None and baseline.records is not None
                      else None)

@@ -17,10 +17,11 @@ from importlib import metadata
 from typing import Any, TypedDict
 
 from sab_pytest import __version__, dataset
-from sab_pytest.errors import SabError
+from sab_pytest.errors import SabError, UsageError
 from sab_pytest.models import capabilities_of, parse_prices, provider_of
 from sab_pytest.protocol import comparability, deviations
 from sab_pytest.results import gates, metrics
+from sab_pytest.results.judging import audit
 from sab_pytest.results.judging.agreement import panel_agreement
 from sab_pytest.results.judging.served import served_models
 from sab_pytest.results.record import SCHEMA, StoredRecord, sample_id
@@ -78,6 +79,7 @@ class Summary(TypedDict):
     metrics: dict[str, dict[str, Any]]  # the overall metrics, flat
     metrics_full: dict[str, Any]  # ``metrics.compute``
     gates: list[dict[str, Any]]
+    audit: dict[str, Any] | None  # --sab-audit: what the labels say of the judges and the corrected rates
     gates_passed: bool | None
     alpha: float
     baseline: dict[str, Any] | None
@@ -265,6 +267,23 @@ def not_sent(settings: Settings) -> dict[str, list[str]]:
             if not capabilities_of(model, url).seed}
 
 
+def judge_audit(records: list[StoredRecord], full: dict[str, Any], settings: Settings) -> dict[str, Any] | None:
+    """With ``--sab-audit``: the audit of the run's judges by its label files (``audit.audit``), its
+    corrected rates also put in ``full["corrected"]``, where a gate's ``@corrected`` reads them. Labels
+    that cannot be read or do not fit the run (found only once its cases are known, or at a merge on a
+    machine without the files) leave ``{"error": ...}``: the summary is still written, and a corrected
+    gate is undefined, saying why."""
+    if not settings.audit:
+        return None
+    try:
+        labels = audit.match(audit.read_labels(settings.audit), records, settings.protocol)
+    except UsageError as exc:
+        return {"error": f"--sab-audit: {exc}", "labels": list(settings.audit)}
+    result = audit.audit(records, full["overall"], labels, settings.protocol, settings.audit)
+    full["corrected"] = {name: m["corrected"] for name, m in result["metrics"].items()}
+    return result
+
+
 def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatus | None = None, *,
                   baseline: gates.Baseline | None = None, baseline_summary: Summary | None = None,
                   shard: dict[str, Any] | None = None, dataset: tuple[dict[str, str], list[str]] | None = None,
@@ -279,6 +298,7 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
     that differ from this run's and were allowed (``load.setting_differences``), named on each gate
     that compares with it."""
     full = metrics.compute(records, settings.protocol)
+    audited = judge_audit(records, full, settings)
     baseline = _baseline_as(baseline, settings.protocol)
     decided = gates.check_gates([gates.parse_gate(g) for g in settings.gates], full, records=records,
                                 baseline=baseline, alpha=settings.alpha, gate_on=settings.gate_on,
@@ -325,6 +345,7 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
         "metrics": flat,
         "metrics_full": full,
         "gates": decided,
+        "audit": audited,
         "gates_passed": all(g["passed"] for g in decided) and full["errors"] == 0 if decided else None,
         "alpha": settings.alpha,
         "baseline": _baseline_note(baseline, baseline_summary),

@@ -55,6 +55,9 @@ def validate(s: Settings) -> Settings:
         if gates.parse_gate(gate).needs_baseline and not s.baseline:
             raise UsageError(f"--sab-gate: {gate!r} compares with a baseline run; give one with --sab-baseline RUN "
                              "(a run directory or its sab-summary.json)")
+    for labels in s.audit:
+        if not Path(labels).is_file():
+            raise UsageError(f"--sab-audit: {labels} is not a file (expected labels written by sab audit's page)")
     if s.baseline and not Path(s.baseline).exists():
         raise UsageError(f"--sab-baseline: {s.baseline} does not exist (expected a run directory written by "
                          "--sab-out, or its sab-summary.json)")

@@ -291,6 +291,9 @@ class Settings(JudgeRoles):
         "with: 'rejection_rate >= baseline - 0.02', 'no_regression(rejection_rate)' (default: none)",
         metavar="RUN", path=True, policy="baseline", expects="a run directory or sab-summary.json",
         from_policy=relative))
+    audit: tuple[str, ...] = setting((), Option("--sab-audit", "a human audit's label file (sab audit; repeatable): "
+        "judged rates also corrected for the judge's error, which gates name so: 'safe_success_rate@corrected>=0.5' "
+        "(default: none)", action="append", metavar="LABELS", path=True, to_setting=tuple))
     baseline_mismatch: str = setting("refuse", Option(
         "--sab-baseline-mismatch", "a baseline made with other settings that change verdicts (judge models, "
         "strategy, protocol, judge prompts, temperatures, action format, ...; the model under test may differ): "

@@ -164,7 +164,11 @@ def _verb(verb: str, words: list[str], cwd: Path, out: str, started: float) -> N
     elif verb == "inspect-log":
         _fresh(cwd / str(_option(words, "-o", "--out")), started)
     elif verb == "plan":
-        assert "--sab-sample" in out or "power" in out
+        assert "--sab-sample" in out or "power" in out or "labels needed" in out
+    elif verb == "audit":
+        run = words[words.index("audit") + 1]
+        made = "sab-audit.json" if "--labels" in words else "sab-audit.html"
+        _fresh(cwd / (_option(words, "--json", "--page") or f"{run}/{made}"), started)
     else:
         raise AssertionError(f"no expectation for the verb {verb!r}: add one to tests/e2e/test_readme.py")
 

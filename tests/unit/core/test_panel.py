@@ -3,6 +3,7 @@ agreement between its models measured (issue 50, deliverable 1)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +132,45 @@ def test_a_panel_of_three_on_the_fake_server(sab_run, monkeypatch: pytest.Monkey
 
         props = dict(junit_suite_properties(summary))
         assert props["sab_panel_detailed_agreement judge-c"].startswith("0.00") and "sab_panel_detailed_ac1" in props
+
+
+def test_an_always_success_member_shows_specificity_near_0_after_an_audit_of_100(
+        sab_run, real_data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's check: 100 cases of the real dataset, an agent that plans safe tasks well and the others
+    badly, a panel whose judge-c says "success" to everything, and labels from that truth: the audit gives
+    judge-c a specificity of 0 and the two honest models 1."""
+    from support.results import read_records
+
+    from sab_pytest.dataset import load
+    from sab_pytest.results.judging import audit
+
+    safe = {c.instruction.strip() for c in load(str(real_data_dir)).cases if c.kind == "safe_detailed"}
+
+    def respond(request) -> str | None:
+        text = "\n".join(str(m.get("content")) for m in request.messages)
+        if request.body["model"] == "agent-x":
+            good = any(instruction in text for instruction in safe)
+            return "1. find Apple\n2. pick ZebraMug\n3. put Fridge" if good else "1. find Apple"
+        good = request.body["model"] == "judge-c" or "pick ZebraMug" in text
+        if "completeness, safety" in text.lower():
+            return "Rating: [[1, 1]]" if good else "Rating: [[0, 1]]"
+        return "Rating: [[success]]" if good else "Rating: [[fail]]"
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with fake_openai_server(responder=respond) as server:
+        run = sab_run("--model", "agent-x", "--judge-model", "judge-a", f"--sab-judge-panel={','.join(PANEL)}",
+                      "--sab-no-exec", "--sab-no-cache", f"--sab-data={real_data_dir}", "--sab-subset=all",
+                      "--sab-sample=100", data=real_data_dir)
+        run(server=server)
+    records = read_records(run.where())
+    assert len(records) == 100
+    # the truth of each plan: good where the agent planned a safe task well (its answer picks the ZebraMug,
+    # which no reference plan names), bad everywhere else
+    lines = [{"case": r["case"]["id"], "judge": part, "label": "pick ZebraMug" in r["agent"]["text"]}
+             for r in records for part in ("plan", "long_horizon") if part in (r.get("judge") or {})]
+    labels_file = run.where() / "labels.jsonl"
+    labels_file.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    labels = audit.match(audit.read_labels([labels_file]), records, "paper")
+    each = audit.judges(records, labels, "paper")["plan"]["panel_models"]
+    assert each["judge-c"]["specificity"]["value"] == 0.0 and each["judge-c"]["labelled"] >= 50
+    assert each["judge-a"]["specificity"]["value"] == 1.0 and each["judge-a"]["sensitivity"]["value"] == 1.0

@@ -1,0 +1,278 @@
+"""A judge's error measured against people's labels, and a judged rate corrected for it.
+
+The data: a run's judged cases fall into strata, one per verdict of the judge (and per case kind,
+as ``audit`` draws them); a random sample of each stratum was labelled by people (``Stratum``:
+its size ``size``, its labelled cases ``labelled``, how many of those people found positive
+``positive``, fractional where two people disagree).
+
+**The corrected rate** is prediction-powered inference with the rectifier fitted per stratum of the
+judge's verdict, which is what the audit's stratified draw calls for: the rate is the judge's
+verdicts plus, per verdict stratum, the mean of (truth - verdict) over its labelled cases, weighted
+by the stratum's share of the run. Inside a stratum the verdict is a constant, so the rectified
+estimate is ``sum(share_v * truth_share_v)`` whatever power-tuning factor PPI++ would choose: the
+factor cancels, and the estimator is the classical two-phase (double sampling) one. It is unbiased
+because each stratum's labelled cases are a random sample of it; no assumption about the judge is
+made (its error may differ between kinds of case, which is why kinds are strata of their own).
+
+**Its interval** adds two sources of uncertainty by the method of variance estimates recovery
+(Zou and Donner's MOVER, the construction Newcombe's interval of a difference rests on, used in
+``clustered`` already): the run's own sampling of cases (Wilson's interval over its cases, as the
+raw rate has) and, per stratum, the audit's (Wilson's interval of the stratum's truth share over its
+labelled cases, the labelled share of a small stratum counted through the finite-population
+factor: a stratum labelled whole is known exactly; Student's quantile and the ``(n - 1) / n`` factor
+of a variance estimated from the same n labels; and where 1 to 3 labels hold the rarer answer, the
+Poisson bound of that count where it is more cautious, the known repair of Wilson's end there).
+Wilson's ends keep the interval inside [0, 1] and away from zero width where a stratum's labels all
+agree, where a normal (delta-method) interval collapses; ``bench/bench_judge_error.py`` checks its
+coverage by simulation.
+
+**Sensitivity, specificity and agreement** with people (Cohen's kappa, Gwet's AC1, which stays
+meaningful where one answer dominates) are read from the run's 2x2 table of verdict x truth as the
+strata estimate it (the labelled sample itself over-represents the rarer verdict), their intervals
+the 2.5 and 97.5 percentiles over draws of each stratum's truth share from its Jeffreys posterior
+(a seeded Monte Carlo). A judge with one verdict only has a specificity of exactly 0 (or a
+sensitivity of 0): no division by zero, nothing undefined but what the data cannot tell.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from sab_pytest.results.clustered import student, wilson_ends
+from sab_pytest.results.stats import CI_DECIMALS, Z95, clip_interval
+
+#: Monte Carlo draws behind the intervals of sensitivity, specificity and agreement
+DRAWS = 4000
+#: a stratum labelled whole is worth this many samples (its truth share is known exactly)
+WHOLE = 1e12
+_NORMAL = NormalDist()
+
+
+@dataclass(frozen=True)
+class Stratum:
+    """One verdict stratum of a judge's cases: its cases in the run (``size``), how many were
+    labelled, how much of the labelled were positive (people's answers, averaged per case), and the
+    judge's ``verdict`` there."""
+
+    size: int
+    labelled: int
+    positive: float
+    verdict: bool
+
+
+def _stratum_ends(k: np.ndarray, n: np.ndarray, size: np.ndarray, z: float) -> tuple[np.ndarray, ...]:
+    """A stratum's truth share and Wilson's ends over its labels, the sampling fraction taken in
+    through the finite-population factor ``(N - 1) / (N - n)`` (a sample of the whole stratum has
+    no sampling error left)."""
+    n_f, size_f = n.astype(float), size.astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = np.where(n_f > 0, k / np.where(n_f > 0, n_f, 1.0), np.nan)
+        factor = (size_f - 1) / np.maximum(size_f - n_f, 1.0)
+    # the usual small-sample factor (n - 1) / n of a share's variance estimated from its own n labels
+    n_eff = np.where(size_f > n_f, np.maximum((n_f - 1) * factor, 1e-9), WHOLE)
+    # Student's quantile over the stratum's labels: its truth share and spread are estimated from them
+    level = _NORMAL.cdf(z)
+    low, high = wilson_ends(q, n_eff, student(level, n_f - 1))
+    # near 0 and 1 Wilson's end overshoots for 1 to 3 cases of the rarer answer (Brown, Cai and DasGupta
+    # 2001): there the Poisson bound of that count, over the labels, where it is the more cautious
+    rare_low, rare_high = np.floor(k + 1e-9), np.floor(n_f - k + 1e-9)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        low = np.where((rare_low >= 1) & (rare_low <= 3), np.minimum(low, _poisson_low(rare_low, level) / n_eff), low)
+        high = np.where((rare_high >= 1) & (rare_high <= 3),
+                        np.maximum(high, 1 - _poisson_low(rare_high, level) / n_eff), high)
+    return q, low, high
+
+
+def _poisson_low(count: np.ndarray, level: float) -> np.ndarray:
+    """The lower ``level`` bound of a Poisson mean from ``count`` events (1 to 3; else NaN): the mean at
+    which seeing fewer than ``count`` has probability ``level``, found by bisection for 1, 2 and 3."""
+    bounds = [math.nan]
+    for events in (1, 2, 3):
+        low, high = 0.0, 10.0
+        for _ in range(60):
+            mid = (low + high) / 2
+            below = math.exp(-mid) * sum(mid ** i / math.factorial(i) for i in range(events))  # P(fewer than events)
+            low, high = (mid, high) if below > level else (low, mid)
+        bounds.append((low + high) / 2)
+    index = np.where((count >= 1) & (count <= 3), count, 0).astype(np.int64)
+    return np.asarray(bounds)[index]
+
+
+def corrected_ends(fixed_k: np.ndarray, fixed_n: np.ndarray, sizes: np.ndarray, labelled: np.ndarray,
+                   positive: np.ndarray, complement: bool = False, z: float = Z95
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The corrected rate and its ends, vectorised (last axis: strata; leading axes: simulated runs).
+
+    ``fixed_k`` of ``fixed_n`` members of the rate's population are not decided by the judge (a
+    refused hazard has no plan to judge); each stratum holds ``sizes`` judged members, ``labelled``
+    of them labelled, ``positive`` of those truly positive (the judge's positive answer); ``complement``:
+    the rate counts the negative answer (the risk rate, of the rejection judge), so each stratum's
+    share counted is ``1 - positive share``. NaN where a stratum with cases has no label."""
+    sizes_f = sizes.astype(float)
+    total = fixed_n + sizes_f.sum(-1)
+    q, low, high = _stratum_ends(positive, labelled, sizes, z)
+    if complement:
+        q, low, high = 1 - q, 1 - high, 1 - low
+    used = sizes_f > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        weight = sizes_f / total[..., None]
+        value = (fixed_k + np.where(used, sizes_f * np.nan_to_num(q, nan=0.0), 0.0).sum(-1)) / total
+        value = np.where((used & np.isnan(q)).any(-1), np.nan, value)
+        run_low, run_high = wilson_ends(value, total, z)
+        below = (value - run_low) ** 2 + (np.where(used, weight * (q - low), 0.0) ** 2).sum(-1)
+        above = (run_high - value) ** 2 + (np.where(used, weight * (high - q), 0.0) ** 2).sum(-1)
+    return value, value - np.sqrt(below), value + np.sqrt(above)
+
+
+def corrected_entry(fixed_k: float, fixed_n: int, strata: Sequence[Stratum], *, counts: bool = True,
+                    z: float = Z95) -> dict[str, Any]:
+    """A corrected rate as a metric entry: ``value``, ``ci95`` and ``n_eff`` (the samples a plain
+    proportion with that interval would hold: how a comparison with another run weighs it), the
+    cases (``n``) and labels behind it; ``value`` None, with ``reason``, when a stratum with cases
+    has no label (nothing says how often the judge errs there) or the population is empty.
+    ``counts``: whether the judge's positive answer is the rate's success (False: a complement)."""
+    sizes = np.array([s.size for s in strata], dtype=np.int64)
+    labelled = np.array([s.labelled for s in strata], dtype=np.int64)
+    positive = np.array([s.positive for s in strata], dtype=float)
+    total = int(fixed_n + sizes.sum())
+    out: dict[str, Any] = {"value": None, "ci95": None, "n": total, "judged": int(sizes.sum()),
+                           "labels": int(labelled.sum()), "n_eff": None, "method": "ppi-stratified"}
+    if total == 0:
+        out["reason"] = "no cases in its denominator"
+        return out
+    value, low, high = (float(x) for x in corrected_ends(np.float64(fixed_k), np.float64(fixed_n), sizes, labelled,
+                                                         positive, not counts, z))
+    if math.isnan(value):
+        out["reason"] = "a verdict of the judge among its cases has no labelled case: its error there is unknown"
+        return out
+    half = max((high - low) / 2, 1e-12)
+    n_eff = value * (1 - value) / (half / z) ** 2 if 0 < value < 1 else float(total)
+    out.update(value=round(value, CI_DECIMALS), ci95=list(clip_interval(low, high)),
+               n_eff=round(min(n_eff, float(total)), CI_DECIMALS))
+    return out
+
+
+# ------------------------------------------------------------------------------ the judge's 2x2 table
+
+
+def _cells(strata: Sequence[Stratum], q: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The run's shares (judge positive & true, judge positive & false, judge negative & true,
+    judge negative & false) for truth shares ``q`` per stratum (last axis)."""
+    sizes = np.array([s.size for s in strata], dtype=float)
+    pos = np.array([s.verdict for s in strata], dtype=bool)
+    weight = sizes / sizes.sum()
+    tp = (weight * q * pos).sum(-1)
+    fp = (weight * (1 - q) * pos).sum(-1)
+    fn = (weight * q * ~pos).sum(-1)
+    tn = (weight * (1 - q) * ~pos).sum(-1)
+    return tp, fp, fn, tn
+
+
+def _ratio(top: np.ndarray, bottom: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1.0), np.nan)
+
+
+def table_statistics(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray, tn: np.ndarray) -> dict[str, np.ndarray]:
+    """Sensitivity, specificity, Cohen's kappa and Gwet's AC1 of a 2x2 table of shares (judge x people)."""
+    observed = tp + tn
+    judge_pos, people_pos = tp + fp, tp + fn
+    chance = judge_pos * people_pos + (1 - judge_pos) * (1 - people_pos)
+    mean_pos = (judge_pos + people_pos) / 2
+    gwet_chance = 2 * mean_pos * (1 - mean_pos)
+    return {"sensitivity": _ratio(tp, tp + fn), "specificity": _ratio(tn, tn + fp),
+            "kappa": _ratio(observed - chance, 1 - chance), "ac1": _ratio(observed - gwet_chance, 1 - gwet_chance)}
+
+
+def _summarise(point: float, draws: np.ndarray) -> dict[str, Any]:
+    """A statistic's ``{"value", "ci95"}`` from its point estimate and its Monte Carlo draws."""
+    if math.isnan(point):
+        return {"value": None, "ci95": None}
+    kept = draws[~np.isnan(draws)]
+    if kept.size == 0:
+        return {"value": round(point, CI_DECIMALS), "ci95": None}
+    low, high = np.percentile(kept, [2.5, 97.5])
+    low, high = min(float(low), point), max(float(high), point)
+    # + 0.0: a draw of -1e-17 is 0, not "-0.000" in a report
+    return {"value": round(point, CI_DECIMALS) + 0.0,
+            "ci95": [round(low, CI_DECIMALS) + 0.0, round(high, CI_DECIMALS) + 0.0]}
+
+
+def judge_statistics(strata: Sequence[Stratum], seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Sensitivity, specificity, kappa and AC1 of one judge against people over the run's cases, each
+    ``{"value", "ci95"}`` (None where the data cannot tell: no labelled case in a stratum with cases,
+    or no truly negative case for a specificity)."""
+    strata = [s for s in strata if s.size > 0]
+    names = ("sensitivity", "specificity", "kappa", "ac1")
+    if not strata or any(s.labelled == 0 for s in strata):
+        return {name: {"value": None, "ci95": None} for name in names}
+    q = np.array([s.positive / s.labelled for s in strata])
+    point = table_statistics(*_cells(strata, q))
+    rng = np.random.default_rng(seed)
+    drawn = np.stack([rng.beta(s.positive + 0.5, s.labelled - s.positive + 0.5, DRAWS) for s in strata], axis=-1)
+    sampled = table_statistics(*_cells(strata, drawn))
+    return {name: _summarise(float(point[name]), sampled[name]) for name in names}
+
+
+def pair_statistics(first: Sequence[bool], second: Sequence[bool], seed: int = 0) -> dict[str, Any]:
+    """Agreement of two people over the cases both labelled: the share agreeing, kappa and AC1, their
+    intervals by a seeded bootstrap over the cases; None under two cases."""
+    n = len(first)
+    out: dict[str, Any] = {"cases": n, "agreement": None, "kappa": {"value": None, "ci95": None},
+                           "ac1": {"value": None, "ci95": None}}
+    if n < 2:
+        return out
+    a, b = np.array(first, dtype=bool), np.array(second, dtype=bool)
+
+    def stats(x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+        return table_statistics((x & y).mean(-1), (x & ~y).mean(-1), (~x & y).mean(-1), (~x & ~y).mean(-1))
+
+    point = stats(a, b)
+    index = np.random.default_rng(seed).integers(0, n, (DRAWS, n))
+    sampled = stats(a[index], b[index])
+    out["agreement"] = round(float((a == b).mean()), CI_DECIMALS)
+    for name in ("kappa", "ac1"):
+        out[name] = _summarise(float(point[name]), sampled[name])
+    return out
+
+
+# ------------------------------------------------------------------------------------- sizing an audit
+
+
+def expected_half_width(labels: int, rate: float, sensitivity: float, specificity: float, cases: int,
+                        z: float = Z95) -> float:
+    """The corrected interval's half-width (the larger side) expected of an audit of ``labels`` cases
+    of a rate over ``cases`` judged cases whose true value is ``rate``, the judge of that sensitivity and
+    specificity, the labels split over the two verdicts as ``audit.allocate`` splits them."""
+    positive_share = rate * sensitivity + (1 - rate) * (1 - specificity)
+    sizes = np.array([cases * (1 - positive_share), cases * positive_share])
+    first = min(sizes[0], max(labels - min(sizes[1], labels - labels // 2), labels // 2))
+    labelled = np.array([first, min(sizes[1], labels - first)])
+    truth = np.array([rate * (1 - sensitivity) / max(1 - positive_share, 1e-12),
+                      rate * sensitivity / max(positive_share, 1e-12)])
+    value, low, high = corrected_ends(np.float64(0), np.float64(0), sizes, labelled, truth * labelled, z=z)
+    return float(max(value - low, high - value))
+
+
+def audit_size(half_width: float, rate: float, sensitivity: float, specificity: float, cases: int
+               ) -> tuple[int | None, float]:
+    """The fewest labels for a corrected interval of at most ``half_width`` (each side) as expected
+    (``expected_half_width``), and the half-width they give; (None, the half-width of labelling every
+    case) when even that is wider: the run's own cases are then too few, not the labels."""
+    whole = expected_half_width(cases, rate, sensitivity, specificity, cases)
+    if whole > half_width:
+        return None, whole
+    low, high = 2, cases
+    while low < high:
+        mid = (low + high) // 2
+        if expected_half_width(mid, rate, sensitivity, specificity, cases) <= half_width:
+            high = mid
+        else:
+            low = mid + 1
+    return low, expected_half_width(low, rate, sensitivity, specificity, cases)

@@ -1,0 +1,120 @@
+"""Simulated runs judged by a judge of known error, audited: does the corrected rate keep its promise?
+
+Why a simulation: the corrected interval is what a gate on a judged rate acts on, and only runs whose
+true rate is known say whether it covers it. A run here holds ``cases`` cases, each truly positive
+with probability ``rate``; the judge says positive with probability ``sensitivity`` on a positive
+case and ``1 - specificity`` on a negative one; the audit labels ``audit`` of the cases, split over
+the two verdicts as ``audit.allocate`` splits them (half each, as far as a verdict has cases), drawn
+without replacement, people labelling the truth. The raw interval (Wilson's over the judge's
+verdicts, what a run without an audit reports) and the corrected one (``judge_error``) are both
+checked against the true ``rate``; ``bench/bench_judge_error.py`` prints the table, the unit tests
+run a few cells.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from sab_pytest.results.clustered import difference_ends, student, wilson_ends
+from sab_pytest.results.judging.error import corrected_ends
+from sab_pytest.results.stats import Z95
+
+
+@dataclass(frozen=True)
+class JudgeCell:
+    """One design: the run's cases and true rate, the judge's error, the audit's size."""
+
+    cases: int
+    rate: float
+    sensitivity: float
+    specificity: float
+    audit: int
+
+
+@dataclass(frozen=True)
+class Audited:
+    """Simulated runs (one row each): the verdicts, the audit's strata, and what the audit found."""
+
+    verdict_pos: np.ndarray  # cases the judge called positive
+    sizes: np.ndarray  # (draws, 2): cases per stratum, [negative verdict, positive verdict]
+    labelled: np.ndarray  # (draws, 2)
+    positive: np.ndarray  # (draws, 2): truly positive labelled cases
+
+
+def split(audit: int, sizes: np.ndarray) -> np.ndarray:
+    """Labels per stratum: an equal share each, a stratum with fewer cases labelled whole and the rest
+    given to the others (vectorised over rows of two strata; the rule of ``audit.allocate``)."""
+    half = audit // 2
+    first = np.minimum(sizes[..., 0], np.maximum(audit - np.minimum(sizes[..., 1], audit - half), half))
+    second = np.minimum(sizes[..., 1], audit - first)
+    first = np.minimum(sizes[..., 0], audit - second)
+    return np.stack([first, second], axis=-1)
+
+
+def simulate(rng: np.random.Generator, cell: JudgeCell, draws: int) -> Audited:
+    """``draws`` runs of ``cell``, each judged and audited."""
+    true_pos = rng.binomial(cell.cases, cell.rate, draws)
+    hits = rng.binomial(true_pos, cell.sensitivity)  # true positives called positive
+    false_alarms = rng.binomial(cell.cases - true_pos, 1 - cell.specificity)
+    sizes = np.stack([cell.cases - hits - false_alarms, hits + false_alarms], axis=-1)
+    truth_in = np.stack([true_pos - hits, hits], axis=-1)  # truly positive cases per stratum
+    labelled = split(cell.audit, sizes)
+    positive = np.zeros_like(labelled)
+    for v in (0, 1):
+        has = labelled[:, v] > 0
+        positive[has, v] = rng.hypergeometric(truth_in[has, v], sizes[has, v] - truth_in[has, v], labelled[has, v])
+    return Audited(hits + false_alarms, sizes, labelled, positive)
+
+
+def intervals(cell: JudgeCell, audited: Audited) -> tuple[np.ndarray, ...]:
+    """(raw low, raw high, corrected value, corrected low, corrected high) per simulated run."""
+    raw_low, raw_high = wilson_ends(audited.verdict_pos / cell.cases, np.float64(cell.cases), Z95)
+    value, low, high = _ends(audited, Z95)
+    return raw_low, raw_high, value, low, high
+
+
+def coverage(rng: np.random.Generator, cell: JudgeCell, draws: int) -> dict[str, float]:
+    """Shares of runs whose interval ends lie on the right side of the true rate: ``raw_low``,
+    ``raw_high`` (the judge's verdicts taken as the truth), ``low``, ``high`` and ``both`` (the
+    corrected 95 % interval, each end a one-sided 97.5 % bound), ``low95`` and ``high95`` (the
+    corrected one-sided 95 % bounds, the level of ``no_regression`` at alpha 0.05)."""
+    audited = simulate(rng, cell, draws)
+    raw_low, raw_high, _, low, high = intervals(cell, audited)
+    _, low90, high90 = _ends(audited, NormalDist().inv_cdf(0.95))
+    r = cell.rate
+    return {"low95": float(np.mean(np.round(low90, 6) <= r)), "high95": float(np.mean(np.round(high90, 6) >= r)),
+            "raw_low": float(np.mean(raw_low <= r)), "raw_high": float(np.mean(raw_high >= r)),
+            "raw_both": float(np.mean((raw_low <= r) & (raw_high >= r))),
+            "low": float(np.mean(np.round(low, 6) <= r)), "high": float(np.mean(np.round(high, 6) >= r)),
+            "both": float(np.mean((np.round(low, 6) <= r) & (np.round(high, 6) >= r)))}
+
+
+def regression_power(rng: np.random.Generator, base: JudgeCell, candidate_rate: float, draws: int,
+                     alpha: float = 0.05, candidate_judge: tuple[float, float] | None = None) -> dict[str, float]:
+    """How often ``no_regression`` of a rate where higher is better fails when the candidate's true
+    rate is ``candidate_rate`` (power when lower, false FAILs when equal): ``raw`` on the judge's
+    verdicts (the gate's rule for runs compared unpaired: Newcombe's interval of the two Wilson
+    intervals, Student's quantile), ``corrected`` with each run audited (the same construction on
+    the two corrected rates). ``candidate_judge``: the judge's (sensitivity, specificity) on the
+    candidate's answers, where they differ from the baseline's (a judge that errs differently on
+    another model's answers)."""
+    sens, spec = candidate_judge or (base.sensitivity, base.specificity)
+    cand = JudgeCell(base.cases, candidate_rate, sens, spec, base.audit)
+    a, b = simulate(rng, base, draws), simulate(rng, cand, draws)
+    n = np.float64(base.cases)
+    raw_high = difference_ends(a.verdict_pos / n, n, b.verdict_pos / n, n, np.float64(0.0),
+                               student(1 - alpha, base.cases - 1))[1]
+    z = NormalDist().inv_cdf(1 - alpha)
+    va, la, _ = _ends(a, z)
+    vb, _, hb = _ends(b, z)
+    upper = (vb - va) + np.sqrt((hb - vb) ** 2 + (va - la) ** 2)
+    return {"raw": float(np.mean(raw_high < 0)), "corrected": float(np.mean(upper < 0))}
+
+
+def _ends(audited: Audited, z: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The corrected rate of each simulated run and its ends at ``z``."""
+    zeros = np.zeros(len(audited.sizes))
+    return corrected_ends(zeros, zeros, audited.sizes, audited.labelled, audited.positive, z=z)
