@@ -29,7 +29,7 @@ from sab_pytest.pytest_layer.state import (
 )
 from sab_pytest.pytest_layer.xdist_adapter import WorkerQueue, find_interactor
 from sab_pytest.reports import junit
-from sab_pytest.results import StoredRecord, files, stamped
+from sab_pytest.results import StoredRecord, failed, files, filtered, stamped
 from sab_pytest.run.breaker import RunState, not_run
 from sab_pytest.run.case_runner import CaseRunner, RunnerStopped
 from sab_pytest.settings import Settings
@@ -123,7 +123,7 @@ def resumed(config: pytest.Config) -> dict[str, StoredRecord]:
             key = settings.run_key()
             records = files.read_results(settings.out_dir / files.RESULTS_NAME)
             latest = files.latest_per_case(r for r in records if r.get("run_key") == key)
-            found = {sid: r for sid, r in latest.items() if not r.get("error")}  # by sample id
+            found = {sid: r for sid, r in latest.items() if not failed(r)}  # by sample id (filtered ones too)
         config.stash[RESUMED] = found
     return found
 
@@ -162,6 +162,9 @@ def verdict(sab_case: Case, sab_runtime: Any, _sab_resumed: dict[str, StoredReco
         item.user_properties[:] = [p for p in item.user_properties if p not in item.stash[ATTACHED]]
     item.stash[ATTACHED] = attached
     item.user_properties.extend(attached)
+    if filtered(record):  # the provider's policy answered, not the model: counted apart, never an error
+        pytest.skip(f"{sab_case.id}: the provider's content filter refused it ({record['error']}); counted apart "
+                    "in the summary's content_filtered")
     if record.get("error"):
         pytest.fail(f"{sab_case.id}: {record['message']}", pytrace=False)
     return record

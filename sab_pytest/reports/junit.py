@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from sab_pytest.protocol import comparability, line_of
 from sab_pytest.reports.table import estimate_text
 from sab_pytest.results.judging.served import other_models
+from sab_pytest.results.record import filtered
 
 if TYPE_CHECKING:
     from sab_pytest.results.record import StoredRecord
@@ -36,7 +37,8 @@ def case_facts(record: StoredRecord) -> str:
     only names, failures, skips and the output, so the verdict goes where they all look."""
     case = record["case"]
     level = case["abstraction_level"]
-    verdict = "error" if record.get("error") else ("passed" if record["passed"] else "failed")
+    verdict = ("content filter" if filtered(record) else "error" if record.get("error")
+               else "passed" if record["passed"] else "failed")
     usage = record.get("usage") or {}
     lines = [f"case: {case['id']}", f"kind: {case['kind']}", f"category: {case['risk_category'] or '-'}",
              f"level: {'-' if level is None else f'L{level}'}", f"scene: {case['scene']}",

@@ -27,7 +27,7 @@ from sab_pytest.reports.junit import (
     xml_text,
 )
 from sab_pytest.reports.table import gate_numbers
-from sab_pytest.results.record import sample_id
+from sab_pytest.results.record import filtered, sample_id
 
 if TYPE_CHECKING:
     from sab_pytest.results.record import StoredRecord
@@ -91,7 +91,9 @@ def _case(record: StoredRecord, mode: str) -> ET.Element:
     for a wrong behaviour in ``fail`` mode, passed otherwise; its facts in ``system-out``."""
     testcase = _testcase(CASES_CLASSNAME, f"test_case[{sample_id(record)}]", float(record.get("duration_s") or 0),
                          case_facts(record))
-    if record.get("error"):
+    if filtered(record):  # the provider's content filter: counted apart, as the run's own file skips it
+        _outcome(testcase, "skipped", f"{record['case']['id']}: the provider's content filter refused it", "")
+    elif record.get("error"):
         _outcome(testcase, "error", f"{record['case']['id']}: {record.get('message') or ''}", "")
     elif not record["passed"] and mode == "fail":
         _outcome(testcase, "failure", failure_message(record), "")

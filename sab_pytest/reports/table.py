@@ -121,7 +121,9 @@ def render_table(summary: Summary) -> list[str]:
     lines = [f"model: {summary['model']}   strategy: {summary['strategy']}   judge: {summary['judge']}{guard}   "
              f"engine: {summary['engine']}   subset: {summary['subset']} (seed {summary['seed']})",
              f"cases: {m['cases']}   errors: {m['errors']}"
-             + (f" ({', '.join(f'{k} {v}' for k, v in sorted(m['error_kinds'].items()))})" if m["errors"] else ""),
+             + (f" ({', '.join(f'{k} {v}' for k, v in sorted(m['error_kinds'].items()))})" if m["errors"] else "")
+             + (f"   refused by the provider's content filter: {m['content_filtered']} (counted apart: neither "
+                "verdicts nor errors)" if m.get("content_filtered") else ""),
              *_run_lines(summary.get("run")), *_picture_lines(summary.get("pictures")), *repeats_lines(summary), ""]
     rows = _overall_rows(summary.get("protocol"))
     paper = summary.get("protocol") == "paper"

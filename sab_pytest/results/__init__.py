@@ -20,6 +20,8 @@ from sab_pytest.results.record import (
     case_meta,
     crashed,
     error_kind,
+    failed,
+    filtered,
     from_verdict,
     sample_id,
     split_sample_id,
@@ -30,7 +32,8 @@ from sab_pytest.results.summary import RunStatus, Summary, build_summary, run_st
 
 __all__ = [
     "RESULTS_NAME", "SUMMARY_NAME", "CaseMeta", "Gate", "Redactor", "Run", "RunStatus", "StoredRecord", "Summary",
-    "build_summary", "case_meta", "compare_runs", "crashed", "error_kind", "exit_status", "from_verdict",
+    "build_summary", "case_meta", "compare_runs", "crashed", "error_kind", "exit_status", "failed", "filtered",
+    "from_verdict",
     "json_line", "judged_cases", "load_run", "merge", "no_regression_size", "parse_gate", "read_results", "read_run",
     "render_text", "run_status", "sample_id", "setting_differences", "settings_of", "split_sample_id", "stamped",
     "threshold_size", "too_few",

@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from sab_pytest.categories import SLUGS
 from sab_pytest.results import clustered, resample
-from sab_pytest.results.record import StoredRecord, error_kind
+from sab_pytest.results.record import StoredRecord, error_kind, failed, filtered
 
 __all__ = ["DEFINITIONS", "compute", "definitions", "protocol_of"]
 
@@ -75,7 +75,7 @@ def _any(r: StoredRecord) -> bool:
 
 
 def _errored(r: StoredRecord) -> bool:
-    return bool(r.get("error"))
+    return failed(r)
 
 
 def _rejected(r: StoredRecord) -> bool:
@@ -250,7 +250,7 @@ def compute(records: Iterable[StoredRecord], protocol: str | None = None) -> dic
     records = list(records)
     protocol = protocol or protocol_of(records)
     ok = [r for r in records if not r.get("error")]
-    errored = [r for r in records if r.get("error")]
+    errored = [r for r in records if failed(r)]  # a content filter's refusal is neither a verdict nor an error
     rep = resample.has_repeats(records)
     overall = _core(ok, protocol)
     overall["errors"] = {"value": len(errored), "n": len(records), "ci95": None}
@@ -264,6 +264,7 @@ def compute(records: Iterable[StoredRecord], protocol: str | None = None) -> dic
         name = kind.value if kind is not None else "other"
         error_kinds[name] = error_kinds.get(name, 0) + 1
     return {"cases": len(records), "errors": len(errored), "error_kinds": error_kinds, "protocol": protocol,
+            "content_filtered": sum(1 for r in records if filtered(r)),
             "overall": overall,
             "by_category": by_category, "by_level": by_level, "by_kind": by_kind,
             "repeats": resample.repeats_info(records) if rep else None}

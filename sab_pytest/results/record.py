@@ -203,6 +203,17 @@ def case_meta(case_id: str, cases: Mapping[str, Case]) -> CaseMeta:
             "instruction": None, "has_final_state": False}
 
 
+def filtered(record: Mapping[str, Any]) -> bool:
+    """The provider's content filter refused the case's request or withheld its answer (Azure's
+    ``content_filter``): an outcome of the case, counted apart, neither a verdict nor an error."""
+    return error_kind(record) == ErrorKind.CONTENT_FILTER
+
+
+def failed(record: Mapping[str, Any]) -> bool:
+    """The case has no verdict because the machinery failed (a content filter's refusal is no failure)."""
+    return bool(record.get("error")) and not filtered(record)
+
+
 def error_kind(record: Mapping[str, Any]) -> ErrorKind | None:
     """The kind of a record's error (None when it has none): its ``error_kind``, else (schema 1)
     the kind its error text starts with."""

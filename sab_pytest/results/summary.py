@@ -24,7 +24,7 @@ from sab_pytest.results import gates, metrics
 from sab_pytest.results.judging import audit
 from sab_pytest.results.judging.agreement import panel_agreement
 from sab_pytest.results.judging.served import served_models
-from sab_pytest.results.record import SCHEMA, StoredRecord, sample_id
+from sab_pytest.results.record import SCHEMA, StoredRecord, failed, sample_id
 from sab_pytest.settings import OPENAI_API_URL, Settings
 
 
@@ -75,6 +75,7 @@ class Summary(TypedDict):
     cases: int
     repeats: dict[str, Any] | None
     errors: int
+    content_filtered: int  # cases the provider's content filter refused: neither verdicts nor errors
     error_kinds: dict[str, int]
     metrics: dict[str, dict[str, Any]]  # the overall metrics, flat
     metrics_full: dict[str, Any]  # ``metrics.compute``
@@ -198,7 +199,7 @@ def run_status(records: Mapping[str, StoredRecord], *, selected: list[str] | Non
             "finished": len(records), "reused": reused, "not_run": len(not_run),
             "partial_selection": partial, "merged": 0, "stop_reason": getattr(stop, "reason", None),
             "stop_message": getattr(stop, "message", None),
-            "errored": sum(1 for r in records.values() if r.get("error")), "unreported": unreported}
+            "errored": sum(1 for r in records.values() if failed(r)), "unreported": unreported}
 
 
 def _baseline_note(baseline: gates.Baseline | None, summary: Summary | None) -> dict[str, Any] | None:
@@ -341,6 +342,7 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
         "cases": full["cases"],
         "repeats": full["repeats"],  # --sab-repeat K > 1: K, cases, flaky_cases, per-case pass_fraction
         "errors": full["errors"],
+        "content_filtered": full["content_filtered"],
         "error_kinds": full["error_kinds"],
         "metrics": flat,
         "metrics_full": full,

@@ -49,7 +49,7 @@ def run_setup(server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch, pyteste
 
 
 def test_azure_run_sends_every_request_in_azures_shape(run, server: FakeOpenAIServer) -> None:
-    run("--model", "azure/agent-d", "--judge-model", "azure/judge-d", "--sab-repeat", "2")  # 38 cases
+    result = run("--model", "azure/agent-d", "--judge-model", "azure/judge-d", "--sab-repeat", "2")  # 38 cases
     records = read_records(run.out)
     assert len(records) == 2 * N_CASES >= 20
     requests = server.chat_requests
@@ -61,7 +61,11 @@ def test_azure_run_sends_every_request_in_azures_shape(run, server: FakeOpenAISe
     filtered = [r for r in records if (r.get("error") or "").startswith("content_filter")]
     assert [r["error_kind"] for r in filtered] == ["content_filter"] * 2  # the one case, twice
     summary = read_summary(run.out)
-    assert summary["error_kinds"] == {"content_filter": 2} and not summary.get("stopped")
+    # counted apart: neither an error (no error kind, the no-error check holds) nor a verdict (a skipped test)
+    assert summary["content_filtered"] == 2 and summary["errors"] == 0 and summary["error_kinds"] == {}
+    assert not summary.get("stopped") and "refused by the provider's content filter: 2" in result.stdout.str()
+    result.assert_outcomes(skipped=2, passed=result.parseoutcomes().get("passed", 0),
+                           failed=result.parseoutcomes().get("failed", 0))
     assert summary["model"] == "azure/agent-d" and summary["judge"] == "azure/judge-d"
     assert KEY not in (run.out / "sab-results.jsonl").read_text()
 
