@@ -5,7 +5,7 @@ testcases may carry ``<properties>``), and the suite's metrics and gates as suit
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sab_pytest.protocol import comparability, line_of
 from sab_pytest.reports.table import estimate_text
@@ -119,6 +119,8 @@ def junit_suite_properties(summary: Summary) -> list[tuple[str, str]]:
         props += [("sab_protocol", str(summary.get("protocol"))),
                   ("sab_comparability", str(summary.get("comparability") or comparability(summary["deviations"]))),
                   ("sab_deviations", " | ".join(line_of(d) for d in summary["deviations"]))]
+    batch = cast(dict[str, Any], summary).get("batch") or {}  # --sab-batch: batched and live usage apart
+    props += [(f"sab_batch_{key}", str(value)) for key, value in batch.items() if value is not None]
     run = summary.get("run") or {}
     if run:
         props += [("sab_run_status", str(run["status"])), ("sab_not_run", str(run["not_run"]))]

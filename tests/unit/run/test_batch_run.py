@@ -79,6 +79,11 @@ def test_a_batch_run_gives_the_live_run_s_records_with_no_live_request(sab_run, 
         assert batch["saved_usd"] == pytest.approx(live_summary["usage"]["cost_usd"] / 2, abs=1e-6)
         assert batch_summary["usage"]["cost_usd"] == pytest.approx(live_summary["usage"]["cost_usd"] / 2, abs=1e-6)
         assert f"{live_requests} request(s) answered in 2 batch(es), 0 retried live, 0 failed" in batched.stdout.str()
+        from sab_pytest.reports.junit import junit_suite_properties
+
+        props = dict(junit_suite_properties(batch_summary))  # JUnit too keeps batched and live tokens apart
+        assert props["sab_batch_batched_prompt_tokens"] == str(batch["batched_prompt_tokens"])
+        assert props["sab_batch_live_prompt_tokens"] == "0"
 
 
 def test_a_run_stopped_while_its_batches_wait_is_collected_by_resume(sab_run, pytester: pytest.Pytester,
