@@ -299,7 +299,7 @@ class Runtime:
             try:
                 model.preflight(timeout=timeout)
             except UsageError as exc:
-                raise UsageError(f"{exc}{self._endpoint_hint(model)}") from None
+                raise self._judges_endpoint_error(model, exc) from None
             checked.append(model.server)
         listed: dict[str, list[str] | None] = {}
         for role, model in self._held_to_the_list():
@@ -327,15 +327,16 @@ class Runtime:
                                                     ("map_vlm converter", m.converter)) if model is not None]
         return held
 
-    def _endpoint_hint(self, model: ChatModel) -> str:
-        """What a failed check of the judges' endpoint adds: where that endpoint comes from, when it is
-        not the agent's (a user who gave ``--base-url`` alone may not expect the judges elsewhere)."""
+    def _judges_endpoint_error(self, model: ChatModel, exc: UsageError) -> UsageError:
+        """A failed check of the judges' endpoint, where it is not the agent's, says so: the URL to check
+        is the judges' option, and a user who gave ``--base-url`` alone learns why the judges went elsewhere."""
         s = self.settings  # every model checked but the agent's is a judge's or the guard's
         if model is self.models.agent or s.judges_url == s.base_url:
-            return ""
-        return (f" (this is the judges' endpoint, {JUDGE_URL_OPTION}: OpenAI's API unless given, since the paper's "
-                f"judges are OpenAI's models and {AGENT_URL_OPTION} names the agent's endpoint alone; give "
-                f"{JUDGE_URL_OPTION} URL to judge elsewhere)")
+            return exc
+        text = str(exc).replace("check --base-url / OPENAI_BASE_URL", f"check {JUDGE_URL_OPTION}")
+        return UsageError(f"{text} (this is the judges' endpoint: OpenAI's API unless {JUDGE_URL_OPTION} is given, "
+                          f"since the paper's judges are OpenAI's models and {AGENT_URL_OPTION} names the agent's "
+                          f"endpoint alone; give {JUDGE_URL_OPTION} URL to judge elsewhere)")
 
     # ---------------------------------------------------------------------------------- running
 

@@ -80,7 +80,7 @@ def test_without_openai_the_run_stops_before_the_first_case_naming_the_option(
         result = sab_run("--model", "qwen", f"--sab-base-url={gpu.url}", "--sab-retries", "0")()
         text = result.stdout.str() + result.stderr.str()
         assert result.ret == pytest.ExitCode.USAGE_ERROR, text
-        assert "--sab-judge-base-url" in text and "judges' endpoint" in text
+        assert "check --sab-judge-base-url" in text and "judges' endpoint" in text and "check --base-url" not in text
         assert {r.body["model"] for r in gpu.chat_requests} <= {"qwen"}
         assert not (sab_run().out / "sab-results.jsonl").exists()
 
