@@ -15,9 +15,9 @@ message (keys scrubbed).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sab_pytest.batching.errors import BatchError
 from sab_pytest.models.wire import Answer, Failure, parse_answer, scrub
@@ -26,7 +26,7 @@ ENDPOINT = "/v1/chat/completions"
 WINDOW = "24h"
 MAX_LINES = 50_000  # OpenAI: requests per input file
 MAX_BYTES = 200 * 1024 * 1024  # OpenAI: bytes per input file
-DONE = frozenset({"completed", "failed", "expired", "cancelled"})
+DONE = frozenset({"completed", "failed", "expired", "cancelled", "ended"})  # "ended": Anthropic's one end
 #: the part of the price a batched token costs, by the host of the endpoint (docs/models.md); an endpoint
 #: not listed that speaks OpenAI's Batch API is priced as OpenAI's
 BATCH_PRICE = {"api.openai.com": 0.5, "openai.azure.com": 0.5, "api.anthropic.com": 0.5}
@@ -79,14 +79,15 @@ class Collected:
     failed: dict[str, str] = field(default_factory=dict)
 
 
-def input_files(requests: Sequence[BatchRequest], *, max_lines: int = MAX_LINES,
-                max_bytes: int = MAX_BYTES) -> Iterator[list[BatchRequest]]:
-    """``requests`` cut into input files of at most ``max_lines`` lines and ``max_bytes`` bytes; one
-    request larger than a whole file is a ``BatchError`` (the provider would refuse the file)."""
+def input_files(requests: Sequence[BatchRequest], *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES,
+                size_of: Callable[[BatchRequest], int] = lambda r: len(r.line())) -> Iterator[list[BatchRequest]]:
+    """``requests`` cut into input files of at most ``max_lines`` lines and ``max_bytes`` bytes (a
+    request's bytes: ``size_of``, its line of OpenAI's file unless the provider sends another shape);
+    one request larger than a whole file is a ``BatchError`` (the provider would refuse the file)."""
     chunk: list[BatchRequest] = []
     size = 0
     for request in requests:
-        length = len(request.line())
+        length = size_of(request)
         if length > max_bytes:
             raise BatchError("batch_too_large", f"request {request.custom_id[:12]}: {length} bytes, more than a "
                              f"batch input file may hold ({max_bytes} bytes)")
@@ -97,6 +98,27 @@ def input_files(requests: Sequence[BatchRequest], *, max_lines: int = MAX_LINES,
         size += length
     if chunk:
         yield chunk
+
+
+class BatchAPI(Protocol):
+    """What the batcher needs of one provider's batch API (OpenAI's ``BatchClient``, Anthropic's
+    ``anthropic_batches.MessageBatchClient``): the batcher's rounds, the journal and the response
+    cache then work the same whichever provider answers."""
+
+    def supported(self) -> bool: ...
+
+    def files(self, requests: Sequence[BatchRequest], *, max_lines: int | None = None) -> Iterator[list[BatchRequest]]:
+        """``requests`` cut into batches within the provider's limits (``max_lines``: a lower count)."""
+        ...
+
+    def submit(self, requests: Sequence[BatchRequest], *,
+               metadata: Mapping[str, str] | None = None) -> tuple[str, str]: ...
+
+    def status(self, batch_id: str) -> BatchStatus: ...
+
+    def cancel(self, batch_id: str) -> None: ...
+
+    def collect(self, status: BatchStatus, expected: Sequence[str]) -> Collected: ...
 
 
 class BatchClient:
@@ -127,6 +149,10 @@ class BatchClient:
         except openai.OpenAIError:
             return False
         return True
+
+    def files(self, requests: Sequence[BatchRequest], *, max_lines: int | None = None) -> Iterator[list[BatchRequest]]:
+        """``requests`` cut into input files within OpenAI's limits."""
+        return input_files(requests, max_lines=max_lines or MAX_LINES)
 
     def submit(self, requests: Sequence[BatchRequest], *, metadata: Mapping[str, str] | None = None) -> tuple[str, str]:
         """Upload one input file of ``requests`` and create its batch: (batch id, input file id)."""
