@@ -14,6 +14,7 @@ message (keys scrubbed).
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -78,6 +79,20 @@ class Collected:
     answers: dict[str, Answer] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
 
+    def claim(self, line: Mapping[str, Any], wanted: set[str], batch_id: str) -> str:
+        """The custom_id of a result ``line``; one the batch never carried is a ``BatchError``
+        (``batch_unknown_id``): an answer must never land under another request's cache key."""
+        custom_id = str(line.get("custom_id"))
+        if custom_id not in wanted:
+            raise BatchError("batch_unknown_id", f"batch {batch_id} answered a request it never carried "
+                             f"(custom_id {custom_id[:40]!r})")
+        return custom_id
+
+    def settle(self, wanted: set[str], why: str) -> None:
+        """Every request of ``wanted`` with neither an answer nor a reason has none for ``why``."""
+        for missing in wanted - set(self.answers) - set(self.failed):
+            self.failed[missing] = why
+
 
 def input_files(requests: Sequence[BatchRequest], *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES,
                 size_of: Callable[[BatchRequest], int] = lambda r: len(r.line())) -> Iterator[list[BatchRequest]]:
@@ -121,34 +136,49 @@ class BatchAPI(Protocol):
     def collect(self, status: BatchStatus, expected: Sequence[str]) -> Collected: ...
 
 
-class BatchClient:
-    """The Batch API of the endpoint an ``openai.OpenAI`` client (``sdk``) talks to; ``secret`` is
-    scrubbed from every message."""
+class SdkBatches:
+    """A batch API reached through a provider's SDK client (``sdk``), whose errors become
+    ``BatchError``s with ``secret`` scrubbed. Why shared: the ``openai`` and ``anthropic`` SDKs name
+    their errors alike (``NotFoundError``, one base error), so the two clients differ only in which
+    SDK they import (``sdk_module``, ``base_error``)."""
+
+    sdk_module = "openai"
+    base_error = "OpenAIError"
 
     def __init__(self, sdk: Any, *, secret: str | None = None, timeout: float = 60.0) -> None:
         self.sdk, self.secret, self.timeout = sdk, secret, timeout
 
-    def _sdk_call(self, what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
-        import openai
+    def _errors(self) -> tuple[type[Exception], type[Exception]]:
+        module = importlib.import_module(self.sdk_module)
+        return module.NotFoundError, getattr(module, self.base_error)
 
+    def _sdk_call(self, what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+        missing, failed = self._errors()
         try:
             return call(*args, timeout=self.timeout, **kwargs)
-        except openai.NotFoundError as exc:
+        except missing as exc:
             raise BatchError("batch_unsupported", f"{what}: the server has no Batch API (HTTP 404): "
                              f"{scrub(str(exc), self.secret)}") from None
-        except openai.OpenAIError as exc:
+        except failed as exc:
             raise BatchError("batch_api", f"{what}: {scrub(str(exc), self.secret)}") from None
+
+    def _lists(self, listing: Any) -> bool:
+        """Whether ``listing`` (the SDK's list of batches) answers: a server without batches says 404."""
+        try:
+            listing(limit=1, timeout=self.timeout)
+        except self._errors()[1]:
+            return False
+        return True
+
+
+class BatchClient(SdkBatches):
+    """The Batch API of the endpoint an ``openai.OpenAI`` client (``sdk``) talks to; ``secret`` is
+    scrubbed from every message."""
 
     def supported(self) -> bool:
         """Whether the endpoint has a Batch API at all (``GET /batches`` lists them; a server without
         one answers 404): asked once before the first case, so that a run does not find out later."""
-        import openai
-
-        try:
-            self.sdk.batches.list(limit=1, timeout=self.timeout)
-        except openai.OpenAIError:
-            return False
-        return True
+        return self._lists(self.sdk.batches.list)
 
     def files(self, requests: Sequence[BatchRequest], *, max_lines: int | None = None) -> Iterator[list[BatchRequest]]:
         """``requests`` cut into input files within OpenAI's limits."""
@@ -190,16 +220,12 @@ class BatchClient:
             for text in raw.content.decode("utf-8").splitlines():
                 if text.strip():
                     self._read_line(json.loads(text), wanted, status.id, found)
-        for missing in wanted - set(found.answers) - set(found.failed):
-            ended = "; ".join(status.errors) or "no line in its output or error file"
-            found.failed[missing] = f"batch {status.id} {status.status}: {ended}"
+        ended = "; ".join(status.errors) or "no line in its output or error file"
+        found.settle(wanted, f"batch {status.id} {status.status}: {ended}")
         return found
 
     def _read_line(self, line: Mapping[str, Any], wanted: set[str], batch_id: str, found: Collected) -> None:
-        custom_id = str(line.get("custom_id"))
-        if custom_id not in wanted:
-            raise BatchError("batch_unknown_id", f"batch {batch_id} answered a request it never carried "
-                             f"(custom_id {custom_id[:40]!r})")
+        custom_id = found.claim(line, wanted, batch_id)
         response, error = line.get("response") or {}, line.get("error")
         if error:
             found.failed[custom_id] = f"{error.get('code')}: {error.get('message')}"

@@ -17,7 +17,7 @@ from sab_pytest.batching.client import BatchAPI, BatchClient
 
 
 def _anthropic(transport: Any, secret: str | None, timeout: float) -> BatchAPI:
-    return MessageBatchClient(transport.client(), secret=secret, timeout=timeout)
+    return MessageBatchClient(transport.client(), transport, secret=secret, timeout=timeout)
 
 
 def _openai(transport: Any, secret: str | None, timeout: float) -> BatchAPI:

@@ -91,7 +91,8 @@ def unsupported(models: Iterable[Any]) -> list[str]:
             continue
         if not client.supported():
             problems.append(f"--sab-batch: {model.server or 'the endpoint'} (model {model.name!r}) has no Batch API "
-                            "(GET /batches answers no list; llama.cpp, vLLM and Ollama have none): run without "
+                            "(its batch listing, GET /batches or /messages/batches, answers none; llama.cpp, vLLM and "
+                            "Ollama have none): run without "
                             "--sab-batch, or give the judges an endpoint that batches; no case was run")
     return problems
 
