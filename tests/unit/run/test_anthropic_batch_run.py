@@ -83,3 +83,23 @@ def test_a_provider_with_no_batch_api_is_still_named_before_the_first_case(sab_r
         assert "'judge' is on a provider with no batch API" in text and "no case was run" in text
         assert f"model {AGENT!r}" not in text  # the agent, on Anthropic, would batch
         assert server.batch.messages.created == 0 and _asked_live(server) == []
+
+
+def test_an_anthropic_run_stopped_while_its_message_batch_waits_is_collected_by_resume(
+        sab_run, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    with fake_openai_server(api_key=KEY, responder=_claude) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url.removesuffix("/v1"))
+        server.batch.hold = True  # Anthropic takes longer than the run may wait
+        options = ["--model", f"anthropic/{AGENT}", "--judge-model", f"anthropic/{JUDGE}", "-p", "no:randomly",
+                   f"--sab-cache={pytester.path / 'cache'}", "--sab-batch"]
+        stopped = sab_run(*options, "--sab-batch-wait", "0.3")()
+        assert stopped.ret == pytest.ExitCode.INTERRUPTED, stopped.stdout.str()
+        assert "--sab-resume" in stopped.stdout.str() and server.batch.messages.created == 1
+        server.batch.release()
+        resumed = sab_run(*options)("--sab-resume")
+        assert resumed.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), resumed.stdout.str()
+        assert len(records_by_case(pytester.path / "out")) == N_CASES
+        assert server.batch.messages.created == 2  # the plans' batch collected, not sent again; then the judges'
+        assert _asked_live(server) == []
