@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sab_pytest.batching.client import BatchClient, BatchRequest, BatchStatus, input_files
+from sab_pytest.batching.client import BatchAPI, BatchRequest, BatchStatus
 from sab_pytest.batching.errors import BatchError, Deferred
 from sab_pytest.batching.journal import Journal, Submitted
 from sab_pytest.cache import ResponseCache, request_key
@@ -44,7 +44,7 @@ class _Pending:
     body: dict[str, Any]
     model: str
     server: str
-    client: BatchClient
+    client: BatchAPI
     cache: ResponseCache
 
 
@@ -74,7 +74,7 @@ class Batcher:
         self.journal.counted(self.process, counts)
 
     # -- the client's hook ------------------------------------------------------------------------
-    def hook(self, client: BatchClient, cache: ResponseCache, material: Mapping[str, Any], params: Mapping[str, Any],
+    def hook(self, client: BatchAPI, cache: ResponseCache, material: Mapping[str, Any], params: Mapping[str, Any],
              live: Callable[[], Answer], made: list[Any]) -> Callable[[], Answer]:
         """What the model client calls instead of the API when the request missed the cache: the
         live call for a request its batch failed (retry "live"), a named error (retry "error"), else
@@ -125,24 +125,24 @@ class Batcher:
             for custom_id in batch.custom_ids:
                 if custom_id in taken:
                     carried[custom_id] = batch
-        waiting: dict[str, tuple[BatchClient, list[str]]] = {}
+        waiting: dict[str, tuple[BatchAPI, list[str]]] = {}
         for batch in {b.batch: b for b in carried.values()}.values():
             client = next(taken[c].client for c in batch.custom_ids if c in taken)
             waiting[batch.batch] = (client, batch.custom_ids)
         waiting.update(self._submit([p for k, p in taken.items() if k not in carried]))
         return self._wait(waiting, taken)
 
-    def _submit(self, requests: list[_Pending]) -> dict[str, tuple[BatchClient, list[str]]]:
+    def _submit(self, requests: list[_Pending]) -> dict[str, tuple[BatchAPI, list[str]]]:
         """Send ``requests`` in files by server and model; a file the provider refuses fails its requests."""
         groups: dict[tuple[str, str], list[_Pending]] = {}
         for request in requests:
             groups.setdefault((request.server, request.model), []).append(request)
-        sent: dict[str, tuple[BatchClient, list[str]]] = {}
+        sent: dict[str, tuple[BatchAPI, list[str]]] = {}
         for (server, model), group in groups.items():
             client = group[0].client
             lines = [BatchRequest(p.key, p.body) for p in group]
             try:
-                files = list(input_files(lines, **({"max_lines": self.max_lines} if self.max_lines else {})))
+                files = list(client.files(lines, max_lines=self.max_lines))
             except BatchError as exc:
                 self._unanswered({p.key: str(exc) for p in group})
                 continue
@@ -158,7 +158,7 @@ class Batcher:
                 sent[batch_id] = (client, ids)
         return sent
 
-    def _wait(self, waiting: dict[str, tuple[BatchClient, list[str]]], taken: Mapping[str, _Pending]) -> bool:
+    def _wait(self, waiting: dict[str, tuple[BatchAPI, list[str]]], taken: Mapping[str, _Pending]) -> bool:
         began = last_said = time.monotonic()
         pause, said = POLL_FIRST_S, ""
         statuses: dict[str, BatchStatus] = {}
@@ -186,7 +186,7 @@ class Batcher:
                 time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
             pause = min(POLL_MAX_S, pause * 1.6)
 
-    def _collect(self, client: BatchClient, status: BatchStatus, ids: list[str], taken: Mapping[str, _Pending]) -> None:
+    def _collect(self, client: BatchAPI, status: BatchStatus, ids: list[str], taken: Mapping[str, _Pending]) -> None:
         """Keep a finished batch's answers in the response cache; its other requests are unanswered."""
         wanted = [c for c in ids if c in taken]
         try:
@@ -236,7 +236,7 @@ class ModelHook:
     batcher, the Batch API of the client's endpoint and its response cache."""
 
     batcher: Batcher
-    client: BatchClient
+    client: BatchAPI
     cache: ResponseCache
 
     def hook(self, material: Mapping[str, Any], params: Mapping[str, Any], live: Callable[[], Answer],

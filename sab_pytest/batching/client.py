@@ -14,10 +14,11 @@ message (keys scrubbed).
 
 from __future__ import annotations
 
+import importlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sab_pytest.batching.errors import BatchError
 from sab_pytest.models.wire import Answer, Failure, parse_answer, scrub
@@ -26,7 +27,7 @@ ENDPOINT = "/v1/chat/completions"
 WINDOW = "24h"
 MAX_LINES = 50_000  # OpenAI: requests per input file
 MAX_BYTES = 200 * 1024 * 1024  # OpenAI: bytes per input file
-DONE = frozenset({"completed", "failed", "expired", "cancelled"})
+DONE = frozenset({"completed", "failed", "expired", "cancelled", "ended"})  # "ended": Anthropic's one end
 #: the part of the price a batched token costs, by the host of the endpoint (docs/models.md); an endpoint
 #: not listed that speaks OpenAI's Batch API is priced as OpenAI's
 BATCH_PRICE = {"api.openai.com": 0.5, "openai.azure.com": 0.5, "api.anthropic.com": 0.5}
@@ -78,15 +79,30 @@ class Collected:
     answers: dict[str, Answer] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
 
+    def claim(self, line: Mapping[str, Any], wanted: set[str], batch_id: str) -> str:
+        """The custom_id of a result ``line``; one the batch never carried is a ``BatchError``
+        (``batch_unknown_id``): an answer must never land under another request's cache key."""
+        custom_id = str(line.get("custom_id"))
+        if custom_id not in wanted:
+            raise BatchError("batch_unknown_id", f"batch {batch_id} answered a request it never carried "
+                             f"(custom_id {custom_id[:40]!r})")
+        return custom_id
 
-def input_files(requests: Sequence[BatchRequest], *, max_lines: int = MAX_LINES,
-                max_bytes: int = MAX_BYTES) -> Iterator[list[BatchRequest]]:
-    """``requests`` cut into input files of at most ``max_lines`` lines and ``max_bytes`` bytes; one
-    request larger than a whole file is a ``BatchError`` (the provider would refuse the file)."""
+    def settle(self, wanted: set[str], why: str) -> None:
+        """Every request of ``wanted`` with neither an answer nor a reason has none for ``why``."""
+        for missing in wanted - set(self.answers) - set(self.failed):
+            self.failed[missing] = why
+
+
+def input_files(requests: Sequence[BatchRequest], *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES,
+                size_of: Callable[[BatchRequest], int] = lambda r: len(r.line())) -> Iterator[list[BatchRequest]]:
+    """``requests`` cut into input files of at most ``max_lines`` lines and ``max_bytes`` bytes (a
+    request's bytes: ``size_of``, its line of OpenAI's file unless the provider sends another shape);
+    one request larger than a whole file is a ``BatchError`` (the provider would refuse the file)."""
     chunk: list[BatchRequest] = []
     size = 0
     for request in requests:
-        length = len(request.line())
+        length = size_of(request)
         if length > max_bytes:
             raise BatchError("batch_too_large", f"request {request.custom_id[:12]}: {length} bytes, more than a "
                              f"batch input file may hold ({max_bytes} bytes)")
@@ -99,34 +115,74 @@ def input_files(requests: Sequence[BatchRequest], *, max_lines: int = MAX_LINES,
         yield chunk
 
 
-class BatchClient:
-    """The Batch API of the endpoint an ``openai.OpenAI`` client (``sdk``) talks to; ``secret`` is
-    scrubbed from every message."""
+class BatchAPI(Protocol):
+    """What the batcher needs of one provider's batch API (OpenAI's ``BatchClient``, Anthropic's
+    ``anthropic_batches.MessageBatchClient``): the batcher's rounds, the journal and the response
+    cache then work the same whichever provider answers."""
+
+    def supported(self) -> bool: ...
+
+    def files(self, requests: Sequence[BatchRequest], *, max_lines: int | None = None) -> Iterator[list[BatchRequest]]:
+        """``requests`` cut into batches within the provider's limits (``max_lines``: a lower count)."""
+        ...
+
+    def submit(self, requests: Sequence[BatchRequest], *,
+               metadata: Mapping[str, str] | None = None) -> tuple[str, str]: ...
+
+    def status(self, batch_id: str) -> BatchStatus: ...
+
+    def cancel(self, batch_id: str) -> None: ...
+
+    def collect(self, status: BatchStatus, expected: Sequence[str]) -> Collected: ...
+
+
+class SdkBatches:
+    """A batch API reached through a provider's SDK client (``sdk``), whose errors become
+    ``BatchError``s with ``secret`` scrubbed. Why shared: the ``openai`` and ``anthropic`` SDKs name
+    their errors alike (``NotFoundError``, one base error), so the two clients differ only in which
+    SDK they import (``sdk_module``, ``base_error``)."""
+
+    sdk_module = "openai"
+    base_error = "OpenAIError"
 
     def __init__(self, sdk: Any, *, secret: str | None = None, timeout: float = 60.0) -> None:
         self.sdk, self.secret, self.timeout = sdk, secret, timeout
 
-    def _sdk_call(self, what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
-        import openai
+    def _errors(self) -> tuple[type[Exception], type[Exception]]:
+        module = importlib.import_module(self.sdk_module)
+        return module.NotFoundError, getattr(module, self.base_error)
 
+    def _sdk_call(self, what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+        missing, failed = self._errors()
         try:
             return call(*args, timeout=self.timeout, **kwargs)
-        except openai.NotFoundError as exc:
+        except missing as exc:
             raise BatchError("batch_unsupported", f"{what}: the server has no Batch API (HTTP 404): "
                              f"{scrub(str(exc), self.secret)}") from None
-        except openai.OpenAIError as exc:
+        except failed as exc:
             raise BatchError("batch_api", f"{what}: {scrub(str(exc), self.secret)}") from None
+
+    def _lists(self, listing: Any) -> bool:
+        """Whether ``listing`` (the SDK's list of batches) answers: a server without batches says 404."""
+        try:
+            listing(limit=1, timeout=self.timeout)
+        except self._errors()[1]:
+            return False
+        return True
+
+
+class BatchClient(SdkBatches):
+    """The Batch API of the endpoint an ``openai.OpenAI`` client (``sdk``) talks to; ``secret`` is
+    scrubbed from every message."""
 
     def supported(self) -> bool:
         """Whether the endpoint has a Batch API at all (``GET /batches`` lists them; a server without
         one answers 404): asked once before the first case, so that a run does not find out later."""
-        import openai
+        return self._lists(self.sdk.batches.list)
 
-        try:
-            self.sdk.batches.list(limit=1, timeout=self.timeout)
-        except openai.OpenAIError:
-            return False
-        return True
+    def files(self, requests: Sequence[BatchRequest], *, max_lines: int | None = None) -> Iterator[list[BatchRequest]]:
+        """``requests`` cut into input files within OpenAI's limits."""
+        return input_files(requests, max_lines=max_lines or MAX_LINES)
 
     def submit(self, requests: Sequence[BatchRequest], *, metadata: Mapping[str, str] | None = None) -> tuple[str, str]:
         """Upload one input file of ``requests`` and create its batch: (batch id, input file id)."""
@@ -164,16 +220,12 @@ class BatchClient:
             for text in raw.content.decode("utf-8").splitlines():
                 if text.strip():
                     self._read_line(json.loads(text), wanted, status.id, found)
-        for missing in wanted - set(found.answers) - set(found.failed):
-            ended = "; ".join(status.errors) or "no line in its output or error file"
-            found.failed[missing] = f"batch {status.id} {status.status}: {ended}"
+        ended = "; ".join(status.errors) or "no line in its output or error file"
+        found.settle(wanted, f"batch {status.id} {status.status}: {ended}")
         return found
 
     def _read_line(self, line: Mapping[str, Any], wanted: set[str], batch_id: str, found: Collected) -> None:
-        custom_id = str(line.get("custom_id"))
-        if custom_id not in wanted:
-            raise BatchError("batch_unknown_id", f"batch {batch_id} answered a request it never carried "
-                             f"(custom_id {custom_id[:40]!r})")
+        custom_id = found.claim(line, wanted, batch_id)
         response, error = line.get("response") or {}, line.get("error")
         if error:
             found.failed[custom_id] = f"{error.get('code')}: {error.get('message')}"

@@ -27,7 +27,8 @@ class Capabilities:
     a request key the provider does not take is dropped (``drop_unsupported``) with one note.
 
     ``stream_usage``: a streamed answer ends with its token usage (else usage is estimated);
-    ``batch``: the provider has a batch API (declared here; the run does not use it yet).
+    ``batch``: the provider has a batch API that ``--sab-batch`` can send to (``batching.clients``
+    picks it by provider; a role on a provider without one is named before the first case).
     """
 
     seed: bool = True

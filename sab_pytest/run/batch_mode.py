@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from sab_pytest.batching.batcher import Batcher, ModelHook
-from sab_pytest.batching.client import BatchClient, batch_price
+from sab_pytest.batching.client import batch_price
+from sab_pytest.batching.clients import batch_client
 from sab_pytest.batching.journal import Journal, pending_note
 from sab_pytest.errors import BATCH_PENDING
 
@@ -51,9 +52,9 @@ def attach(runtime: Runtime, say: Callable[[str], None] = lambda _: None) -> Bat
     batcher = Batcher(Journal.of(s.out_dir), retry=s.batch_retry, wait_s=s.batch_wait_s, say=say,
                       stopped=lambda: runtime.stop.is_set() or (breaker is not None and breaker.stopped() is not None))
     for model in batching_clients(runtime):
-        if model.cache is None or not hasattr(model.transport, "sdk"):
-            continue  # no response cache (its answers could not come back), or a native provider (``unsupported``)
-        client = BatchClient(model.transport.sdk(), secret=model.secret(), timeout=model.timeout)
+        client = batch_client(model) if model.cache is not None else None
+        if client is None:
+            continue  # no response cache (its answers could not come back), or no batch API (``unsupported``)
         model.batching = ModelHook(batcher, client, model.cache)
     return batcher
 
@@ -82,14 +83,16 @@ def unsupported(models: Iterable[Any]) -> list[str]:
         if model.server in asked:
             continue
         asked.add(model.server)
-        if not hasattr(model.transport, "sdk"):  # a native provider (Anthropic's Messages): not OpenAI's Batch API
-            problems.append(f"--sab-batch: model {model.name!r} is on a provider whose batches this run cannot send "
-                            "(only OpenAI's Batch API, Azure's included): run without --sab-batch; no case was run")
+        client = batch_client(model, timeout=min(model.timeout, 30.0))
+        if client is None:
+            problems.append(f"--sab-batch: model {model.name!r} is on a provider with no batch API this run can send "
+                            f"to ({model.provider_name}; OpenAI's Batch API, Azure's and Anthropic's Message Batches "
+                            "can): run without --sab-batch; no case was run")
             continue
-        client = BatchClient(model.transport.sdk(), secret=model.secret(), timeout=min(model.timeout, 30.0))
         if not client.supported():
             problems.append(f"--sab-batch: {model.server or 'the endpoint'} (model {model.name!r}) has no Batch API "
-                            "(GET /batches answers no list; llama.cpp, vLLM and Ollama have none): run without "
+                            "(its batch listing, GET /batches or /messages/batches, answers none; llama.cpp, vLLM and "
+                            "Ollama have none): run without "
                             "--sab-batch, or give the judges an endpoint that batches; no case was run")
     return problems
 

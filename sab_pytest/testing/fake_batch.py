@@ -20,7 +20,8 @@ on the line's custom_id and body: that line goes to the error file), ``expire`` 
 ``expired``, every line in the error file as ``batch_expired``), ``reorder`` (output lines reversed),
 ``unknown_line`` (one extra output line with a custom_id nobody sent); a script sets them with its
 ``"batch"`` object (``configure``). ``created`` counts batch creations, ``lines`` keeps every request
-answered in a batch (as ``RecordedRequest``).
+answered in a batch (as ``RecordedRequest``). Anthropic's Message Batches (``/v1/messages/batches``) are
+``messages``, a ``fake_anthropic_batch.FakeMessageBatches`` under the same knobs.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sab_pytest.testing.fake_anthropic_batch import FakeMessageBatches
 from sab_pytest.testing.fake_replies import CHAT_PATHS, RecordedRequest, Reply
 
 Answered = tuple[int, dict[str, str], bytes]
@@ -81,6 +83,7 @@ class FakeBatchAPI:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._released = threading.Event()
+        self.messages = FakeMessageBatches(self)  # Anthropic's Message Batches, driven by the same knobs
 
     def configure(self, spec: dict[str, Any]) -> None:
         """A script's ``"batch"`` object: ``delay_s``, ``hold``, ``expire``, ``reorder``, ``unknown_line``, and
@@ -96,11 +99,16 @@ class FakeBatchAPI:
         """End ``hold``: held batches complete at their next read."""
         self._released.set()
 
+    def released(self) -> bool:
+        return self._released.is_set()
+
     # -- routing ----------------------------------------------------------------------------------
     def route(self, request: RecordedRequest) -> Answered | None:
         """The answer to a Batch API request, None when ``request`` is none (the chat server's)."""
         path = request.path[3:] if request.path.startswith("/v1/") else request.path
         parts = [p for p in path.split("/") if p]
+        if parts[:2] == ["messages", "batches"]:
+            return self.messages.route(request, parts[2:])
         if not parts or parts[0] not in ("files", "batches"):
             return None
         if parts == ["files"] and request.method == "POST":

@@ -9,7 +9,9 @@ translated here both ways (system messages to ``system``, ``image_url`` parts to
 function tools and tool calls to ``tool_use`` / ``tool_result`` blocks); answers come back as the
 same ``Answer``; failures are classified by the one ``classify`` (the two SDKs' exceptions share
 their names and shapes); the rate-limit headers (``anthropic-ratelimit-*``) are handed to the pacing
-under OpenAI's names. Message batches exist (``Capabilities.batch``); the run does not use them yet.
+under OpenAI's names. ``--sab-batch`` sends to Anthropic's Message Batches
+(``batching.anthropic_batches``), which asks the provider for ``to_messages`` and ``to_answer``
+(``batch_params``, ``batch_answer``): a batched answer is the very ``Answer`` built for a live one.
 """
 
 from __future__ import annotations
@@ -287,6 +289,15 @@ class AnthropicProvider:
             return [str(model.id) for model in self.client().models.list(timeout=timeout).data]
         except (self.sdk.AnthropicError, AttributeError, TypeError):
             return None
+
+    # -- Message Batches (``batching.anthropic_batches``): the live call's translation, both ways ----
+    def batch_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """A batched request's ``params``: the body a live call sends, without streaming."""
+        return to_messages(params)
+
+    def batch_answer(self, message: Mapping[str, Any], max_tokens: Any = None) -> Answer:
+        """A batched ``succeeded`` message as the ``Answer`` a live call builds of the same message."""
+        return to_answer(message, max_tokens)
 
 
 def make(endpoint: Endpoint, capabilities: Capabilities) -> AnthropicProvider:
