@@ -27,7 +27,7 @@ from sab_pytest.errors import UsageError
 from sab_pytest.models.provider import Capabilities, Endpoint
 from sab_pytest.models.providers.openai_compat import _as_sdk_error, classify
 from sab_pytest.models.stream import StreamCut
-from sab_pytest.models.wire import Answer, Failure, Secret, as_int, check_filtered, content_text
+from sab_pytest.models.wire import Answer, Failure, Secret, as_int, check_filtered, content_text, served_model
 
 DEFAULT_MAX_TOKENS = 4096  # the Messages API requires max_tokens; a role that sets none gets this
 #: Anthropic's stop reasons in OpenAI's words (``refusal``: its safety classifiers stopped the answer)
@@ -136,7 +136,7 @@ def to_answer(message: Mapping[str, Any], max_tokens: Any = None) -> Answer:
     prompt: int = sum(as_int(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens",
                                                  "cache_creation_input_tokens"))
     return Answer(text=text, finish_reason=finish, prompt_tokens=prompt,
-                  completion_tokens=as_int(usage.get("output_tokens")), tool_calls=calls)
+                  completion_tokens=as_int(usage.get("output_tokens")), tool_calls=calls, model=served_model(message))
 
 
 def to_completion(message: Mapping[str, Any]) -> str:

@@ -62,9 +62,12 @@ def test_text_tools_and_pictures_through_the_messages_api(fake: FakeOpenAIServer
 
 def test_whole_answers_when_streams_are_off_and_the_endpoint_check(fake: FakeOpenAIServer) -> None:
     model = claude()
+    fake.served_as = "claude-served"  # the Message's model field is what the call records as having answered
+    assert model.complete([{"role": "user", "content": "streamed"}]).served_model == "claude-served"
     model.transport.streams = False
-    assert model.complete([{"role": "user", "content": "hi"}]).answer.startswith("fake answer to: hi")
-    assert "stream" not in fake.chat_requests[0].body
+    whole = model.complete([{"role": "user", "content": "hi"}])
+    assert whole.answer.startswith("fake answer to: hi") and whole.served_model == "claude-served"
+    assert "stream" not in fake.chat_requests[1].body
     model.preflight(timeout=2.0)
     assert model.list_models(2.0) is not None
 
