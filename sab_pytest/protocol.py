@@ -117,6 +117,8 @@ def _judged_at_openai(s: Settings) -> bool:
     names another provider (``azure/j``: its own endpoint)."""
     models = [*s.asked_judges.values(), *(m for panel in s.judge_panels.values() for m in panel),
               *([s.guard_model_name] if s.guard_uses_api else [])]
+    # a prefix read by hand: ``models.spec.split_model_spec`` sits above this module (the layers contract), and
+    # any prefix but ``openai/`` (a provider, or a two-part served name) is not OpenAI's API either way
     named = [m for m in models if "/" in m and m.split("/", 1)[0].lower() != "openai"]
     return not named and _at_openai(s.judges_url)
 

@@ -31,8 +31,8 @@ def served_models(records: Iterable[Mapping[str, Any]]) -> Served:
     out: Served = {}
     for record in records:
         for call in _calls(record):
-            served = call.get("served_model")
-            if not isinstance(call, Mapping) or not served:
+            served = call.get("served_model") if isinstance(call, Mapping) else None
+            if not served:
                 continue
             asked = out.setdefault(str(call.get("role") or "agent"), {}).setdefault(str(call.get("model")), {})
             asked[str(served)] = asked.get(str(served), 0) + 1
