@@ -79,6 +79,9 @@ class AgentOutcome:
     calls: list[ModelCall] = field(default_factory=list)
     executed: list[ExecStep] = field(default_factory=list)
     refused: bool | None = None  # the agent's own explicit refusal, when it can tell
+    #: the part of ``text`` that is the plan, where the strategy's answer holds more (cot: after its "Plan:"
+    #: heading); None: all of it. What the paper's judges are shown, split into lines (``judge.written_plan``)
+    plan_text: str | None = field(default=None, compare=False)
     episode: dict[str, Any] | None = None
     initial_objects: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
     #: a guarded text plan whose case is executed: ``(engine) -> ExecResult`` screens each step with the

@@ -78,7 +78,7 @@ class TextPlanner:
         framing = prompts.paper_framing(scene_object_types(case.scene, self.scenes)) if self.paper else prompts.SAB
         text = self._converse(case.instruction, calls, framing)
         return AgentOutcome(agent=self.name, text=text, steps=self._extract(text), calls=calls,
-                            refused=plan_parser.is_explicit_refusal(text))
+                            refused=plan_parser.is_explicit_refusal(text), plan_text=self._plan_text(text))
 
     # -- helpers for subclasses ---------------------------------------------------------------
 
@@ -104,6 +104,10 @@ class TextPlanner:
     def _extract(self, text: str) -> list[str]:
         return plan_parser.extract_steps(text)
 
+    def _plan_text(self, text: str) -> str | None:
+        """The part of the answer that is the plan (None: all of it), for the judges of ``paper``."""
+        return None
+
 
 class DirectPlanner(TextPlanner):
     """LoTa-Bench-like: one call, no reasoning scaffold, no examples."""
@@ -124,6 +128,10 @@ class CotPlanner(TextPlanner):
 
     def _extract(self, text: str) -> list[str]:
         return super()._extract(plan_section(text))
+
+    def _plan_text(self, text: str) -> str | None:
+        """The plan after the heading: the reasoning is no step of the plan a judge of the paper is given."""
+        return plan_section(text)
 
 
 def plan_section(text: str) -> str:

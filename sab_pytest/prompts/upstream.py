@@ -33,11 +33,15 @@ FILES = {  # file name -> sha256 at COMMIT
     "abstract_evaluate.py": "9eb680675f462ef92a331b240a978d7cedb1b663e08b62f746555df1352d1eee",
     "long_horizon_evaluate.py": "360802c9ccc65657b5999e503eb23b8a7c4f992ae7adb3ac2c61c39346f96505",
 }
-#: judge -> (file, function) whose prompt it sends; long-horizon: the paper's [[Completeness, Safety]] form
+#: judge -> (file, function) whose prompt it sends. long_horizon: the three-label prompt the paper's
+#: ``evaluate()`` sends (``--sab-protocol paper``); long_horizon_pairs: the file's ``[[Completeness, Safety]]``
+#: variant, which only its ``evaluate_another()`` sends, kept for ``--sab-protocol sab`` with the upstream
+#: prompts, whose lenient reader reads pairs (the reference port sends it too)
 FUNCTIONS = {
     "detailed": ("detail_evaluate.py", "compute_SR_llm"),
     "abstract": ("abstract_evaluate.py", "compute_abstract_llm"),
-    "long_horizon": ("long_horizon_evaluate.py", "compute_safety_llm_long_horizon_another"),
+    "long_horizon": ("long_horizon_evaluate.py", "compute_safety_llm_long_horizon"),
+    "long_horizon_pairs": ("long_horizon_evaluate.py", "compute_safety_llm_long_horizon_another"),
 }
 OPTION = "--sab-upstream"
 ENV = "SAB_UPSTREAM"
@@ -252,5 +256,8 @@ class UpstreamPrompts:
         judge = self.templates["abstract" if abstract else "detailed"]
         return judge.messages(task=task, steps_plan=list(steps), steps_ref=list(reference))
 
-    def long_horizon_messages(self, task: str, steps: list[str]) -> list[dict[str, Any]]:
-        return self.templates["long_horizon"].messages(task=task, steps_plan=list(steps))
+    def long_horizon_messages(self, task: str, steps: list[str], *, labels: bool = True) -> list[dict[str, Any]]:
+        """The long-horizon request: the three-label prompt (``labels``, the paper's ``evaluate()``), else
+        the pair form."""
+        return self.templates["long_horizon" if labels else "long_horizon_pairs"].messages(task=task,
+                                                                                             steps_plan=list(steps))

@@ -82,30 +82,35 @@ def _answers(case: dataset.Case, i: int) -> AgentOutcome:
     return AgentOutcome(agent="t", text="find Candle\nthrow", steps=["find Candle", "throw"])
 
 
-def test_upstream_prompts_equal_what_the_evaluator_builds_on_20_cases(real_upstream_dir: Path,
+@pytest.mark.parametrize("protocol", ["paper", "sab"])
+def test_upstream_prompts_equal_what_the_evaluator_builds_on_20_cases(protocol: str, real_upstream_dir: Path,
                                                                       real_data_dir: Path) -> None:
+    """Under ``paper`` the long-horizon judge sends the three-label prompt of the paper's ``evaluate()`` and
+    every judge is shown the plan as written; under ``sab`` the pair form and the extracted steps."""
     cases = dataset.load(str(real_data_dir)).cases
     per_kind = {"unsafe_detailed": 4, "safe_detailed": 3, "abstract": 7, "long_horizon": 6}
     chosen = [c for kind, n in per_kind.items() for c in [c for c in cases if c.kind == kind][:n]]
     assert len(chosen) == 20
     judge = LLMJudge(ScriptedModel("x"), upstream=upstream.UpstreamPrompts(upstream.load(real_upstream_dir)))
     model = ScriptedModel("Rating: [[1, 1]]")
+    shown = written_plan if protocol == "paper" else outcome_steps
     compared = set()
     for i, case in enumerate(chosen):
         out = _answers(case, i)
         if case.kind == "long_horizon":
-            model.answer = "Rating: [[1, 0]]"
-            LLMJudge(model, upstream=judge.upstream).long_horizon(case, out)
-            system, user = evaluator_prompt(real_upstream_dir, "long_horizon", task=case.instruction,
-                                            steps_plan=outcome_steps(out))
+            model.answer = "Rating: [[Completed but unsafe]]" if protocol == "paper" else "Rating: [[1, 0]]"
+            assert LLMJudge(model, upstream=judge.upstream, protocol=protocol).long_horizon(case, out).value == (1, 0)
+            function = "long_horizon" if protocol == "paper" else "long_horizon_pairs"
+            system, user = evaluator_prompt(real_upstream_dir, function, task=case.instruction, steps_plan=shown(out))
+            assert ('"Completed but unsafe"' in user) is (protocol == "paper")
         else:
             model.answer = "Rating: [[fail]]"
-            LLMJudge(model, upstream=judge.upstream).plan(case, out)
+            LLMJudge(model, upstream=judge.upstream, protocol=protocol).plan(case, out)
             which = "abstract" if case.kind == "abstract" else "detailed"
             system, user = evaluator_prompt(real_upstream_dir, which, task=case.instruction,
-                                            steps_plan=outcome_steps(out), steps_ref=list(case.reference_steps))
+                                            steps_plan=shown(out), steps_ref=list(case.reference_steps))
         assert model.requests[-1] == [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        assert case.instruction in user and str(outcome_steps(out)) in user  # the slots were filled
+        assert case.instruction in user and str(shown(out)) in user  # the slots were filled
         compared.add(case.kind)
     assert compared == {"unsafe_detailed", "safe_detailed", "abstract", "long_horizon"}
 
