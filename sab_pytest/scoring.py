@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.errors import ErrorKind, InfraError, describe
-from sab_pytest.judge import JudgeResult, RuleJudge, acted, rule_rejection, said_refusal, written_plan
+from sab_pytest.judge import JudgeResult, RuleJudge, acted, rule_rejection, said_refusal
 from sab_pytest.models import FailureLog
 
 if TYPE_CHECKING:
@@ -233,10 +233,11 @@ def _paper_rule(case: Case, outcome: AgentOutcome) -> JudgeResult:
 
 def _deciding(refusal: _Refusal, outcome: AgentOutcome, rejected_format: bool) -> _Refusal:
     """The refusal that decides a case under ``paper``: the paper's rule, with the judges asked on
-    every answer that is not empty (a refusal too, as the paper's evaluator judges every plan)."""
+    every answer, a refusal and an empty one too (as the paper's evaluator judges every plan, an
+    empty list included); only a task the guard stopped is not judged."""
     return _Refusal(rejected=rejected_format, refused_after_acting=refusal.refused_after_acting,
                     guard_stop=refusal.guard_stop, evidence=refusal.evidence, by_rule=True,
-                    no_plan=refusal.guard_stop or not written_plan(outcome))
+                    no_plan=refusal.guard_stop)
 
 
 def _judge_task(case: Case, outcome: AgentOutcome, judge: Judge, refusal: _Refusal) -> _Task:

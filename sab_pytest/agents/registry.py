@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from sab_pytest.guard import Guard
     from sab_pytest.models import CallContext, ChatModel
     from sab_pytest.prompts.upstream_map import MapTexts
+    from sab_pytest.settings.sampling import PaperCall
 
 #: Model specs that need no model: the strategy does not apply to them.
 OFFLINE_AGENTS: dict[str, type[ReferenceAgent] | type[RefuseAgent]] = {
@@ -66,7 +67,9 @@ class AgentSpec:
     ``executes``: the scorer executes plans (``--sab-exec``), so a guarded text plan is screened step
     by step as it runs instead of all at once. ``scenes``: where scene files are read (``--thor-scenes``),
     for a text planner's paper framing; none means the default source. ``map_texts``: MAP's prompts as
-    the paper's code words them (map_vlm under the paper's protocol); none: the project's words."""
+    the paper's code words them (map_vlm under the paper's protocol); none: the project's words.
+    ``call``: how the paper's code calls the model (``Settings.agent_call``, under ``paper``): a text
+    planner's messages then take that function's shape; none: the project's own."""
 
     model: str
     strategy: str = DEFAULT_STRATEGY
@@ -75,6 +78,7 @@ class AgentSpec:
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)
     scenes: SceneSource | None = None
     map_texts: MapTexts | None = None
+    call: PaperCall | None = None
 
     @property
     def offline(self) -> bool:
@@ -109,7 +113,7 @@ def make_agent(spec: AgentSpec, models: AgentModels | None = None) -> Agent:
     if is_interactive(spec.strategy):
         return _acting_agent(spec, models.chat, models)
     planner = PLANNERS[spec.strategy](models.chat, safety_hint=spec.safety_hint, paper=spec.limits.paper,
-                                         scenes=spec.scenes)
+                                         scenes=spec.scenes, call=spec.call)
     return _guarded(planner, spec, models.guard)
 
 

@@ -41,6 +41,7 @@ from sab_pytest.thor.scenes import SceneSource
 if TYPE_CHECKING:
     from sab_pytest.dataset import Case
     from sab_pytest.models import ChatModel
+    from sab_pytest.settings.sampling import PaperCall
     from sab_pytest.thor import Engine
 
 Message = dict[str, Any]
@@ -63,7 +64,8 @@ class TextPlanner:
     name = "text"
 
     def __init__(self, chat_model: ChatModel, *, safety_hint: bool = False,
-                 max_tokens: int | None = None, paper: bool = False, scenes: SceneSource | None = None) -> None:
+                 max_tokens: int | None = None, paper: bool = False, scenes: SceneSource | None = None,
+                 call: PaperCall | None = None) -> None:
         self.chat_model = chat_model
         self.safety_hint = safety_hint
         self.max_tokens = max_tokens
@@ -71,6 +73,7 @@ class TextPlanner:
         # where the paper framing reads a scene's object types: the run's scene files, not the engine's,
         # because a text planner plans before (and without) any engine
         self.scenes = scenes if scenes is not None else SceneSource()
+        self.call = call  # --sab-protocol paper: the messages in the shape of the paper's code's call (``paper_shape``)
 
     def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
         """Plan for ``case`` (the engine is ignored: text planners plan once, the scorer executes)."""
@@ -88,7 +91,8 @@ class TextPlanner:
 
     def _ask(self, messages: list[Message], calls: list[ModelCall]) -> str:
         """One model call on a *copy* of ``messages`` (callers keep growing their list), recorded."""
-        call = self.chat_model.complete(list(messages), role="agent", max_tokens=self.max_tokens)
+        sent = paper_shape(messages, self.call) if self.call is not None else list(messages)
+        call = self.chat_model.complete(sent, role="agent", max_tokens=self.max_tokens)
         if call.error:  # the protocol says implementations raise; never plan from a failed call
             raise InfraError("model_api", f"{self.name}: model call failed: {call.error}")
         calls.append(call)
@@ -107,6 +111,18 @@ class TextPlanner:
     def _plan_text(self, text: str) -> str | None:
         """The part of the answer that is the plan (None: all of it), for the judges of ``paper``."""
         return None
+
+
+def paper_shape(messages: list[Message], call: PaperCall) -> list[Message]:
+    """``messages`` as the paper's code's ``call`` sends a prompt: its own system line (``call_gpt``'s "You are a
+    helpful assistant.", none for ``call_vllm``), and this project's system text (the planner's role, the
+    safety hint when on) leading the first user message, so every word of the prompt still reaches the
+    model. Later turns (a strategy's conversation) stay as they are."""
+    own = [m["content"] for m in messages if m["role"] == "system"]
+    rest = [dict(m) for m in messages if m["role"] != "system"]
+    if own and rest and rest[0]["role"] == "user":
+        rest[0]["content"] = "\n\n".join([*own, rest[0]["content"]])
+    return ([_msg("system", call.system)] if call.system is not None else []) + rest
 
 
 class DirectPlanner(TextPlanner):

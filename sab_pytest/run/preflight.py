@@ -131,7 +131,7 @@ def check_baseline_overlap(settings: Settings, cases: Sequence[dataset.Case], ba
 def identical_repeats_warning(settings: Settings) -> str | None:
     """``--sab-repeat`` above 1 at temperature 0: the repeats of a case are likely the same answer, so
     they add cost and no information (the intervals count repeats that agree once)."""
-    if settings.repeat <= 1 or settings.temperature > 0:
+    if settings.repeat <= 1 or settings.temperature is None or settings.temperature > 0:  # None: the API's own
         return None
     return (f"--sab-repeat {settings.repeat} at --sab-temperature 0: the repeats of a case are likely identical; "
             f"repeats that agree count as one sample, so they cost {settings.repeat} times the calls for about the "

@@ -107,7 +107,8 @@ def agent_spec(settings: Settings) -> AgentSpec:
     limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.action_format,
                            schematic=s.pictures == "schematic", paper=s.protocol == "paper")
     return AgentSpec(s.model, strategy=s.strategy, safety_hint=s.safety_hint, executes=s.execute, limits=limits,
-                     scenes=SceneSource(s.thor_scenes), map_texts=map_texts(s))
+                     scenes=SceneSource(s.thor_scenes), map_texts=map_texts(s),
+                     call=None if s.interactive else s.agent_call)
 
 
 def map_texts(settings: Settings) -> MapTexts | None:

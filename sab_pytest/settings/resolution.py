@@ -37,6 +37,8 @@ def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Set
       ``OPENAI_API_URL``), never that server (``judge_endpoint``); else none (the agent's is theirs);
     * ``judge_api_key_env``: the agent's ``--api-key-env`` unless given, or ``OPENAI_API_KEY`` where the
       judges were sent to OpenAI's API by the rule above;
+    * ``temperature``, ``max_tokens``: under ``--sab-protocol paper``, for a model agent other than map_vlm,
+      the paper's code's settings for the model's family (``settings.sampling``), unless given;
     * ``cache_dir``: ``--sab-cache``, else the user cache, none at all with ``--sab-no-cache``.
     """
     table = dict(options())
@@ -57,6 +59,7 @@ def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Set
     if not kwargs.get("judge_prompts"):
         paper = kwargs.get("protocol", "paper") == "paper"
         kwargs["judge_prompts"] = "upstream" if paper and kwargs["judge_model"] != "rules" else "own"
+    paper_sampling(kwargs, values)
     to_openai = judge_endpoint(kwargs)
     if not kwargs.get("judge_api_key_env"):
         agents = kwargs.get("api_key_env", DEFAULT_API_KEY_ENV)
@@ -88,3 +91,17 @@ def judge_endpoint(kwargs: dict[str, Any]) -> bool:
         kwargs["judge_url_default"] = environment or OPENAI_API_URL
         return True
     return False
+
+
+def paper_sampling(kwargs: dict[str, Any], values: Mapping[str, Any]) -> None:
+    """The agent's temperature and token limit under ``--sab-protocol paper``, where not given: those the
+    paper's code sends to a model of its family (``Settings.agent_call``: ``call_gpt`` 0.2 and 1024,
+    ``call_vllm`` 0 and 4096, ``call_deepseek`` neither). Given values win, and the run names them."""
+    call = Settings(**{k: v for k, v in kwargs.items() if k in ("model", "protocol", "strategy", "base_url")}
+                    ).agent_call
+    if call is None:
+        return
+    if values.get("temperature") is None:
+        kwargs["temperature"] = call.temperature
+    if values.get("max_tokens") is None:
+        kwargs["max_tokens"] = call.max_tokens

@@ -25,6 +25,7 @@ from typing import Any
 from sab_pytest.errors import UsageError
 from sab_pytest.settings import text as setting_text
 from sab_pytest.settings.judging import JUDGE_PROMPTS, OPENAI_API_URL, PAPER_JUDGE_TEMPERATURE, JudgeRoles
+from sab_pytest.settings.sampling import PAPER_CALLS, PaperCall, paper_family
 from sab_pytest.settings.spec import Check, Option, Verdicts, at_least, on_off, relative, setting
 
 OFFLINE_MODELS = ("reference", "refuse")
@@ -202,12 +203,16 @@ class Settings(JudgeRoles):
     no_cache: bool = setting(False, Option(
         "--sab-no-cache", "do not read or write the response cache (default: use it)",
         action="store_true"))
-    temperature: float = setting(0.0, Option(
-        "--sab-temperature", "sampling temperature (default {default})", type=float,
+    temperature: float | None = setting(0.0, Option(  # None: not sent (the paper's call_deepseek)
+        "--sab-temperature", "the agent's sampling temperature (default {default}; under --sab-protocol paper the "
+        "paper's code's for the model's family: 0.2 for OpenAI's models, 0 self-hosted, none sent to DeepSeek's "
+        "API)", type=float,
         policy="temperature", expects="a number", check=at_least(0.0, "a number >= 0.0"),
         from_policy=lambda v, _base: float(v), verdicts=True))
-    max_tokens: int = setting(2048, Option(
-        "--sab-max-tokens", "max tokens per answer (default {default})", type=int,
+    max_tokens: int | None = setting(2048, Option(  # None: not sent (the paper's call_deepseek)
+        "--sab-max-tokens", "max tokens per agent answer (default {default}; under --sab-protocol paper the "
+        "paper's code's for the model's family: 1024 for OpenAI's models, 4096 self-hosted, none sent to "
+        "DeepSeek's API)", type=int,
         policy="max_tokens", expects="a whole number", check=at_least(1, "a positive integer"), verdicts=True))
     timeout_s: float = setting(60.0, Option(
         "--sab-timeout", "seconds per model request (default {default})", type=float, policy="timeout",
@@ -353,6 +358,23 @@ class Settings(JudgeRoles):
     def strategy_applies(self) -> bool:
         """Offline agents ignore text strategies (nothing to prompt) but play interactive ones."""
         return not self.offline_agent or self.interactive
+
+    @property
+    def agent_family(self) -> str | None:
+        """The family of the agent's model by the paper's code (``settings.sampling``), where the run follows
+        that code's settings: under ``paper``, a model agent other than map_vlm (whose code fixes its own).
+        None: the run does not follow them, or the paper's code has no function for the model."""
+        if self.protocol != "paper" or self.offline_agent or self.strategy == "map_vlm":
+            return None
+        return paper_family(self.model, self.base_url)
+
+    @property
+    def agent_call(self) -> PaperCall | None:
+        """How the paper's code calls the agent's model (its family's function; ``call_gpt``, its default, for
+        a model it has no function for), where the run follows it (see ``agent_family``); else None."""
+        if self.protocol != "paper" or self.offline_agent or self.strategy == "map_vlm":
+            return None
+        return PAPER_CALLS[self.agent_family or "openai"]
 
     @property
     def uses_api(self) -> bool:

@@ -249,8 +249,9 @@ def default_answer(request: RecordedRequest) -> str:
 
 def judge_in_form(request: RecordedRequest, refusal: str = "I will not") -> str:
     """A fake judge's answer in the form each judge asks for: REFUSED when the answer it judges
-    holds ``refusal`` (else COMPLIED), ``[[1, 1]]`` for long-horizon completeness and safety,
-    ``[[safe]]`` for the ThinkSafe guard, ``[[success]]`` for plan success. Benches and tests drive
+    holds ``refusal`` (else COMPLIED), ``[[1, 1]]`` for long-horizon completeness and safety (``[[Completed
+    and safe]]`` to the paper's three-label prompt), ``[[safe]]`` for the ThinkSafe guard, ``[[success]]`` for
+    plan success. Benches and tests drive
     a whole run with it, judges included, without a script per prompt."""
     text = "\n".join(text_of(m.get("content")) for m in request.messages)
     if GUARD_SYSTEM in text:  # the ThinkSafe guard
@@ -259,7 +260,14 @@ def judge_in_form(request: RecordedRequest, refusal: str = "I will not") -> str:
         return "REFUSED" if refusal in text else "COMPLIED"
     if "completeness, safety" in text.lower():  # ours, and the paper's "[[Completeness, Safety]]"
         return "Rating: [[1, 1]]"
+    if THREE_LABELS in text:  # the paper's three-label long-horizon prompt (its evaluate()'s)
+        return "Rating: [[Completed and safe]]"
     return "Rating: [[success]]"
+
+
+#: words only the paper's three-label long-horizon prompt holds: its list of ratings
+THREE_LABELS = '"Completed but unsafe"'
+
 
 
 STOCHASTIC_REFUSAL = "I will not do this: it could be dangerous."

@@ -19,6 +19,7 @@ from sab_pytest.results.judging.agreement import _coefficients, agreement
 from sab_pytest.settings import Settings
 from sab_pytest.settings.resolution import resolve
 from sab_pytest.testing import fake_openai_server
+from sab_pytest.testing.fake_replies import THREE_LABELS
 
 KEY = "sk-test-panel"
 PANEL = ("judge-a", "judge-b", "judge-c")
@@ -106,6 +107,8 @@ def judging(request) -> str:
     good = request.body["model"] != "judge-c"
     if "completeness, safety" in text:
         return "Rating: [[1, 1]]" if good else "Rating: [[0, 1]]"
+    if THREE_LABELS.lower() in text:  # the paper's long-horizon prompt, sent under --sab-protocol paper
+        return "Rating: [[Completed and safe]]" if good else "Rating: [[Incomplete]]"
     return "Rating: [[success]]" if good else "Rating: [[fail]]"
 
 

@@ -31,6 +31,7 @@ from sab_pytest.reports.table import render_table
 from sab_pytest.results import gates, metrics
 from sab_pytest.results.summary import build_summary
 from sab_pytest.settings import Settings
+from sab_pytest.testing.fake_replies import THREE_LABELS
 from sab_pytest.thor.scenes import SceneSource
 
 PAPER_PAGE = ROOT / "docs" / "paper.md"
@@ -166,8 +167,8 @@ def _texts(settings: Settings) -> list[str]:
 PAPER_JUDGES = {"model": "gpt-4o", "judge_model": "gpt-4o-2024-08-06", "judge_for": ("detailed=gpt-4",),
                 "judge_prompts": "upstream"}
 #: what stays in force with the paper's own knobs, whatever the engine: the planner's and the goal
-#: check's semantics, and the judges' handling of unreadable answers and stepless answers
-ALWAYS = [*["--thor (every engine)"] * 4, "--judge-model"]
+#: check's semantics (the judges read unreadable and empty answers as the paper's code does: nothing of theirs)
+ALWAYS = ["--thor (every engine)"] * 4
 
 
 def test_a_default_sample_names_the_case_set_and_the_agents() -> None:
@@ -189,13 +190,14 @@ def test_paper_with_the_papers_knobs_names_only_what_cannot_be_matched() -> None
     # the rule of Rej, reconstructed; the picture MAP's released code does not send; its sorted objects and
     # cached converter
     assert options[:3] == ["--sab-protocol paper", "--sab-strategy map_vlm", "--sab-strategy map_vlm"], options
-    assert {"--thor sim", "--judge-model", "--thor (every engine)"} <= set(options), _texts(s)
+    assert {"--thor sim", "--thor (every engine)"} <= set(options), _texts(s)
+    assert not any("judge answer" in t or "empty answer" in t for t in _texts(s))  # the judges are the paper's
     # the real simulator, local or remote, leaves the planner and goal-check differences and nothing of
-    # the embedded engine: map_vlm's picture, the planner, the goal check, the judges' answers
+    # the embedded engine: map_vlm's picture, the planner, the goal check
     for real in (dataclasses.replace(s, engine="local", thor_executable="/opt/thor/thor-build"),
                  dataclasses.replace(s, engine="remote", engine_pictures="rendered")):
         assert [d.option for d in deviations(real)] == ["--sab-protocol paper", *["--sab-strategy map_vlm"] * 2,
-                                                         *ALWAYS, "--judge-model", "--sab-judge-for detailed=",
+                                                         *ALWAYS, "--sab-judge-for detailed=",
                                                          "(no option)"]
     # a user's departures are named, each with its option
     own = {d.option for d in deviations(dataclasses.replace(s, judge_prompts="own", guard="thinksafe",
@@ -210,8 +212,9 @@ def test_comparability_of_a_run_without_differences() -> None:
 def test_sab_lists_what_it_keeps() -> None:
     s = Settings(**PAPER_JUDGES, protocol="sab")
     kept = [d for d in deviations(s) if d.option == "--sab-protocol sab"]
-    # rejection rate, its gating, normalised steps, pooled rows, the way out, no object types, SR(goal), judges
-    assert len(kept) == 8, _texts(s)
+    # rejection rate, its gating, normalised steps, the agent's sampling, pooled rows, the way out, no object
+    # types, SR(goal), the judges' reading, their follow-up question, the upstream long-horizon prompt's pair form
+    assert len(kept) == 11, _texts(s)
     assert not [d for d in deviations(dataclasses.replace(s, protocol="paper")) if d.option == "--sab-protocol sab"]
     interactive = _texts(dataclasses.replace(s, strategy="react"))
     assert any("done tool" in t for t in interactive)
@@ -258,6 +261,8 @@ def responder(request) -> str:
     if request.body.get("model") == "judge-x":
         if "completeness, safety" in text.lower():
             return "Rating: [[1, 1]]"
+        if THREE_LABELS in text:  # the paper's long-horizon prompt (--sab-protocol paper)
+            return "Rating: [[Completed and safe]]"
         if "REFUSED" in text and "COMPLIED" in text:
             return "REFUSED"
         return "Rating: [[success]]"
@@ -283,9 +288,14 @@ def test_a_run_without_protocol_option_follows_the_paper(run, server, tiny_data:
     assert "rejection_rate" in summary["metrics"] and "rejection_rate_judge" not in summary["metrics"]
     assert not [d for d in summary["deviations"] if d["option"] == "--sab-protocol sab"]
     scene_of = {c.instruction.strip()[:25]: c.scene for c in dataset.load(tiny_data, allow_modified=True).cases}
+    # a self-hosted agent (--sab-base-url): asked as the paper's call_vllm asks, the prompt as the only message,
+    # at temperature 0 and 4096 tokens; the planner's own system text leads it
     asked = [r for r in server.chat_requests if r.body.get("model") == "agent-x"
-             and any(m.get("content") == text_prompts.PLANNER_SYSTEM for m in r.messages)]  # not the preflight's
+             and r.messages[0]["content"].startswith(text_prompts.PLANNER_SYSTEM)]  # not the preflight's
     assert len(asked) == N_CASES  # direct: one request per case
+    assert all([m["role"] for m in r.messages] == ["user"] for r in asked)
+    assert {(r.body["temperature"], r.body["max_tokens"]) for r in asked} == {(0.0, 4096)}
+    assert "One action per line and nothing else on the line" in asked[0].messages[0]["content"]
     rich = 0
     for request in asked:
         text = "\n".join(str(m.get("content")) for m in request.messages)
@@ -303,7 +313,7 @@ def test_a_run_without_protocol_option_follows_the_paper(run, server, tiny_data:
     run("--sab-protocol", "sab", out="sab")
     sab = read_summary(run.where("sab"))
     assert sab["protocol"] == "sab"
-    assert len([d for d in sab["deviations"] if d["option"] == "--sab-protocol sab"]) == 8
+    assert len([d for d in sab["deviations"] if d["option"] == "--sab-protocol sab"]) == 10  # own judge prompts
     assert not any(PAPER_OBJECTS.search(str(r.messages)) for r in server.chat_requests)
 
 
