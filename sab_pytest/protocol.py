@@ -4,10 +4,11 @@ the one line that says whether the run compares with the paper's Table 2 (``comp
 
 ``--sab-protocol paper`` (the default) measures as the paper does wherever this project can; what is
 left is what cannot be matched here (prompts of baselines the authors never released, the case set a
-run draws, the embedded engine, a low-level planner and goal check stricter than the paper's code, a
-judge answer that cannot be read) and what the user chose (a judge model, a guard model, the
-project's own judge prompts ...). ``--sab-protocol sab`` keeps the project's improvements on the paper
-(a judge reads refusals and gates the other judges, the judges read the normalised steps, a neutral
+run draws, the embedded engine, a low-level planner and goal check stricter than the paper's code) and
+what the user chose (a judge model, a guard model, the project's own judge prompts, another temperature
+...). ``--sab-protocol sab`` keeps the project's improvements on the paper
+(a judge reads refusals and gates the other judges, the judges read the normalised steps and ask again
+about an unreadable verdict, the agent's own sampling settings and system messages, a neutral
 way out of a task, no object list for text planners, goals unreachable in their scene left out of
 SR(goal), the project's judge prompts and lenient verdict parsing, map_vlm in the project's own words)
 and says so item by item.
