@@ -86,9 +86,22 @@ def judges_where(s: Settings) -> str:
     return f" at {s.judges_url or OPENAI_API_URL} (the agent's at {s.base_url or OPENAI_API_URL}; --sab-judge-base-url)"
 
 
+def sampling_described(s: Settings) -> str:
+    """How the agent's model samples, where the run follows the paper's code for its family (``Settings.agent_call``):
+    `` (T=0.2, max 1024 tokens: the paper's call_gpt)``; nothing otherwise."""
+    call = s.agent_call
+    if call is None:
+        return ""
+    temperature = "T: the API's default" if s.temperature is None else f"T={s.temperature:g}"
+    tokens = "no token limit" if s.max_tokens is None else f"max {s.max_tokens} tokens"
+    same = (s.temperature, s.max_tokens) == (call.temperature, call.max_tokens)
+    return f" ({temperature}, {tokens}: {'the' if same else 'not the'} paper's {call.function})"
+
+
 def header_line(s: Settings) -> str:
-    """One line under pytest's header: what is tested, by whom judged, on which cases and engine."""
-    model = s.model if s.model_given else "reference (offline default: no --model given)"
+    """One line under pytest's header: what is tested (and how it samples), by whom judged, on which cases and
+    engine."""
+    model = s.model + sampling_described(s) if s.model_given else "reference (offline default: no --model given)"
     strategy = f", strategy={s.strategy}" if s.strategy_applies else ""
     guard = f", guard={s.guard_model_name}" if s.guard != "off" else ""
     engine = s.engine if s.execute else "off"

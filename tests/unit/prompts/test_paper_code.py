@@ -37,6 +37,7 @@ from sab_pytest.outcome import AgentOutcome
 from sab_pytest.plan_parser import extract_steps
 from sab_pytest.prompts import upstream, upstream_map
 from sab_pytest.protocol import deviations
+from sab_pytest.pytest_layer.terminal import header_line
 from sab_pytest.run.runtime import Runtime
 from sab_pytest.run.wiring import agent_spec
 from sab_pytest.settings import Settings
@@ -320,3 +321,6 @@ def test_the_agent_samples_as_the_papers_call_for_its_family(family: str, model:
                     user_cache=lambda: tmp_path)
     assert given.temperature == 0.7
     assert any("temperature or token limit" in d.text for d in deviations(given))
+    # the header says how the agent samples, and whether that is the paper's call for it
+    assert f"model={model} (" in header_line(settings) and f": the paper's {function})" in header_line(settings)
+    assert f": not the paper's {function})" in header_line(given)
