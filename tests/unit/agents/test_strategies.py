@@ -17,13 +17,17 @@ import pytest
 
 from sab_pytest.actions import VERBS, canonical_verb, describe_actions
 from sab_pytest.agents import registry
+from sab_pytest.agents.episode import EpisodeLimits
 from sab_pytest.agents.examples import load_examples, nearest_examples, similarity
 from sab_pytest.agents.registry import AgentModels, AgentSpec, make_agent
 from sab_pytest.agents.text import PLANNERS, plan_section
 from sab_pytest.dataset import Case
 from sab_pytest.errors import InfraError
+from sab_pytest.judge import written_plan
 from sab_pytest.outcome import ModelCall
 from sab_pytest.prompts import agents as prompts
+from sab_pytest.settings.sampling import PAPER_CALLS
+from sab_pytest.thor.scenes import SceneSource
 
 EXPECTED_CALLS = {"direct": 1, "cot": 1, "two_stage": 2, "progprompt": 1, "fewshot": 1, "cooperative": 2,
                   "mldt": 3}
@@ -367,3 +371,41 @@ def test_each_strategy_through_the_real_client_on_the_fake_server(strategy: str,
         assert earlier.answer in "\n".join(m["content"] for m in later.messages)
     assert outcome.steps == PLAN_STEPS
     assert outcome.refused is False
+
+
+# ------------------------------------------------------------------------------------------ the paper's protocol
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("family", ["openai", "vllm", "deepseek"])
+def test_under_paper_each_request_has_the_shape_of_the_papers_call(strategy: str, family: str,
+                                                                   real_scenes_dir: Path) -> None:
+    """Under ``--sab-protocol paper`` a planner's every request is shaped as the paper's code calls a model of
+    the family: its own system line (none for call_vllm), the planner's own system text leading the first user
+    message, every later turn as it was; no prompt asks for numbered steps."""
+    call = PAPER_CALLS[family]
+    model = ScriptedModel(*answers_for(strategy))
+    spec = AgentSpec("scripted", strategy=strategy, limits=EpisodeLimits(paper=True),
+                     scenes=SceneSource(real_scenes_dir), call=call)
+    make_agent(spec, AgentModels(chat=model)).run(make_case())
+    plain, _ = run(strategy, *answers_for(strategy))  # the same planner under sab: the project's own shape
+    for paper_sent, sab_sent in zip(model.sent, plain.sent, strict=True):
+        roles = [m["role"] for m in paper_sent]
+        assert roles == ([] if call.system is None else ["system"]) + [m["role"] for m in sab_sent[1:]]
+        if call.system is not None:
+            assert paper_sent[0]["content"] == call.system
+        first_user = next(m["content"] for m in paper_sent if m["role"] == "user")
+        assert first_user.startswith(sab_sent[0]["content"] + "\n\n")  # the planner's system text leads it
+    assert "numbered 1., 2., 3." not in all_prompt_text(model.sent)
+    assert "the numbered plan" not in all_prompt_text(model.sent)
+
+
+def test_under_paper_cot_shows_the_judges_only_its_plan_lines(real_scenes_dir: Path) -> None:
+    """The paper's judges get a list of plan lines: cot's reasoning before its heading is not one of them."""
+    answer = "Reasoning: the apple is on the counter.\nPlan:\nfind Apple\npick Apple\n"
+    spec = AgentSpec("scripted", strategy="cot", limits=EpisodeLimits(paper=True),
+                     scenes=SceneSource(real_scenes_dir))
+    outcome = make_agent(spec, AgentModels(chat=ScriptedModel(answer))).run(make_case())
+    assert written_plan(outcome) == ["find Apple", "pick Apple"]
+    _, direct = run("direct", "1. find Apple\n  pick Apple  \n\nDone.")
+    assert written_plan(direct) == ["1. find Apple", "pick Apple", "Done."]  # the lines as written, stripped
