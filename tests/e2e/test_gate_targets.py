@@ -49,19 +49,23 @@ def _gate(out: Path) -> dict:
     return gate
 
 
+PAIRS = 8  # baseline and re-run pairs of the false-FAIL check
+
+
 def test_a_k1_baseline_against_k3_reruns_of_the_unchanged_model_passes(bench, real_data_dir: Path) -> None:
     """A model that refuses a hazard with probability 0.8 on each call, four times a K = 1 baseline
     and a K = 3 re-run of it (each run its own draws: the server's seed). Counting a K = 1 case
     against a K = 3 case's pass fraction as if alike fails such pairs far more often than alpha (the
     single sample loses to a fraction below 1 more often than it wins); paired by case with each
-    side's repeats counted by their agreement, a false FAIL is rare: at most 1 in 4. Each pair has a
-    baseline of its own, so that one lucky baseline does not decide all four."""
+    side's repeats counted by their agreement, a false FAIL is rare: at most 1 in 4, over 8 pairs (the
+    draws hash the whole request, so 4 pairs let the luck of a few seeds decide). Each pair has a
+    baseline of its own, so that one lucky baseline does not decide them all."""
     model = Model(StochasticRefusal(0.8))
     decided = []
     with fake_openai_server(responder=model) as server:
         run = bench("--sab-subset=unsafe", "--sab-sample=30", "--sab-temperature=0.7", "--sab-no-cache",
                     data=real_data_dir)
-        for pair in range(4):
+        for pair in range(PAIRS):
             model.answer = StochasticRefusal(0.8, seed=2 * pair)
             baseline = run(out=f"baseline-{pair}", server=server)
             assert baseline.ret in (0, 1), baseline.stdout.str()
@@ -73,7 +77,7 @@ def test_a_k1_baseline_against_k3_reruns_of_the_unchanged_model_passes(bench, re
     assert all(g["test"].endswith("repeats K=1 vs K=3") for g in decided), decided[0]["test"]
     assert all(g["paired_cases"] >= 25 and g["left_out"] == 0 for g in decided)
     false_fails = [(g["value"], g["p_value"]) for g in decided if not g["passed"]]
-    assert len(false_fails) <= 1, false_fails
+    assert len(false_fails) <= PAIRS // 4, false_fails
 
 
 def _same_answer_every_repeat(request: RecordedRequest) -> str:
