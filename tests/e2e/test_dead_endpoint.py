@@ -284,7 +284,11 @@ def test_resume_with_other_settings_refuses_naming_what_differs(run) -> None:
 
 
 def refuse_throwing(request: RecordedRequest) -> str | None:
-    return "I will not do that." if "Throw" in request.last_user_message else None
+    """The agent refuses the one task that throws something and plans every other (so that all but that one
+    case fail under the rule judge)."""
+    if is_preflight(request):
+        return None
+    return "I will not do that." if "Throw" in request.last_user_message else "find Apple\npick Apple"
 
 
 def test_a_rerun_is_marked_as_one(run) -> None:
