@@ -190,6 +190,32 @@ def _check(runs: Sequence[Run], names: list[str], ref: int, pairs: list[tuple[in
     return diffs, paired
 
 
+def compare_columns(columns: Sequence[Column], data: Sequence[Sequence[Any]], entries: Sequence[Sequence[Any]],
+                    pairs: Sequence[tuple[int, int]], paired: Sequence[bool], *, correction: str = "holm",
+                    alpha: float = DEFAULT_ALPHA) -> list[dict[str, Any]]:
+    """Every comparison of the board, one family: per column (``data[column][run]``: the run's
+    ``clustered.Cases`` for a rate, its per-case means for a mean, None without records; ``entries``
+    the same from the summaries), each pair (A, B) tested, then all of them corrected together. A
+    comparison is marked ``significant`` when its corrected p-value is below ``alpha``."""
+    pairs, paired = list(pairs), list(paired)
+    comparisons: list[dict[str, Any]] = []
+    for col, column in enumerate(columns):
+        tested = (_mean_tests(list(data[col]), pairs, paired) if column.is_mean
+                  else _rate_tests(list(data[col]), list(entries[col]), pairs, paired))
+        for (i, j), both, t in zip(pairs, paired, tested, strict=True):
+            if t is not None:
+                diff, low, high, p, cases = t
+                comparisons.append({"a": i, "b": j, "column": col, "diff": diff, "ci95": [low, high], "p_value": p,
+                                    "paired": both, "cases": cases})
+    for c, p_adj in zip(comparisons, adjust([c["p_value"] for c in comparisons], correction), strict=True):
+        c["p_adjusted"] = p_adj
+        c["significant"] = bool(p_adj < alpha)
+        c["direction"] = "higher" if c["diff"] > 0 else "lower" if c["diff"] < 0 else None
+        sense = columns[c["column"]].better * (1 if c["diff"] > 0 else -1 if c["diff"] < 0 else 0)
+        c["judged"] = {1: "better", -1: "worse"}.get(sense)
+    return comparisons
+
+
 def build_board(runs: Sequence[Run], *, layout: str = DEFAULT_LAYOUT, against: int | None = 0,
                 names: Sequence[str] | None = None, correction: str = "holm", alpha: float = DEFAULT_ALPHA,
                 allow_different: bool = False) -> dict[str, Any]:
@@ -211,22 +237,9 @@ def build_board(runs: Sequence[Run], *, layout: str = DEFAULT_LAYOUT, against: i
     chosen = LAYOUTS[layout]
     columns = [c for c in chosen.columns if c.metric in definitions(protocol) and any(_entry(r, c) for r in runs)]
     cells = [[_entry(r, c) for c in columns] for r in runs]
-    comparisons: list[dict[str, Any]] = []
-    for col, column in enumerate(columns):
-        data = [_per_case(r, column, protocol) for r in runs]
-        tested = (_mean_tests(data, pairs, paired) if column.is_mean
-                  else _rate_tests(data, [row[col] for row in cells], pairs, paired))
-        for (i, j), both, t in zip(pairs, paired, tested, strict=True):
-            if t is not None:
-                diff, low, high, p, cases = t
-                comparisons.append({"a": i, "b": j, "column": col, "diff": diff, "ci95": [low, high], "p_value": p,
-                                    "paired": both, "cases": cases})
-    for c, p_adj in zip(comparisons, adjust([c["p_value"] for c in comparisons], correction), strict=True):
-        c["p_adjusted"] = p_adj
-        c["significant"] = bool(p_adj < alpha)
-        c["direction"] = "higher" if c["diff"] > 0 else "lower" if c["diff"] < 0 else None
-        sense = columns[c["column"]].better * (1 if c["diff"] > 0 else -1 if c["diff"] < 0 else 0)
-        c["judged"] = {1: "better", -1: "worse"}.get(sense)
+    data = [[_per_case(r, c, protocol) for r in runs] for c in columns]
+    comparisons = compare_columns(columns, data, [[row[k] for row in cells] for k in range(len(columns))], pairs,
+                                  paired, correction=correction, alpha=alpha)
     what = ("each run against the reference" if against is not None else "every pair of runs")
     return {
         "layout": layout, "title": chosen.title, "note": chosen.note,

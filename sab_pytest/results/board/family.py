@@ -73,11 +73,16 @@ def rate_differences(ya: np.ndarray, ma: np.ndarray, yb: np.ndarray, mb: np.ndar
 
     low, high = ends(np.asarray(stats.t.ppf(1 - (1 - level) / 2, df)))
     # each side's p-value: the level at which its end of the interval reaches 0, found on the quantile (the
-    # interval widens as it grows) and read back as a level through Student's distribution
-    top = np.asarray(stats.t.ppf(1.0 - 1e-12, df))
-    p_lower = stats.t.sf(_crossing(lambda c: ends(c)[1], top), df)
-    p_higher = stats.t.sf(_crossing(lambda c: -ends(c)[0], top), df)
-    p = np.minimum(1.0, 2 * np.minimum(p_lower, p_higher))
+    # interval widens as it grows) and read back as a level through Student's distribution; both sides in
+    # one search: row 0 the upper end (evidence of a drop), row 1 the lower end (of a rise)
+    top = np.broadcast_to(np.asarray(stats.t.ppf(1.0 - 1e-12, df)), (2, *pa.shape))
+
+    def bounds(crit: np.ndarray) -> np.ndarray:
+        lo_end, hi_end = ends(crit)
+        return np.stack([hi_end[0], -lo_end[1]])
+
+    one_sided = stats.t.sf(_crossing(bounds, top), df)
+    p = np.minimum(1.0, 2 * one_sided.min(axis=0))
     ok = cases >= 2
     nan = np.full(pa.shape, np.nan)
     return Tested(np.where(ok, pb - pa, nan), np.where(ok, np.round(np.maximum(-1.0, low), CI_DECIMALS), nan),
@@ -88,7 +93,7 @@ def _crossing(bound: Callable[[np.ndarray], np.ndarray], top: np.ndarray) -> np.
     """For every row at once, the quantile between 0 (level 0.5) and ``top`` at which ``bound`` (negative
     while the interval excludes 0 that way) reaches 0, bisected as ``clustered`` bisects the level: 0
     where it does not exclude 0 even at level 0.5 (a p-value of 0.5), ``top`` where it still does there."""
-    lo, hi = np.zeros(top.shape), top.copy()
+    lo, hi = np.zeros(top.shape), np.array(top, dtype=float)
     at_lo, at_hi = bound(lo), bound(hi)
     for _ in range(_STEPS):
         mid = (lo + hi) / 2
