@@ -28,6 +28,8 @@ from sab_pytest.results.stats import CI_DECIMALS
 CORRECTIONS = ("holm", "bonferroni", "none")
 #: bisection steps of a p-value's level (``clustered``'s own search takes 60 between 0.5 and 1)
 _STEPS = 60
+#: the relative precision of a quantile found, at which the search may stop early
+_PRECISION = 1e-10
 
 
 @dataclass(frozen=True)
@@ -95,10 +97,13 @@ def _crossing(bound: Callable[[np.ndarray], np.ndarray], top: np.ndarray) -> np.
     where it does not exclude 0 even at level 0.5 (a p-value of 0.5), ``top`` where it still does there."""
     lo, hi = np.zeros(top.shape), np.array(top, dtype=float)
     at_lo, at_hi = bound(lo), bound(hi)
+    settled = (at_lo >= 0) | (at_hi < 0)  # no crossing inside: their p-value is known already
     for _ in range(_STEPS):
         mid = (lo + hi) / 2
         below = bound(mid) < 0
         lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        if np.all(settled | (hi - lo <= _PRECISION * hi)):  # every row found to a billionth: more steps change no p-value shown
+            break
     return np.where(at_lo >= 0, 0.0, np.where(at_hi < 0, top, hi))
 
 
