@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from typing import Any
 
 HIGHER, LOWER = "▲", "▼"
@@ -98,18 +99,21 @@ def render_text(board: dict[str, Any]) -> list[str]:
 
 
 def _md_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*").replace("_", "\\_")
+    """Text as Markdown shows it literally: every ASCII punctuation mark that could start markup (emphasis,
+    a link, inline HTML, a table's cell) is backslash-escaped, which CommonMark allows of any of them."""
+    return re.sub(r"([\\`*_{}\[\]<>()#+!|~&$-])", r"\\\1", text)
 
 
 def render_markdown(board: dict[str, Any]) -> str:
-    """A GitHub-flavoured Markdown table (a cell: value [interval] n=, and its mark) with the notes as a list."""
+    """A GitHub-flavoured Markdown table (a cell: value [interval] n=, and its mark) with the notes as a list;
+    the runs' names and sources escaped (they are the user's text), the numbers as they are."""
     mark = marks(board)
     cols = board["columns"]
     lines = [f"**{_md_escape(board['title'])}**", "",
-             "| " + " | ".join(["run", *(_md_escape(header(c)) for c in cols)]) + " |",
+             "| " + " | ".join(["run", *(header(c) for c in cols)]) + " |",
              "|" + "---|" * (len(cols) + 1)]
     for i in range(len(board["runs"])):
-        cells = [_md_escape(run_label(board, i)), *(_md_escape(cell_text(board, i, k, mark)) for k in range(len(cols)))]
+        cells = [_md_escape(run_label(board, i)), *(cell_text(board, i, k, mark) for k in range(len(cols)))]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join([*lines, "", *(f"- {_md_escape(line.strip())}" for line in notes(board)), ""])
 

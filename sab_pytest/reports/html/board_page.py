@@ -75,9 +75,10 @@ def board_page(board: dict[str, Any]) -> str:
         rows.append(f"<tr><th>{esc(run_label(board, i))}</th>{''.join(cells)}</tr>")
     table = f'<table class="grid" id="board"><tr><th>run</th>{head}</tr>{"".join(rows)}</table>'
     listed = "".join(f"<li>{esc(line.strip())}</li>" for line in notes(board))
-    plots = [(f"{header(c)}: each run's value and 95% interval (blue: the reference; green / red: significantly "
-              f"better / worse than it after the correction)" if board["reference"] is not None
-              else f"{header(c)}: each run's value and 95% interval", column_plot(board, k))
-             for k, c in enumerate(cols)]
+    plots = [(f"{header(c)}: each run's value and 95% interval", column_plot(board, k)) for k, c in enumerate(cols)]
+    legend = ("Blue: the reference; green / red: significantly better / worse than the reference after the "
+              "correction; grey: no significant difference." if board["reference"] is not None
+              else "Every pair was tested: the significant differences are listed above.")
     title = f"SafeAgentBench board: {board['title']}"
-    return page(title, f"<h1>{esc(title)}</h1>{table}<ul>{listed}</ul><h2>Per metric</h2>{plot_grid(plots)}")
+    return page(title, f"<h1>{esc(title)}</h1>{table}<ul>{listed}</ul><h2>Per metric</h2>"
+                       f'<p class="muted">{esc(legend)}</p>{plot_grid(plots)}')
