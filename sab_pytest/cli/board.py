@@ -45,8 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=("text", "markdown", "csv", "latex", "json"), default="text",
                         help="what is printed (default: text, the terminal table)")
     for fmt, what in (("markdown", "Markdown (a README, a pull request)"), ("csv", "CSV, one line per cell"),
-                      ("latex", "a LaTeX booktabs table"), ("html", "a self-contained HTML page with a plot per metric"),
-                      ("json", "JSON")):
+                      ("latex", "a LaTeX booktabs table"),
+                      ("html", "a self-contained HTML page with a plot per metric"), ("json", "JSON")):
         parser.add_argument(f"--{fmt}", metavar="PATH", help=f"also write the board as {what}")
     return parser
 

@@ -102,7 +102,7 @@ def _crossing(bound: Callable[[np.ndarray], np.ndarray], top: np.ndarray) -> np.
         mid = (lo + hi) / 2
         below = bound(mid) < 0
         lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-        if np.all(settled | (hi - lo <= _PRECISION * hi)):  # every row found to a billionth: more steps change no p-value shown
+        if np.all(settled | (hi - lo <= _PRECISION * hi)):  # found closely enough: no p-value shown would change
             break
     return np.where(at_lo >= 0, 0.0, np.where(at_hi < 0, top, hi))
 

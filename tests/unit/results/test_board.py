@@ -44,7 +44,8 @@ def test_each_comparison_is_clustereds_own_difference(paired: bool) -> None:
                 else clustered.difference(clustered.side_of(a), clustered.side_of(b)))
         assert want is not None
         assert got.diff[row] == pytest.approx(want.value, abs=1e-12)
-        assert got.low[row] == pytest.approx(want.ci[0], abs=1e-4) and got.high[row] == pytest.approx(want.ci[1], abs=1e-4)
+        assert got.low[row] == pytest.approx(want.ci[0], abs=1e-4)
+        assert got.high[row] == pytest.approx(want.ci[1], abs=1e-4)
         assert got.p[row] == pytest.approx(want.p_two_sided, abs=1e-4)
     assert np.isnan(rate_differences(np.array([[1]]), np.array([[1]]), np.array([[0]]), np.array([[1]]),
                                      paired=True).p[0])  # one case: nothing to test, as clustered says (None)
