@@ -164,7 +164,9 @@ def _verb(verb: str, words: list[str], cwd: Path, out: str, started: float) -> N
             if (path := _option(words, name)) is not None:
                 _fresh(cwd / path, started)
     elif verb == "board":
-        runs = [w for i, w in enumerate(words[2:], 2) if not w.startswith("-") and not words[i - 1] in BOARD_VALUED]
+        start = words.index("board") + 1
+        runs = [w for i, w in enumerate(words[start:], start)
+                if not w.startswith("-") and words[i - 1] not in BOARD_VALUED]
         assert "significant differences:" in out and all(f"{name} " in out for name in _row_names(cwd, runs))
         for name in ("--markdown", "--csv", "--latex", "--html", "--json"):
             if (path := _option(words, name)) is not None:

@@ -194,3 +194,18 @@ def test_a_real_difference_is_found() -> None:
     rates = simulate(BoardCell(runs=8, cases=130, columns=2, shift=0.25), boards=60, seed=3)
     assert rates.power is not None and rates.power >= 0.7, rates
     assert rates.false_any <= 0.1, rates
+
+
+def test_runs_known_by_their_summary_alone_are_compared_as_independent_samples(three: list[Path],
+                                                                               tmp_path: Path) -> None:
+    """Without a results file there are no cases to pair: the rates are compared from the summaries'
+    entries as independent samples (``clustered.difference``), the means not at all, and the board says so."""
+    alone = tmp_path / "gamma-summary"
+    alone.mkdir()
+    (alone / "sab-summary.json").write_bytes((three[2] / "sab-summary.json").read_bytes())
+    board = build_board([load_run(three[0]), load_run(alone / "sab-summary.json")])
+    assert board["pairing"] == [{"a": 0, "b": 1, "paired": False}]
+    rej = next(c for c in board["comparisons"] if board["columns"][c["column"]]["label"] == "Det Rej")
+    want = clustered.difference(clustered.Side(0.5, 100, 100), clustered.Side(0.9, 100, 100))
+    assert want is not None and not rej["paired"] and rej["significant"]
+    assert rej["p_value"] == pytest.approx(want.p_two_sided) and rej["ci95"] == pytest.approx(list(want.ci))
