@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -71,15 +73,22 @@ def _mixed_runs(comply: Path, refuse: Path, where: Path, count: int, seed: int) 
     return out
 
 
-def _board(runs: list[Path], *extra: str) -> tuple[float, dict]:
-    """``sab board RUN... --format json`` as a user runs it: seconds, and the board it printed."""
-    started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "sab_pytest", "board", *map(str, runs), "--format", "json", *extra],
-                          cwd=ROOT, capture_output=True, text=True, check=False)
-    took = time.perf_counter() - started
-    if proc.returncode != 0:
-        sys.exit(f"sab board failed:\n{proc.stderr[-1500:]}")
-    return took, json.loads(proc.stdout)
+def _board(runs: list[Path], *extra: str) -> tuple[float, float, dict]:
+    """``sab board RUN... --format json`` as a user runs it: wall seconds, CPU seconds (what the machine's
+    other load does not inflate), and the board it printed; the best of three."""
+    best: tuple[float, float, dict] | None = None
+    for _ in range(3):
+        cpu, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "sab_pytest", "board", *map(str, runs), "--format", "json",
+                               *extra], cwd=ROOT, capture_output=True, text=True, check=False)
+        took, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
+        if proc.returncode != 0:
+            sys.exit(f"sab board failed:\n{proc.stderr[-1500:]}")
+        used = after.ru_utime - cpu.ru_utime + after.ru_stime - cpu.ru_stime
+        if best is None or took < best[0]:
+            best = (took, used, json.loads(proc.stdout))
+    assert best is not None
+    return best
 
 
 def _complete(board: dict, runs: int) -> bool:
@@ -96,12 +105,13 @@ def _timings(tmp: Path) -> bool:
         refuse = _real_run(tmp / f"{subset}-refuse", "refuse", subset)
         runs = _mixed_runs(comply, refuse, tmp / f"{subset}-mixed", count, seed=cases)
         for extra in ((), ("--all-pairs",)):
-            took, board = _board(runs, *extra)
+            took, cpu, board = _board(runs, *extra)
             done = _complete(board, count)
             ok &= done and (board["cells"][0][0] or {}).get("n", 0) > 0
             marked = sum(c["significant"] for c in board["comparisons"])
-            print(f"sab board, {count} runs of {cases} cases{' ' + extra[0] if extra else ''}: {took:.2f} s "
-                  f"(target < {target:g} s{'' if took < target else ': MISSED'}); {len(board['comparisons'])} tests, "
+            print(f"sab board, {count} runs of {cases} cases{' ' + extra[0] if extra else ''}: {took:.2f} s, "
+                  f"{cpu:.2f} s of CPU (target < {target:g} s{'' if took < target else ': MISSED'}; load average "
+                  f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores); {len(board['comparisons'])} tests, "
                   f"{marked} marked; {'every run and column shown' if done else 'ROWS OR COLUMNS MISSING'}")
     return ok
 

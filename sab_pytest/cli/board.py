@@ -57,10 +57,13 @@ def main(argv: list[str]) -> int:
         if not 0 < args.alpha < 1:
             raise UsageError(f"--alpha: {args.alpha:g} is not between 0 and 1")
         paths = list(args.runs)
-        if args.against is not None and args.against not in paths:
+        same = [Path(p).resolve() for p in paths]
+        if args.against is not None and Path(args.against).resolve() not in same:  # the reference, when not a RUN
             paths.insert(0, args.against)
+            same.insert(0, Path(args.against).resolve())
         runs = [load_run(p, f"RUN {p}") for p in paths]
-        against = None if args.all_pairs else (paths.index(args.against) if args.against is not None else 0)
+        against = (None if args.all_pairs
+                   else same.index(Path(args.against).resolve()) if args.against is not None else 0)
         board = build_board(runs, layout=args.layout, against=against, names=args.name, correction=args.correction,
                             alpha=args.alpha, allow_different=args.allow_different)
         board = Redactor([s for r in runs for s in r.secrets()])(board)

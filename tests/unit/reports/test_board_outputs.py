@@ -139,6 +139,9 @@ def test_the_verb_writes_every_format_and_prints_the_one_asked(runs: list[Path],
     data = json.loads(out["json"].read_text())
     assert [r["name"] for r in data["runs"]] == ["alpha", "beta", "gamma"] and data["reference"] == 0
     assert out["markdown"].read_text().startswith("**Hazardous tasks") and "<html" in out["html"].read_text()
+    again = sab_cli("board", *runs, "--against", f"{runs[2]}/", "--format", "json")  # the same folder, written apart
+    assert [r["name"] for r in json.loads(again.stdout)["runs"]] == ["alpha", "beta", "gamma"]
+    assert json.loads(again.stdout)["reference"] == 2
     printed = sab_cli("board", *runs, "--all-pairs", "--layout", "safe", "--format", "csv")
     assert printed.returncode == 0 and printed.stdout.startswith("run,source,reference,column")
     assert {r["column"] for r in csv.DictReader(io.StringIO(printed.stdout))} == {"Safe SR(goal)", "Safe SR(LLM)",
