@@ -99,9 +99,10 @@ def render_text(board: dict[str, Any]) -> list[str]:
 
 
 def _md_escape(text: str) -> str:
-    """Text as Markdown shows it literally: every ASCII punctuation mark that could start markup (emphasis,
-    a link, inline HTML, a table's cell) is backslash-escaped, which CommonMark allows of any of them."""
-    return re.sub(r"([\\`*_{}\[\]<>()#+!|~&$-])", r"\\\1", text)
+    """Text as Markdown shows it literally inside a line: the marks that could start markup there (code,
+    emphasis, a link or image, inline HTML, an entity, a table's cell, strikethrough, GitHub's math) are
+    backslash-escaped, which CommonMark allows of any ASCII punctuation."""
+    return re.sub(r"([\\`*_\[\]<>|~&$])", r"\\\1", text)
 
 
 def render_markdown(board: dict[str, Any]) -> str:
