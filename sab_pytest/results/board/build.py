@@ -28,7 +28,7 @@ from sab_pytest.results.board.layouts import DEFAULT_LAYOUT, LAYOUTS, Column
 from sab_pytest.results.compare import differences
 from sab_pytest.results.load import Run
 from sab_pytest.results.metrics import MeanDef, RateDef, definitions, in_group
-from sab_pytest.results.pairing import common_cases, too_few
+from sab_pytest.results.pairing import judged_cases, too_few
 from sab_pytest.settings import DEFAULT_ALPHA
 
 #: what a row may be named by, in this order: the first keys whose values differ between the runs
@@ -173,12 +173,13 @@ def _check(runs: Sequence[Run], names: list[str], ref: int, pairs: list[tuple[in
     diffs = [[] if i == ref else differences(runs[ref], run) for i, run in enumerate(runs)]
     problems = [f"\n  {names[i]} ({runs[i].source}): {d}" for i, ds in enumerate(diffs) for d in ds]
     paired = []
+    judged = [None if r.records is None else judged_cases(r.records) for r in runs]  # once a run, not once a pair
     for i, j in pairs:
-        a, b = runs[i], runs[j]
-        if a.records is None or b.records is None:
+        a, b, in_a, in_b = runs[i], runs[j], judged[i], judged[j]
+        if in_a is None or in_b is None:
             paired.append(False)
             continue
-        common, _ = common_cases(a.records, b.records)
+        common = len(in_a & in_b)  # pairing.common_cases's count, of the sets made once
         problem = too_few(common, DEFAULT_ALPHA, f"{names[i]} ({a.source}) and {names[j]} ({b.source})")
         if problem:
             problems.append(f"\n  {problem}")
