@@ -6,7 +6,8 @@ only boards with a known difference say how often it is found (power). A board h
 runs over the same ``cases`` cases (paired, as runs of one subset and seed are), ``columns`` rate
 columns of the paper's Table 2; each case has a true rate of its own in each column (cases differ:
 drawn from a Beta distribution of mean ``rate``, as hard and easy cases do), and every run draws its
-verdict of each case from it, the runs independently: identical models, repeated. ``shift`` moves the
+verdict of each case from it (``repeats`` times, as ``--sab-repeat`` does), the runs independently:
+identical models, repeated. ``shift`` moves the
 last run's true rates of the first column by that much (a real difference, for the power). Each board
 is tested by the board's own code (``build.compare_columns``, its correction included);
 ``bench/bench_board.py`` prints the rates over thousands of boards, the unit tests a quicker run.
@@ -35,6 +36,7 @@ class BoardCell:
     concentration: float = 2.0
     shift: float = 0.0
     all_pairs: bool = False
+    repeats: int = 1  # samples of each case in each run (--sab-repeat)
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ def simulate(cell: BoardCell, boards: int, seed: int = 0, correction: str = "hol
     rng = np.random.default_rng(seed)
     columns = _rate_columns(cell.columns)
     ids = tuple(f"case-{i:05d}" for i in range(cell.cases))
-    ones = np.ones(cell.cases, dtype=np.int64)
+    samples = np.full(cell.cases, cell.repeats, dtype=np.int64)
     pairs = ([(i, j) for i in range(cell.runs) for j in range(i + 1, cell.runs)] if cell.all_pairs
              else [(0, i) for i in range(1, cell.runs)])
     a, b = cell.rate * cell.concentration, (1 - cell.rate) * cell.concentration
@@ -70,8 +72,8 @@ def simulate(cell: BoardCell, boards: int, seed: int = 0, correction: str = "hol
             p = np.broadcast_to(truth[k], (cell.runs, cell.cases)).copy()
             if k == 0 and cell.shift:
                 p[-1] = np.clip(p[-1] + cell.shift, 0.0, 1.0)
-            y = (rng.random((cell.runs, cell.cases)) < p).astype(np.int64)
-            data.append([Cases(ids, y[r], ones) for r in range(cell.runs)])
+            y = rng.binomial(cell.repeats, p).astype(np.int64)
+            data.append([Cases(ids, y[r], samples) for r in range(cell.runs)])
         marked = [c for c in compare_columns(columns, data, [[None] * cell.runs] * len(columns), pairs,
                                              [True] * len(pairs), correction=correction, alpha=alpha)
                   if c["significant"]]
