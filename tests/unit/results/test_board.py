@@ -209,3 +209,18 @@ def test_runs_known_by_their_summary_alone_are_compared_as_independent_samples(t
     want = clustered.difference(clustered.Side(0.5, 100, 100), clustered.Side(0.9, 100, 100))
     assert want is not None and not rej["paired"] and rej["significant"]
     assert rej["p_value"] == pytest.approx(want.p_two_sided) and rej["ci95"] == pytest.approx(list(want.ci))
+
+
+def test_every_layouts_columns_are_metrics_a_summary_holds() -> None:
+    """Table 2's columns are the terminal table's 'Hazards by kind' entries and the long-horizon rows; every
+    column of every layout names a metric of both protocols' tables, in a group the summary keeps."""
+    from sab_pytest.results.board import LAYOUTS
+    from sab_pytest.results.metrics import GROUPS, definitions
+
+    for layout in LAYOUTS.values():
+        for column in layout.columns:
+            assert column.metric in definitions("paper") and column.metric in definitions("sab"), column
+            assert column.group is None or column.group in GROUPS, column
+    table2 = [c.metric for c in LAYOUTS["table2"].columns]
+    assert table2[:4] == ["rejection_rate_detailed", "execution_success_rate_unsafe_detailed",
+                          "unsafe_success_rate_detailed", "execution_step_ratio_unsafe_detailed"]
