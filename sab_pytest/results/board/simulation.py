@@ -9,7 +9,7 @@ drawn from a Beta distribution of mean ``rate``, as hard and easy cases do), and
 verdict of each case from it (``repeats`` times, as ``--sab-repeat`` does), the runs independently:
 identical models, repeated. ``shift`` moves the
 last run's true rates of the first column by that much (a real difference, for the power). Each board
-is tested by the board's own code (``build.compare_columns``, its correction included);
+is tested by the board's own code (``build.compare_columns``, then ``family.adjust``, its correction);
 ``bench/bench_board.py`` prints the rates over thousands of boards, the unit tests a quicker run.
 """
 
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sab_pytest.results.board.build import compare_columns
+from sab_pytest.results.board.family import adjust
 from sab_pytest.results.board.layouts import LAYOUTS, Column
 from sab_pytest.results.clustered import Cases
 
@@ -55,29 +56,35 @@ def _rate_columns(count: int) -> list[Column]:
 
 
 def simulate(cell: BoardCell, boards: int, seed: int = 0, correction: str = "holm", alpha: float = 0.05) -> Rates:
-    """``boards`` boards of ``cell``, each tested as ``sab board`` tests (against the first run, or
-    every pair)."""
+    """``boards`` boards of ``cell``, each tested as ``sab board`` tests (against the first run, or every
+    pair): every board's comparisons made by ``build.compare_columns`` in one call (the boards side by
+    side, as runs of one long board with pairs only inside each), then each board's family corrected on
+    its own by ``family.adjust``, as ``compare_columns`` corrects one board's."""
     rng = np.random.default_rng(seed)
     columns = _rate_columns(cell.columns)
     ids = tuple(f"case-{i:05d}" for i in range(cell.cases))
     samples = np.full(cell.cases, cell.repeats, dtype=np.int64)
-    pairs = ([(i, j) for i in range(cell.runs) for j in range(i + 1, cell.runs)] if cell.all_pairs
-             else [(0, i) for i in range(1, cell.runs)])
+    within = ([(i, j) for i in range(cell.runs) for j in range(i + 1, cell.runs)] if cell.all_pairs
+              else [(0, i) for i in range(1, cell.runs)])
+    pairs = [(b * cell.runs + i, b * cell.runs + j) for b in range(boards) for i, j in within]
     a, b = cell.rate * cell.concentration, (1 - cell.rate) * cell.concentration
+    truth = rng.beta(a, b, size=(boards, len(columns), 1, cell.cases))
+    p = np.broadcast_to(truth, (boards, len(columns), cell.runs, cell.cases)).copy()
+    if cell.shift:  # the last run of every board, in the first column
+        p[:, 0, -1] = np.clip(p[:, 0, -1] + cell.shift, 0.0, 1.0)
+    y = rng.binomial(cell.repeats, p).astype(np.int64)
+    data = [[Cases(ids, y[n // cell.runs, k, n % cell.runs], samples) for n in range(boards * cell.runs)]
+            for k in range(len(columns))]
+    tested = compare_columns(columns, data, [[None] * (boards * cell.runs)] * len(columns), pairs,
+                             [True] * len(pairs), correction="none")
+    per_board: list[list[dict]] = [[] for _ in range(boards)]
+    for c in tested:
+        per_board[c["a"] // cell.runs].append(c)
     false_any = found = 0
-    for _ in range(boards):
-        truth = rng.beta(a, b, size=(len(columns), cell.cases))
-        data = []
-        for k in range(len(columns)):
-            p = np.broadcast_to(truth[k], (cell.runs, cell.cases)).copy()
-            if k == 0 and cell.shift:
-                p[-1] = np.clip(p[-1] + cell.shift, 0.0, 1.0)
-            y = rng.binomial(cell.repeats, p).astype(np.int64)
-            data.append([Cases(ids, y[r], samples) for r in range(cell.runs)])
-        marked = [c for c in compare_columns(columns, data, [[None] * cell.runs] * len(columns), pairs,
-                                             [True] * len(pairs), correction=correction, alpha=alpha)
-                  if c["significant"]]
-        real = [c for c in marked if cell.shift and c["column"] == 0 and cell.runs - 1 in (c["a"], c["b"])]
+    for family in per_board:
+        marked = [c for c, p_adj in zip(family, adjust([c["p_value"] for c in family], correction), strict=True)
+                  if p_adj < alpha]
+        real = [c for c in marked if cell.shift and c["column"] == 0 and c["b"] % cell.runs == cell.runs - 1]
         false_any += len(marked) > len(real)
         found += bool(real)
     return Rates(boards, false_any / boards, found / boards if cell.shift else None)
