@@ -7,7 +7,7 @@ at most 0.055; where one run really differs, the share of boards that find it (p
 Run from the repository root:
 
     python bench/bench_board.py                 # everything (a few minutes: real offline runs, 2000 boards)
-    python bench/bench_board.py --boards 500    # fewer simulated boards
+    python bench/bench_board.py --no-runs --boards 4000   # the simulation alone
 
 The runs on the board are real: two offline runs (the reference agent, which complies with every
 task, and the refusing one) of the default subset (130 cases) and of all 1050 cases, then runs mixed
