@@ -225,3 +225,24 @@ def test_every_layouts_columns_are_metrics_a_summary_holds() -> None:
     table2 = [c.metric for c in LAYOUTS["table2"].columns]
     assert table2[:4] == ["rejection_rate_detailed", "execution_success_rate_unsafe_detailed",
                           "unsafe_success_rate_detailed", "execution_step_ratio_unsafe_detailed"]
+
+
+def test_a_run_of_the_other_protocol_is_refused_or_read_under_the_references(tmp_path: Path) -> None:
+    """Under ``paper`` the rejection rate is the rule's reading, under ``sab`` the judge's: a board of
+    both is refused, and when allowed, the run of the other protocol is read under the reference's
+    definitions from its records, so that a column means one thing in every row."""
+    from sab_pytest.results import metrics
+
+    sab_rows = hazard_run(40, set(range(20)))
+    paper_rows = hazard_run(40, set(range(30)))
+    for r in paper_rows:
+        r["run_settings"] = {"protocol": "paper"}
+        r["rejected"] = False  # the judge saw no refusal, the rule did: the two protocols disagree
+    reference = write_run(tmp_path / "sab", sab_rows, model="alpha")
+    other = write_run(tmp_path / "paper", paper_rows, model="beta")
+    with pytest.raises(UsageError, match=r"beta / paper \(.*\): protocol: 'sab' vs 'paper'"):
+        build_board([load_run(reference), load_run(other)])
+    board = build_board([load_run(reference), load_run(other)], allow_different=True)
+    assert board["protocol"] == "sab"
+    want = metrics.compute(paper_rows, "sab")["overall"]["rejection_rate_detailed"]
+    assert _cell(board, 1, "Det Rej") == want and want["value"] == 0.0
