@@ -90,6 +90,7 @@ def row_names(runs: Sequence[Run], given: Sequence[str] | None = None) -> tuple[
 
 
 def _population(column: Column, protocol: str) -> tuple[Any, Any]:
+    """(members, definition) of a column: the judged records of its metric's population in its group."""
     d = definitions(protocol)[column.metric]
 
     def members(r: Any) -> bool:
@@ -153,6 +154,8 @@ def _rate_tests(data: list[Any], entries: list[Any], pairs: list[tuple[int, int]
 
 def _mean_tests(data: list[Any], pairs: list[tuple[int, int]],
                 paired: list[bool]) -> list[tuple[float, float, float, float, int] | None]:
+    """(diff, low, high, p, cases) of each pair of a mean column (ER): Student's t over per-case means, on
+    the cases both runs hold when paired; None where a run has no records (a summary has no per-case means)."""
     out: list[tuple[float, float, float, float, int] | None] = []
     for (i, j), both in zip(pairs, paired, strict=True):
         a, b = data[i], data[j]
