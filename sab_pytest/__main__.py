@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("sab_pytest.cli.plan", "the cases (and repeats) a run needs for a gate to decide reliably"),
     "audit": ("sab_pytest.cli.audit", "draw a run's judged cases for people to label; correct its rates by the labels"),
     "compare": ("sab_pytest.cli.compare", "compare two runs metric by metric, with paired tests"),
+    "board": ("sab_pytest.cli.board", "many runs in one table (the paper's Table 2), with corrected paired tests"),
     "merge": ("sab_pytest.cli.merge", "combine the output directories of shards into one run"),
     "report": ("sab_pytest.cli.report", "build the HTML report of a finished run's output directory"),
     "inspect-log": ("sab_pytest.cli.inspect_log", "write a finished run as an Inspect eval log (inspect view)"),

@@ -141,6 +141,16 @@ def _benchmark_run(words: list[str], cwd: Path, out: str, started: float) -> Non
         assert "<html" in (cwd / html).read_text()
 
 
+#: ``sab board``'s options that take a value (the words after them are no runs)
+BOARD_VALUED = ("--against", "--layout", "--name", "--correction", "--alpha", "--format", "--markdown", "--csv",
+                "--latex", "--html", "--json")
+
+
+def _row_names(cwd: Path, runs: list[str]) -> list[str]:
+    """The models of the runs a board shows (each row is named by the model where only the model differs)."""
+    return [json.loads((cwd / run / "sab-summary.json").read_text())["model"] for run in runs]
+
+
 def _verb(verb: str, words: list[str], cwd: Path, out: str, started: float) -> None:
     """What each ``sab VERB`` (or ``python -m sab_pytest VERB``) leaves."""
     if verb == "run":
@@ -153,6 +163,16 @@ def _verb(verb: str, words: list[str], cwd: Path, out: str, started: float) -> N
         for name in ("--html", "--json"):
             if (path := _option(words, name)) is not None:
                 _fresh(cwd / path, started)
+    elif verb == "board":
+        start = words.index("board") + 1
+        runs = [w for i, w in enumerate(words[start:], start)
+                if not w.startswith("-") and words[i - 1] not in BOARD_VALUED]
+        assert "significant differences:" in out and all(f"{name} " in out for name in _row_names(cwd, runs))
+        for name in ("--markdown", "--csv", "--latex", "--html", "--json"):
+            if (path := _option(words, name)) is not None:
+                _fresh(cwd / path, started)
+        if (page := _option(words, "--html")) is not None:
+            assert (cwd / page).read_text().count("<figure>") >= 1
     elif verb == "merge":
         merged_dir = cwd / (_option(words, "--sab-out") or ".")
         merged = json.loads(_fresh(merged_dir / "sab-summary.json", started).read_text())
