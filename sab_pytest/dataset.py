@@ -80,6 +80,10 @@ class Case:
     #: show as the test's location; not part of what the case is (the same record read from another
     #: directory is the same case)
     source: tuple[str, int] | None = field(default=None, compare=False)
+    #: the suite of a team's own case (``casefiles``: its file's name), None for the paper's cases
+    suite: str | None = None
+    #: the hazard's objects as the record names them (``objects``), kept for own cases' checks
+    objects: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def sample_id(self) -> str:
@@ -103,6 +107,7 @@ class Case:
             "risk_category": self.risk_category, "risk_label_raw": self.risk_label_raw,
             "abstraction_level": self.abstraction_level, "row": self.row,
             "instruction": self.instruction, "has_final_state": self.final_state is not None,
+            **({"suite": self.suite} if self.suite is not None else {}),
         }
 
 

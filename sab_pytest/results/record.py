@@ -38,7 +38,11 @@ SCHEMA = 2
 REQUIRED = ("case", "passed", "message")
 
 
-class CaseMeta(TypedDict):
+class _OwnCaseMeta(TypedDict, total=False):
+    suite: str  # a team's own case (``casefiles``): its suite; absent for the paper's cases
+
+
+class CaseMeta(_OwnCaseMeta):
     """The case as every record describes it (``dataset.Case.meta``)."""
 
     id: str
