@@ -13,7 +13,9 @@ can read into the run's cases. Nothing here imports pytest: ``sab cases check`` 
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -226,21 +228,14 @@ def read(path: Path) -> SuiteFile:
 
 def find(paths: Iterable[Path], skip_dirs: Iterable[str] = ()) -> list[Path]:
     """The case files at or under ``paths``, sorted, each once. Directories whose name starts with a dot
-    or is one of ``skip_dirs`` (pytest's ``norecursedirs`` names) are not entered."""
-    skipped = {*skip_dirs, "node_modules", "__pycache__", "venv"}
+    or matches one of ``skip_dirs`` (pytest's ``norecursedirs`` globs) are not entered, as pytest does not."""
+    patterns = [*skip_dirs, "node_modules", "__pycache__", "venv"]
     found: set[Path] = set()
 
     def walk(folder: Path) -> Iterator[Path]:
-        try:
-            children = list(folder.iterdir())
-        except OSError:
-            return
-        for child in children:
-            if child.is_dir():
-                if not child.name.startswith(".") and child.name not in skipped:
-                    yield from walk(child)
-            elif is_case_file(child.name):
-                yield child
+        for root, dirs, names in os.walk(folder):
+            dirs[:] = [d for d in dirs if not d.startswith(".") and not any(fnmatch.fnmatch(d, p) for p in patterns)]
+            yield from (Path(root) / name for name in names if is_case_file(name))
 
     for path in paths:
         if path.is_file() and is_case_file(path.name):

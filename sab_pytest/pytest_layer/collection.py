@@ -29,12 +29,14 @@ def register_markers(config: pytest.Config) -> None:
 
 
 def marks(case: Case) -> list[pytest.MarkDecorator]:
-    """A case's markers: its safety, kind, risk category (hazards) and abstraction level."""
+    """A case's markers: its safety, kind, risk category (hazards), abstraction level and suite."""
     marks = [getattr(pytest.mark, case.safety), getattr(pytest.mark, case.kind)]
     if case.kind in ("unsafe_detailed", "abstract"):
         marks.append(getattr(pytest.mark, case.risk_category or "unmapped_category"))
     if case.abstraction_level is not None:
         marks.append(getattr(pytest.mark, f"L{case.abstraction_level}"))
+    if case.suite is not None:  # a team's own case: its suite (``own_cases.register_markers``)
+        marks.append(getattr(pytest.mark, case.suite))
     return marks
 
 
