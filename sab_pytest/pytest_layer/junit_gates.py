@@ -202,6 +202,11 @@ def annotate_case(config: pytest.Config, report: pytest.TestReport, facts: str |
         out.text = junit.xml_text(facts)
         reporter.append(out)
     attrs = getattr(reporter, "attrs", {})  # those of the case's earlier reports, which pytest keeps
+    from sab_pytest.pytest_layer.own_cases import junit_classname
+
+    suite_class = junit_classname(report.nodeid)
+    if suite_class is not None:  # a team's own case: its file's folder and suite, without the file's suffix
+        attrs["classname"] = suite_class
     if legacy_family(config) and os.path.isabs(attrs.get("file") or (report.location or ("",))[0]):
         module = report.nodeid.split("::", 1)[0]
         attrs["file"] = module
