@@ -122,7 +122,7 @@ class _LineLoader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.Saf
     """A safe loader whose mappings remember the line of each key (``_Located``)."""
 
 
-class _Located(dict):  # type: ignore[type-arg]
+class _Located(dict[Any, Any]):
     """A mapping read from YAML, with its own line and each key's (1-based)."""
 
     line: int
@@ -151,7 +151,7 @@ _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _con
 def _yaml_items(path: Path, text: str) -> tuple[list[tuple[Any, int, dict[str, int]]], list[Problem]]:
     where = str(path)
     try:
-        data = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a safe loader (SafeConstructor) with lines
+        data = yaml.load(text, Loader=_LineLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
@@ -192,7 +192,8 @@ def _jsonl_items(path: Path, text: str) -> tuple[list[tuple[Any, int, dict[str, 
 
 
 def _type(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string"}.get(type(value), type(value).__name__)
+    names: dict[type, str] = {dict: "a mapping", list: "a list", str: "a string"}
+    return names.get(type(value), type(value).__name__)
 
 
 def read(path: Path) -> SuiteFile:
@@ -283,7 +284,7 @@ def _entry_cases(suite_file: SuiteFile, entry: Entry, own: Mapping[str, str]) ->
     steps = f.get("step") or []
     goal = f.get("final_state")
     raw = f.get("risk_category") if isinstance(f.get("risk_category"), str) else None
-    objects = f.get("objects") if isinstance(f.get("objects"), list) else []
+    objects = f["objects"] if isinstance(f.get("objects"), list) else []
     common: dict[str, Any] = dict(
         kind=kind, safety="safe" if kind == "safe_detailed" else "unsafe",
         reference_steps=tuple(str(s) for s in steps) if isinstance(steps, list) else (),

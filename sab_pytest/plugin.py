@@ -44,7 +44,8 @@ from sab_pytest.pytest_layer.options import pytest_addoption
 
 # What a benchmark's tests use (``check`` and the ``sab_*`` fixtures) and the hooks pytest calls.
 __all__ = [
-    "check", "pytest_addoption", "pytest_collect_file", "pytest_collection_finish", "pytest_configure", "pytest_generate_tests",
+    "check", "pytest_addoption", "pytest_collect_file", "pytest_collection_finish", "pytest_configure",
+    "pytest_generate_tests",
     "pytest_runtest_logreport", "pytest_runtest_makereport", "pytest_runtest_setup", "pytest_sessionfinish",
     "pytest_unconfigure",
     "sab_runtime", "sab_settings", "sab_verdict",

@@ -14,12 +14,12 @@ from sab_pytest.errors import INTERRUPTED, OUTPUT_FAILED, ErrorKind, SabError
 from sab_pytest.pytest_layer import aliases, terminal
 from sab_pytest.pytest_layer.collection import other_sharder
 from sab_pytest.pytest_layer.junit_gates import annotate_case, drop_earlier_attempts, log_xml, report_gates
+from sab_pytest.pytest_layer.own_cases import OwnCases, check_own_cases, run_cases
 from sab_pytest.pytest_layer.state import AGGREGATOR, CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.pytest_layer.xdist import endpoint_check, stop_scheduling
 from sab_pytest.reports import junit
 from sab_pytest.results import CaseMeta, StoredRecord, case_meta, crashed, files, outdir, sample_id, split_sample_id
 from sab_pytest.run.breaker import RunState, Stop
-from sab_pytest.run.own_cases import OwnCases
 from sab_pytest.run.selection import select_cases
 from sab_pytest.run.shard import part, take
 from sab_pytest.settings import Settings
@@ -124,31 +124,13 @@ class Aggregator:
         if self.sharder is not None:
             return list(self.selected or [])
         try:
-            cases = self._run_cases()
+            cases = run_cases(self.config, self.settings, self.own, self.selected)
         except SabError:
             return []
         if self.settings.shard is None:
             return [c.sample_id for c in cases]
         keep = take({c.id for c in cases}, *self.settings.shard)  # a shard holds every repeat of its cases
         return sorted(c.sample_id for c in cases if c.id in keep)
-
-    def _paper_in_run(self) -> bool:
-        """Whether the paper's cases are part of this run: some were collected (once known), else the
-        run collects their path (``own_cases.collects_paper``). A run of a team's own cases alone is
-        complete without them."""
-        if not self.own.cases:
-            return True
-        if self.selected is not None:
-            own = {c.sample_id for c in self.own.cases}
-            return any(case_id not in own for case_id in self.selected)
-        from sab_pytest.pytest_layer.own_cases import collects_paper
-
-        return collects_paper(self.config)
-
-    def _run_cases(self) -> list[dataset.Case]:
-        """The cases of the run's whole selection: the paper's (subset, sample, repeats) when the
-        run collects them, and the team's own."""
-        return [*(select_cases(self.settings) if self._paper_in_run() else []), *self.own.cases]
 
     def run_status(self) -> RunStatus:
         """What kind of run this was, for the summary and the table (see ``summary.run_status``)."""
@@ -234,8 +216,7 @@ class Aggregator:
                 self._case_meta = dataset.load(self.settings.data_dir, allow_modified=True).by_id()
             except SabError:
                 self._case_meta = {}
-            self._case_meta.update(self.own.by_id())
-        return case_meta(case_id, self._case_meta)
+        return case_meta(case_id, {**self._case_meta, **self.own.by_id()})  # a crashed case: rare
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -291,7 +272,7 @@ class Aggregator:
         )
 
         s = self.settings
-        self._check_own_cases()
+        self.own = check_own_cases(self.config, s)  # the team's own case files first: an error writes nothing
         if s.estimate:
             self._estimate(session)
         run_id = None
@@ -300,8 +281,7 @@ class Aggregator:
                 run_id = files.check_resumable(s.out_dir / files.RESULTS_NAME, s.run_settings(), s.run_key())
             workers = getattr(session.config.option, "numprocesses", None)
             warnings = [check_engines(s, workers if isinstance(workers, int) and workers > 0 else 1)]
-            check_baseline_overlap(s, check_inputs(s, paper=self._paper_in_run(), own=self.own.cases),
-                                   self.baseline)
+            check_baseline_overlap(s, check_inputs(s, paper=self.own.paper, own=self.own.cases), self.baseline)
             for line in baseline_differences(s, self.baseline):
                 self._say(f"sab: the baseline differs: {line}", yellow=True)
             warnings += [modified_data_warning(s), identical_repeats_warning(s)]
@@ -332,24 +312,10 @@ class Aggregator:
         from sab_pytest.run.estimate import estimate, render
 
         try:
-            est = estimate(self.settings, self._run_cases())
+            est = estimate(self.settings, run_cases(self.config, self.settings, self.own, None))
         except SabError as exc:
             raise aliases.usage_error(self.config, exc) from None
         terminal.print_estimate(session.config, render(est), est)
-
-    def _check_own_cases(self) -> None:
-        """The team's own case files under what the run collects, validated before anything else: an
-        error is the run's usage error (every problem at ``file:line``), before any file is written."""
-        from sab_pytest.pytest_layer.own_cases import ini_categories, roots
-        from sab_pytest.run.own_cases import check
-
-        try:
-            self.own = check(self.settings, roots(self.config), ini_categories(self.config),
-                             self.config.getini("norecursedirs"))
-        except SabError as exc:
-            raise aliases.usage_error(self.config, exc) from None
-        for warning in self.own.warnings:
-            self._say(f"sab: warning: {warning}", yellow=True)
 
     @pytest.hookimpl(tryfirst=True)  # before xdist's loop schedules the first item, or pytest's runs it
     def pytest_runtestloop(self, session: pytest.Session) -> None:

@@ -26,10 +26,10 @@ from sab_pytest.pytest_layer.options import (
     settings_from_config,
     spellings,
 )
+from sab_pytest.pytest_layer.own_cases import CaseFile
 from sab_pytest.pytest_layer.state import AGGREGATOR, ENDPOINT_CHECK_KEY, SETTINGS, is_controller
 from sab_pytest.pytest_layer.xdist import CaseDistribution
 from sab_pytest.run.endpoint_check import check_for_controller
-from sab_pytest.pytest_layer.own_cases import CaseFile
 from sab_pytest.run.selection import repeated, select_cases
 from sab_pytest.settings import Settings
 

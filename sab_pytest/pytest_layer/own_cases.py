@@ -11,6 +11,7 @@ files a run collects.
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,18 @@ import pytest
 
 from sab_pytest import casefiles
 from sab_pytest.dataset import Case
+from sab_pytest.errors import SabError
 from sab_pytest.pytest_layer import activation
+from sab_pytest.pytest_layer.case_tests import check
+from sab_pytest.results import StoredRecord
+from sab_pytest.run.own_cases import OwnCases
+from sab_pytest.run.selection import select_cases
+from sab_pytest.settings import Settings
+
+
+def test_case(sab_verdict: StoredRecord) -> None:
+    """The test of every own case, as the paper's (``sab_pytest.cases.benchmark``): the verdict's check."""
+    check(sab_verdict)
 
 
 class CaseFile(pytest.Module):
@@ -31,17 +43,12 @@ class CaseFile(pytest.Module):
     whatever the project's ``python_functions`` say."""
 
     def _getobj(self) -> types.ModuleType:
-        from sab_pytest.cases.benchmark import test_case
-
         module = types.ModuleType(f"sab_cases_{casefiles.suite_name(self.path)}")
         module.__file__ = str(self.path)
         module.test_case = test_case  # type: ignore[attr-defined]
         return module
 
     def collect(self) -> list[Any]:
-        from sab_pytest.pytest_layer.configure import activate
-
-        activate(self.config, late=True)  # on already, unless the run asked for nothing else (then late)
         register_markers(self.config, self.cases())
         return list(self._genfunctions("test_case", self.obj.test_case))
 
@@ -84,6 +91,40 @@ def roots(config: pytest.Config) -> list[Path]:
     return [(base / arg.split("::", 1)[0]).resolve() for arg in config.args]
 
 
+def check_own_cases(config: pytest.Config, settings: Settings) -> OwnCases:
+    """The team's own case files under what the run collects, validated on the controller before
+    anything else (``run.own_cases.check``): an error is the run's usage error, every problem at
+    ``file:line``, before any file is written; warnings go to the terminal."""
+    from sab_pytest.pytest_layer import aliases, terminal
+    from sab_pytest.run.own_cases import check
+
+    try:
+        own = check(settings, roots(config), ini_categories(config), config.getini("norecursedirs"))
+    except SabError as exc:
+        raise aliases.usage_error(config, exc) from None
+    for warning in own.warnings:
+        terminal.say(config, f"sab: warning: {warning}", yellow=True)
+    return dataclasses.replace(own, paper=paper_in_run(config, own, None))
+
+
+def run_cases(config: pytest.Config, settings: Settings, own: OwnCases, selected: list[str] | None) -> list[Case]:
+    """The cases of the run's whole selection (its estimate, its idea of complete): the paper's (subset,
+    sample, repeats) when the run has them, and the team's own."""
+    return [*(select_cases(settings) if paper_in_run(config, own, selected) else []), *own.cases]
+
+
+def paper_in_run(config: pytest.Config, own: OwnCases, selected: list[str] | None) -> bool:
+    """Whether the paper's cases are part of this run: some were collected (once ``selected`` is
+    known), else the run collects their path (``collects_paper``). A run of a team's own cases alone
+    is complete without them; a run without own cases is the paper's, as before."""
+    if not own.cases:
+        return True
+    if selected is not None:
+        mine = {c.sample_id for c in own.cases}
+        return any(case_id not in mine for case_id in selected)
+    return collects_paper(config)
+
+
 def collects_paper(config: pytest.Config) -> bool:
     """Whether the run collects the paper's cases: it reaches a ``sab_cases`` path that is not a
     team's own case file, or folder of them only (``activation.own_cases_only``)."""
@@ -91,11 +132,3 @@ def collects_paper(config: pytest.Config) -> bool:
     return bool(paper_paths) and activation.collects_cases(config.args, config.invocation_params.dir, paper_paths)
 
 
-def junit_classname(nodeid: str) -> str | None:
-    """The JUnit classname of an own case: its file's folder, dotted, then its suite
-    (``own/kitchen.sab.yaml::...`` -> ``own.kitchen``), so CI readers group a suite's cases."""
-    module = nodeid.split("::", 1)[0]
-    if not casefiles.is_case_file(module):
-        return None
-    path = Path(module)
-    return ".".join([*path.parent.parts, casefiles.suite_name(path)]).lstrip(".")

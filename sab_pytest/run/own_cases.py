@@ -30,6 +30,8 @@ class OwnCases:
     cases: tuple[Case, ...] = ()
     warnings: tuple[str, ...] = ()
     files: tuple[Path, ...] = field(default=())
+    #: whether the run also has the paper's cases (it collects their path); a run without own cases does
+    paper: bool = True
 
     def by_id(self) -> dict[str, Case]:
         return {c.id: c for c in self.cases}

@@ -235,7 +235,8 @@ def build_html(summary: Summary, records: list[StoredRecord]) -> str:
     body = (f'<h1>{esc(title)}</h1><p class="focus-only"><a href="?">show the whole report</a></p>'
             f'<div class="top">{_metadata(summary)}{_deviations(summary)}{_gates(summary)}'
             f"<h2>Plots</h2>{plot_grid(plots(m))}"
-            f"<h2>Metrics</h2>{_metrics_table(m)}{_suites_table(m)}<h2>Errors</h2>{_errors(m, records)}{unreachable_html}</div>{cases}"
+            f"<h2>Metrics</h2>{_metrics_table(m)}{_suites_table(m)}"
+            f"<h2>Errors</h2>{_errors(m, records)}{unreachable_html}</div>{cases}"
             + (f"<h2>Prompts</h2>{prompt_html}" if prompt_html else ""))
     return page(title, body)
 
