@@ -80,7 +80,7 @@ class Case:
     #: show as the test's location; not part of what the case is (the same record read from another
     #: directory is the same case)
     source: tuple[str, int] | None = field(default=None, compare=False)
-    #: the suite of a team's own case (``casefiles``: its file's name), None for the paper's cases
+    #: the suite of a team's own case (``owncases.files``: its file's name), None for the paper's cases
     suite: str | None = None
     #: the hazard's objects as the record names them (``objects``), kept for own cases' checks
     objects: tuple[str, ...] = field(default=(), compare=False)

@@ -8,7 +8,7 @@ nothing more. Flow of one run::
     options.pytest_addoption        the options (from the table in ``sab_pytest.settings``; ``aliases``)
     entry.pytest_configure          the activation rule; then ``configure.activate``: settings validated,
                                     the controller's Aggregator
-    entry.pytest_collect_file       a team's own case files (``*.sab.yaml``) as modules of cases (``own_cases``)
+    entry.pytest_collect_file       a team's own case files (``*.sab.yaml``) as modules of cases (``collection``)
     entry.pytest_generate_tests     the cases as parametrized items (markers from ``collection``)
     workers:    sab_verdict fixture -> Runtime.evaluate (``sab_pytest.run``) -> record
                 record travels as report.user_properties (survives a crashed worker)

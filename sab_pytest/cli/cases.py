@@ -1,6 +1,6 @@
 """``sab cases check PATH...`` and ``sab cases new NAME``: a team's own case files without a run.
 
-``check`` runs the validation a run makes before its first case (``casecheck``), offline, on the
+``check`` runs the validation a run makes before its first case (``owncases.check``), offline, on the
 files at or under each PATH, and prints every problem at ``file:line``; its exit status is 1 when
 there is any problem (errors, and warnings unless ``--allow-warnings``), 2 for a usage error (no
 case file found). ``new`` writes ``NAME.sab.yaml``, a commented template whose cases pass the check,
@@ -13,8 +13,8 @@ import argparse
 import time
 from pathlib import Path
 
-from sab_pytest.casefiles import NAME, declared_categories, find
 from sab_pytest.cli import add_settings, fail, os_problem
+from sab_pytest.owncases.files import NAME, declared_categories, find
 
 TEMPLATE = """\
 # {name}: a suite of our own SafeAgentBench cases (docs/own-cases.md).
@@ -91,7 +91,7 @@ def main(argv: list[str]) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from sab_pytest.casecheck import validate
+    from sab_pytest.owncases.check import validate
 
     started = time.perf_counter()
     roots = [Path(p) for p in args.paths]

@@ -107,7 +107,7 @@ def env_addopts() -> list[str]:
     return shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
 
 
-#: how a team's own case file is named (``casefiles.SUFFIXES``, written again here: this module is
+#: how a team's own case file is named (``owncases.files.SUFFIXES``, written again here: this module is
 #: imported in every pytest run of the environment, the reader of the files only in runs that have some)
 CASE_FILE_SUFFIXES = (".sab.yaml", ".sab.yml", ".sab.jsonl")
 #: folders never searched for case files (pytest's own defaults of ``norecursedirs`` and the like)

@@ -12,9 +12,8 @@ import pytest
 from sab_pytest import dataset
 from sab_pytest.errors import INTERRUPTED, OUTPUT_FAILED, ErrorKind, SabError
 from sab_pytest.pytest_layer import aliases, terminal
-from sab_pytest.pytest_layer.collection import other_sharder
+from sab_pytest.pytest_layer.collection import OwnCases, check_own_cases, other_sharder, run_cases
 from sab_pytest.pytest_layer.junit_gates import annotate_case, drop_earlier_attempts, log_xml, report_gates
-from sab_pytest.pytest_layer.own_cases import OwnCases, check_own_cases, run_cases
 from sab_pytest.pytest_layer.state import AGGREGATOR, CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.pytest_layer.xdist import endpoint_check, stop_scheduling
 from sab_pytest.reports import junit

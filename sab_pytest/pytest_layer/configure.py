@@ -17,7 +17,7 @@ from sab_pytest.errors import SabError, UsageError
 from sab_pytest.models import preload_sdk
 from sab_pytest.pytest_layer import activation, aliases, terminal
 from sab_pytest.pytest_layer.aggregator import Aggregator
-from sab_pytest.pytest_layer.collection import ShardFilter, marks, other_sharder, register_markers
+from sab_pytest.pytest_layer.collection import CaseFile, ShardFilter, marks, other_sharder, register_markers
 from sab_pytest.pytest_layer.options import (
     DIR_OPTIONS,
     PATH_OPTIONS,
@@ -26,7 +26,6 @@ from sab_pytest.pytest_layer.options import (
     settings_from_config,
     spellings,
 )
-from sab_pytest.pytest_layer.own_cases import CaseFile
 from sab_pytest.pytest_layer.state import AGGREGATOR, ENDPOINT_CHECK_KEY, SETTINGS, is_controller
 from sab_pytest.pytest_layer.xdist import CaseDistribution
 from sab_pytest.run.endpoint_check import check_for_controller

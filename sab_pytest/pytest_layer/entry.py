@@ -87,10 +87,10 @@ class _LateGate:
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     """A team's own case file (``*.sab.yaml``, ``*.sab.jsonl``) is collected as a module of cases
-    (``own_cases.CaseFile``); any other file costs one test of its name's end."""
+    (``collection.CaseFile``); any other file costs one test of its name's end."""
     if not file_path.name.endswith(activation.CASE_FILE_SUFFIXES):
         return None
-    from sab_pytest.pytest_layer.own_cases import collect_file
+    from sab_pytest.pytest_layer.collection import collect_file
 
     return collect_file(file_path, parent)
 

@@ -96,7 +96,7 @@ SUITE_COLUMNS: tuple[tuple[str, str], ...] = (("rejection_rate", "rejection rate
 
 
 def suite_lines(by_suite: Mapping[str, dict[str, Any]]) -> list[str]:
-    """A team's own suites (``casefiles``), one row each beside the overall rows: the rates that say
+    """A team's own suites (``owncases.files``), one row each beside the overall rows: the rates that say
     most of a suite, each with its interval and counts (the summary has every metric of each)."""
     if not by_suite:
         return []

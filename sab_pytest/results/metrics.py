@@ -221,7 +221,7 @@ METRIC_NAMES: tuple[str, ...] = (*DEFINITIONS, "errors", "error_rate")
 KINDS: tuple[str, ...] = ("unsafe_detailed", "safe_detailed", "abstract", "long_horizon")
 LEVELS: tuple[str, ...] = ("L0", "L1", "L2", "L3")
 GROUPS: tuple[str, ...] = (*SLUGS, "unmapped", *LEVELS, *KINDS)
-#: a group of a team's own cases: ``suite=NAME`` (``casefiles``: the cases of ``NAME.sab.yaml``)
+#: a group of a team's own cases: ``suite=NAME`` (``owncases.files``: the cases of ``NAME.sab.yaml``)
 SUITE_GROUP = "suite="
 
 
@@ -276,7 +276,7 @@ def compute(records: Iterable[StoredRecord], protocol: str | None = None) -> dic
     overall["errors"] = {"value": len(errored), "n": len(records), "ci95": None}
     overall["error_rate"] = rate(records, _errored)  # errors of a case's repeats hang together too
     own_categories = sorted({str(r["case"]["risk_category"]) for r in ok if _hazard(r) and r["case"]["risk_category"]
-                             and r["case"]["risk_category"] not in SLUGS})  # a team's own (``casefiles``)
+                             and r["case"]["risk_category"] not in SLUGS})  # a team's own (``owncases.files``)
     by_category = {slug: _core([r for r in ok if in_group(r, slug)], protocol)
                    for slug in (*SLUGS, "unmapped", *own_categories)}
     suites = sorted({s for r in records if (s := suite_of(r))})

@@ -39,7 +39,7 @@ REQUIRED = ("case", "passed", "message")
 
 
 class _OwnCaseMeta(TypedDict, total=False):
-    suite: str  # a team's own case (``casefiles``): its suite; absent for the paper's cases
+    suite: str  # a team's own case (``owncases.files``): its suite; absent for the paper's cases
 
 
 class CaseMeta(_OwnCaseMeta):

@@ -78,7 +78,7 @@ class Summary(TypedDict):
     content_filtered: int  # cases the provider's content filter refused: neither verdicts nor errors
     error_kinds: dict[str, int]
     metrics: dict[str, dict[str, Any]]  # the overall metrics, flat
-    #: per suite of a team's own cases (``casefiles``), its metrics as flat as ``metrics``; {} without them
+    #: per suite of a team's own cases (``owncases.files``), its metrics as flat as ``metrics``; {} without them
     suites: dict[str, dict[str, dict[str, Any]]]
     metrics_full: dict[str, Any]  # ``metrics.compute``
     gates: list[dict[str, Any]]

@@ -150,7 +150,7 @@ def _metrics_table(m: dict[str, Any]) -> str:
 
 
 def _suites_table(m: dict[str, Any]) -> str:
-    """A team's own suites (``casefiles``): each one's rows of the metrics table, beside the overall ones."""
+    """A team's own suites (``owncases.files``): each one's rows of the metrics table, beside the overall ones."""
     by_suite = m.get("by_suite") or {}
     if not by_suite:
         return ""

@@ -7,7 +7,7 @@ suite's name. A YAML file is a list of mappings; a JSONL file one JSON object pe
 start with a header, a mapping whose one key is ``suite`` (its own risk categories, a description).
 
 This module only reads: every entry keeps the line of each of its keys, so that validation
-(``casecheck``) can name ``file:line`` for every problem at once, and ``cases`` turns the entries it
+(``owncases.check``) can name ``file:line`` for every problem at once, and ``cases`` turns the entries it
 can read into the run's cases. Nothing here imports pytest: ``sab cases check`` reads the same way.
 """
 

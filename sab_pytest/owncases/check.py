@@ -1,4 +1,4 @@
-"""Validation of a team's own case files (``casefiles``): every problem of every file at once, each at
+"""Validation of a team's own case files (``owncases.files``): every problem of every file at once, each at
 ``file:line``, before the first case runs (the run) or alone (``sab cases check``).
 
 What is checked, per case: unknown and missing keys and the type of each value; the kind; the risk
@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from sab_pytest import categories
-from sab_pytest.casefiles import (
+from sab_pytest.dataset import KINDS, Case
+from sab_pytest.owncases.files import (
     CASE_KEYS,
     CATEGORY_SLUG,
     HEADER_KEYS,
@@ -36,7 +37,6 @@ from sab_pytest.casefiles import (
     local_ids,
     read,
 )
-from sab_pytest.dataset import KINDS, Case
 from sab_pytest.thor.state import STATE_KEYS
 
 #: names a suite cannot take: the markers every case already has (``-m safe`` must keep its meaning)
@@ -107,7 +107,7 @@ class Checker:
         for problem in self._categories("ini sab_categories", 0, self.own_categories):
             report.notes.append(problem)
         seen_suites: dict[str, Path] = {}
-        from sab_pytest.casefiles import cases as make_cases
+        from sab_pytest.owncases.files import cases as make_cases
 
         for path in paths:
             suite_file = read(path)
@@ -286,7 +286,7 @@ class Checker:
         """Run the reference steps on the embedded engine, as the run executes a plan, and score the goal."""
         if self.make_engine is None:
             return
-        from sab_pytest.casefiles import cases as make_cases
+        from sab_pytest.owncases.files import cases as make_cases
         from sab_pytest.thor.execute import execute_case
 
         one = SuiteFile(suite_file.path, suite_file.suite, (entry,), suite_file.header)
