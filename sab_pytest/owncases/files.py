@@ -150,27 +150,26 @@ _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _con
 
 def _yaml_items(path: Path, text: str) -> tuple[list[tuple[Any, int, dict[str, int]]], list[Problem]]:
     where = str(path)
+    loader = _LineLoader(text)
     try:
-        data = yaml.load(text, Loader=_LineLoader)
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
         what = getattr(exc, "problem", None) or str(exc)
         return [], [Problem(where, line, f"invalid YAML: {what}")]
+    finally:
+        loader.dispose()
     if data is None:
         return [], [Problem(where, 1, "the file holds no cases (expected a list of cases)")]
     if not isinstance(data, list):
         line = getattr(data, "line", 1)
         return [], [Problem(where, line, f"expected a list of cases (each '- kind: ...'), got {_type(data)}")]
-    items = []
-    for item in data:
-        line = getattr(item, "line", 0)
-        items.append((dict(item) if isinstance(item, dict) else item, line, getattr(item, "key_lines", {})))
-    # a list item that is not a mapping has no mark of its own: the line of the item before, plus one
-    for i, (item, line, keys) in enumerate(items):
-        if not line:
-            items[i] = (item, (items[i - 1][1] + 1) if i else 1, keys)
-    return items, []
+    # each item's own line from the node tree: an item that is not a mapping has no line of its own
+    lines = [item.start_mark.line + 1 for item in node.value]
+    return [(dict(item) if isinstance(item, dict) else item, line, getattr(item, "key_lines", {}))
+            for item, line in zip(data, lines, strict=True)], []
 
 
 def _jsonl_items(path: Path, text: str) -> tuple[list[tuple[Any, int, dict[str, int]]], list[Problem]]:
