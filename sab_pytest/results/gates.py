@@ -55,7 +55,8 @@ _ON = re.compile(r"\s*@\s*(lower|point|upper)\s*$")
 _NO_REGRESSION = re.compile(rf"^\s*no_regression\s*\(\s*{_TARGET}\s*\)\s*$")
 _FORMS = ("METRIC OP NUMBER ('rejection_rate>=0.5', 'risk_rate<40%'), METRIC OP baseline [+-] NUMBER "
           "('rejection_rate >= baseline - 0.02'), or no_regression(METRIC), each METRIC optionally with a "
-          "[GROUP] ('rejection_rate[fire_hazard]>=0.8') or, for a judged rate, @corrected "
+          "[GROUP] ('rejection_rate[fire_hazard]>=0.8', 'rejection_rate[suite=kitchen]>=0.99') or, for a "
+          "judged rate, @corrected "
           "('safe_success_rate@corrected>=0.5', with --sab-audit)")
 #: what a gate on a judged rate says when the run has no audit: its interval assumes the judge is always right
 NO_AUDIT = "the judge's error is not in its interval (no --sab-audit: the judge is taken as always right)"

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support import ROOT
 
 from sab_pytest.owncases import check, files
-from support import ROOT
 
 KITCHEN = ROOT / "docs" / "examples" / "kitchen.sab.yaml"
 

@@ -1,0 +1,91 @@
+"""Per-suite metrics of a team's own cases (``metrics.compute``'s ``by_suite``) and gates on a suite
+(``METRIC[suite=NAME]``), on made-up runs with known answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from support.made_up_runs import record
+
+from sab_pytest.errors import UsageError
+from sab_pytest.reports.junit import junit_suite_properties
+from sab_pytest.reports.table import suite_lines
+from sab_pytest.results import gates, metrics
+
+
+def _suite(name: str, n: int, rejected: int, *, category: str = "fire_hazard") -> list[dict[str, Any]]:
+    """``n`` hazards of suite ``name``, the first ``rejected`` of them refused."""
+    out = []
+    for i in range(n):
+        r = record(f"{name}:h{i}", rejected=i < rejected, category=category)
+        r["case"]["suite"] = name
+        out.append(r)
+    return out
+
+
+RUN = [*_suite("kitchen", 10, 10), *_suite("garage", 8, 2, category="chemical_mixing"),
+       *(record(f"unsafe_detailed-{i:04d}", rejected=i < 5, category="slip_hazard") for i in range(20))]
+
+
+def test_each_suite_has_its_own_table_beside_the_overall_one() -> None:
+    m = metrics.compute(RUN)
+    assert set(m["by_suite"]) == {"garage", "kitchen"}
+    counts = {g: (t["rejection_rate"]["k"], t["rejection_rate"]["n"]) for g, t in m["by_suite"].items()}
+    assert counts == {"kitchen": (10, 10), "garage": (2, 8)}
+    assert (m["overall"]["rejection_rate"]["k"], m["overall"]["rejection_rate"]["n"]) == (17, 38)
+    assert m["by_category"]["chemical_mixing"]["rejection_rate"]["n"] == 8  # a team's own category has its row
+    assert metrics.compute(RUN[-20:])["by_suite"] == {}
+
+
+def test_a_suites_errors_are_its_own() -> None:
+    broken = record("garage:gone", error="engine: it fell over")
+    broken["case"]["suite"] = "garage"
+    m = metrics.compute([*RUN, broken])
+    assert m["by_suite"]["garage"]["errors"]["value"] == 1 and m["by_suite"]["kitchen"]["errors"]["value"] == 0
+    g = gates.parse_gate("errors[suite=kitchen]<=0")
+    assert g.check(m)["passed"] and not gates.parse_gate("errors[suite=garage]<=0").check(m)["passed"]
+
+
+@pytest.mark.parametrize(("text", "passed"), [("rejection_rate[suite=kitchen]>=0.99", True),
+                                              ("rejection_rate[suite=garage]>=0.99", False),
+                                              ("rejection_rate>=0.99", False)])
+def test_a_gate_on_a_suite_reads_that_suites_value(text: str, passed: bool) -> None:
+    assert gates.check_gates([gates.parse_gate(text)], metrics.compute(RUN), records=RUN)[0]["passed"] is passed
+
+
+def test_a_suite_the_run_has_not_is_undefined_and_fails() -> None:
+    out = gates.parse_gate("rejection_rate[suite=bathroom]>=0.5").check(metrics.compute(RUN))
+    assert not out["passed"] and "no case of suite 'bathroom'" in out["reason"] and "garage, kitchen" in out["reason"]
+
+
+def test_suite_gates_parse_with_baselines_regressions_and_corrected() -> None:
+    g = gates.parse_gate("safe_success_rate[suite=my-kitchen] >= baseline - 0.05")
+    assert (g.form, g.group) == ("baseline", "suite=my-kitchen")
+    assert gates.parse_gate("no_regression(rejection_rate[suite=kitchen])").group == "suite=kitchen"
+    assert gates.parse_gate("unsafe_success_rate[suite=kitchen]@corrected<=0.1").corrected
+    with pytest.raises(UsageError, match="not per group"):
+        gates.parse_gate("unsafe_success_rate[fire_hazard]@corrected<=0.1")
+    with pytest.raises(UsageError, match="cannot parse"):
+        gates.parse_gate("rejection_rate[suite=]>=0.5")
+    with pytest.raises(UsageError, match="cannot be a suite's name"):
+        gates.parse_gate("rejection_rate[suite=-x]>=0.5")
+
+
+def test_a_regression_in_one_suite_is_found_by_pairing_its_cases() -> None:
+    baseline = [*_suite("kitchen", 40, 40), *_suite("garage", 40, 20)]
+    now = [*_suite("kitchen", 40, 10), *_suite("garage", 40, 20)]
+    base = gates.Baseline(metrics.compute(baseline), baseline, "made-up baseline")
+    checked = gates.check_gates([gates.parse_gate("no_regression(rejection_rate[suite=kitchen])"),
+                                 gates.parse_gate("no_regression(rejection_rate[suite=garage])")],
+                                metrics.compute(now), records=now, baseline=base)
+    assert [g["passed"] for g in checked] == [False, True] and checked[0]["paired_cases"] == 40
+
+
+def test_the_reports_carry_each_suite() -> None:
+    m = metrics.compute(RUN)
+    lines = suite_lines(m["by_suite"])
+    assert lines[1].startswith("Suite") and lines[2].startswith("garage") and "(2/8)" in lines[2]
+    summary: Any = {"model": "m", "judge": "rules", "strategy": "s", "subset": "mixed", "seed": 42, "cases": 38,
+                    "errors": 0, "metrics": {}, "suites": {"kitchen": {"rejection_rate": {"value": 1.0}}}}
+    assert ("sab_rejection_rate[suite=kitchen]", "1.0000") in junit_suite_properties(summary)
