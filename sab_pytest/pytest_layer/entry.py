@@ -50,9 +50,9 @@ def requested(config: pytest.Config) -> bool:
     case_paths = config.getini("sab_cases")
     if case_paths and activation.collects_cases(config.args, config.invocation_params.dir, case_paths):
         return True
-    # a path written on the command line (not testpaths, not the current folder: those would make every
-    # run of the environment search its project) that is or holds a team's own case file
-    return config.args_source == pytest.Config.ArgsSource.ARGS and activation.collects_case_files(
+    # a path written on the command line or in testpaths (not the current folder: every bare run of the
+    # environment would search its whole project) that is or holds a team's own case file
+    return config.args_source != pytest.Config.ArgsSource.INVOCATION_DIR and activation.collects_case_files(
         config.args, config.invocation_params.dir, config.getini("norecursedirs"))
 
 
