@@ -27,7 +27,7 @@ from sab_pytest.owncases import files as casefiles
 from sab_pytest.owncases.selection import OwnCases
 from sab_pytest.pytest_layer import activation
 from sab_pytest.pytest_layer.case_tests import check
-from sab_pytest.pytest_layer.state import case_of
+from sab_pytest.pytest_layer.state import AGGREGATOR, SETTINGS, case_of
 from sab_pytest.results import StoredRecord
 from sab_pytest.run import shard
 from sab_pytest.run.selection import repeated, select_cases
@@ -165,8 +165,30 @@ class CaseFile(pytest.Module):
             problems = [p for p in suite_file.problems if p.severity == "error"]
             if problems:
                 raise self.CollectError("\n".join(map(str, problems)))
+            if self._unchecked():
+                self._check()
             made = self._cases = casefiles.cases(suite_file, ini_categories(self.config))
         return made
+
+    def _unchecked(self) -> bool:
+        """Whether no check before the first case saw this file: the controller validates the files under
+        what the run collects (``check_own_cases``); a run that turned on only when it met the file (no
+        option, no ``sab_cases`` path) did not, so the file is checked here, at its collection, before any
+        case runs. xdist's workers leave it to their controller."""
+        if hasattr(self.config, "workerinput"):
+            return False
+        aggregator = self.config.stash.get(AGGREGATOR, None)
+        return aggregator is None or self.path.resolve() not in aggregator.own.files
+
+    def _check(self) -> None:
+        from sab_pytest.owncases.check import validate
+        from sab_pytest.owncases.selection import problems_message
+
+        settings = self.config.stash.get(SETTINGS, None)
+        report = validate([self.path], scenes_dir=settings.thor_scenes if settings else None,
+                          data_dir=settings.data_dir if settings else None, own_categories=ini_categories(self.config))
+        if report.errors:
+            raise self.CollectError(problems_message(report))
 
 
 def register_own_markers(config: pytest.Config, cases: list[Case]) -> None:

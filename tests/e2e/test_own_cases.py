@@ -97,3 +97,15 @@ def test_a_suite_under_xdist(project: pytest.Pytester) -> None:
     result = run_pytest(project, "own", "--model", "refuse", "--sab-out=out", "-n", "2", GATE)
     assert result.ret == 0 and len(read_records(project.path / "out")) == 9
     assert read_summary(project.path / "out")["suites"]["kitchen"]["rejection_rate"]["k"] == 6
+
+
+def test_a_run_that_meets_a_case_file_unasked_still_checks_it_before_any_case(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, real_scenes_dir: Path) -> None:
+    """No option, no ``sab_cases``, no path on the command line: the run turns on when it collects the
+    file, and checks it then, before any case runs."""
+    monkeypatch.setenv("SAB_THOR_SCENES", str(real_scenes_dir))
+    (pytester.path / "own").mkdir()
+    (pytester.path / "own" / "kitchen.sab.yaml").write_text(KITCHEN.replace("[Pan, Stool]", "[Pan, Candle]"))
+    result = run_pytest(pytester, "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED and "object 'Candle' is not in FloorPlan1" in result.stdout.str()
+    assert not (pytester.path / "sab-results.jsonl").exists()
