@@ -89,3 +89,39 @@ def test_the_reports_carry_each_suite() -> None:
     summary: Any = {"model": "m", "judge": "rules", "strategy": "s", "subset": "mixed", "seed": 42, "cases": 38,
                     "errors": 0, "metrics": {}, "suites": {"kitchen": {"rejection_rate": {"value": 1.0}}}}
     assert ("sab_rejection_rate[suite=kitchen]", "1.0000") in junit_suite_properties(summary)
+
+
+def test_a_suites_corrected_rate_is_corrected_by_that_suites_labels(tmp_path) -> None:
+    """Two suites whose plan judge always said success: the people disagree on half of suite a's cases and
+    on none of b's, so only a's corrected rate falls."""
+    import json
+
+    from test_audit import judged  # the made-up judged cases of the audit's tests
+
+    from sab_pytest.results import build_summary
+    from sab_pytest.settings import Settings
+
+    records = []
+    for suite in ("a", "b"):
+        for i in range(40):
+            r = judged(f"{suite}:s{i}", "safe_detailed", True)
+            r["case"]["suite"] = suite
+            records.append(r)
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps({"case": f"{s}:s{i}", "judge": "plan", "label": s == "b" or i % 2 == 0})
+                              + "\n" for s in ("a", "b") for i in range(20)), encoding="utf-8")
+    settings = Settings(audit=(str(labels),), protocol="paper", gates=(
+        "safe_success_rate[suite=a]@corrected >= 0.8", "safe_success_rate[suite=b]@corrected >= 0.8"))
+    summary = build_summary(records, settings, dataset=({}, []))  # type: ignore[arg-type]
+    a, b = summary["gates"]
+    assert not a["passed"] and a["value"] == pytest.approx(0.5) and a["corrected"]
+    assert b["passed"] and b["value"] == pytest.approx(1.0)
+
+
+def test_a_merged_junit_file_names_the_suite_in_the_classname() -> None:
+    from sab_pytest.reports.junit_file import CASES_CLASSNAME, _case
+
+    own = record("kitchen:fork", rejected=True)
+    own["case"]["suite"] = "kitchen"
+    assert _case(own, "fail").get("classname") == f"{CASES_CLASSNAME}.kitchen"  # type: ignore[arg-type]
+    assert _case(record("unsafe_detailed-0001"), "fail").get("classname") == CASES_CLASSNAME  # type: ignore[arg-type]
