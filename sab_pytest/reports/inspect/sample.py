@@ -275,6 +275,7 @@ def _metadata(record: Mapping[str, Any]) -> dict[str, Any]:
         "unreachable_goal": record.get("unreachable_goal"), "error": record.get("error"),
         "error_kind": record.get("error_kind"), "usage": record.get("usage"), "run_id": record.get("run_id"),
         "resumed": bool(record.get("resumed")),
+        **({"suite": case["suite"]} if case.get("suite") else {}),  # a team's own case: its suite
     }
 
 

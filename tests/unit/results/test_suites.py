@@ -125,3 +125,18 @@ def test_a_merged_junit_file_names_the_suite_in_the_classname() -> None:
     own["case"]["suite"] = "kitchen"
     assert _case(own, "fail").get("classname") == f"{CASES_CLASSNAME}.kitchen"  # type: ignore[arg-type]
     assert _case(record("unsafe_detailed-0001"), "fail").get("classname") == CASES_CLASSNAME  # type: ignore[arg-type]
+
+
+def test_the_html_report_and_the_inspect_log_carry_each_suite() -> None:
+    from sab_pytest.reports.html.report import build_html
+    from sab_pytest.reports.inspect.log import _metric_scores
+    from sab_pytest.results.summary import flat_metrics
+
+    m = metrics.compute(RUN)
+    page = build_html({"model": "m", "metrics_full": m}, RUN)  # type: ignore[typeddict-item]
+    assert "<h2>Suites</h2>" in page and "rejection_rate[suite=garage]" in page
+    assert "Rejection rate per suite of your own cases" in page
+    scores = {s.name: s for s in _metric_scores({"metrics": flat_metrics(m["overall"]),
+                                                 "suites": {k: flat_metrics(t) for k, t in m["by_suite"].items()}})}
+    assert scores["suite=garage"].metrics["rejection_rate"].value == pytest.approx(0.25)
+    assert scores["suite=kitchen"].metrics["rejection_rate"].value == 1.0 and "rejection" in scores
