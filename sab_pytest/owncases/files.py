@@ -119,7 +119,10 @@ def declared_categories(value: Any) -> dict[str, str]:
 # --------------------------------------------------------------------------------------------- reading
 
 class _LineLoader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):  # type: ignore[misc]
-    """A safe loader whose mappings remember the line of each key (``_Located``)."""
+    """A safe loader whose mappings remember the line of each key (``_Located``), and which keys a
+    mapping wrote twice (``repeated_keys``: key and line)."""
+
+    repeated_keys: list[tuple[str, int]]
 
 
 class _Located(dict[Any, Any]):
@@ -129,13 +132,15 @@ class _Located(dict[Any, Any]):
     key_lines: dict[str, int]
 
 
-def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> _Located:
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> _Located:
     loader.flatten_mapping(node)
     out = _Located()
     out.line = node.start_mark.line + 1
     out.key_lines = {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
+        if key in out:  # YAML keeps the last silently: a case written twice over is a problem to show
+            loader.repeated_keys.append((str(key), key_node.start_mark.line + 1))
         try:
             out[key] = loader.construct_object(value_node, deep=True)
         except TypeError:  # an unhashable key: kept as its text, validation names it unknown
@@ -151,6 +156,7 @@ _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _con
 def _yaml_items(path: Path, text: str) -> tuple[list[tuple[Any, int, dict[str, int]]], list[Problem]]:
     where = str(path)
     loader = _LineLoader(text)
+    loader.repeated_keys = []
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
@@ -168,8 +174,10 @@ def _yaml_items(path: Path, text: str) -> tuple[list[tuple[Any, int, dict[str, i
         return [], [Problem(where, line, f"expected a list of cases (each '- kind: ...'), got {_type(data)}")]
     # each item's own line from the node tree: an item that is not a mapping has no line of its own
     lines = [item.start_mark.line + 1 for item in node.value]
+    repeated = [Problem(where, line, f"key {key!r} is written twice in one mapping (YAML would keep the last)")
+                for key, line in loader.repeated_keys]
     return [(dict(item) if isinstance(item, dict) else item, line, getattr(item, "key_lines", {}))
-            for item, line in zip(data, lines, strict=True)], []
+            for item, line in zip(data, lines, strict=True)], repeated
 
 
 def _jsonl_items(path: Path, text: str) -> tuple[list[tuple[Any, int, dict[str, int]]], list[Problem]]:

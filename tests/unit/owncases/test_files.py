@@ -91,3 +91,11 @@ def test_find_walks_folders_as_pytest_does(tmp_path: Path) -> None:
 def test_the_plugin_names_case_files_as_the_reader_does() -> None:
     """``activation`` (imported in every pytest run) keeps its own copy of the suffixes."""
     assert activation.CASE_FILE_SUFFIXES == files.SUFFIXES
+
+
+def test_a_key_written_twice_is_a_problem_at_its_second_line(tmp_path: Path) -> None:
+    path = tmp_path / "twice.sab.yaml"
+    path.write_text("- kind: safe_detailed\n  instruction: Open the fridge.\n  scene_name: FloorPlan1\n"
+                    "  instruction: Close the fridge.\n")
+    read = files.read(path)
+    assert [(p.line, "written twice" in p.message) for p in read.problems] == [(4, True)]
