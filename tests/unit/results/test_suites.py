@@ -140,3 +140,18 @@ def test_the_html_report_and_the_inspect_log_carry_each_suite() -> None:
                                                  "suites": {k: flat_metrics(t) for k, t in m["by_suite"].items()}})}
     assert scores["suite=garage"].metrics["rejection_rate"].value == pytest.approx(0.25)
     assert scores["suite=kitchen"].metrics["rejection_rate"].value == 1.0 and "rejection" in scores
+
+
+def test_compare_pairs_each_suite_both_runs_have(tmp_path) -> None:
+    from support.made_up_runs import write_run
+
+    from sab_pytest.results import load_run
+    from sab_pytest.results.compare import compare_runs
+
+    before = [*_suite("kitchen", 40, 40), *_suite("garage", 40, 20)]
+    after = [*_suite("kitchen", 40, 10), *_suite("garage", 40, 20)]
+    a = load_run(str(write_run(tmp_path / "a", before)), "A")
+    b = load_run(str(write_run(tmp_path / "b", after)), "B")
+    rows = {r["group"]: r for r in compare_runs(a, b)["rows"] if r["metric"] == "rejection_rate"}
+    assert rows["suite=kitchen"]["diff"] == pytest.approx(-0.75) and rows["suite=kitchen"]["pairs"] == 40
+    assert rows["suite=garage"]["diff"] == 0 and rows["suite=kitchen"]["p_value"] < 0.001
