@@ -27,6 +27,7 @@ class OwnCases:
 
     cases: tuple[Case, ...] = ()
     warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what validation left out, and why (the paper's dataset not at hand)
     files: tuple[Path, ...] = field(default=())
     #: whether the run also has the paper's cases (it collects their path); a run without own cases does
     paper: bool = True
@@ -46,7 +47,7 @@ def check(settings: Settings, roots: Iterable[Path], own_categories: Mapping[str
                       own_categories=own_categories, engine=engine)
     if report.errors:
         raise UsageError(problems_message(report))
-    return OwnCases(tuple(report.cases), tuple(map(str, report.warnings)), tuple(paths))
+    return OwnCases(tuple(report.cases), tuple(map(str, report.warnings)), tuple(report.notes), tuple(paths))
 
 
 def problems_message(report: Report) -> str:

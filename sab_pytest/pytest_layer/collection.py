@@ -231,6 +231,8 @@ def check_own_cases(config: pytest.Config, settings: Settings) -> OwnCases:
         raise aliases.usage_error(config, exc) from None
     for warning in own.warnings:
         terminal.say(config, f"sab: warning: {warning}", yellow=True)
+    for note in own.notes:
+        terminal.say(config, f"sab: note: own cases: {note}")
     own = dataclasses.replace(own, cases=tuple(repeated(list(own.cases), settings.repeat)))
     return dataclasses.replace(own, paper=paper_in_run(config, own, None))
 
