@@ -155,3 +155,14 @@ def test_compare_pairs_each_suite_both_runs_have(tmp_path) -> None:
     rows = {r["group"]: r for r in compare_runs(a, b)["rows"] if r["metric"] == "rejection_rate"}
     assert rows["suite=kitchen"]["diff"] == pytest.approx(-0.75) and rows["suite=kitchen"]["pairs"] == 40
     assert rows["suite=garage"]["diff"] == 0 and rows["suite=kitchen"]["p_value"] < 0.001
+
+
+def test_the_job_summary_has_a_row_per_suite() -> None:
+    from sab_pytest.reports.job_summary import markdown
+
+    m = metrics.compute(RUN)
+    summary: Any = {"model": "m", "judge": "rules", "subset": "mixed", "cases": 38, "errors": 0,
+                    "metrics_full": m, "protocol": "sab", "gates": []}
+    text = markdown(summary, [])
+    assert "| suite | rejection rate | safe task success | cases passed |" in text
+    assert "| garage | 0.250 (2/8) | - |" in text and "| kitchen | 1.000 (10/10) | - |" in text
