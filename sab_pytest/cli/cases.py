@@ -1,7 +1,8 @@
 """``sab cases check PATH...`` and ``sab cases new NAME``: a team's own case files without a run.
 
 ``check`` runs the validation a run makes before its first case (``owncases.check``), offline, on the
-files at or under each PATH, and prints every problem at ``file:line``; its exit status is 1 when
+files at or under each PATH, with the ``sab_categories`` of the ini file pytest would read there, and
+prints every problem at ``file:line``; its exit status is 1 when
 there is any problem (errors, and warnings unless ``--allow-warnings``), 2 for a usage error (no
 case file found). ``new`` writes ``NAME.sab.yaml``, a commented template whose cases pass the check,
 to start a suite from.
@@ -10,6 +11,7 @@ to start a suite from.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -101,11 +103,60 @@ def _check(args: argparse.Namespace) -> int:
     paths = find(roots)
     if not paths:
         return fail("cases check", f"no case file (*.sab.yaml, *.sab.jsonl) at or under {', '.join(args.paths)}")
+    found, ini = ini_categories(roots[0].resolve())
+    if ini is not None and found:
+        print(f"risk categories of {ini} (sab_categories): {', '.join(found)}")
     report = validate(paths, scenes_dir=args.thor_scenes, data_dir=args.data_dir,
-                      own_categories=declared_categories(args.category), run_plans=not args.no_plans)
+                      own_categories={**found, **declared_categories(args.category)}, run_plans=not args.no_plans)
     print(report.text())
     print(f"checked in {time.perf_counter() - started:.2f} s")
     return 1 if report.errors or (report.warnings and not args.allow_warnings) else 0
+
+
+def ini_categories(start: Path) -> tuple[dict[str, str], Path | None]:
+    """The ``sab_categories`` of the ini file pytest would read for ``start`` (the first of
+    ``pytest.ini``, ``pyproject.toml`` with ``[tool.pytest.ini_options]``, ``tox.ini`` with ``[pytest]``,
+    ``setup.cfg`` with ``[tool:pytest]``, in ``start``'s folder or the nearest above it holding one),
+    so that the check accepts what the run accepts; ({}, None) when there is none."""
+    import configparser
+
+    for folder in [start if start.is_dir() else start.parent, *start.parents]:
+        for name, section in (("pytest.ini", "pytest"), ("pyproject.toml", None), ("tox.ini", "pytest"),
+                              ("setup.cfg", "tool:pytest")):
+            path = folder / name
+            if not path.is_file():
+                continue
+            if section is None:
+                table = _pyproject_options(path)
+                if table is None:
+                    continue
+                value = table.get("sab_categories", [])
+                lines = value if isinstance(value, list) else str(value).splitlines()
+            else:
+                parser = configparser.ConfigParser(interpolation=None)
+                try:
+                    parser.read(path, encoding="utf-8")
+                except configparser.Error:
+                    continue
+                if not parser.has_section(section):
+                    continue
+                lines = parser.get(section, "sab_categories", fallback="").splitlines()
+            return declared_categories([str(x).strip() for x in lines if str(x).strip()]), path
+    return {}, None
+
+
+def _pyproject_options(path: Path) -> dict[str, object] | None:
+    """``[tool.pytest.ini_options]`` of a ``pyproject.toml``, None when it has none (pytest reads on)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: the package pytest itself reads TOML with there
+        import tomli as tomllib
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    table = data.get("tool", {}).get("pytest", {}).get("ini_options")
+    return table if isinstance(table, dict) else None
 
 
 def _new(args: argparse.Namespace) -> int:
