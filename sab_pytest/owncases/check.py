@@ -34,7 +34,7 @@ from sab_pytest.owncases.files import (
     Problem,
     SuiteFile,
     category_of,
-    local_ids,
+    local_id,
     read,
 )
 from sab_pytest.thor.state import STATE_KEYS
@@ -179,7 +179,7 @@ class Checker:
         for key in NOT_FOR.get(str(kind), ()):
             if key in f:
                 error(key, f"a {kind} case has no {key!r}")
-        local = local_ids(entry)
+        local = local_id(entry)
         if "id" in f and (not isinstance(f["id"], (str, int)) or isinstance(f["id"], bool)
                           or not LOCAL_ID.match(local) or RESERVED_END.search(local)):
             error("id", f"id {f['id']!r}: letters, digits, '_', '.' and '-' only, not ending in -rN or -LN")

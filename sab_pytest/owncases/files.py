@@ -265,7 +265,7 @@ def category_of(raw: str, own: Mapping[str, str]) -> str | None:
     return categories.normalise(text) or by_name.get(text.lower())
 
 
-def local_ids(entry: Entry) -> str:
+def local_id(entry: Entry) -> str:
     """The case's id inside its suite: its own ``id``, else ``<kind>-<row:04d>`` as the dataset's."""
     given = entry.fields.get("id")
     if isinstance(given, (str, int)) and not isinstance(given, bool):
@@ -299,7 +299,7 @@ def _entry_cases(suite_file: SuiteFile, entry: Entry, own: Mapping[str, str]) ->
         risk_category=category_of(raw, own) if raw else None, risk_label_raw=raw, row=entry.row,
         source=(str(suite_file.path.absolute()), entry.line), suite=suite_file.suite,
         objects=tuple(str(o) for o in objects))
-    case_id = f"{suite_file.suite}:{local_ids(entry)}"
+    case_id = f"{suite_file.suite}:{local_id(entry)}"
     if kind == "abstract":
         if not isinstance(text, list) or not all(isinstance(t, str) for t in text):
             return []
