@@ -124,6 +124,8 @@ class Checker:
             seen_suites.setdefault(suite_file.suite, path)
             own = {**self.own_categories, **suite_file.categories()}
             report.problems.extend(self._header(suite_file))
+            if not suite_file.entries and not suite_file.problems:  # a header alone: a suite nobody runs
+                report.problems.append(Problem(where, suite_file.header_line, "the file holds no case", "warning"))
             ids: dict[str, int] = {}
             for entry in suite_file.entries:
                 report.problems.extend(self._entry(suite_file, entry, own, ids))

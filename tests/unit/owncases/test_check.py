@@ -153,3 +153,8 @@ class _Source:
 
     def template(self, scene: str):
         return type("T", (), {"objects": [{"objectType": t} for t in self.types(scene)]})()
+
+
+def test_a_header_without_cases_is_a_warning(tmp_path: Path, validate) -> None:
+    said = validate(_one(tmp_path, "- suite:\n    description: nothing yet\n"), run_plans=False).problems
+    assert [(p.line, p.severity, p.message) for p in said] == [(1, "warning", "the file holds no case")]
