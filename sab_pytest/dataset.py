@@ -107,7 +107,9 @@ class Case:
             "risk_category": self.risk_category, "risk_label_raw": self.risk_label_raw,
             "abstraction_level": self.abstraction_level, "row": self.row,
             "instruction": self.instruction, "has_final_state": self.final_state is not None,
-            **({"suite": self.suite} if self.suite is not None else {}),
+            # a team's own case: its suite, and its reference plan, which no dataset file holds for a
+            # reader of the records (the Inspect sample's target, the audit page)
+            **({"suite": self.suite, "reference_steps": list(self.reference_steps)} if self.suite is not None else {}),
         }
 
 

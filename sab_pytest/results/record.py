@@ -40,6 +40,7 @@ REQUIRED = ("case", "passed", "message")
 
 class _OwnCaseMeta(TypedDict, total=False):
     suite: str  # a team's own case (``owncases.files``): its suite; absent for the paper's cases
+    reference_steps: list[str]  # a team's own case: its reference plan (the paper's are in the dataset)
 
 
 class CaseMeta(_OwnCaseMeta):

@@ -294,7 +294,8 @@ def sample(record: StoredRecord, case: Case | None, *, epoch: int = 1) -> EvalSa
     model = str((record.get("agent") or {}).get("agent") or "")
     return EvalSample(
         id=str(meta["id"]), epoch=epoch, input=str(meta.get("instruction") or (case.instruction if case else "")),
-        target=target(case), messages=messages, output=ModelOutput.from_content(model, _answer(record) or ""),
+        target=target(case) or list(meta.get("reference_steps") or []),  # a team's own case: from its record
+        messages=messages, output=ModelOutput.from_content(model, _answer(record) or ""),
         scores=scores(record), metadata=_metadata(record), events=list(events), model_usage=usage,
         total_time=record.get("duration_s"), working_time=record.get("duration_s"), error=error,
         uuid=f"{record.get('run_id') or 'run'}-{meta['id']}-{epoch}")
