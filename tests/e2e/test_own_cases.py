@@ -133,3 +133,11 @@ def test_a_category_the_ini_declares_is_a_category_and_a_marker(project: pytest.
     summary = read_summary(project.path / "out")
     assert summary["metrics_full"]["by_category"]["chemical_mixing"]["rejection_rate"]["k"] == 1
     assert set(summary["suites"]) == {"garage"}
+
+
+def test_a_suite_folder_listed_in_sab_cases_is_collected_like_cases(project: pytest.Pytester) -> None:
+    project.makeini("[pytest]\nsab_cases = cases own\ntestpaths = own\n")
+    result = run_pytest(project, "-p", "no:cacheprovider")  # a bare run, no option: its testpaths are sab_cases
+    result.assert_outcomes(passed=2, failed=7)
+    summary = read_summary(project.path)
+    assert summary["cases"] == 9 and summary["run"]["status"] == "complete"  # the paper's are not part of it
