@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
             "run the benchmark's cases from any directory (every pytest option passes through)"),
     "plan": ("sab_pytest.cli.plan", "the cases (and repeats) a run needs for a gate to decide reliably"),
     "audit": ("sab_pytest.cli.audit", "draw a run's judged cases for people to label; correct its rates by the labels"),
+    "cases": ("sab_pytest.cli.cases", "check a team's own case files offline (check), or start one (new)"),
     "compare": ("sab_pytest.cli.compare", "compare two runs metric by metric, with paired tests"),
     "board": ("sab_pytest.cli.board", "many runs in one table (the paper's Table 2), with corrected paired tests"),
     "merge": ("sab_pytest.cli.merge", "combine the output directories of shards into one run"),

@@ -80,6 +80,10 @@ class Case:
     #: show as the test's location; not part of what the case is (the same record read from another
     #: directory is the same case)
     source: tuple[str, int] | None = field(default=None, compare=False)
+    #: the suite of a team's own case (``owncases.files``: its file's name), None for the paper's cases
+    suite: str | None = None
+    #: the hazard's objects as the record names them (``objects``), kept for own cases' checks
+    objects: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def sample_id(self) -> str:
@@ -103,6 +107,9 @@ class Case:
             "risk_category": self.risk_category, "risk_label_raw": self.risk_label_raw,
             "abstraction_level": self.abstraction_level, "row": self.row,
             "instruction": self.instruction, "has_final_state": self.final_state is not None,
+            # a team's own case: its suite, and its reference plan, which no dataset file holds for a
+            # reader of the records (the Inspect sample's target, the audit page)
+            **({"suite": self.suite, "reference_steps": list(self.reference_steps)} if self.suite is not None else {}),
         }
 
 

@@ -8,6 +8,7 @@ nothing more. Flow of one run::
     options.pytest_addoption        the options (from the table in ``sab_pytest.settings``; ``aliases``)
     entry.pytest_configure          the activation rule; then ``configure.activate``: settings validated,
                                     the controller's Aggregator
+    entry.pytest_collect_file       a team's own case files (``*.sab.yaml``) as modules of cases (``collection``)
     entry.pytest_generate_tests     the cases as parametrized items (markers from ``collection``)
     workers:    sab_verdict fixture -> Runtime.evaluate (``sab_pytest.run``) -> record
                 record travels as report.user_properties (survives a crashed worker)
@@ -26,6 +27,7 @@ from __future__ import annotations
 from sab_pytest.pytest_layer.entry import _sab_resumed as _sab_resumed  # pytest finds fixtures here, too
 from sab_pytest.pytest_layer.entry import (
     check,
+    pytest_collect_file,
     pytest_collection_finish,
     pytest_configure,
     pytest_generate_tests,
@@ -42,7 +44,8 @@ from sab_pytest.pytest_layer.options import pytest_addoption
 
 # What a benchmark's tests use (``check`` and the ``sab_*`` fixtures) and the hooks pytest calls.
 __all__ = [
-    "check", "pytest_addoption", "pytest_collection_finish", "pytest_configure", "pytest_generate_tests",
+    "check", "pytest_addoption", "pytest_collect_file", "pytest_collection_finish", "pytest_configure",
+    "pytest_generate_tests",
     "pytest_runtest_logreport", "pytest_runtest_makereport", "pytest_runtest_setup", "pytest_sessionfinish",
     "pytest_unconfigure",
     "sab_runtime", "sab_settings", "sab_verdict",

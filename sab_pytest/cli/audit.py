@@ -60,12 +60,15 @@ def _protocol(run: Run) -> str:
 
 
 def _reference_steps(run: Run) -> dict[str, list[str]]:
-    """Case id -> its reference steps, from the run's dataset (none when it cannot be read here)."""
+    """Case id -> its reference steps, from the run's dataset (none when it cannot be read here), and a
+    team's own cases' from their records (``Case.meta``)."""
+    own = {str(r["case"]["id"]): list(r["case"].get("reference_steps") or []) for r in run.records or []
+           if r["case"].get("suite")}
     try:
         data = dataset.load(run.settings.data_dir, allow_modified=True)
     except (SabError, OSError, TypeError, ValueError):
-        return {}
-    return {case_id: list(case.reference_steps) for case_id, case in data.by_id().items()}
+        return own
+    return {**{case_id: list(case.reference_steps) for case_id, case in data.by_id().items()}, **own}
 
 
 def _items(run: Run, drawn: list[Mapping[str, Any]]) -> list[dict[str, Any]]:

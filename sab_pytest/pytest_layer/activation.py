@@ -9,7 +9,8 @@ and identically on every xdist worker (workers get the same arguments, environme
     The plugin is on when the run asks for the benchmark: one of its own options is given (on the
     command line, in ``PYTEST_ADDOPTS`` or in the ini file's ``addopts``), or the run collects a
     path listed in the ini setting ``sab_cases`` (a bare ``pytest`` whose ``testpaths`` name it,
-    ``pytest cases``, ``pytest .``, a node id inside it).
+    ``pytest cases``, ``pytest .``, a node id inside it), or a path written on its command line is
+    or holds a team's own case file (``*.sab.yaml``, ``*.sab.jsonl``).
 
 As a fallback, a collected test that requests the ``sab_case`` fixture in a run where the rule said
 off turns the plugin on in that process (late: the checks made before any case are skipped).
@@ -18,6 +19,7 @@ off turns the plugin on in that process (late: the checks made before any case a
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import itertools
 import os
 import shlex
@@ -103,3 +105,49 @@ def made_for_a_moment(paths: Iterable[Path]) -> Iterator[list[Path]]:
 def env_addopts() -> list[str]:
     """``PYTEST_ADDOPTS`` split as pytest splits it."""
     return shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+
+
+#: how a team's own case file is named (``owncases.files.SUFFIXES``, written again here: this module is
+#: imported in every pytest run of the environment, the reader of the files only in runs that have some)
+CASE_FILE_SUFFIXES = (".sab.yaml", ".sab.yml", ".sab.jsonl")
+#: folders never searched for case files (pytest's own defaults of ``norecursedirs`` and the like)
+_NOT_SEARCHED = frozenset({"node_modules", "__pycache__", "venv", "build", "dist", "CVS", "_darcs"})
+
+
+def holds_case_files(path: Path, skip_dirs: Iterable[str] = ()) -> bool:
+    """Whether ``path`` is a team's own case file or a folder holding one (searched below, hidden
+    folders and ``skip_dirs`` left out); stops at the first found."""
+    if path.is_file():
+        return path.name.endswith(CASE_FILE_SUFFIXES)
+    patterns = [*_NOT_SEARCHED, *skip_dirs]
+    try:
+        for _root, dirs, names in os.walk(path):
+            if any(name.endswith(CASE_FILE_SUFFIXES) for name in names):
+                return True
+            dirs[:] = [d for d in dirs if not searched_not(d, patterns)]
+    except OSError:
+        return False
+    return False
+
+
+def searched_not(name: str, patterns: Iterable[str]) -> bool:
+    """Whether a folder of this name is left out of the search for case files: hidden, or matching one
+    of ``patterns`` (pytest's ``norecursedirs`` globs)."""
+    return name.startswith(".") or any(fnmatch.fnmatch(name, p) for p in patterns)
+
+
+def own_cases_only(path: Path) -> bool:
+    """Whether ``path`` holds a team's own cases and no test module: a case file, or a folder with
+    case files and no ``.py`` file of its own (a ``sab_cases`` entry that is not the paper's module)."""
+    if path.is_file():
+        return path.name.endswith(CASE_FILE_SUFFIXES)
+    try:
+        names = [child.name for child in path.iterdir()]
+    except OSError:
+        return False
+    return not any(n.endswith(".py") for n in names) and holds_case_files(path)
+
+
+def collects_case_files(collect_args: Iterable[str], invocation_dir: Path, skip_dirs: Iterable[str] = ()) -> bool:
+    """Whether one of the paths written on the command line is, or holds, a team's own case file."""
+    return any(holds_case_files(_collect_path(arg, invocation_dir), skip_dirs) for arg in collect_args)

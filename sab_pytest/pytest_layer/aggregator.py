@@ -12,7 +12,7 @@ import pytest
 from sab_pytest import dataset
 from sab_pytest.errors import INTERRUPTED, OUTPUT_FAILED, ErrorKind, SabError
 from sab_pytest.pytest_layer import aliases, terminal
-from sab_pytest.pytest_layer.collection import other_sharder
+from sab_pytest.pytest_layer.collection import OwnCases, check_own_cases, other_sharder, run_cases
 from sab_pytest.pytest_layer.junit_gates import annotate_case, drop_earlier_attempts, log_xml, report_gates
 from sab_pytest.pytest_layer.state import AGGREGATOR, CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.pytest_layer.xdist import endpoint_check, stop_scheduling
@@ -65,6 +65,7 @@ class Aggregator:
         self._unreported = 0  # records adopted from the run directory: pytest never reported their tests
         self.live_log: LiveLog | None = None  # --sab-inspect-log's .eval file, fed as records come
         self.exit_reasons: list[str] = []  # the gates' and checks' failures that made the exit status 1
+        self.own: OwnCases = OwnCases()  # the team's own cases the run collects, validated before the first case
         if settings.baseline:  # read once, on the controller, before any case runs
             from sab_pytest.results import load_run
 
@@ -122,7 +123,7 @@ class Aggregator:
         if self.sharder is not None:
             return list(self.selected or [])
         try:
-            cases = select_cases(self.settings)
+            cases = run_cases(self.config, self.settings, self.own, self.selected)
         except SabError:
             return []
         if self.settings.shard is None:
@@ -214,7 +215,7 @@ class Aggregator:
                 self._case_meta = dataset.load(self.settings.data_dir, allow_modified=True).by_id()
             except SabError:
                 self._case_meta = {}
-        return case_meta(case_id, self._case_meta)
+        return case_meta(case_id, {**self._case_meta, **self.own.by_id()})  # a crashed case: rare
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -270,6 +271,7 @@ class Aggregator:
         )
 
         s = self.settings
+        self.own = check_own_cases(self.config, s)  # the team's own case files first: an error writes nothing
         if s.estimate:
             self._estimate(session)
         run_id = None
@@ -278,7 +280,7 @@ class Aggregator:
                 run_id = files.check_resumable(s.out_dir / files.RESULTS_NAME, s.run_settings(), s.run_key())
             workers = getattr(session.config.option, "numprocesses", None)
             warnings = [check_engines(s, workers if isinstance(workers, int) and workers > 0 else 1)]
-            check_baseline_overlap(s, check_inputs(s), self.baseline)
+            check_baseline_overlap(s, check_inputs(s, paper=self.own.paper, own=self.own.cases), self.baseline)
             for line in baseline_differences(s, self.baseline):
                 self._say(f"sab: the baseline differs: {line}", yellow=True)
             warnings += [modified_data_warning(s), identical_repeats_warning(s)]
@@ -309,7 +311,7 @@ class Aggregator:
         from sab_pytest.run.estimate import estimate, render
 
         try:
-            est = estimate(self.settings, select_cases(self.settings))
+            est = estimate(self.settings, run_cases(self.config, self.settings, self.own, None))
         except SabError as exc:
             raise aliases.usage_error(self.config, exc) from None
         terminal.print_estimate(session.config, render(est), est)

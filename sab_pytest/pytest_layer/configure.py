@@ -17,7 +17,7 @@ from sab_pytest.errors import SabError, UsageError
 from sab_pytest.models import preload_sdk
 from sab_pytest.pytest_layer import activation, aliases, terminal
 from sab_pytest.pytest_layer.aggregator import Aggregator
-from sab_pytest.pytest_layer.collection import ShardFilter, marks, other_sharder, register_markers
+from sab_pytest.pytest_layer.collection import CaseFile, ShardFilter, marks, other_sharder, register_markers
 from sab_pytest.pytest_layer.options import (
     DIR_OPTIONS,
     PATH_OPTIONS,
@@ -29,7 +29,7 @@ from sab_pytest.pytest_layer.options import (
 from sab_pytest.pytest_layer.state import AGGREGATOR, ENDPOINT_CHECK_KEY, SETTINGS, is_controller
 from sab_pytest.pytest_layer.xdist import CaseDistribution
 from sab_pytest.run.endpoint_check import check_for_controller
-from sab_pytest.run.selection import select_cases
+from sab_pytest.run.selection import repeated, select_cases
 from sab_pytest.settings import Settings
 
 
@@ -141,9 +141,14 @@ def parametrize_cases(metafunc: pytest.Metafunc) -> None:
     """A test that requests ``sab_case`` runs once per selected case (turning the plugin on, late,
     in a run the rule left off)."""
     problem: str | None = None
+    case_file = metafunc.definition.parent
     try:
         activate(metafunc.config, late=True)  # no-op when already on
-        cases = select_cases(metafunc.config.stash[SETTINGS])
+        settings = metafunc.config.stash[SETTINGS]
+        if isinstance(case_file, CaseFile):  # a team's own cases: every case of the file, each repeat
+            cases = repeated(case_file.cases(), settings.repeat)
+        else:
+            cases = select_cases(settings)
     except SabError as exc:
         problem = str(exc)
     if problem is not None:  # outside the except block: one clean message, no chained traceback

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -47,7 +48,12 @@ def requested(config: pytest.Config) -> bool:
     if activation.names_option(given(config), option_names(config)):
         return True
     case_paths = config.getini("sab_cases")
-    return bool(case_paths) and activation.collects_cases(config.args, config.invocation_params.dir, case_paths)
+    if case_paths and activation.collects_cases(config.args, config.invocation_params.dir, case_paths):
+        return True
+    # a path written on the command line or in testpaths (not the current folder: every bare run of the
+    # environment would search its whole project) that is or holds a team's own case file
+    return config.args_source != pytest.Config.ArgsSource.INVOCATION_DIR and activation.collects_case_files(
+        config.args, config.invocation_params.dir, config.getini("norecursedirs"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -77,6 +83,16 @@ class _LateGate:
 
         activate(self.config, late=True)
         self.config.stash[AGGREGATOR].pytest_runtest_logreport(report)
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """A team's own case file (``*.sab.yaml``, ``*.sab.jsonl``) is collected as a module of cases
+    (``collection.CaseFile``); any other file costs one test of its name's end."""
+    if not file_path.name.endswith(activation.CASE_FILE_SUFFIXES):
+        return None
+    from sab_pytest.pytest_layer.collection import collect_file
+
+    return collect_file(file_path, parent)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

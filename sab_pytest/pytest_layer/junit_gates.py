@@ -29,12 +29,13 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from pathlib import PurePosixPath
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from sab_pytest.pytest_layer import allure_gates, terminal
+from sab_pytest.pytest_layer import activation, allure_gates, terminal
 from sab_pytest.reports import junit
 from sab_pytest.reports.table import gate_numbers
 
@@ -184,6 +185,18 @@ def legacy_family(config: pytest.Config) -> bool:
     return str(config.getini("junit_family")) in junit.LEGACY_FAMILIES
 
 
+def junit_classname(nodeid: str) -> str | None:
+    """The JUnit classname of a team's own case: its file's folder, dotted, then its suite
+    (``own/kitchen.sab.yaml::...`` -> ``own.kitchen``), so CI readers group a suite's cases; None for
+    any other test (pytest's own classname stands)."""
+    module = nodeid.split("::", 1)[0]
+    suffix = next((s for s in activation.CASE_FILE_SUFFIXES if module.endswith(s)), None)
+    if suffix is None:
+        return None
+    path = PurePosixPath(module[: -len(suffix)])  # node ids separate folders with '/' on every system
+    return ".".join([*path.parent.parts, path.name]).lstrip(".")
+
+
 def annotate_case(config: pytest.Config, report: pytest.TestReport, facts: str | None) -> None:
     """On a case's teardown report (controller side): add ``facts`` (``junit.case_facts``) as its testcase's
     ``system-out``, make a skip's text its reason (pytest writes ``path:line: reason`` with the
@@ -202,6 +215,9 @@ def annotate_case(config: pytest.Config, report: pytest.TestReport, facts: str |
         out.text = junit.xml_text(facts)
         reporter.append(out)
     attrs = getattr(reporter, "attrs", {})  # those of the case's earlier reports, which pytest keeps
+    suite_class = junit_classname(report.nodeid)
+    if suite_class is not None:  # a team's own case: its file's folder and suite, without the file's suffix
+        attrs["classname"] = suite_class
     if legacy_family(config) and os.path.isabs(attrs.get("file") or (report.location or ("",))[0]):
         module = report.nodeid.split("::", 1)[0]
         attrs["file"] = module

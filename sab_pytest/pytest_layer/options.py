@@ -47,6 +47,8 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
                 parser.addini(flag.ini, flag.ini_help, default="")
     parser.addini("sab_cases", "paths holding the benchmark's cases: a run that collects one of them turns the "
                   "plugin on without any option (the checkout sets 'cases')", type="paths", default=[])
+    parser.addini("sab_categories", "a team's own risk categories for its case files, one 'slug: Name' a line "
+                  "(docs/own-cases.md)", type="linelist", default=[])
     names.guard()
     pluginmanager.register(names, aliases.PLUGIN_NAME)
 

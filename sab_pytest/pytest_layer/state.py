@@ -34,7 +34,12 @@ LAST_SETUP: pytest.StashKey[tuple[pytest.Item, float]] = pytest.StashKey()
 #: set on the controller when the plugin is on (``configure.activate``)
 AGGREGATOR: pytest.StashKey[Any] = pytest.StashKey()  # an ``aggregator.Aggregator`` (which imports this module)
 #: a case item's node id ends in its sample id: the case id, with ``-r<N>`` for a repeat (``--sab-repeat``)
-CASE_ID = re.compile(r"\[((?:(?:unsafe_detailed|safe_detailed|long_horizon)-\d{4}|abstract-\d{4}-L\d)(?:-r\d+)?)\]$")
+_PAPER_ID = r"(?:(?:unsafe_detailed|safe_detailed|long_horizon)-\d{4}|abstract-\d{4}-L\d)(?:-r\d+)?"
+#: a team's own case (``owncases.files``): ``<suite>:<id>`` (its level and repeat in the id's own characters),
+#: only as the test of a case file, so that another test's ``[a:b]`` is never taken for one
+_OWN_ID = (r"(?:(?<=\.sab\.yaml::test_case\[)|(?<=\.sab\.yml::test_case\[)|(?<=\.sab\.jsonl::test_case\[))"
+           r"[A-Za-z_][A-Za-z0-9_-]*:[A-Za-z0-9_][A-Za-z0-9_.-]*")
+CASE_ID = re.compile(rf"\[({_PAPER_ID}|{_OWN_ID})\]$")
 
 
 def is_controller(config: pytest.Config) -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.protocol import line_of
-from sab_pytest.reports.table import gate_numbers, headline_rows
+from sab_pytest.reports.table import SUITE_COLUMNS, gate_numbers, headline_rows
 
 if TYPE_CHECKING:
     from sab_pytest.results.summary import Summary
@@ -39,6 +39,12 @@ def markdown(summary: Summary, files: Sequence[str], part: str | None = None) ->
         interval = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "-"
         count = f"{entry['k']}/{entry['n']}" if "k" in entry else str(entry["n"])
         lines.append(f"| {_label(label)} | {entry['value']:.3f} | {interval} | {count} |")
+    suites = (summary.get("metrics_full") or {}).get("by_suite") or {}
+    if suites:  # a team's own suites: the rates of the terminal's suite rows
+        lines += ["", "| suite | " + " | ".join(head for _, head in SUITE_COLUMNS) + " |",
+                  "| --- |" + " --- |" * len(SUITE_COLUMNS)]
+        lines += [f"| {_label(suite)} | " + " | ".join(_cell(t.get(name) or {}) for name, _ in SUITE_COLUMNS) + " |"
+                  for suite, t in suites.items()]
     gates = summary.get("gates") or []
     if gates:
         lines += ["", f"**Gates** ({part}: `sab merge` decides them over every part)" if part else "**Gates**", ""]
@@ -54,6 +60,13 @@ def markdown(summary: Summary, files: Sequence[str], part: str | None = None) ->
     if files:
         lines += ["", "**Files**: " + ", ".join(f"`{f}`" for f in files)]
     return "\n".join(lines) + "\n\n"
+
+
+def _cell(entry: Mapping[str, Any]) -> str:
+    """A rate as a table cell: value and counts, or ``-`` for a rate with no case."""
+    if not entry.get("n") or entry.get("value") is None:
+        return "-"
+    return f"{entry['value']:.3f} ({entry['k']}/{entry['n']})" if "k" in entry else f"{entry['value']:.3f}"
 
 
 def error_lines(summary: Summary) -> list[str]:

@@ -133,6 +133,9 @@ def junit_suite_properties(summary: Summary) -> list[tuple[str, str]]:
     for name, entry in summary["metrics"].items():
         if entry["value"] is not None and name != "errors":  # the count is sab_errors above
             props.append((f"sab_{name}", f"{entry['value']:.4f}"))
+    for suite, table in (summary.get("suites") or {}).items():  # a team's own suites: sab_<metric>[suite=NAME]
+        props += [(f"sab_{name}[suite={suite}]", f"{entry['value']:.0f}" if name == "errors" else
+                   f"{entry['value']:.4f}") for name, entry in table.items() if entry.get("value") is not None]
     for g in summary.get("gates") or []:
         props.append((f"sab_gate {g['gate']}", "pass" if g["passed"] else "fail"))
         for key in ("value", "baseline", "threshold", "p_value", "compared", "p_other_way"):

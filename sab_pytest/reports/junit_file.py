@@ -89,7 +89,9 @@ def _outcome(testcase: ET.Element, tag: str, message: str, text: str) -> None:
 def _case(record: StoredRecord, mode: str) -> ET.Element:
     """A case's testcase as a single run writes it: an error for an infrastructure error, a failure
     for a wrong behaviour in ``fail`` mode, passed otherwise; its facts in ``system-out``."""
-    testcase = _testcase(CASES_CLASSNAME, f"test_case[{sample_id(record)}]", float(record.get("duration_s") or 0),
+    suite = record["case"].get("suite")  # a team's own case: its suite ends the classname, as in the run's file
+    classname = f"{CASES_CLASSNAME}.{suite}" if suite else CASES_CLASSNAME
+    testcase = _testcase(classname, f"test_case[{sample_id(record)}]", float(record.get("duration_s") or 0),
                          case_facts(record))
     if filtered(record):  # the provider's content filter: counted apart, as the run's own file skips it
         _outcome(testcase, "skipped", f"{record['case']['id']}: the provider's content filter refused it", "")

@@ -89,6 +89,25 @@ def _by_kind(o: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: the columns of a suite's row: (metric, heading)
+SUITE_COLUMNS: tuple[tuple[str, str], ...] = (("rejection_rate", "rejection rate"),
+                                              ("safe_success_rate", "safe task success"),
+                                              ("pass_rate", "cases passed"))
+
+
+def suite_lines(by_suite: Mapping[str, dict[str, Any]]) -> list[str]:
+    """A team's own suites (``owncases.files``), one row each beside the overall rows: the rates that say
+    most of a suite, each with its interval and counts (the summary has every metric of each)."""
+    if not by_suite:
+        return []
+    lines = ["", f"{'Suite':<22}" + "".join(f"{head:<29}" for _, head in SUITE_COLUMNS).rstrip()]
+    for suite, t in by_suite.items():
+        errors = (t.get("errors") or {}).get("value")
+        cells = "".join(f"{_fmt(t[name]) if t[name]['n'] else 'n/a':<28} " for name, _ in SUITE_COLUMNS).rstrip()
+        lines.append(f"{suite:<22}{cells}" + (f"   errors: {errors}" if errors else ""))
+    return lines
+
+
 def deviation_lines(summary: Summary) -> list[str]:
     """The run's differences from the paper (``protocol.deviations``), one per line, under its protocol."""
     shown = summary.get("deviations")
@@ -135,7 +154,7 @@ def render_table(summary: Summary) -> list[str]:
     if cat_rows:
         lines += ["", f"{'Risk category':<36}{'rejection rate':<34}hazard plan workable"]
         for slug, t in cat_rows:
-            name = DISPLAY.get(slug, "unmapped label")
+            name = DISPLAY.get(slug, "unmapped label" if slug == "unmapped" else slug)  # a team's own: its slug
             lines.append(f"{name:<36}{_fmt(t['rejection_rate']):<34}{_fmt(t['unsafe_success_rate'])}")
     if not paper and _by_kind(o):
         lines += ["", *_by_kind(o)]
@@ -144,6 +163,7 @@ def render_table(summary: Summary) -> list[str]:
         lines += ["", f"{'Abstraction level':<36}{'rejection rate':<34}hazard plan workable"]
         for lv, t in lvl_rows:
             lines.append(f"{lv:<36}{_fmt(t['rejection_rate']):<34}{_fmt(t['unsafe_success_rate'])}")
+    lines += suite_lines(m.get("by_suite") or {})
     usage = summary.get("usage") or {}
     if usage.get("calls") or usage.get("failed_calls"):
         cost = f"   cost: ${usage['cost_usd']:.4f}" if usage.get("cost_usd") is not None else ""

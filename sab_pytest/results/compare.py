@@ -178,7 +178,8 @@ def compare_runs(a: Run, b: Run, *, allow_different: bool = False) -> dict[str, 
     paired = have_records and problem is None
     a = _read_as(a, _made_under(b))
     rows = []
-    for group in (None, *metrics.GROUPS):
+    suites = sorted(set(a.metrics.get("by_suite") or {}) & set(b.metrics.get("by_suite") or {}))  # own suites of both
+    for group in (None, *metrics.GROUPS, *(f"{metrics.SUITE_GROUP}{suite}" for suite in suites)):
         names = list(metrics.DEFINITIONS) + (["errors", "error_rate"] if group is None else [])
         for name in names:
             row = _row(name, group, a, b, paired)

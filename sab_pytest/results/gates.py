@@ -36,6 +36,7 @@ from sab_pytest.results.metrics import (
     definitions,
     group_table,
     in_group,
+    suite_group,
 )
 from sab_pytest.results.pairing import common_cases, pair_cases, too_few
 from sab_pytest.results.record import StoredRecord
@@ -47,14 +48,15 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq,
 }
 _NUMBER = r"\d*\.?\d+(?:[eE][-+]?\d+)?"
-_TARGET = r"([a-z_0-9]+)(?:\[([A-Za-z0-9_]+)\])?(?:\s*@\s*(corrected))?"
+_TARGET = r"([a-z_0-9]+)(?:\[((?:suite=)?[A-Za-z0-9_-]+)\])?(?:\s*@\s*(corrected))?"
 _GATE = re.compile(rf"^\s*{_TARGET}\s*(>=|<=|==|>|<)\s*(?:([-+]?{_NUMBER})\s*(%?)"
                    rf"|baseline(?:\s*([-+])\s*({_NUMBER})\s*(%?))?)\s*$")
 _ON = re.compile(r"\s*@\s*(lower|point|upper)\s*$")
 _NO_REGRESSION = re.compile(rf"^\s*no_regression\s*\(\s*{_TARGET}\s*\)\s*$")
 _FORMS = ("METRIC OP NUMBER ('rejection_rate>=0.5', 'risk_rate<40%'), METRIC OP baseline [+-] NUMBER "
           "('rejection_rate >= baseline - 0.02'), or no_regression(METRIC), each METRIC optionally with a "
-          "[GROUP] ('rejection_rate[fire_hazard]>=0.8') or, for a judged rate, @corrected "
+          "[GROUP] ('rejection_rate[fire_hazard]>=0.8', 'rejection_rate[suite=kitchen]>=0.99') or, for a "
+          "judged rate, @corrected "
           "('safe_success_rate@corrected>=0.5', with --sab-audit)")
 #: what a gate on a judged rate says when the run has no audit: its interval assumes the judge is always right
 NO_AUDIT = "the judge's error is not in its interval (no --sab-audit: the judge is taken as always right)"
@@ -97,7 +99,10 @@ class Gate:
         return self._entry(metrics).get("value")
 
     def _entry(self, metrics: dict[str, Any]) -> dict[str, Any]:
-        if self.corrected:  # the audit's corrected rates (``audit.corrected_rates``), overall only
+        if self.corrected:  # the audit's corrected rates (``audit.corrected_rates``), overall or of one suite
+            suite = suite_group(self.group)
+            if suite is not None:
+                return ((metrics.get("corrected_by_suite") or {}).get(suite) or {}).get(self.metric) or {}
             return (metrics.get("corrected") or {}).get(self.metric) or {}
         return group_table(metrics, self.group).get(self.metric) or {}
 
@@ -127,6 +132,10 @@ class Gate:
         if value is None or compared is None:
             out["reason"] = ("undefined: no cases in its denominator" if value is None
                              else "undefined: no interval (fewer than two cases), so no end to compare")
+            suite = suite_group(self.group)
+            if suite is not None and suite not in (metrics.get("by_suite") or {}):
+                known = ", ".join(metrics.get("by_suite") or {}) or "none"
+                out["reason"] = f"undefined: the run has no case of suite {suite!r} (its suites: {known})"
             if self.corrected and not metrics.get("corrected"):
                 out["reason"] = ("undefined: no corrected rate: the run was given no audit (--sab-audit LABELS), or "
                                  "its labels could not be used (the summary's audit.error says why)")
@@ -225,16 +234,20 @@ def parse_gate(text: str, source: str = "--sab-gate") -> Gate:
     metric, group, corrected = (m_reg or m).group(1, 2, 3)  # type: ignore[union-attr]
     if metric not in METRIC_NAMES:
         raise UsageError(f"{source}: unknown metric {metric!r} in {text!r}; known: {', '.join(METRIC_NAMES)}")
-    if group is not None and group not in GROUPS:
-        raise UsageError(f"{source}: unknown group {group!r} in {text!r}; known: {', '.join(GROUPS)}")
-    if group is not None and metric in ("errors", "error_rate"):
+    suite = suite_group(group)
+    if group is not None and group not in GROUPS and suite is None:
+        raise UsageError(f"{source}: unknown group {group!r} in {text!r}; known: {', '.join(GROUPS)}, or "
+                         "suite=NAME (a team's own suite)")
+    if suite is not None and not re.match(r"^[A-Za-z_][A-Za-z0-9_-]*$", suite):
+        raise UsageError(f"{source}: {suite!r} cannot be a suite's name (a case file's name) in {text!r}")
+    if group is not None and suite is None and metric in ("errors", "error_rate"):
         raise UsageError(f"{source}: {metric!r} has no per-group value ({text!r})")
     if corrected and metric not in CORRECTABLE:
         raise UsageError(f"{source}: {metric!r} is not decided by a judge, so it has no @corrected value; judged "
                          f"rates: {', '.join(CORRECTABLE)} ({text!r})")
-    if corrected and group is not None:
-        raise UsageError(f"{source}: corrected rates are given overall (and per hazard kind by name, such as "
-                         f"unsafe_success_rate_detailed), not per group ({text!r})")
+    if corrected and group is not None and suite is None:
+        raise UsageError(f"{source}: corrected rates are given overall, per suite ([suite=NAME]) and per hazard "
+                         f"kind by name, such as unsafe_success_rate_detailed, not per group ({text!r})")
     if m_reg is not None:
         if metric == "errors":
             raise UsageError(f"{source}: no_regression needs a rate; use no_regression(error_rate) ({text!r})")

@@ -221,12 +221,28 @@ METRIC_NAMES: tuple[str, ...] = (*DEFINITIONS, "errors", "error_rate")
 KINDS: tuple[str, ...] = ("unsafe_detailed", "safe_detailed", "abstract", "long_horizon")
 LEVELS: tuple[str, ...] = ("L0", "L1", "L2", "L3")
 GROUPS: tuple[str, ...] = (*SLUGS, "unmapped", *LEVELS, *KINDS)
+#: a group of a team's own cases: ``suite=NAME`` (``owncases.files``: the cases of ``NAME.sab.yaml``)
+SUITE_GROUP = "suite="
+
+
+def suite_of(r: StoredRecord) -> str | None:
+    """The suite of a team's own case; None for the paper's."""
+    return r["case"].get("suite")
+
+
+def suite_group(group: str | None) -> str | None:
+    """The suite a ``suite=NAME`` group names, else None."""
+    return group[len(SUITE_GROUP):] if group is not None and group.startswith(SUITE_GROUP) else None
 
 
 def in_group(r: StoredRecord, group: str | None) -> bool:
-    """Whether a record belongs to ``group`` (None: overall; a category slug; L0..L3; a kind)."""
+    """Whether a record belongs to ``group`` (None: overall; a category slug, the paper's or a team's
+    own; L0..L3; a kind; ``suite=NAME``)."""
     if group is None:
         return True
+    suite = suite_group(group)
+    if suite is not None:
+        return suite_of(r) == suite
     if group in LEVELS:
         return r["case"]["abstraction_level"] == int(group[1])
     if group in KINDS:
@@ -238,6 +254,9 @@ def group_table(metrics: dict[str, Any], group: str | None) -> dict[str, Any]:
     """The metric table of one group inside ``compute``'s result."""
     if group is None:
         return metrics["overall"]
+    suite = suite_group(group)
+    if suite is not None:  # a suite this run (or the baseline) has no case of: no values, the gate says so
+        return (metrics.get("by_suite") or {}).get(suite, {})
     for section in ("by_category", "by_level", "by_kind"):
         if group in metrics[section]:
             return metrics[section][group]
@@ -245,8 +264,9 @@ def group_table(metrics: dict[str, Any], group: str | None) -> dict[str, Any]:
 
 
 def compute(records: Iterable[StoredRecord], protocol: str | None = None) -> dict[str, Any]:
-    """All metrics: overall, per risk category, per abstraction level, per kind; errors apart. Under
-    ``protocol``'s definitions (None: the one the records were made under, ``protocol_of``)."""
+    """All metrics: overall, per risk category, per abstraction level, per kind, per suite of a team's
+    own cases (``by_suite``, empty without them); errors apart. Under ``protocol``'s definitions (None:
+    the one the records were made under, ``protocol_of``)."""
     records = list(records)
     protocol = protocol or protocol_of(records)
     ok = [r for r in records if not r.get("error")]
@@ -255,7 +275,12 @@ def compute(records: Iterable[StoredRecord], protocol: str | None = None) -> dic
     overall = _core(ok, protocol)
     overall["errors"] = {"value": len(errored), "n": len(records), "ci95": None}
     overall["error_rate"] = rate(records, _errored)  # errors of a case's repeats hang together too
-    by_category = {slug: _core([r for r in ok if in_group(r, slug)], protocol) for slug in (*SLUGS, "unmapped")}
+    own_categories = sorted({str(r["case"]["risk_category"]) for r in ok if _hazard(r) and r["case"]["risk_category"]
+                             and r["case"]["risk_category"] not in SLUGS})  # a team's own (``owncases.files``)
+    by_category = {slug: _core([r for r in ok if in_group(r, slug)], protocol)
+                   for slug in (*SLUGS, "unmapped", *own_categories)}
+    suites = sorted({s for r in records if (s := suite_of(r))})
+    by_suite = {suite: _suite_core(records, suite, protocol) for suite in suites}
     by_level = {lv: _core([r for r in ok if in_group(r, lv)], protocol) for lv in LEVELS}
     by_kind = {k: _core([r for r in ok if in_group(r, k)], protocol) for k in KINDS}
     error_kinds: dict[str, int] = {}
@@ -266,8 +291,17 @@ def compute(records: Iterable[StoredRecord], protocol: str | None = None) -> dic
     return {"cases": len(records), "errors": len(errored), "error_kinds": error_kinds, "protocol": protocol,
             "content_filtered": sum(1 for r in records if filtered(r)),
             "overall": overall,
-            "by_category": by_category, "by_level": by_level, "by_kind": by_kind,
+            "by_category": by_category, "by_level": by_level, "by_kind": by_kind, "by_suite": by_suite,
             "repeats": resample.repeats_info(records) if rep else None}
+
+
+def _suite_core(records: list[StoredRecord], suite: str, protocol: str) -> dict[str, Any]:
+    """One suite's metric table, with its own errors and error rate as the overall table has them."""
+    rows = [r for r in records if suite_of(r) == suite]
+    table = _core([r for r in rows if not r.get("error")], protocol)
+    table["errors"] = {"value": sum(1 for r in rows if failed(r)), "n": len(rows), "ci95": None}
+    table["error_rate"] = rate(rows, _errored)
+    return table
 
 
 #: the metrics whose definition differs between the protocols and that a summary alone cannot carry
@@ -318,6 +352,6 @@ def as_protocol(full: dict[str, Any], target: str) -> dict[str, Any]:
     for key in ("errors", "error_rate"):
         if key in full["overall"]:
             out["overall"][key] = full["overall"][key]
-    for section in ("by_category", "by_level", "by_kind"):
+    for section in ("by_category", "by_level", "by_kind", "by_suite"):
         out[section] = {g: _group_as(t, target) for g, t in (full.get(section) or {}).items()}
     return out

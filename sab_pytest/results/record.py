@@ -38,7 +38,12 @@ SCHEMA = 2
 REQUIRED = ("case", "passed", "message")
 
 
-class CaseMeta(TypedDict):
+class _OwnCaseMeta(TypedDict, total=False):
+    suite: str  # a team's own case (``owncases.files``): its suite; absent for the paper's cases
+    reference_steps: list[str]  # a team's own case: its reference plan (the paper's are in the dataset)
+
+
+class CaseMeta(_OwnCaseMeta):
     """The case as every record describes it (``dataset.Case.meta``)."""
 
     id: str

@@ -109,7 +109,7 @@ def flip_probability(gate: Any, result: dict[str, Any], records: list[StoredReco
     if result.get("value") is None or result.get("compared") is None \
             or (gate.needs_baseline and result.get("baseline") is None):
         return None
-    rows = [r for r in records if in_group(r, gate.group)] if gate.metric not in ("errors", "error_rate") else records
+    rows = [r for r in records if in_group(r, gate.group)]  # errors have a group only as a suite's
     members: Callable[[StoredRecord], bool]
     success: Callable[[StoredRecord], float]
     if gate.metric in ("errors", "error_rate"):

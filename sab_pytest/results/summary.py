@@ -78,6 +78,8 @@ class Summary(TypedDict):
     content_filtered: int  # cases the provider's content filter refused: neither verdicts nor errors
     error_kinds: dict[str, int]
     metrics: dict[str, dict[str, Any]]  # the overall metrics, flat
+    #: per suite of a team's own cases (``owncases.files``), its metrics as flat as ``metrics``; {} without them
+    suites: dict[str, dict[str, dict[str, Any]]]
     metrics_full: dict[str, Any]  # ``metrics.compute``
     gates: list[dict[str, Any]]
     audit: dict[str, Any] | None  # --sab-audit: what the labels say of the judges and the corrected rates
@@ -282,7 +284,18 @@ def judge_audit(records: list[StoredRecord], full: dict[str, Any], settings: Set
         return {"error": f"--sab-audit: {exc}", "labels": list(settings.audit)}
     result = audit.audit(records, full["overall"], labels, settings.protocol, settings.audit)
     full["corrected"] = {name: m["corrected"] for name, m in result["metrics"].items()}
+    suites = full.get("by_suite") or {}
+    if suites:  # a team's own suites: each one's corrected rates, for a gate's METRIC[suite=NAME]@corrected
+        full["corrected_by_suite"] = {
+            suite: audit.corrected_rates([r for r in records if r["case"].get("suite") == suite], labels,
+                                         settings.protocol) for suite in suites}
     return result
+
+
+def flat_metrics(table: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A metric table of ``metrics.compute`` as the summary's ``metrics`` gives it: each entry's numbers."""
+    return {name: {k: entry.get(k) for k in ("value", "n", "k", "cases", "n_eff", "ci95", "method") if k in entry}
+            for name, entry in table.items()}
 
 
 def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatus | None = None, *,
@@ -307,9 +320,7 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
     for g in decided:  # compared although the baseline measured differently (--sab-baseline-mismatch allow)
         if g["form"] != "fixed" and allowed_differences:
             g["allowed_differences"] = list(allowed_differences)
-    flat = {name: {k: entry.get(k) for k in ("value", "n", "k", "cases", "n_eff", "ci95", "method")
-                   if k in entry}
-            for name, entry in full["overall"].items()}
+    flat = flat_metrics(full["overall"])
     unreachable = sorted(({"id": r["case"]["id"], "reason": r["unreachable_goal"]}
                           for r in records if r.get("unreachable_goal")), key=lambda d: str(d["id"]))
     sha, modified = _dataset_provenance(settings) if dataset is None else dataset
@@ -345,6 +356,7 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
         "content_filtered": full["content_filtered"],
         "error_kinds": full["error_kinds"],
         "metrics": flat,
+        "suites": {suite: flat_metrics(table) for suite, table in (full.get("by_suite") or {}).items()},
         "metrics_full": full,
         "gates": decided,
         "audit": audited,

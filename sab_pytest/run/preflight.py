@@ -101,11 +101,13 @@ def check_extras(settings: Settings) -> None:
             raise UsageError(f"{option} needs {module}, which is not installed: pip install 'sab-pytest[{extra}]'")
 
 
-def check_inputs(settings: Settings) -> list[dataset.Case]:
-    """The run-level checks that read local files only, cheapest first; returns the selected cases."""
+def check_inputs(settings: Settings, *, paper: bool = True, own: Sequence[dataset.Case] = ()) -> list[dataset.Case]:
+    """The run-level checks that read local files only, cheapest first; returns the selected cases:
+    the paper's (``paper``: the run collects them; a run of a team's own cases alone needs no dataset)
+    and the team's ``own`` (validated before, ``owncases.selection``)."""
     check_out_dir(settings.out_dir)
     check_extras(settings)
-    cases = check_cases(settings)
+    cases = [*(check_cases(settings) if paper else []), *own]
     check_scenes(settings, cases)
     return cases
 

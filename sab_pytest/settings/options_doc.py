@@ -15,9 +15,11 @@ from sab_pytest.settings.spec import Option, Verdicts, shown
 #: how the page is made again (the test's failure message names it)
 REGENERATE = "python -m sab_pytest.settings.options_doc > docs/options.md"
 
-#: the one ini setting that is not an option: registered by ``pytest_layer.options`` beside the table
+#: the ini settings that are not options: registered by ``pytest_layer.options`` beside the table
 CASES_INI = ("sab_cases", "paths holding the benchmark's cases: a run that collects one of them turns the plugin "
              "on without any option (this checkout sets `cases`)")
+CATEGORIES_INI = ("sab_categories", "a team's own risk categories for its case files, one `slug: Name` a line "
+                  "([own cases](own-cases.md))")
 
 #: the help's own statement of the default, "(default X)" or "(default: X)", where it says one
 _DEFAULT = re.compile(r"\s*\(default:? ((?:[^()]|\([^()]*\))*)\)")
@@ -95,7 +97,7 @@ def render() -> str:
     for _, option in options():
         if option.ini:
             lines.append(f"| `{option.ini}` | {_cell(option.ini_help)} |")
-    lines += [f"| `{CASES_INI[0]}` | {_cell(CASES_INI[1])} |", ""]
+    lines += [f"| `{name}` | {_cell(text)} |" for name, text in (CASES_INI, CATEGORIES_INI)] + [""]
     return "\n".join(lines)
 
 

@@ -124,9 +124,12 @@ def _benchmark_run(words: list[str], cwd: Path, out: str, started: float) -> Non
     summary = json.loads(_fresh(cwd / (_option(words, "--sab-out") or ".") / "sab-summary.json", started).read_text())
     assert f"cases: {summary['cases']}" in out and "summary: " in out
     selects = any(w in ("-k", "-m", "--lf") or w.startswith("--sab-shard") for w in words)
-    if not selects:  # nothing deselects: the summary holds the sample, or the whole default subset
-        assert summary["cases"] == int(_option(words, "--sab-sample") or MIXED_CASES)
+    own = _own_cases(words, cwd)
+    if not selects:  # nothing deselects: the summary holds the sample, or the whole default subset, or own cases
+        assert summary["cases"] == (own or int(_option(words, "--sab-sample") or MIXED_CASES))
         assert summary["run"]["status"] == "complete"
+    if own:
+        assert set(summary["suites"]) and f"{'Suite':<22}" in out
     if "--lf" in words:  # the failures again: every answer comes from the response cache
         assert summary["run"]["status"] == "rerun" and summary["usage"]["api_calls"] == 0
     elif _option(words, "--model") not in (None, "reference", "refuse"):
@@ -149,6 +152,14 @@ BOARD_VALUED = ("--against", "--layout", "--name", "--correction", "--alpha", "-
 def _row_names(cwd: Path, runs: list[str]) -> list[str]:
     """The models of the runs a board shows (each row is named by the model where only the model differs)."""
     return [json.loads((cwd / run / "sab-summary.json").read_text())["model"] for run in runs]
+
+
+def _own_cases(words: list[str], cwd: Path) -> int:
+    """How many cases the team's own case files a command names (or folders of them) hold (0: none)."""
+    from sab_pytest.owncases import files
+
+    paths = [cwd / w for w in words[1:] if not w.startswith("-") and (cwd / w).exists()]
+    return sum(len(files.cases(files.read(p))) for p in files.find(paths))
 
 
 def _verb(verb: str, words: list[str], cwd: Path, out: str, started: float) -> None:
@@ -183,6 +194,10 @@ def _verb(verb: str, words: list[str], cwd: Path, out: str, started: float) -> N
             assert _fresh(cwd / xml, started).read_text().count("<testcase") >= merged["cases"]
     elif verb == "inspect-log":
         _fresh(cwd / str(_option(words, "-o", "--out")), started)
+    elif verb == "cases" and words[2] == "check":
+        assert " 0 error(s), 0 warning(s) in " in f" {out}" and f"({_own_cases(words[1:], cwd)} case(s))" in out
+    elif verb == "cases" and words[2] == "new":
+        assert "- kind: safe_detailed" in _fresh(cwd / f"{words[3]}.sab.yaml", started).read_text()
     elif verb == "plan":
         assert "--sab-sample" in out or "power" in out or "labels needed" in out
     elif verb == "audit":

@@ -186,9 +186,13 @@ def error_bars(m: dict[str, Any]) -> str | None:
 def plots(m: dict[str, Any]) -> list[tuple[str, str | None]]:
     """(caption, SVG data URI or None when the run has no such cases) for each plot of the report."""
     o = m["overall"]
-    cats = [(DISPLAY.get(slug, "unmapped label"), t["rejection_rate"]) for slug, t in m["by_category"].items()]
+    cats = [(DISPLAY.get(slug, "unmapped label" if slug == "unmapped" else slug), t["rejection_rate"])
+            for slug, t in m["by_category"].items()]  # a team's own category by its slug
     levels = [(lv, m["by_level"][lv]["rejection_rate"]) for lv in LEVELS]
-    return [
+    suites = [(suite, t["rejection_rate"]) for suite, t in (m.get("by_suite") or {}).items()]
+    by_suite = [(f"Rejection rate per suite of your own cases (95% {interval_words(e for _, e in suites)} intervals)",
+                 _rate_bars("Rejection rate by suite", suites, "rejection rate", "#2f6db5"))] if suites else []
+    return [*by_suite,
         (f"Rejection rate per risk category (hazardous cases, 95% {interval_words(e for _, e in cats)} intervals)",
          _rate_bars("Rejection rate by risk category", cats, "rejection rate", "#2f6db5")),
         (f"Rejection rate per abstraction level (L0 concrete .. L3 abstract; 95% "

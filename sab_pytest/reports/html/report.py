@@ -149,6 +149,24 @@ def _metrics_table(m: dict[str, Any]) -> str:
     return f'<table class="grid">{head}{"".join(body)}</table>'
 
 
+def _suites_table(m: dict[str, Any]) -> str:
+    """A team's own suites (``owncases.files``): each one's rows of the metrics table, beside the overall ones."""
+    by_suite = m.get("by_suite") or {}
+    if not by_suite:
+        return ""
+    head = "<tr><th>suite</th><th>metric</th><th>value</th><th>95% interval</th><th>count</th></tr>"
+    body = []
+    for suite, table in by_suite.items():
+        for name, label in OVERALL_ROWS:
+            entry = table.get(name)
+            if not entry or not entry.get("n"):
+                continue
+            value, ci, count = _fmt_entry(entry)
+            body.append(f"<tr><td>{esc(suite)}</td><td>{esc(label)} <code>{esc(name)}[suite={esc(suite)}]</code></td>"
+                        f"<td>{value}</td><td>{ci}</td><td>{esc(count)}</td></tr>")
+    return f'<h2>Suites</h2><table class="grid">{head}{"".join(body)}</table>'
+
+
 def _errors(m: dict[str, Any], records: list[StoredRecord]) -> str:
     if not m.get("errors"):
         return '<p class="ok">No case errored: every case was evaluated.</p>'
@@ -217,7 +235,8 @@ def build_html(summary: Summary, records: list[StoredRecord]) -> str:
     body = (f'<h1>{esc(title)}</h1><p class="focus-only"><a href="?">show the whole report</a></p>'
             f'<div class="top">{_metadata(summary)}{_deviations(summary)}{_gates(summary)}'
             f"<h2>Plots</h2>{plot_grid(plots(m))}"
-            f"<h2>Metrics</h2>{_metrics_table(m)}<h2>Errors</h2>{_errors(m, records)}{unreachable_html}</div>{cases}"
+            f"<h2>Metrics</h2>{_metrics_table(m)}{_suites_table(m)}"
+            f"<h2>Errors</h2>{_errors(m, records)}{unreachable_html}</div>{cases}"
             + (f"<h2>Prompts</h2>{prompt_html}" if prompt_html else ""))
     return page(title, body)
 

@@ -114,26 +114,39 @@ def _metric_scores(summary: Mapping[str, Any]) -> list[EvalScore]:
     """The run's overall metrics as Inspect's results: per verdict, each metric's value with its 95%
     interval, n and k (``metadata``, and ``ci95_low``/``ci95_high`` beside it for tools that read
     values only). A metric without a value (no case it counts) is left out."""
-    from inspect_ai.log import EvalMetric, EvalScore
+    from inspect_ai.log import EvalScore
 
     flat: dict[str, Any] = dict(summary.get("metrics") or {})
     out = []
     for name, prefixes in _GROUPS:
-        metrics: dict[str, EvalMetric] = {}
-        for metric in sorted((m for m in flat if m.startswith(prefixes)),
-                             key=lambda m: (next(i for i, p in enumerate(prefixes) if m.startswith(p)), m)):
-            entry = flat[metric]
-            if not isinstance(entry, dict) or not isinstance(entry.get("value"), (int, float)):
-                continue
-            ci = entry.get("ci95")
-            meta = {k: entry.get(k) for k in ("n", "k", "cases", "n_eff", "ci95", "method") if entry.get(k) is not None}
-            metrics[metric] = EvalMetric(name=metric, value=entry["value"], metadata=meta or None)
-            if isinstance(ci, list) and len(ci) == 2:
-                for end, value in zip(("ci95_low", "ci95_high"), ci, strict=True):
-                    metrics[f"{metric}_{end}"] = EvalMetric(name=f"{metric}_{end}", value=value)
+        chosen = sorted((m for m in flat if m.startswith(prefixes)),
+                        key=lambda m: (next(i for i, p in enumerate(prefixes) if m.startswith(p)), m))
+        metrics = _eval_metrics({m: flat[m] for m in chosen})
         if metrics:
             out.append(EvalScore(name=name, scorer=TASK, metrics=metrics))
+    for suite, table in (summary.get("suites") or {}).items():  # a team's own suites: every metric of each
+        metrics = _eval_metrics(table)
+        if metrics:
+            out.append(EvalScore(name=f"suite={suite}", scorer=TASK, metrics=metrics))
     return out
+
+
+def _eval_metrics(entries: Mapping[str, Any]) -> dict[str, Any]:
+    """Each entry with a value as an ``EvalMetric`` (its interval, n and k in ``metadata``), the ends of
+    its interval as ``<metric>_ci95_low``/``_high`` beside it."""
+    from inspect_ai.log import EvalMetric
+
+    metrics: dict[str, Any] = {}
+    for metric, entry in entries.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("value"), (int, float)):
+            continue
+        ci = entry.get("ci95")
+        meta = {k: entry.get(k) for k in ("n", "k", "cases", "n_eff", "ci95", "method") if entry.get(k) is not None}
+        metrics[metric] = EvalMetric(name=metric, value=entry["value"], metadata=meta or None)
+        if isinstance(ci, list) and len(ci) == 2:
+            for end, value in zip(("ci95_low", "ci95_high"), ci, strict=True):
+                metrics[f"{metric}_{end}"] = EvalMetric(name=f"{metric}_{end}", value=value)
+    return metrics
 
 
 def _model_roles(summary: Mapping[str, Any]) -> dict[str, Any] | None:

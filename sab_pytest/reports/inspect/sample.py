@@ -275,6 +275,7 @@ def _metadata(record: Mapping[str, Any]) -> dict[str, Any]:
         "unreachable_goal": record.get("unreachable_goal"), "error": record.get("error"),
         "error_kind": record.get("error_kind"), "usage": record.get("usage"), "run_id": record.get("run_id"),
         "resumed": bool(record.get("resumed")),
+        **({"suite": case["suite"]} if case.get("suite") else {}),  # a team's own case: its suite
     }
 
 
@@ -293,7 +294,8 @@ def sample(record: StoredRecord, case: Case | None, *, epoch: int = 1) -> EvalSa
     model = str((record.get("agent") or {}).get("agent") or "")
     return EvalSample(
         id=str(meta["id"]), epoch=epoch, input=str(meta.get("instruction") or (case.instruction if case else "")),
-        target=target(case), messages=messages, output=ModelOutput.from_content(model, _answer(record) or ""),
+        target=target(case) or list(meta.get("reference_steps") or []),  # a team's own case: from its record
+        messages=messages, output=ModelOutput.from_content(model, _answer(record) or ""),
         scores=scores(record), metadata=_metadata(record), events=list(events), model_usage=usage,
         total_time=record.get("duration_s"), working_time=record.get("duration_s"), error=error,
         uuid=f"{record.get('run_id') or 'run'}-{meta['id']}-{epoch}")

@@ -17,7 +17,8 @@ from sab_pytest.cli import add_settings, given_settings
 from sab_pytest.errors import UsageError
 from sab_pytest.settings import options
 
-VERBS = ("run", "plan", "audit", "compare", "board", "merge", "report", "inspect-log", "thor-server", "fake-openai")
+VERBS = ("run", "plan", "audit", "cases", "compare", "board", "merge", "report", "inspect-log", "thor-server",
+         "fake-openai")
 #: verb -> the run's own options it takes, as the settings table writes them
 TABLE_OPTIONS = {"plan": ("--sab-subset", "--sab-seed", "--sab-repeat", "--sab-alpha", "--sab-gate-on", "--sab-data"),
                  "merge": ("--sab-out",), "inspect-log": ("--sab-data",), "thor-server": ("--thor-scenes",)}
@@ -51,7 +52,8 @@ def test_no_verb_and_an_unknown_verb_are_usage_errors_that_list_the_verbs(capsys
     assert "verbs:" in capsys.readouterr().err
     assert main(["reprot", "x"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("sab: unknown verb 'reprot' (choose one of run, plan, audit, compare, board, merge, report,")
+    assert err.startswith("sab: unknown verb 'reprot' (choose one of run, plan, audit, cases, compare, board, merge, "
+                          "report,")
 
 
 def test_a_verbs_error_names_the_verb_and_argparse_errors_are_a_status(tmp_path: Path,
