@@ -3,10 +3,11 @@
 Two runs writing one ``--sab-out`` at once would mix silently: the results file would hold one
 run's cases and the summary the other's, and every reader (report, compare, merge, baseline gates)
 would take the pair as one run. So a run claims its output directory before its first case: it
-holds an ``fcntl`` lock on ``sab-run.lock`` there for its whole length. The lock file says who holds
-it (run id, pid, host, start time), so a second run is refused with a message naming the holder.
+holds a file lock on ``sab-run.lock`` there for its whole length (``filelock``'s, on the descriptor it
+keeps: ``flock`` on POSIX, ``LockFileEx`` on Windows). The lock file says who holds it (run id, pid,
+host, start time), so a second run is refused with a message naming the holder.
 
-Why ``flock`` and not "a lock file exists": the kernel drops the lock when its process dies,
+Why a lock and not "a lock file exists": the kernel drops the lock when its process dies,
 ``kill -9`` included, so a lock left by a dead run is told apart from a live one without guessing
 from pids (which are reused, and mean nothing on another host). A file left behind is taken over,
 with a note naming the run that left it.
@@ -27,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import filelock
 
 from sab_pytest.errors import UsageError
 
@@ -74,8 +77,6 @@ def claim(directory: Path, run_id: str, *, option: str = "--sab-out") -> Claim:
 
     Creates the directory when needed (an unwritable place is a ``UsageError`` naming it).
     """
-    import fcntl
-
     path = directory / LOCK_NAME
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -87,8 +88,10 @@ def claim(directory: Path, run_id: str, *, option: str = "--sab-out") -> Claim:
         except OSError as exc:
             raise UsageError(f"{option} {directory}: cannot write there: {exc.strerror or exc}") from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            locked = filelock.lock_descriptor(fd, blocking=False)
         except OSError:
+            locked = False
+        if not locked:
             holder = _read_fd(fd)
             os.close(fd)
             raise UsageError(
