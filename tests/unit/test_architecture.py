@@ -93,6 +93,17 @@ def test_the_import_contracts_hold() -> None:
     assert lint_imports(config_filename=str(PACKAGE.parent / "pyproject.toml"), no_cache=True) == 0
 
 
+def test_pytest_s_private_parts_are_reached_through_its_adapter_alone() -> None:
+    """``_pytest`` modules and the terminal reporter's private attributes, named anywhere but in
+    ``pytest_layer/pytest_adapter.py``, would escape the check that names what a new pytest changed."""
+    import re
+
+    private = re.compile(r"^\s*(from|import) _pytest\b|import_module\(\s*[\"']_pytest|\._keyboardinterrupt_memo|"
+                         r"\._report_keyboardinterrupt|getattr\(\s*\w+,\s*[\"']_tw[\"']", re.MULTILINE)
+    reaching = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if private.search(p.read_text()))
+    assert reaching == ["pytest_layer/pytest_adapter.py"]
+
+
 def test_reports_read_results_and_results_never_read_reports(graph: grimp.ImportGraph) -> None:
     """The seam between what is kept (records, statistics, gates) and what people read: a report may
     change without touching a number, and no number depends on how it is shown."""
