@@ -104,6 +104,18 @@ def test_pytest_s_private_parts_are_reached_through_its_adapter_alone() -> None:
     assert reaching == ["pytest_layer/pytest_adapter.py"]
 
 
+@pytest.mark.parametrize(("pattern", "adapter"), [
+    (r"inspect_ai(\.\w+)*\._\w", "reports/inspect/adapter.py"),
+    (r"^\s*(from|import) xdist\b", "pytest_layer/xdist_adapter.py")])
+def test_inspect_ai_s_and_xdist_s_private_parts_are_reached_through_their_adapter_alone(pattern: str,
+                                                                                         adapter: str) -> None:
+    import re
+
+    private = re.compile(pattern, re.MULTILINE)
+    reaching = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if private.search(p.read_text()))
+    assert reaching == [adapter]
+
+
 def test_reports_read_results_and_results_never_read_reports(graph: grimp.ImportGraph) -> None:
     """The seam between what is kept (records, statistics, gates) and what people read: a report may
     change without touching a number, and no number depends on how it is shown."""
