@@ -23,7 +23,7 @@ OpenAI's API and the run would measure nothing. The bench checks that every run 
 (every case recorded, calls made and counted in the usage, no error) and exits 1 when one did not.
 
     SAB_DATA=... SAB_THOR_SCENES=... python bench/bench_pytest_throughput.py
-    python bench/bench_pytest_throughput.py --smoke    # seconds: 8 cases, one setting, figures not judged
+    python bench/bench_pytest_throughput.py --smoke    # seconds: 6 cases, -n 0, C = 4, figures not judged
 """
 
 from __future__ import annotations
