@@ -108,7 +108,8 @@ def claim(directory: Path, run_id: str, *, option: str = "--sab-out") -> Claim:
         info = {"run_id": run_id, "pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
         try:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(info).encode(), 0)
+            os.lseek(fd, 0, os.SEEK_SET)  # (not os.pwrite: POSIX only, as the lock no longer is)
+            os.write(fd, json.dumps(info).encode())
         except OSError as exc:
             os.close(fd)
             raise UsageError(f"{option} {directory}: cannot write {path}: {exc.strerror or exc}") from None
@@ -120,7 +121,8 @@ def claim(directory: Path, run_id: str, *, option: str = "--sab-out") -> Claim:
 
 def _read_fd(fd: int) -> dict[str, Any]:
     try:
-        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        os.lseek(fd, 0, os.SEEK_SET)
+        data = json.loads(os.read(fd, 4096) or b"{}")
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
