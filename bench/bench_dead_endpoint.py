@@ -14,7 +14,13 @@ For each it prints wall time, exit status, results kept (verdicts / errors), cas
 chat requests the server received and the summary's run status; then resumes the first scenario
 against a healed server to show that only the missing cases are asked.
 
+The judges are asked at the same fake server (``--judge-base-url``). The bench checks that each
+dying run stopped (exit status 2, status ``stopped``, cases not run) after keeping verdicts where
+the endpoint answered first, that the resume finished every case, and that Ctrl-C ended the run with
+exit status 2 naming ``--sab-resume``; it exits 1 otherwise.
+
     SAB_DATA=... SAB_THOR_SCENES=... python bench/bench_dead_endpoint.py
+    python bench/bench_dead_endpoint.py --smoke   # seconds: dies-500 on 12 cases, -n 0, and its resume
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchkit import Checks, add_smoke  # noqa: E402
 
 from sab_pytest.results.files import RESULTS_NAME, read_results  # noqa: E402
 from sab_pytest.testing import Reply, fake_openai_server  # noqa: E402
@@ -74,8 +82,12 @@ def answer(request) -> str:
 
 def command(url: str, out: Path, subset: str, workers: int, *extra: str) -> list[str]:
     return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--model", "agent", "--judge-model",
-            "judge", f"--base-url={url}", f"--sab-out={out}", f"--sab-cache={out / 'cache'}", "-n", str(workers),
-            f"--sab-subset={subset}", "--tb=no", "-rN", *extra]
+            "judge", f"--base-url={url}", f"--sab-judge-base-url={url}", f"--sab-out={out}",
+            f"--sab-cache={out / 'cache'}", "-n", str(workers), f"--sab-subset={subset}", "--tb=no", "-rN",
+            *OPTIONS, *extra]
+
+
+OPTIONS: list[str] = []  # more options of every run: --sab-sample=N when the bench was given --sample
 
 
 ENV = {**os.environ, "OPENAI_API_KEY": "sk-bench-0123456789"}
@@ -99,7 +111,7 @@ def facts(out: Path) -> dict:
             "failed_calls": (summary.get("usage") or {}).get("failed_calls")}
 
 
-def ctrl_c(tmp: Path, subset: str, workers: int, latency: float = 0.5) -> None:
+def ctrl_c(tmp: Path, subset: str, workers: int, checks: Checks, latency: float = 0.5) -> None:
     """SIGINT to the controller alone after 40 case calls; calls the server got after it."""
     with fake_openai_server(responder=answer, latency=latency) as server:
         proc = subprocess.Popen(command(server.url, tmp / "ctrl-c", subset, workers), cwd=ROOT, env=ENV,
@@ -116,6 +128,9 @@ def ctrl_c(tmp: Path, subset: str, workers: int, latency: float = 0.5) -> None:
     print(f"Ctrl-C to the controller (pid only), -n {workers}, {latency}s per call: {len(after)} calls received "
           f"after the signal (the last {late:.2f}s after it), exit {proc.returncode} after {ended - signalled:.1f}s, "
           f"{f['verdicts']} verdicts kept, status {f['status']}, names --sab-resume: {'--sab-resume' in text}")
+    checks.need(proc.returncode == 2 and "--sab-resume" in text and f["verdicts"] > 0,
+                f"Ctrl-C ended the run with exit 2, verdicts kept and --sab-resume named (exit {proc.returncode}, "
+                f"{f['verdicts']} verdicts)")
 
 
 WIDTHS = (16, 8, 9, 9, 12, 6, 5, 9, 7, 8, 9, 7)
@@ -128,13 +143,23 @@ def row(*cells: object) -> None:
           + f"  {free}", flush=True)
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenarios", default="dies-500,dies-drop,silent")
     parser.add_argument("--subset", default="all")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--no-ctrl-c", action="store_true", help="skip the Ctrl-C measurement")
+    parser.add_argument("--sample", type=int, default=None, help="a sample of N cases of the subset")
+    parser.add_argument("--healthy", type=int, default=None, help="calls answered before the endpoint dies")
+    add_smoke(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.scenarios, args.subset, args.sample, args.workers, args.no_ctrl_c = "dies-500", "mixed", 12, 0, True
+        args.healthy = 8
+    OPTIONS[:] = [f"--sab-sample={args.sample}"] if args.sample else []
+    if args.smoke:  # the breaker trips on few cases
+        OPTIONS.append("--sab-max-failures=3")
+    checks = Checks()
     print("start-up: run start to the preflight request; 1st case: to the first case's call; death->stop: first "
           "broken answer to the last request; tail: last request to the end of the run")
     row("scenario", "wall s", "start-up", "1st case", "death->stop", "tail", "exit", "verdicts", "errors", "not run",
@@ -142,7 +167,8 @@ def main() -> None:
     resume_demo: tuple[Endpoint, Path, int] | None = None
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.scenarios.split(","):
-            endpoint = Endpoint(HEALTHY[name], BROKEN[name], preflight_ok=name != "silent")
+            healthy = HEALTHY[name] if args.healthy is None or not HEALTHY[name] else args.healthy
+            endpoint = Endpoint(healthy, BROKEN[name], preflight_ok=name != "silent")
             out = Path(tmp) / name
             with fake_openai_server(responder=endpoint) as server:
                 started, wall, code, text = run(server.url, out, args.subset, args.workers)
@@ -159,6 +185,15 @@ def main() -> None:
             tail = f"{started + wall - max(times):.1f}" if times else "-"
             row(name, f"{wall:.1f}", startup, first_case, to_stop, tail, code, f["verdicts"], f["errors"], f["not_run"],
                 requests, f["failed_calls"], f"{f['status']} / {last}")
+            if name == "silent":  # the endpoint check finds it dead: a usage error before any case
+                checks.need(code == 4 and f["status"] == "no summary", f"{name}: refused before any case with exit 4 "
+                                                                       f"(exit {code}, {f['status']})")
+            else:
+                checks.need(code == 2 and f["status"] == "stopped" and f["not_run"],
+                            f"{name}: the run stopped with exit 2 and cases not run (exit {code}, {f['status']}, "
+                            f"{f['not_run']} not run; {last!r})")
+                checks.need(f["verdicts"] > 0 and endpoint.died_at is not None,
+                            f"{name}: verdicts kept from before the endpoint died ({f['verdicts']})")
             if resume_demo is None and f["not_run"]:
                 resume_demo = (endpoint, out, port)
         if resume_demo is not None:  # same URL (port): --sab-resume refuses results of another base URL
@@ -170,9 +205,15 @@ def main() -> None:
             f = facts(out)
             row("resume, healed", f"{wall:.1f}", "", "", "", "", code, f["verdicts"], f["errors"], f["not_run"],
                 requests, f["failed_calls"], f"{f['status']}, {f['reused']} verdicts reused")
+            checks.need(code in (0, 1) and f["status"] == "resumed" and not f["not_run"] and not f["errors"]
+                        and f["reused"] and requests > 0,
+                        f"the resume against the healed endpoint finished every case, reusing the verdicts kept "
+                        f"(exit {code}, {f['status']}, {f['not_run']} not run, {f['errors']} errors, "
+                        f"{f['reused']} reused, {requests} requests)")
         if not args.no_ctrl_c:
-            ctrl_c(Path(tmp), args.subset, args.workers)
+            ctrl_c(Path(tmp), args.subset, args.workers, checks)
+    return checks.status()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -12,6 +12,9 @@ Prints two figures:
 2. Request bytes per call at steps 1, 10 and 20 of a 20-step visual episode (basic, default
    ``--sab-max-images 2``): bounded, because older pictures leave the conversation.
 
+The bench checks that the episodes did what is timed (steps executed, every turn of the 20-step
+episode asked) and exits 1 otherwise; ``--smoke`` plays 3 cases once.
+
 Run: ``SAB_DATA=... SAB_THOR_SCENES=... python bench/bench_episodes.py [--cases 40]``.
 """
 
@@ -23,6 +26,8 @@ import os
 import statistics
 import time
 from typing import Any
+
+from benchkit import Checks, add_smoke
 
 from sab_pytest import dataset, plan_parser
 from sab_pytest.agents import episode as episode_module
@@ -142,30 +147,41 @@ def request_sizes(case: dataset.Case, engine: Controller) -> tuple[list[int], in
     return model.request_bytes, len(json.dumps(outcome.to_dict()))
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=40, help="sampled cases with a reference plan (default 40)")
+    add_smoke(parser)
     args = parser.parse_args()
+    passes = 1 if args.smoke else 3
+    if args.smoke:
+        args.cases = 3
+    checks = Checks()
     data = dataset.load(os.environ.get("SAB_DATA"))
     pool = [c for c in dataset.select(data, "all", sample=args.cases * 2, seed=7) if c.reference_steps]
     cases = pool[: args.cases]
     global PICTURES
     PICTURES = timed_pictures()
     engine = Controller()
-    print(f"episodes on the embedded engine, {len(cases)} cases with reference plans (median of 3 passes)")
+    print(f"episodes on the embedded engine, {len(cases)} cases with reference plans (median of {passes} passes)")
+    checks.need(len(cases) == args.cases, f"{args.cases} sampled cases have a reference plan ({len(cases)})")
     for cls in (ReactAgent, BasicVisualAgent):
-        runs = [harness_per_step(cls, cases, engine) for _ in range(3)]
+        runs = [harness_per_step(cls, cases, engine) for _ in range(passes)]
+        checks.need(all(r["steps"] > 0 for r in runs), f"{cls.name}: the episodes executed steps")
         m = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         print(f"  {cls.name:6s} per step, model excluded: {m['step']:5.2f} ms = engine {m['engine']:5.2f} "
               f"+ picture {m['picture']:5.2f} + rest of the harness {m['rest']:5.2f}  "
               f"({int(m['steps'])} steps; target < 5 ms); scene reset per episode {m['reset']:5.2f} ms")
     fridge = next(c for c in data.cases if c.scene == "FloorPlan1")
     sizes, record = request_sizes(fridge, engine)
+    checks.need(len(sizes) >= 20, f"the 20-step episode asked the model at every step ({len(sizes)} calls)")
+    if len(sizes) < 20:
+        return checks.status()
     shown = ", ".join(f"step {n}: {sizes[n - 1] / 1024:.1f} KiB" for n in (1, 10, 20))
     print(f"  basic, 20-step episode, request size per call ({len(sizes)} calls): {shown}; "
           f"max {max(sizes) / 1024:.1f} KiB; its record (pictures elided): {record / 1024:.1f} KiB")
     engine.stop()
+    return checks.status()
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -14,6 +14,9 @@ command with ``--sab-resume`` on a healthy setup. It prints one row per fault:
   or to a case outside the selection (must be 0);
 * ``done``: cases with a verdict after the resume, of the selection.
 
+It exits 1 when a verdict was lost, a record mixed in, or a resume did not finish every case of the
+selection. ``--smoke``: the HTTP 500 fault alone, on 16 cases, -n 0.
+
     SAB_DATA=... SAB_THOR_SCENES=... python bench/bench_faults.py [--sample 40] [--only NAME ...]
 """
 
@@ -40,13 +43,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchkit import Checks, add_smoke  # noqa: E402
+
 from sab_pytest import dataset  # noqa: E402
 from sab_pytest.results.files import RESULTS_NAME, SUMMARY_NAME, read_results  # noqa: E402
 from sab_pytest.testing import FakeOpenAIServer, Reply  # noqa: E402
 
+WORKERS = ["2"]  # -n of every run (--smoke: 0)
 PLAN = "1. find Apple\n2. pick Apple\n3. find Fridge\n4. open Fridge\n5. put Fridge\n6. close Fridge"
 #: the lines that tell a user what happened, most telling first
-MESSAGES = [re.compile(p) for p in (r"^INTERNALERROR", r"^sab: error", r"^ERROR:", r"^run STOPPED",
+MESSAGES = [re.compile(p) for p in (r"^INTERNALERROR", r"^sab: error", r"^ERROR:", r"^sab: exit status 2",
+                                    r"^run STOPPED",
                                     r"^sab \w+:", r"^sab: (note|warning)", r"^!.*Interrupted",
                                     r"KeyboardInterrupt", r"Traceback")]
 
@@ -77,7 +84,7 @@ class Scenario:
         return self.work / "out"
 
     def args(self, *more: str) -> list[str]:
-        return [sys.executable, "-m", "sab_pytest", "run", "-n", "2",
+        return [sys.executable, "-m", "sab_pytest", "run", "-n", WORKERS[0],
                 f"--sab-sample={self.sample}", "--model=agent", "--judge-model=rules", "--sab-no-cache",
                 f"--sab-out={self.out}", "--sab-timeout=5", "--sab-max-failures=5", *self.extra, *more]
 
@@ -392,7 +399,10 @@ def main() -> int:
     parser.add_argument("--sample", type=int, default=40)
     parser.add_argument("--only", nargs="*", choices=sorted(FAULTS), metavar="NAME")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON")
+    add_smoke(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.only, args.sample, WORKERS[0] = ["endpoint: HTTP 500 mid-run"], 16, "0"
     rows = campaign(args.only or list(FAULTS), args.sample)
     print()
     print("| fault | exit | message | time | kept | lost | mixed | done after resume |")
@@ -404,7 +414,14 @@ def main() -> int:
     print(f"\n{len(rows)} faults: verdicts lost {total_lost}, cases mixed from another run {total_mixed}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
-    return 0 if total_lost == 0 and total_mixed == 0 else 1
+    checks = Checks()
+    checks.need(rows and total_lost == 0, f"no verdict lost ({total_lost})")
+    checks.need(total_mixed == 0, f"no record of another run or case mixed in ({total_mixed})")
+    for r in rows:
+        checks.need(r["resume_exit"] in (0, 1) and r["done"] == r["of"],
+                    f"{r['fault']}: the resume finished the {r['of']} cases (exit {r['resume_exit']}, "
+                    f"{r['done']} done)")
+    return checks.status()
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ runs per cell (``results.calibration``, decided by the gate's own rule):
   in at least 95% of runs, for each side's K (over ten times the draws: a run is cheap to simulate,
   and the true coverage of the closest cells lies within a few tenths of a percent of the bound).
 
-It prints one line per cell and exits 1 when a cell misses a bound. Seeded: the same figures every time.
+It prints one line per cell and exits 1 when a cell misses a bound, or when a figure is not a share
+(outside 0..1, not a number). Seeded: the same figures every time. ``--smoke`` simulates 4 cells with
+100 draws: its figures are then too coarse for the bounds, which it does not judge.
 
 Usage::
 
@@ -30,6 +32,7 @@ import sys
 import time
 
 import numpy as np
+from benchkit import Checks, add_smoke
 
 from sab_pytest.results.calibration import Cell, coverage, fail_share
 from sab_pytest.results.sample_size import regression_power
@@ -64,7 +67,12 @@ def main() -> int:
     parser.add_argument("--draws", type=int, default=2000)
     parser.add_argument("--agreement", type=float, default=0.3)
     parser.add_argument("--alpha", type=float, default=0.05)
+    add_smoke(parser)
     args = parser.parse_args()
+    checks = Checks()
+    ks, rates, sizes = (KS, RATES, SIZES) if not args.smoke else ((1, 3), (0.5,), (20, 57))
+    if args.smoke:
+        args.draws = 100
     rng = np.random.default_rng(34)
     start = time.perf_counter()
     misses = 0
@@ -73,7 +81,7 @@ def main() -> int:
           f"{args.alpha + 0.01:.2f}, |power - planned| <= 0.05, one-sided coverage >= 0.95")
     print(f"{'K_base':>6} {'K_cand':>6} {'rate':>5} {'cases':>5} | {'falseFAIL':>9} | {'drop to':>7} {'planned':>7} "
           f"{'power':>6} | {'cov@lower':>9} {'cov@upper':>9}  verdict")
-    for k_base, k_cand, rate, cases in itertools.product(KS, KS, RATES, SIZES):
+    for k_base, k_cand, rate, cases in itertools.product(ks, ks, rates, sizes):
         cell = Cell(k_base, k_cand, cases, rate, rate, args.agreement)
         false_fail = fail_share(rng, cell, args.draws, args.alpha, shared=True)
         p1, planned = planned_drop(cell, args.alpha)
@@ -85,17 +93,21 @@ def main() -> int:
                                          ("power", abs(power - planned) > 0.05),
                                          ("coverage", min(low_cov, high_cov) < 0.95)) if failed]
         misses += bool(bad)
+        checks.need(all(0 <= v <= 1 for v in (false_fail, planned, power, low_cov, high_cov)),
+                    f"cell {k_base}/{k_cand}/{rate}/{cases}: every figure is a share")
         worst["false_fail"] = max(worst["false_fail"], false_fail)
         worst["power_gap"] = max(worst["power_gap"], abs(power - planned))
         worst["coverage"] = min(worst["coverage"], low_cov, high_cov)
         print(f"{k_base:>6} {k_cand:>6} {rate:>5.1f} {cases:>5} | {false_fail:>9.4f} | {p1:>7.3f} {planned:>7.3f} "
               f"{power:>6.3f} | {low_cov:>9.4f} {high_cov:>9.4f}  {'MISS: ' + ', '.join(bad) if bad else 'ok'}",
               flush=True)
-    cells = len(KS) ** 2 * len(RATES) * len(SIZES)
+    cells = len(ks) ** 2 * len(rates) * len(sizes)
     print(f"\n{cells - misses} of {cells} cells within every bound; worst false FAIL {worst['false_fail']:.4f}, "
           f"worst |power - planned| {worst['power_gap']:.4f}, worst one-sided coverage {worst['coverage']:.4f} "
           f"({time.perf_counter() - start:.0f} s)")
-    return 1 if misses else 0
+    if not args.smoke:
+        checks.need(not misses, f"every cell within its bounds ({misses} missed)")
+    return checks.status()
 
 
 if __name__ == "__main__":

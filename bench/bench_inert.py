@@ -10,6 +10,9 @@ The plugin's byte code is compiled first, as pip compiles an installed wheel's (
 run, a cost no installed plugin has. Other processes share the cores: compare figures measured in
 the same minute, with ``--repeat 25`` on a busy machine.
 
+Each run must pass its one test, and the loaded run must show the plugin registered (pytest's
+``--trace-config`` names it) while the other does not; else the bench exits 1. ``--smoke``: one run of each.
+
     python bench/bench_inert.py [--repeat 15] [-n 2]
 """
 
@@ -24,6 +27,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchkit import Checks, add_smoke
 
 import sab_pytest
 
@@ -41,11 +46,22 @@ def _wall(project: Path, extra: list[str]) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def main() -> None:
+def plugin_seen(project: Path, extra: list[str]) -> bool:
+    """Whether pytest registered the plugin in a run with ``extra`` (its module in ``--trace-config``)."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--trace-config", *extra],
+                          cwd=project, capture_output=True, text=True, check=False)
+    return "sab_pytest.plugin" in done.stdout
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("-n", dest="workers", default=None, help="also run under xdist with N workers")
+    add_smoke(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.repeat = 1
+    checks = Checks()
     compileall.compile_dir(Path(sab_pytest.__file__).parent, quiet=1)
     print(f"plugin: {Path(sab_pytest.__file__).parent}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -54,6 +70,9 @@ def main() -> None:
         base = ["-n", args.workers] if args.workers else []
         walls: dict[str, list[tuple[float, float]]] = {"plugin loaded": [], "-p no:safeagentbench": []}
         _wall(project, base)  # warm the file system caches and byte code
+        checks.need(plugin_seen(project, base), "the plugin is registered in the run that loads it")
+        checks.need(not plugin_seen(project, [*base, "-p", "no:safeagentbench"]),
+                    "the plugin is not registered under -p no:safeagentbench")
         for _ in range(args.repeat):
             walls["plugin loaded"].append(_wall(project, base))
             walls["-p no:safeagentbench"].append(_wall(project, [*base, "-p", "no:safeagentbench"]))
@@ -71,7 +90,8 @@ def main() -> None:
         # minute the bench takes moves both alike
         paired = statistics.median(on[index] - off[index] for on, off in zip(*walls.values(), strict=True)) * 1000
         print(f"{what:4s} median of the paired differences: {paired:+.1f} ms")
+    return checks.status()
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

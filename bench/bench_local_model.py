@@ -15,7 +15,11 @@ cache, in three scenarios:
 One row per scenario: exit status, wall time, cases, API calls (answered and failed), completion tokens
 per second of wall time, the run's status, and its errors by kind. A 135M model cannot format a
 judge's verdict, so ``judge_parse`` errors are the model's; transport and timeout errors are the
-harness's to avoid. Without the server or the model file it says what is missing and exits 0.
+harness's to avoid. Without the server or the model file it says what is missing and exits 0 (the
+one end without checks: a machine without llama.cpp measures nothing here). With them, each run
+must end (exit 0 or 1), record its cases, call the server (the judges too: ``--judge-base-url``)
+and have no transport or timeout error; else the bench exits 1. ``--smoke``: the direct scenario
+on 2 cases.
 
     python bench/bench_local_model.py [--python PATH] [--gguf PATH] [--only direct react long_horizon]
 
@@ -39,7 +43,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from benchkit import Checks, add_smoke, skip
+
 ALIAS = "smollm2"
+#: error kinds that are the harness's to avoid (a small model's unreadable verdicts are the model's)
+HARNESS_ERRORS = ("model_api", "model_timeout", "timeout", "endpoint_down")
 N_CTX = 8192
 START_TIMEOUT_S = 300  # loading a model the first time can take a while on 2 cores
 RUN_TIMEOUT_S = 3600
@@ -47,6 +55,7 @@ RUN_TIMEOUT_S = 3600
 #: scenario -> the run's own options (after the model, judge, endpoint and output options)
 SCENARIOS: dict[str, list[str]] = {
     "direct": ["--sab-sample=12", "-n", "2"],
+    "smoke": ["--sab-sample=2", "-n", "0"],
     "react": ["--sab-strategy=react", "--sab-sample=4", "-n", "0"],
     "long_horizon": ["--sab-subset=all", "-k", "long_horizon-0000", "-n", "0"],
 }
@@ -113,7 +122,8 @@ def run_scenario(name: str, url: str, work: Path) -> dict[str, object]:
     """One scenario's run against ``url``; its figures from the run's summary."""
     out = work / name
     argv = [sys.executable, "-m", "sab_pytest", "run", f"--model={ALIAS}", f"--judge-model={ALIAS}",
-            f"--base-url={url}", "--sab-no-cache", f"--sab-out={out}", "-q", "-p", "no:cacheprovider",
+            f"--base-url={url}", f"--sab-judge-base-url={url}", "--sab-no-cache", f"--sab-out={out}", "-q", "-p",
+            "no:cacheprovider",
             *SCENARIOS[name]]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.setdefault("OPENAI_API_KEY", "sk-local-no-key-needed")  # the client wants one; llama.cpp ignores it
@@ -150,15 +160,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="the Python that has llama-cpp-python[server] (default $SAB_LLAMA_PYTHON, else this one)")
     parser.add_argument("--gguf", default=os.environ.get("SAB_LLAMA_GGUF"),
                         help="the model file (default $SAB_LLAMA_GGUF)")
-    parser.add_argument("--only", nargs="+", choices=list(SCENARIOS), default=list(SCENARIOS))
+    parser.add_argument("--only", nargs="+", choices=list(SCENARIOS), default=[n for n in SCENARIOS if n != "smoke"])
     parser.add_argument("--work", type=Path, default=None, help="where the runs write (default: a temporary directory)")
+    add_smoke(parser)
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.only = ["smoke"]
     missing = _missing(args.python, args.gguf)
     if missing:
-        print("bench_local_model: not run, missing:")
-        for what in missing:
-            print(f"  - {what}")
-        return 0
+        return skip("bench_local_model", [f"a llama.cpp server with a model: {what}" for what in missing])
+    checks = Checks()
     work = args.work or Path(tempfile.mkdtemp(prefix="sab-local-model-"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"llama.cpp server: {args.python} -m llama_cpp.server --model {args.gguf} --n_ctx {N_CTX} "
@@ -169,8 +180,14 @@ def main(argv: list[str] | None = None) -> int:
             fig = run_scenario(name, url, work)
             figures.append(fig)
             print(_row(fig), flush=True)
+            errors = fig["errors"] if isinstance(fig["errors"], dict) else {}
+            harness = {k: v for k, v in errors.items() if k in HARNESS_ERRORS}
+            checks.need(fig["exit"] in (0, 1) and fig["cases"] and fig["api_calls"] and not harness,
+                        f"{name}: the run ended, recorded its cases and called the server without a transport or "
+                        f"timeout error (exit {fig['exit']}, cases {fig['cases']}, calls {fig['api_calls']}, "
+                        f"errors {errors})")
     (work / "figures.json").write_text(json.dumps(figures, indent=2))
-    return 0
+    return checks.status()
 
 
 if __name__ == "__main__":

@@ -19,7 +19,9 @@ and goal check (``compute_SR_object_state``) that the project keeps amount to th
   paper's check restated (exact ``objectType``; a list goal met when one of its strings is a
   substring of one of the current ids, a bare string read character by character).
 
-The paper's rules are re-stated here in this project's words to measure them, not imported.
+The paper's rules are re-stated here in this project's words to measure them, not imported. The
+plans must run (steps executed, names resolved) in each pass; else the bench exits 1. ``--smoke``:
+the first 20 records.
 
 Usage::
 
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench_reference_plans import load_records  # bench/ is on sys.path when this script runs
+from benchkit import Checks, add_smoke
 
 from sab_pytest import dataset
 from sab_pytest.dataset import Case
@@ -251,11 +254,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=None, help="dataset directory (default: $SAB_DATA, cache, download)")
     parser.add_argument("--verbose", action="store_true", help="examples of every kind of name difference")
+    add_smoke(parser)
     args = parser.parse_args(argv)
     from sab_pytest.thor.sim import Controller
 
     try:
-        records = load_records(dataset.locate(args.data))
+        records = load_records(dataset.locate(args.data))[:20 if args.smoke else None]
     except SabError as exc:
         print(f"bench_planner_paper: {exc}", file=sys.stderr)
         return 2
@@ -264,7 +268,13 @@ def main(argv: list[str] | None = None) -> int:
     full = run(records, engine, find_tries=20, names="compare")
     paper_names = run(records, engine, find_tries=20, names="paper")
     report(near, full, paper_names, verbose=args.verbose)
-    return 0
+    checks = Checks()
+    for label, pass_ in (("6 standing points", near), ("20 standing points", full), ("the paper's names", paper_names)):
+        done = sum(s.success for s in pass_.steps)
+        checks.need(pass_.results and done > len(pass_.steps) / 2,
+                    f"{label}: the records ran and most steps succeeded ({done} of {len(pass_.steps)})")
+    checks.need(full.names.named > 0, f"steps resolved names beside the paper's rule ({full.names.named})")
+    return checks.status()
 
 
 if __name__ == "__main__":

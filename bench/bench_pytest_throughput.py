@@ -18,7 +18,12 @@ Figures, per scenario:
   <= 1.5 x floor + start-up at C = 64; all 1050 cases at C = 16: wall <= 1.1 x floor.
 * worker RSS: the largest peak resident size (VmHWM) of a worker, read from /proc during the run.
 
+The judges are asked at the fake server too (``--judge-base-url``): without it they would go to
+OpenAI's API and the run would measure nothing. The bench checks that every run did what it measures
+(every case recorded, calls made and counted in the usage, no error) and exits 1 when one did not.
+
     SAB_DATA=... SAB_THOR_SCENES=... python bench/bench_pytest_throughput.py
+    python bench/bench_pytest_throughput.py --smoke    # seconds: 6 cases, -n 0, C = 4, figures not judged
 """
 
 from __future__ import annotations
@@ -35,9 +40,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchkit import Checks, add_smoke  # noqa: E402
+
 from sab_pytest.prompts.interactive import DONE, EXECUTE  # noqa: E402
 from sab_pytest.results.files import RESULTS_NAME, read_results  # noqa: E402
 from sab_pytest.testing import Reply, fake_openai_server  # noqa: E402
+from sab_pytest.testing.fake_replies import judge_in_form  # noqa: E402
 
 #: what the scripted interactive agent does in every episode before it calls done
 EPISODE = ("find Mug", "pick Mug")
@@ -45,13 +53,8 @@ EPISODE = ("find Mug", "pick Mug")
 
 def responder(request) -> str | Reply:
     """A plan for the agent; a valid verdict for every judge prompt."""
-    text = "\n".join(str(m.get("content")) for m in request.messages)
     if request.body.get("model") == "judge":
-        if "COMPLIED" in text:
-            return "COMPLIED"
-        if "completeness, safety" in text:
-            return "Rating: [[1, 1]]"
-        return "Rating: [[success]]"
+        return judge_in_form(request)
     if request.tool_names:  # an interactive strategy: a short episode, one tool call per turn
         turn = sum(1 for m in request.messages if m.get("role") == "assistant")
         if turn < len(EPISODE):
@@ -109,27 +112,45 @@ def online(server, *, workers: int, total: int, cache: bool, subset: list[str], 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         server.reset()
-        per_worker = max(1, total // workers)
-        args = ["--model", "agent", "--judge-model", "judge", f"--base-url={server.url}", "-n", str(workers),
+        per_worker = max(1, total // max(workers, 1))  # -n 0: one process holds every call in flight
+        args = ["--model", "agent", "--judge-model", "judge", f"--base-url={server.url}",
+                f"--sab-judge-base-url={server.url}", "-n", str(workers),
                 "--sab-concurrency", str(per_worker), "--sab-strategy", strategy, *subset]
         args += [f"--sab-cache={out / 'cache'}"] if cache else ["--sab-no-cache"]
         wall, code, rss, tail = run_pytest(args, out)
         records = read_results(out / RESULTS_NAME)
     calls = len(server.chat_requests)
-    c = per_worker * workers
-    return {"C": c, "cache": "on" if cache else "off", "cases": len(records), "calls": calls,
+    judged = sum(1 for r in server.chat_requests if r.body.get("model") == "judge")
+    c = per_worker * max(workers, 1)
+    return {"judge_calls": judged, "C": c, "cache": "on" if cache else "off", "cases": len(records), "calls": calls,
             "usage": sum(r["usage"].get("api_calls", 0) for r in records), "wall": wall,
             "floor": calls * latency / c, "errors": sum(1 for r in records if r.get("error")), "exit": code,
             "rss": rss, "tail": tail, "max_in_flight": server.max_in_flight}
 
 
-def offline(workers: int, subset: list[str]) -> float:
+def offline(workers: int, subset: list[str], checks: Checks) -> float:
     with tempfile.TemporaryDirectory() as tmp:
-        wall, _, _, _ = run_pytest(["-n", str(workers), *subset], Path(tmp))
+        wall, code, _, tail = run_pytest(["-n", str(workers), *subset], Path(tmp))
+        cases = len(read_results(Path(tmp) / RESULTS_NAME))
+    checks.need(code in (0, 1) and cases > 0, f"the offline run -n {workers} ran its cases (exit {code}, "
+                                                f"{cases} recorded; {tail!r})")
     return wall
 
 
-def main() -> None:
+def check_run(checks: Checks, r: dict, wanted: int) -> None:
+    """What a model run must show for its figures to mean anything."""
+    what = f"C={r['C']} cache {r['cache']}"
+    checks.need(r["exit"] in (0, 1), f"{what}: the run ended with exit 0 or 1, not {r['exit']} ({r['tail']!r})")
+    checks.need(r["cases"] == wanted, f"{what}: every one of the {wanted} cases recorded, not {r['cases']}")
+    checks.need(r["errors"] == 0, f"{what}: no case ended in an error ({r['errors']})")
+    checks.need(r["calls"] > r["cases"] and r["judge_calls"] > 0,
+                f"{what}: the agent and the judges called the fake server ({r['calls']} calls, "
+                f"{r['judge_calls']} of the judges)")
+    checks.need(r["usage"] >= r["calls"] - 1, f"{what}: the run's usage counts the calls the server received "
+                                              f"({r['usage']} counted, {r['calls']} received, the check aside)")
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.5)
     parser.add_argument("--workers", type=int, default=4)
@@ -137,12 +158,19 @@ def main() -> None:
     parser.add_argument("--no-all", action="store_true", help="skip the 1050-case run")
     parser.add_argument("--strategy", default="direct",
                         help="agent strategy; an interactive one (react ...) plays a scripted 2-action episode")
+    parser.add_argument("--sample", type=int, default=None, help="a sample of N cases instead of the 130")
+    add_smoke(parser)
     ns = parser.parse_args()
+    if ns.smoke:
+        ns.sample, ns.workers, ns.concurrency, ns.no_all, ns.latency = 6, 0, "4", True, 0.01
+    checks = Checks()
+    sample = [f"--sab-sample={ns.sample}"] if ns.sample else []
+    wanted = ns.sample or 130
     w = ns.workers
-    tries = sorted(offline(w, []) for _ in range(3))  # the median: a cold first run is not the machine's figure
-    startup = tries[1]
-    startup_serial = offline(0, [])
-    print(f"start-up (offline run of the same 130 cases): -n {w} {startup:.1f} s (median of "
+    tries = sorted(offline(w, sample, checks) for _ in range(1 if ns.smoke else 3))  # the median: a cold
+    startup = tries[len(tries) // 2]  # first run is not the machine's figure
+    startup_serial = startup if ns.smoke and w == 0 else offline(0, sample, checks)
+    print(f"start-up (offline run of the same {wanted} cases): -n {w} {startup:.1f} s (median of "
           f"{', '.join(f'{t:.1f}' for t in tries)}), -n 0 {startup_serial:.1f} s")
     with fake_openai_server(responder=responder, latency=ns.latency) as server:
         print(f"{'C':>4} {'cache':>5} {'cases':>5} {'calls':>6} {'usage':>6} {'peak':>5} {'wall s':>7} "
@@ -150,28 +178,36 @@ def main() -> None:
         rows = []
         for c in (int(x) for x in ns.concurrency.split(",")):
             for cache in (True, False):
-                r = online(server, workers=w, total=c, cache=cache, subset=[], latency=ns.latency,
+                r = online(server, workers=w, total=c, cache=cache, subset=sample, latency=ns.latency,
                            strategy=ns.strategy)
-                factor = {16: 1.2, 64: 1.5}.get(r["C"])
+                check_run(checks, r, wanted)
+                rows.append(r)
+                if not r["calls"]:
+                    print(f"C={r['C']} cache {r['cache']}: no call reached the server ({r['tail']!r})")
+                    continue
+                factor = None if ns.smoke else {16: 1.2, 64: 1.5}.get(r["C"])
                 target = factor * r["floor"] + startup if factor else None
                 ok = "-" if target is None else ("yes" if r["wall"] <= target and not r["errors"] else "NO")
-                rows.append(r)
                 print(f"{r['C']:>4} {r['cache']:>5} {r['cases']:>5} {r['calls']:>6} {r['usage']:>6} "
                       f"{r['max_in_flight']:>5} {r['wall']:>7.1f} {r['floor']:>8.1f} "
                       f"{r['wall'] / r['floor']:>6.2f} {target if target else float('nan'):>9.1f}  {ok:<4} "
                       f"{r['rss']:.0f} MB  (errors {r['errors']}, exit {r['exit']})", flush=True)
         for on, off in zip(rows[::2], rows[1::2], strict=True):
             gap = off["wall"] / on["wall"] - 1
+            if ns.smoke:
+                continue
             print(f"C={on['C']}: cache off vs on {gap:+.1%} ({'ok' if abs(gap) <= 0.10 else 'NO'}, target 10%)")
         if not ns.no_all:
             r = online(server, workers=w, total=16, cache=False, subset=["--sab-subset", "all"], latency=ns.latency,
                        strategy=ns.strategy)
-            ratio = r["wall"] / r["floor"]
+            check_run(checks, r, 1050)
+            ratio = r["wall"] / r["floor"] if r["floor"] else float("nan")
             print(f"1050 cases, C=16, cache off: {r['cases']} cases, {r['calls']} calls (usage {r['usage']}), "
                   f"wall {r['wall']:.1f} s, floor {r['floor']:.1f} s, ratio {ratio:.2f} "
                   f"({'ok' if ratio <= 1.1 else 'NO'}, target 1.1), worker RSS {r['rss']:.0f} MB, "
                   f"errors {r['errors']}")
+    return checks.status()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

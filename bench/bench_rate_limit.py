@@ -28,6 +28,11 @@ the first case call), the case phase (first case call to the run's end) and its 
 status, cases with a verdict, errors, not run, answered calls, 429s and the summary's seconds
 waited (summed over calls).
 
+The judges are asked at the same fake server (``--judge-base-url``). The bench checks each run: a
+limited or slow one records every case without an error and was answered (429s included); ``hang40``
+stops with exit 2 and its resume finishes the cases; else it exits 1. ``--smoke``: ``rpm600c4`` on 6
+cases with -n 0, then ``hang40`` on 8 cases with a 1 s timeout, figures not judged.
+
     SAB_DATA=... SAB_THOR_SCENES=... python bench/bench_rate_limit.py [--scenarios rpm600,rpm120] [--sample N]
 """
 
@@ -45,6 +50,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchkit import Checks, add_smoke  # noqa: E402
 
 from sab_pytest.testing import RecordedRequest, Reply, fake_openai_server  # noqa: E402
 from sab_pytest.testing.fake_replies import judge_in_form  # noqa: E402
@@ -117,8 +124,8 @@ class OneSlot:
 
 def command(url: str, out: Path, subset: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--model", "agent", f"--base-url={url}",
-            f"--sab-out={out}", f"--sab-cache={out / 'cache'}", f"--sab-subset={subset}", "--sab-no-exec",
-            "--tb=no", "-rN", *extra]
+            f"--sab-judge-base-url={url}", f"--sab-out={out}", f"--sab-cache={out / 'cache'}", f"--sab-subset={subset}",
+            "--sab-no-exec", "--tb=no", "-rN", *extra]
 
 
 def facts(out: Path) -> dict:
@@ -131,11 +138,18 @@ def facts(out: Path) -> dict:
             "rate_limited": usage.get("rate_limited", 0), "waited": usage.get("rate_limit_wait_s", 0.0)}
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenarios", default="rpm600,rpm120,hang40,slow45")
     parser.add_argument("--sample", type=int, help="a stratified sample of N cases instead of the whole subset")
+    add_smoke(parser)
     args = parser.parse_args()
+    checks = Checks()
+    if args.smoke:  # one limited run and one hung one, small and in one process each
+        args.scenarios, args.sample = "rpm600c4,hang40", 8
+        SCENARIOS["rpm600c4"] = ({"rpm": 600, "latency": 0.05}, "mixed", ("-n", "0", "--judge-model", "judge"))
+        SCENARIOS["hang40"] = ({"hang_after": 6, "latency": 0.05}, "mixed",
+                               ("-n", "0", "--judge-model", "judge", "--sab-timeout", "1"))
     print(f"{'scenario':<9}{'wall s':>8}{'start-up':>9}{'cases s':>9}{'floor s':>9}{'ratio':>7}{'exit':>5}"
           f"{'cases':>7}{'errors':>7}{'not run':>8}{'answered':>9}{'429s':>7}{'waited s':>9}  status")
     with tempfile.TemporaryDirectory() as tmp:
@@ -178,14 +192,24 @@ def main() -> None:
                 late = one_slot.depths[len(one_slot.depths) // 2:]
                 print(f"  requests in the server at once: at most {max(one_slot.depths)}, over the second half "
                       f"at most {max(late)}, mostly {sorted(late)[len(late) // 2]}", flush=True)
+            if name == "hang40":
+                checks.need(proc.returncode == 2 and f["status"] == "stopped" and f["not_run"],
+                            f"{name}: the hung endpoint stopped the run with exit 2 and cases not run (exit "
+                            f"{proc.returncode}, {f['status']}, {f['not_run']} not run)")
+            else:
+                wanted = args.sample or f["cases"]
+                checks.need(proc.returncode in (0, 1) and f["cases"] == wanted and f["errors"] == 0 and answered > 0,
+                            f"{name}: the run recorded its {wanted} cases without an error, answered (exit "
+                            f"{proc.returncode}, cases {f['cases']}, errors {f['errors']}, {answered} answered)")
             if name == "hang40" and f["not_run"]:
-                resume(server_options={"latency": 0.5}, port=port, out=out, subset=subset,
-                       extra=(*extra, "--sab-concurrency", "16"))
+                resume(server_options={"latency": 0.05 if args.smoke else 0.5}, port=port, out=out, subset=subset,
+                       extra=(*extra, "--sab-concurrency", "16"), checks=checks)
             if proc.returncode not in (0, 1, 2):
                 print(proc.stdout[-3000:], proc.stderr[-3000:])
+    return checks.status()
 
 
-def resume(*, server_options: dict, port: int, out: Path, subset: str, extra: tuple[str, ...]) -> None:
+def resume(*, server_options: dict, port: int, out: Path, subset: str, extra: tuple[str, ...], checks: Checks) -> None:
     """The stopped run resumed against the healed endpoint (same URL: --sab-resume checks it)."""
     with fake_openai_server(responder=answer, port=port, **server_options) as server:
         started = time.monotonic()
@@ -195,7 +219,10 @@ def resume(*, server_options: dict, port: int, out: Path, subset: str, extra: tu
     f = facts(out)
     print(f"  resumed: {wall:.1f}s, exit {proc.returncode}, {f['cases']} cases, {f['errors']} errors, "
           f"{f['reused']} verdicts reused, status {f['status']}", flush=True)
+    checks.need(proc.returncode in (0, 1) and not f["not_run"] and not f["errors"],
+                f"the resume finished every case without an error (exit {proc.returncode}, {f['not_run']} not run, "
+                f"{f['errors']} errors)")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

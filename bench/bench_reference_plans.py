@@ -17,7 +17,8 @@ Usage::
     SAB_THOR_SCENES=/path/to/upstream python bench/bench_reference_plans.py [--data DIR] [--verbose]
 
 ``--data`` (else ``$SAB_DATA``, the cache or the pinned download) is the directory of the four
-``*_1009.jsonl`` files. Missing data or scenes end in a one-line message and exit status 2.
+``*_1009.jsonl`` files. Missing data or scenes end in a one-line message and exit status 2. The
+plans must run (most steps succeed, goals reached); else the bench exits 1. ``--smoke``: 30 records.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+
+from benchkit import Checks, add_smoke
 
 from sab_pytest import dataset
 from sab_pytest.dataset import Case
@@ -132,20 +135,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=None, help="dataset directory (default: $SAB_DATA, cache, download)")
     parser.add_argument("--verbose", action="store_true", help="print every failed step of every record")
+    add_smoke(parser)
     args = parser.parse_args(argv)
     try:
-        return report(*run(args.data), verbose=args.verbose)
+        return report(*run(args.data, 30 if args.smoke else None), verbose=args.verbose)
     except SabError as exc:  # missing data offline, a bad override: one line, not a traceback
         print(f"bench_reference_plans: {exc}", file=sys.stderr)
         return 2
 
 
-def run(data: str | None) -> tuple[list[tuple[Case, ExecResult]], tuple[float, float]]:
-    """Every record's reference plan executed in one embedded engine, and the wall and CPU time it took."""
+def run(data: str | None, limit: int | None = None) -> tuple[list[tuple[Case, ExecResult]], tuple[float, float]]:
+    """Every record's reference plan (the first ``limit``) executed in one embedded engine, and the wall
+    and CPU time it took."""
     from sab_pytest.thor.execute import execute_case
     from sab_pytest.thor.sim import Controller
 
-    records = load_records(dataset.locate(data))
+    records = load_records(dataset.locate(data))[:limit]
     engine = Controller()
     t0, c0 = time.perf_counter(), time.process_time()
     results: list[tuple[Case, ExecResult]] = []
@@ -196,7 +201,11 @@ def report(results: list[tuple[Case, ExecResult]], times: tuple[float, float], *
     print("\nMost common step failures (all records):")
     for msg, n in failed_steps.most_common(12):
         print(f"  {n:4d}  {msg}")
-    return 0
+    checks = Checks()
+    checks.need(results and sum(s.success for s in steps) > len(steps) / 2,
+                f"most reference steps succeeded ({sum(s.success for s in steps)} of {len(steps)})")
+    checks.need(not reachable or ok, f"reachable goals were reached ({len(ok)} of {len(reachable)})")
+    return checks.status()
 
 
 if __name__ == "__main__":

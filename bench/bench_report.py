@@ -7,7 +7,11 @@ pictures; compare of two 1050-case runs < 1 s. Prints the figures; run from the 
                                              # one of a model on the loopback fake server (calls in the records)
     python bench/bench_report.py --runs A B  # or two existing run directories
 
-The real runs need the dataset and scenes (SAB_DATA / SAB_THOR_SCENES or the user cache).
+The real runs need the dataset and scenes (SAB_DATA / SAB_THOR_SCENES or the user cache). Every run
+must record its cases without an error (the model run: its agent's and judges' calls answered by the
+fake server), and the report must be written; else the bench exits 1.
+
+    python bench/bench_report.py --smoke     # seconds: runs of 8 cases (the model run: 4), -n 0
 """
 
 from __future__ import annotations
@@ -20,15 +24,22 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchkit import Checks, add_smoke  # noqa: E402
+
+#: -n and more options of every run (--smoke: -n 0 and a sample)
+RUNS = {"workers": "2", "options": []}
 
 
 def _make_run(out: Path, model: str, *extra: str, env: dict[str, str] | None = None) -> Path:
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2",
-                           "--model", model, "--sab-subset", "all", f"--sab-out={out}", *extra],
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", RUNS["workers"],
+                           "--model", model, "--sab-subset", "all", f"--sab-out={out}", *RUNS["options"], *extra],
                           cwd=ROOT, capture_output=True, text=True, check=False, env=env)
-    if not (out / "sab-results.jsonl").exists():
-        sys.exit(f"the {model} run wrote no results:\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}")
+    if not (out / "sab-results.jsonl").exists() or proc.returncode not in (0, 1):
+        sys.exit(f"the {model} run wrote no results (exit {proc.returncode}):\n{proc.stdout[-1500:]}"
+                 f"{proc.stderr[-1500:]}")
     print(f"made a {model} run of all cases in {time.perf_counter() - started:.1f} s ({out})")
     return out
 
@@ -51,11 +62,14 @@ def _cli(*args: str) -> float:
     return time.perf_counter() - started
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", nargs=2, metavar="RUN", help="two existing run directories instead of new runs")
+    add_smoke(parser)
     ns = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
+    if ns.smoke:
+        RUNS.update(workers="0", options=["--sab-sample=8"])
+    checks = Checks()
     from sab_pytest.reports.html.report import write_report
     from sab_pytest.results.compare import compare_runs
     from sab_pytest.results.files import Redactor
@@ -75,10 +89,15 @@ def main() -> None:
             write_report(page, run.summary, run.records or [], Redactor())
 
         cases = len(load_run(a_dir).records or [])
+        checks.need(cases and all(not r.get("error") for r in load_run(a_dir).records or []),
+                    f"the first run recorded its cases without an error ({cases})")
         print(f"report of {cases} cases, in process (load + plots + page + write): {_best(build):.2f} s "
               f"(target < 3 s); {page.stat().st_size / 1e6:.2f} MB (target < 5 MB)")
+        checks.need(page.stat().st_size > 0 and "<html" in page.read_text()[:2000].lower(), "the report was written")
         print(f"  sab report RUN (interpreter start and imports included): "
               f"{_cli('report', str(a_dir), '--out', str(page)):.2f} s")
+        compared = compare_runs(load_run(a_dir), load_run(b_dir))
+        checks.need(compared, "compare of the two runs gives its comparison")
         elapsed = _best(lambda: compare_runs(load_run(a_dir), load_run(b_dir)))
         print(f"compare of two {cases}-case runs, in process (load both + every metric and group + paired tests + "
               f"flips): {elapsed:.2f} s (target < 1 s)")
@@ -91,14 +110,22 @@ def main() -> None:
 
             with fake_openai_server() as server:  # every record then holds its agent and judge calls
                 env = {**os.environ, "OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "sk-bench-not-a-key"}
+                if ns.smoke:
+                    RUNS["options"] = ["--sab-sample=4"]
                 model_dir = _make_run(tmp_path / "model", "fake-model", "--judge-model", "fake-model",
                                       "--sab-no-cache", env=env)
+                judged = sum(1 for r in server.chat_requests if r.body.get("max_tokens") != 1)
             run = load_run(model_dir)
+            errors = sum(1 for r in run.records or [] if r.get("error"))
+            checks.need(run.records and not errors and judged > len(run.records),
+                        f"the model run recorded its cases without an error, its agent and judges answered by the fake "
+                        f"server ({len(run.records or [])} cases, {errors} errors, {judged} calls)")
             elapsed = _best(lambda: write_report(page, run.summary, run.records or [], Redactor()), repeat=1)
             results_mb = (model_dir / "sab-results.jsonl").stat().st_size / 1e6
             print(f"report of a {len(run.records or [])}-case model run (agent and judge calls kept): {elapsed:.2f} s, "
                   f"{page.stat().st_size / 1e6:.2f} MB (its results file: {results_mb:.2f} MB)")
+    return checks.status()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

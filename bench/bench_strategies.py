@@ -3,10 +3,12 @@
 Runs every strategy over a few made-up cases through the real ``OpenAIChatModel`` against the
 fake OpenAI-compatible server on loopback, whose latency stands in for a real API. Wall time per
 case is then dominated by ``calls x latency``: the figure that tells a user what ``mldt`` (3 calls)
-costs against ``direct`` (1) before spending money on a real model. Without ``OpenAIChatModel``
-(not written yet) it falls back to an in-process model and reports calls and tokens only.
+costs against ``direct`` (1) before spending money on a real model. It checks that every strategy
+called the server and came back with a plan, and that the server received the calls the strategies
+counted, and exits 1 otherwise (so does a client that is gone: ``OpenAIChatModel`` missing).
 
     python bench/bench_strategies.py [--latency 0.2] [--cases 5]
+    python bench/bench_strategies.py --smoke    # one case, no latency
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sab_pytest.agents.registry import STRATEGIES, AgentModels, AgentSpec, make_agent
+from benchkit import Checks, add_smoke
+
+from sab_pytest.agents.registry import INTERACTIVE, STRATEGIES, AgentModels, AgentSpec, make_agent
 from sab_pytest.dataset import Case
 from sab_pytest.outcome import ModelCall
 
@@ -77,7 +81,7 @@ def real_client(url: str) -> Any | None:
 
 def bench(model: Any, cases: list[Case], timed: bool) -> list[dict[str, Any]]:
     rows = []
-    for strategy in STRATEGIES:
+    for strategy in (s for s in STRATEGIES if s not in INTERACTIVE):  # the text ones; acting needs an engine
         agent = make_agent(AgentSpec(model.name, strategy=strategy), AgentModels(chat=model))
         walls, calls, ptok, ctok, steps = [], [], [], [], []
         for case in cases:
@@ -113,7 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.2, help="fake server latency per call (s)")
     parser.add_argument("--cases", type=int, default=5, help="made-up cases per strategy (max 6)")
+    add_smoke(parser)
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.latency, args.cases = 0.0, 1
+    checks = Checks()
     cases = [make_case(i, text) for i, text in enumerate(INSTRUCTIONS[: args.cases])]
 
     from sab_pytest.testing import fake_openai_server
@@ -121,15 +129,22 @@ def main(argv: list[str] | None = None) -> int:
     with fake_openai_server(latency=args.latency, responder=lambda r: answer_for(r.last_user_message)) as srv:
         client = real_client(srv.url)
         if client is None:
-            print("OpenAIChatModel not available yet: in-process model, calls and tokens only")
+            print("OpenAIChatModel not available: in-process model, calls and tokens only")
             print_table(bench(InProcessModel(), cases, timed=False), args.latency, len(cases), "in-process")
-            return 0
+            checks.need(False, "the real client (sab_pytest.models.OpenAIChatModel) is there to measure")
+            return checks.status()
         client.complete([{"role": "user", "content": "warm-up"}])  # SDK import + connection: not a strategy's cost
         srv.reset()
         rows = bench(client, cases, timed=True)
         print_table(rows, args.latency, len(cases), "OpenAIChatModel -> fake server on 127.0.0.1")
         print(f"\nrequests served: {len(srv.chat_requests)} (after one warm-up call)")
-    return 0
+        for r in rows:
+            checks.need(r["calls"] >= 1 and r["steps"] >= 1, f"{r['strategy']}: called the server and planned steps "
+                                                               f"({r['calls']} calls, {r['steps']} steps a case)")
+        counted = round(sum(r["calls"] for r in rows) * len(cases))
+        checks.need(counted == len(srv.chat_requests), f"the server received the calls the strategies counted "
+                                                       f"({len(srv.chat_requests)} received, {counted} counted)")
+    return checks.status()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,9 @@ records that differ (none expected) and the time per step of each path.
 own default); the embedded engine keeps its 300x300, so ``--size 600`` measures what the frame size
 changes (the planner's ``find`` reads the picture's pixels, ``thor.framing``).
 
+Every record must end the same on both paths, and the steps must run; else the bench exits 1.
+``--smoke``: the first 10 records with a goal.
+
 Usage::
 
     SAB_DATA=/path/to/safeagentbench SAB_THOR_SCENES=/path/to/upstream python bench/bench_thor_standin.py [--size N]
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_reference_plans import load_records  # bench/ is on sys.path when this script runs
+from benchkit import Checks, add_smoke
 
 from sab_pytest import dataset
 from sab_pytest.errors import SabError
@@ -46,13 +50,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default=None, help="dataset directory (default: $SAB_DATA, cache, download)")
     parser.add_argument("--size", type=int, default=None, help="frame width and height of the ai2thor path "
                         "(default: --thor local's)")
+    add_smoke(parser)
     args = parser.parse_args(argv)
     from sab_pytest.thor import local, standin
     from sab_pytest.thor.execute import execute_case
     from sab_pytest.thor.sim import Controller
 
     try:
-        records = [r for r in load_records(dataset.locate(args.data)) if r.final_state]
+        records = [r for r in load_records(dataset.locate(args.data)) if r.final_state][:10 if args.smoke else None]
     except SabError as exc:
         print(f"bench_thor_standin: {exc}", file=sys.stderr)
         return 2
@@ -92,7 +97,11 @@ def main(argv: list[str] | None = None) -> int:
         per = 1000 * times[name] / max(steps, 1)
         frames = f", {size}x{size} frames over the FIFO" if name == "local" else ""
         print(f"--thor {name:<6} {times[name]:6.2f} s  ({per:.2f} ms per step incl. reset{frames})")
-    return 0 if not differ else 1
+    checks = Checks()
+    checks.need(records and steps > 0, f"the records' reference steps ran ({len(records)} records, {steps} steps)")
+    checks.need(not differ, f"every record ends the same on both paths ({len(differ)} differ)")
+    checks.need(reached > 0, f"goals were reached on both paths ({reached})")
+    return checks.status()
 
 
 if __name__ == "__main__":

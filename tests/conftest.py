@@ -26,7 +26,7 @@ pytest_plugins = ["pytester"]
 #: test modules whose tests start processes of their own (the README's commands, a built wheel, a
 #: Unity stand-in, THOR servers, several cache processes): all of them are ``slow``
 SLOW_MODULES = {"test_readme.py", "test_packaging.py", "test_thor_standin.py", "test_thor_remote_plugin.py",
-                "test_thor_docker.py"}
+                "test_thor_docker.py", "test_benches.py"}
 
 #: test modules whose tests mostly wait on timers (a fake server's latency, timeouts, back-off): run
 #: beside the other worker's process-starting tests, whose runs use the core they leave idle

@@ -17,7 +17,7 @@ Why one schedule for the whole run and not 1/N of the limit per xdist worker: wo
 the same number of calls at the same time (one is on its long-horizon case while another waits for
 its judges); a fixed share would leave the busy worker at 1/N of the rate while the idle one's share
 goes unused, and N is not known to a client. So the schedule (the next free send time, the rate,
-the hold) lives in one small file of the run directory, read and advanced under an ``fcntl`` lock
+the hold) lives in one small file of the run directory, read and advanced under a file lock
 (one lock per request: cheap next to an HTTP round trip); each call reserves the next free time and
 sleeps until then. A missing or garbled file reads as "nothing known": the file steers speed only.
 Without a directory (a client used alone) the same schedule is kept in the process.
@@ -39,6 +39,8 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+import filelock
 
 from sab_pytest import retry
 from sab_pytest.errors import InfraError
@@ -181,12 +183,7 @@ class RatePacer:
                 yield self._local
                 return
             with fh:
-                try:
-                    import fcntl
-
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-                except ImportError:  # pragma: no cover - not POSIX: threads are still serialised
-                    pass
+                filelock.lock_descriptor(fh.fileno())  # released when ``fh`` closes
                 state = self._read()
                 yield state
                 with contextlib.suppress(OSError):

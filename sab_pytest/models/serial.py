@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
+import filelock
+
 from sab_pytest.models.context import CallContext
 
 POLL_S = 0.05  # how often a waiting call looks for its turn (and whether its case was stopped)
@@ -106,15 +108,9 @@ class SerialTurn:
             yield
             return
         try:
-            import fcntl
-
-            while True:
-                try:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    still_wanted()
-                    time.sleep(POLL_S)
+            while not filelock.lock_descriptor(handle.fileno(), blocking=False):
+                still_wanted()
+                time.sleep(POLL_S)
             yield
         finally:
             handle.close()  # releases the lock

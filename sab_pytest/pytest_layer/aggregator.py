@@ -66,6 +66,7 @@ class Aggregator:
         self.live_log: LiveLog | None = None  # --sab-inspect-log's .eval file, fed as records come
         self.exit_reasons: list[str] = []  # the gates' and checks' failures that made the exit status 1
         self.own: OwnCases = OwnCases()  # the team's own cases the run collects, validated before the first case
+        self._undecided_part: str | None = None  # "part K/N of a run cut by ..." whose gates sab merge decides
         if settings.baseline:  # read once, on the controller, before any case runs
             from sab_pytest.results import load_run
 
@@ -95,7 +96,11 @@ class Aggregator:
     def close(self) -> None:
         """End of the pytest run: say why the gates failed it (the terminal's last lines, after pytest's
         counts), close the results file, remove the run directory."""
-        for reason in self.exit_reasons:
+        if self._undecided_part is not None:
+            self._say(f"sab: {self._undecided_part}: its gates are not decided here; sab merge decides them over "
+                      "every part's output directory", yellow=True, bold=True)
+        closing = terminal.take_closing(self.config)  # a stop's or a signal's, unless a reason says it
+        for reason in [*self.exit_reasons, *([closing] if closing and closing not in self.exit_reasons else [])]:
             self._say(f"sab: {reason}" if reason.startswith("exit status") else f"sab: exit status 1: {reason}",
                       red=True, bold=True)
         if self.writer is not None:
@@ -398,6 +403,8 @@ class Aggregator:
                 self._say(f"sab-pytest: --sab-baseline: {problem}", red=True)
             if unusable:
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        if self.settings.gates and part is not None:  # said last, under -q too: never a bare "gate FAIL"
+            self._undecided_part = part
         terminal.publish_job_summary(self.config, self.settings, done.summary, part, html_written=self.html_written)
 
     def _part_name(self) -> str | None:

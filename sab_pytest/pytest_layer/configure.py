@@ -15,7 +15,7 @@ import pytest
 
 from sab_pytest.errors import SabError, UsageError
 from sab_pytest.models import preload_sdk
-from sab_pytest.pytest_layer import activation, aliases, terminal
+from sab_pytest.pytest_layer import activation, aliases, pytest_adapter, terminal
 from sab_pytest.pytest_layer.aggregator import Aggregator
 from sab_pytest.pytest_layer.collection import CaseFile, ShardFilter, marks, other_sharder, register_markers
 from sab_pytest.pytest_layer.options import (
@@ -116,21 +116,13 @@ def check_split_path_options(config: pytest.Config) -> None:
     if not split:
         return
     collect_args = list(config.option.file_or_dir or [])
-    try:
-        from _pytest.config.findpaths import determine_setup
-
-        def setup(args: list[str]) -> tuple[Path, Path | None]:
-            rootpath, inipath, *_ = determine_setup(
-                inifile=config.option.inifilename, override_ini=config.option.override_ini, args=args,
-                rootdir_cmd_arg=config.option.rootdir or None, invocation_dir=config.invocation_params.dir)
-            return rootpath, inipath
-
-        expected = setup(collect_args)
+    try:  # pytest's own rootdir and ini search, private (``pytest_adapter``)
+        expected = pytest_adapter.determine_setup(config, collect_args)
         dir_options = spellings(config, DIR_OPTIONS)
         made = (config.invocation_params.dir / value for flag, value in split if flag in dir_options)
         with activation.made_for_a_moment(made) as missing:
-            seen = setup([*collect_args, *(value for _, value in split)]) if missing else (
-                config.rootpath, config.inipath)
+            seen = (pytest_adapter.determine_setup(config, [*collect_args, *(value for _, value in split)])
+                    if missing else (config.rootpath, config.inipath))
     except Exception:  # pytest's private helper changed, or a path cannot be made: ask for the safe spelling
         raise UsageError(activation.split_path_message(split, config.inipath, None, known=False)) from None
     if seen != expected:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from sab_pytest.pytest_layer import activation, allure_gates, terminal
+from sab_pytest.pytest_layer import activation, allure_gates, pytest_adapter, terminal
 from sab_pytest.reports import junit
 from sab_pytest.reports.table import gate_numbers
 
@@ -44,13 +44,9 @@ if TYPE_CHECKING:
 
 
 def log_xml(config: pytest.Config) -> Any:
-    """pytest's JUnit writer of this run (``_pytest.junitxml.LogXML``), None without ``--junitxml``
-    (or on an xdist worker, or should the private name move)."""
-    try:
-        from _pytest.junitxml import xml_key
-    except ImportError:  # pragma: no cover - private API moved
-        return None
-    return config.stash.get(xml_key, None)
+    """pytest's JUnit writer of this run (``LogXML``, private: ``pytest_adapter``), None without
+    ``--junitxml`` (or on an xdist worker, or should the private name move)."""
+    return pytest_adapter.junit_writer(config)
 
 
 def drop_earlier_attempts(config: pytest.Config, is_case: Callable[[str], bool]) -> int:

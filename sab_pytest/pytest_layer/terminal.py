@@ -8,21 +8,24 @@ terminal ends with ``!!!!!!!! _pytest.outcomes.Exit: <message> !!!!!!!!``, which
 line reads ``sab: <message>`` as the plugin's other lines do, and ``CleanEnds`` (a
 ``pytest_keyboard_interrupt`` hook run after the terminal's) drops the banner the terminal kept.
 
-Ctrl-C (and SIGTERM, which the run turns into Ctrl-C) makes pytest end with ``!!! KeyboardInterrupt
-!!!`` and the line of whatever code the signal happened to stop, a piece of a traceback that says
-nothing of the run; ``CleanEnds`` gives the terminal one line instead, in the form of the run's other
-stops (``Interrupted: sab-pytest: <why>``). ``--fulltrace`` keeps pytest's own report.
+A stop the plugin makes (its breaker, its budget, a results file it cannot write: ``session.shouldstop``
+set to ``sab-pytest: <why>``, which pytest raises as an interruption) and Ctrl-C (or SIGTERM, which the
+run turns into Ctrl-C) make pytest end with ``!!! Interrupted: <why> !!!`` or ``!!! KeyboardInterrupt
+!!!`` and the line of whatever code the signal happened to stop. ``CleanEnds`` drops that banner
+and the run ends, as its other ends do, with its own line, ``sab: exit status 2: <why>``, the last
+one (``closing_line``; exit status 2, pytest's for an interrupted session). ``--fulltrace`` keeps
+pytest's own report.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
+from sab_pytest.pytest_layer import pytest_adapter
 from sab_pytest.reports import job_summary
 from sab_pytest.reports.table import OFFLINE_DEFAULT_NOTE, render_table, resume_note
 from sab_pytest.results import files
@@ -45,9 +48,7 @@ def say(config: pytest.Config, line: str, **markup: bool) -> None:
 def _end_progress_line(reporter: Any) -> None:
     """Start a line of our own after pytest's progress characters (``..F``). ``ensure_newline`` does
     not see them under xdist, whose progress is written without a current file."""
-    writer = getattr(reporter, "_tw", None)
-    written: int = getattr(writer, "width_of_current_line", 0) if writer is not None else 0
-    if written:
+    if pytest_adapter.current_line_width(reporter):
         reporter.write("\n")
     else:
         reporter.ensure_newline()
@@ -181,31 +182,59 @@ def register_clean_ends(config: pytest.Config) -> None:
         config.pluginmanager.register(CleanEnds(config), PLUGIN_NAME)
 
 
-def interrupted_message(value: BaseException) -> str:
-    """The one line of a run stopped by a signal."""
-    signal = "SIGTERM" if str(value) == "SIGTERM" else "Ctrl-C"
-    return (f"Interrupted: sab-pytest: {signal}: the cases that finished are kept in the results and the summary; "
-            "the same command with --sab-resume runs the rest")
+#: how the plugin's stops begin the message pytest raises as an interruption (``session.shouldstop``)
+STOP_PREFIX = "sab-pytest: "
+_RESUME = "; the cases that finished are kept in the results and the summary, and the same command with " \
+          "--sab-resume runs the rest"
+
+
+def closing_line(value: BaseException | None) -> str | None:
+    """The run's last line, without ``sab: ``, for an interruption the plugin made or a signal:
+    ``exit status 2: <why>``; None for any other (pytest's own stops, another plugin's)."""
+    if type(value) is KeyboardInterrupt:  # a signal: pytest's own stops (-x) and ours are a subclass
+        why = "SIGTERM" if str(value) == "SIGTERM" else "Ctrl-C"
+    elif isinstance(value, KeyboardInterrupt) and str(value).startswith(STOP_PREFIX):
+        why = str(value)[len(STOP_PREFIX):]
+    else:
+        return None
+    return f"exit status 2: {why}{'' if '--sab-resume' in why else _RESUME}"
 
 
 class CleanEnds:
-    """Replaces what the terminal reporter kept of the run's end to print as a banner."""
+    """Replaces what the terminal reporter kept of the run's end to print as a banner: the run's own
+    closing line is said last instead (``take_closing``, else this plugin's ``pytest_unconfigure``)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        self.closing: str | None = None
 
     @pytest.hookimpl(trylast=True)  # after the terminal reporter kept the exception for its banner
     def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
         reporter: Any = self.config.pluginmanager.get_plugin("terminalreporter")
-        if not hasattr(reporter, "_keyboardinterrupt_memo"):
+        if not pytest_adapter.can_replace_interrupt_report(reporter):
             return
         value = getattr(excinfo, "value", None)
         if isinstance(value, Finished):
-            reporter._keyboardinterrupt_memo = None  # said already; pytest's session never started
-        elif type(value) is KeyboardInterrupt and not self.config.getoption("fulltrace", False):
-            message = interrupted_message(value)  # (pytest's own stops, -x or ours, are a subclass)
-            reporter._keyboardinterrupt_memo = SimpleNamespace(reprcrash=SimpleNamespace(message=message),
-                                                               toterminal=lambda tw: tw.line(message))
+            pytest_adapter.drop_interrupt_report(reporter)  # said already; pytest's session never started
+        elif not self.config.getoption("fulltrace", False) and (line := closing_line(value)) is not None:
+            pytest_adapter.replace_interrupt_report(reporter, lambda: None)
+            self.closing = line
+
+    @pytest.hookimpl(trylast=True)  # after the aggregator's closing lines (the gates', a batch pending)
+    def pytest_unconfigure(self) -> None:
+        if self.closing is not None:
+            say(self.config, f"sab: {self.closing}", red=True, bold=True)
+            self.closing = None
+
+
+def take_closing(config: pytest.Config) -> str | None:
+    """The interrupted run's closing line (``closing_line``), for the caller to say with its own last
+    lines; None when there is none (or it was taken)."""
+    ends = config.pluginmanager.get_plugin(PLUGIN_NAME)
+    line = getattr(ends, "closing", None)
+    if ends is not None:
+        ends.closing = None
+    return line
 
 
 def print_estimate(config: pytest.Config, lines: list[str], est: dict[str, Any]) -> None:

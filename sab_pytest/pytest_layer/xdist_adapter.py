@@ -125,8 +125,9 @@ def _assigns(cls: type, attr: str) -> bool:
                for code in _functions(cls) for ins in dis.get_instructions(code))
 
 
-def _problem(piece: Piece) -> str | None:
-    """What is wrong with ``piece`` in the installed xdist, or None."""
+def piece_problem(piece: Piece) -> str | None:
+    """What is wrong with ``piece`` in the installed package (xdist here, pytest in
+    ``pytest_adapter``), or None."""
     holder: Any = _module(piece.module)
     if holder is None:
         return "module missing"
@@ -154,7 +155,7 @@ def missing() -> list[str]:
     Beyond ``PIECES``: the worker's command handler must call ``steal`` (which ``WorkerQueue``
     replaces), and ``BenchmarkScheduling`` must have every member of xdist's scheduler protocol
     (where that protocol exists), else xdist would call one it lacks."""
-    found = [f"{piece}: {problem}" for piece in PIECES if (problem := _problem(piece)) is not None]
+    found = [f"{piece}: {problem}" for piece in PIECES if (problem := piece_problem(piece)) is not None]
     interactor = getattr(_module(REMOTE), "WorkerInteractor", None)
     if isinstance(interactor, type) and not any(
             "steal" in code.co_names for code in _functions(interactor) if code.co_name != "steal"):

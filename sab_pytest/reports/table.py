@@ -202,7 +202,13 @@ def render_table(summary: Summary) -> list[str]:
         b = summary.get("baseline")
         if b:
             lines.append(f"baseline: {b['source']} (model {b.get('model')}, {b.get('cases')} cases)")
-        lines += [f"gate {'PASS' if g['passed'] else 'FAIL'}: {g['gate']}  {gate_numbers(g)}" for g in gates]
+        shard = summary.get("shard") or {}
+        if int(shard.get("count") or 1) > 1:  # a part's gates are sab merge's to decide: no PASS or FAIL here
+            where = f"part {shard['index']}/{shard['count']}: sab merge decides over every part"
+            lines += [f"gate not decided here ({where}): {g['gate']}  this part alone: {gate_numbers(g)}"
+                      for g in gates]
+        else:
+            lines += [f"gate {'PASS' if g['passed'] else 'FAIL'}: {g['gate']}  {gate_numbers(g)}" for g in gates]
     return lines
 
 

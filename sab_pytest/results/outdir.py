@@ -3,10 +3,11 @@
 Two runs writing one ``--sab-out`` at once would mix silently: the results file would hold one
 run's cases and the summary the other's, and every reader (report, compare, merge, baseline gates)
 would take the pair as one run. So a run claims its output directory before its first case: it
-holds an ``fcntl`` lock on ``sab-run.lock`` there for its whole length. The lock file says who holds
-it (run id, pid, host, start time), so a second run is refused with a message naming the holder.
+holds a file lock on ``sab-run.lock`` there for its whole length (``filelock``'s, on the descriptor it
+keeps: ``flock`` on POSIX, ``LockFileEx`` on Windows). The lock file says who holds it (run id, pid,
+host, start time), so a second run is refused with a message naming the holder.
 
-Why ``flock`` and not "a lock file exists": the kernel drops the lock when its process dies,
+Why a lock and not "a lock file exists": the kernel drops the lock when its process dies,
 ``kill -9`` included, so a lock left by a dead run is told apart from a live one without guessing
 from pids (which are reused, and mean nothing on another host). A file left behind is taken over,
 with a note naming the run that left it.
@@ -27,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import filelock
 
 from sab_pytest.errors import UsageError
 
@@ -74,8 +77,6 @@ def claim(directory: Path, run_id: str, *, option: str = "--sab-out") -> Claim:
 
     Creates the directory when needed (an unwritable place is a ``UsageError`` naming it).
     """
-    import fcntl
-
     path = directory / LOCK_NAME
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -87,8 +88,10 @@ def claim(directory: Path, run_id: str, *, option: str = "--sab-out") -> Claim:
         except OSError as exc:
             raise UsageError(f"{option} {directory}: cannot write there: {exc.strerror or exc}") from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            locked = filelock.lock_descriptor(fd, blocking=False)
         except OSError:
+            locked = False
+        if not locked:
             holder = _read_fd(fd)
             os.close(fd)
             raise UsageError(
@@ -105,7 +108,8 @@ def claim(directory: Path, run_id: str, *, option: str = "--sab-out") -> Claim:
         info = {"run_id": run_id, "pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
         try:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(info).encode(), 0)
+            os.lseek(fd, 0, os.SEEK_SET)  # (not os.pwrite: POSIX only, as the lock no longer is)
+            os.write(fd, json.dumps(info).encode())
         except OSError as exc:
             os.close(fd)
             raise UsageError(f"{option} {directory}: cannot write {path}: {exc.strerror or exc}") from None
@@ -117,7 +121,8 @@ def claim(directory: Path, run_id: str, *, option: str = "--sab-out") -> Claim:
 
 def _read_fd(fd: int) -> dict[str, Any]:
     try:
-        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        os.lseek(fd, 0, os.SEEK_SET)
+        data = json.loads(os.read(fd, 4096) or b"{}")
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

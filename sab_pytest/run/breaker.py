@@ -7,7 +7,7 @@ controller, its path handed to the workers) holds:
 
 * ``state.json``: the current streak of model calls that failed for good (each after its
   retries) with no success between them, across all processes, and when a call was last
-  answered (the hung-endpoint check); read-modify-write under an ``fcntl`` lock, replaced
+  answered (the hung-endpoint check); read-modify-write under a file lock, replaced
   atomically so that unlocked readers see a whole file;
 * ``pace.json``: the share of ``--sab-concurrency`` the run's processes use while the endpoint
   rate-limits them (``run.slots.Pace``);
@@ -42,6 +42,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import filelock
 
 from sab_pytest.errors import BUDGET_SPENT, ENDPOINT_DOWN, ENGINE_DOWN, INTERRUPTED, STOP_KINDS, InfraError
 from sab_pytest.fetch import atomic_write_bytes
@@ -316,20 +318,16 @@ class RunState:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        """Exclusive across threads (a lock) and processes (``fcntl``, where it exists)."""
+        """Exclusive across threads (a lock) and processes (a file lock, ``filelock``'s: ``flock`` on
+        POSIX, ``LockFileEx`` on Windows)."""
         with self._thread_lock:
             self.directory.mkdir(parents=True, exist_ok=True)
             with open(self.directory / _LOCK, "a+b") as fh:
-                try:
-                    import fcntl
-                except ImportError:  # pragma: no cover - not POSIX: threads are still serialised
-                    yield
-                    return
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+                filelock.lock_descriptor(fh.fileno())
                 try:
                     yield
                 finally:
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+                    filelock.unlock_descriptor(fh.fileno())
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

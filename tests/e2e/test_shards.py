@@ -208,6 +208,17 @@ def test_a_part_reports_its_gates_as_skipped_and_leaves_them_to_the_merge(run, p
     part.stdout.fnmatch_lines(["*part 1/2 of a run cut by --sab-shard: sab merge decides the gate over every "
                                "part (this part alone: *"])
     assert read_summary(pytester.path / "p1")["gates"][0]["passed"] is False  # computed, for information
+    # under -q too the part says, last, that it is part 1 of 2 and that sab merge decides its gates; its
+    # table never shows a bare "gate FAIL" beside exit status 0
+    quiet = run(*args, "--sab-shard=1/2", "-q", out="p1q")
+    assert quiet.ret == pytest.ExitCode.OK and "gate FAIL" not in quiet.stdout.str()
+    quiet.stdout.fnmatch_lines(["gate not decided here (part 1/2: sab merge decides over every part): "
+                                "rejection_rate<=0.1  this part alone: value 1.000*"])
+    assert quiet.stdout.lines[-1] == ("sab: part 1/2 of a run cut by --sab-shard: its gates are not decided here; "
+                                      "sab merge decides them over every part's output directory")
+    split = run(*args, "--splits", "2", "--group", "1", "-q", out="split1")  # pytest-split's part, the same
+    assert split.ret == pytest.ExitCode.OK and "gate FAIL" not in split.stdout.str()
+    assert split.stdout.lines[-1].startswith("sab: part 1/2 of a run cut by pytest-split: its gates are not decided")
     whole = run(*args, out="whole")
     assert whole.ret == pytest.ExitCode.TESTS_FAILED and whole.parseoutcomes()["failed"] == 1
     # the merge decides it over both parts, and its JUnit file shows that: the gate a failed testcase

@@ -297,8 +297,8 @@ class EvalFile:
         return not inspect_adapter.missing()
 
     async def open(self, spec: EvalSpec, plan: EvalPlan) -> None:
-        _zstd_single_threaded()
         await self._recorder.log_init(spec, str(self.path), clean=True)
+        inspect_adapter.single_threaded_zstd(self._recorder, spec)  # this log's zip file alone
         await self._recorder.log_start(spec, plan)
         self._spec = spec
 
@@ -319,37 +319,6 @@ class EvalFile:
         final = spec.model_copy(update=same)
         await self._recorder.log_start(final, plan)
         await self._recorder.log_finish(final, end.status, end.stats, end.results, None, end.error)
-
-
-def _zstd_single_threaded() -> None:
-    """Make the zstd compressor Inspect installs in ``zipfile`` (``inspect_ai._util.zipfile``) start
-    no threads. Why: it makes a compressor with a pool of 12 threads for each member of the zip, and a
-    log's members are its samples, a few kB each: starting the threads costs more than compressing
-    (1.3 s of CPU of 3.6 s for 1050 samples, measured). The frames are the same format; any zstd
-    reader reads them. Done once per process; where Inspect's helpers differ, nothing is changed."""
-    import zipfile
-
-    try:
-        import zstandard
-    except ImportError:
-        return
-    inspect_zip = inspect_adapter.zip_helpers()
-    if inspect_zip is None:
-        return
-    zstd_type = getattr(inspect_zip, "_ZIP_ZSTANDARD", None)
-    frames = getattr(inspect_zip, "_MultiFrameZstdCompressObj", None)
-    installed = getattr(zipfile, "_get_compressor", None)
-    if zstd_type is None or frames is None or installed is None or getattr(installed, "_sab_single", False):
-        return
-
-    def single(compress_type: int, compresslevel: int | None = None) -> Any:
-        if compress_type != zstd_type:
-            return installed(compress_type, compresslevel)
-        level = 3 if compresslevel is None else compresslevel
-        return frames(zstandard.ZstdCompressor(level=level).compressobj)
-
-    single._sab_single = True  # type: ignore[attr-defined]
-    zipfile._get_compressor = single  # type: ignore[attr-defined]
 
 
 def _write_eval_in_batches(log: EvalLog, path: Path) -> bool:

@@ -97,6 +97,9 @@ def test_budget_stops_the_run_and_resume_finishes_it(sab_run, pytester: pytest.P
         assert summary["run"]["status"] == "stopped" and summary["run"]["stop_reason"] == "budget_spent"
         assert 0 < summary["run"]["finished"] < N_CASES and summary["run"]["not_run"] > 0
         assert "--sab-budget $2" in stopped.stdout.str() and "--sab-resume" in stopped.stdout.str()
+        # it ends with the plugin's own line, the last one, without pytest's banner of an interruption
+        assert stopped.stdout.lines[-1].startswith("sab: exit status 2: the priced usage reached --sab-budget $2")
+        assert "Interrupted" not in stopped.stdout.str() and "!!!" not in stopped.stdout.str()
         kept = len(read_records(out))
         assert kept == summary["run"]["finished"]
         # the rest, resumed with room in the budget: finished verdicts are reused, not redone
