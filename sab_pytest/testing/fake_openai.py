@@ -7,8 +7,9 @@ dropped connections) with any SDK version, and needs nothing beyond the standard
 
 The server binds ``127.0.0.1`` on a free port, serves ``POST /v1/chat/completions`` for any model name
 (as llama.cpp; ``served_as`` names one model in every answer), ``GET /v1/models`` (``models``; 404
-without) and Azure's shape of both (``fake_azure``) from a background thread, records every request (and
-``max_in_flight``, the most chat requests it held at once), and answers from a script:
+without), ``POST /tokenize`` (``tokenize="llama.cpp"`` or ``"vllm"``: their wire formats, ``fake_tokenize``;
+404 without) and Azure's shape of chat and models (``fake_azure``) from a background thread, records every
+request (and ``max_in_flight``, the most chat requests it held at once), and answers from a script:
 
 * a FIFO queue of replies (``enqueue``), consumed first;
 * ordered rules (``add_rule``) matching a substring of the last user message or a predicate,
@@ -50,7 +51,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from sab_pytest.testing import fake_anthropic, fake_azure
+from sab_pytest.testing import fake_anthropic, fake_azure, fake_tokenize
 from sab_pytest.testing.fake_anthropic import is_chat
 from sab_pytest.testing.fake_azure import is_models
 from sab_pytest.testing.fake_batch import FakeBatchAPI
@@ -223,7 +224,7 @@ class FakeOpenAIServer:
                  default: Reply | None = None, verbose: bool = False, rpm: float | None = None,
                  burst: int | None = None, hang_after: int | None = None, streaming: bool | str = True,
                  token_s: float | None = None, slots: int | None = None, answer_s: float = 1.0,
-                 served_as: str | None = None, batch: bool = True) -> None:
+                 served_as: str | None = None, batch: bool = True, tokenize: str | None = None) -> None:
         self.latency = latency
         self.api_key = api_key  # when set, requests must carry "Bearer <api_key>" (Azure's paths: api-key)
         self.models, self.served_as = (list(models) if models is not None else None), served_as
@@ -248,6 +249,9 @@ class FakeOpenAIServer:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.batch = FakeBatchAPI(self._pick, self._payload) if batch else None  # files and batches
+        if tokenize is not None and tokenize not in fake_tokenize.FORMATS:
+            raise ValueError(f"tokenize={tokenize!r}: one of {', '.join(fake_tokenize.FORMATS)}")
+        self.tokenize = tokenize  # POST /tokenize as llama.cpp's or vLLM's server answers it (None: 404, as OpenAI)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> FakeOpenAIServer:
@@ -333,6 +337,8 @@ class FakeOpenAIServer:
         if request.method == "GET" and is_models(request.path) and self.models is not None:
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
             return 200, {}, json.dumps({"object": "list", "data": data}).encode()
+        if request.method == "POST" and request.path == fake_tokenize.PATH and self.tokenize is not None:
+            return fake_tokenize.answer(request.body, self.tokenize)
         if request.method != "POST" or not is_chat(request.path):
             return _json_error(404, f"no route for {request.method} {request.path}", "not_found")
         if not isinstance(request.body, dict) or not isinstance(request.body.get("messages"), list):

@@ -1,0 +1,186 @@
+"""What a model's tokens cost in USD: ``--sab-price MODEL=IN,OUT`` where the user gives it, else the
+model's list price in ``genai-prices``' table.
+
+Why a maintained table: prices differ per model and per role (the paper's detailed judge, gpt-4 at
+$30 / $60 per million tokens, costs twelve times the agent's gpt-4o per input token), change over
+time, and a user should not have to look them up before a first run. ``genai-prices`` (MIT, Pydantic)
+ships a dated, sourced table of the providers' list prices with their history; it is read from the
+copy inside the installed package: its only network access is its ``UpdatePrices`` helper, which is
+never started here, so nothing is fetched at run time. Prices are those in force on the run's date.
+
+A model at a server of the user's own (an OpenAI-compatible base URL the table does not know:
+llama.cpp, vLLM, Ollama) has no list price: it is "not priced" unless ``--sab-price`` prices it. The
+old form ``--sab-price in=X,out=Y`` (no model) prices every model, as it did. ``genai-prices`` is
+imported only when a run is priced.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from sab_pytest.errors import UsageError
+from sab_pytest.models.spec import Prices, parse_model_spec, parse_prices, provider_of, split_model_spec
+from sab_pytest.models.providers import REGISTRY
+
+OPTION = "--sab-price"
+#: the one entry of the old form, ``in=X,out=Y``: it prices every model
+EVERY_MODEL = "*"
+#: the registry's provider name -> genai-prices' provider id, where they differ or the provider has no public URL
+PROVIDER_IDS = {"openai": "openai", "azure": "azure", "anthropic": "anthropic", "gemini": "google"}
+TABLE = "genai-prices"
+TABLE_SOURCE = "https://github.com/pydantic/genai-prices"
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    """One model's USD per million tokens (``cached_input_per_m``: a prompt-cache read, where the table
+    has one) and where the price comes from."""
+
+    model: str
+    input_per_m: float
+    output_per_m: float
+    source: str
+    cached_input_per_m: float | None = None
+
+    def usd(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
+        """The cost of a call's tokens; ``cached_tokens`` (part of ``prompt_tokens``) at the cache-read price."""
+        cached = min(cached_tokens, prompt_tokens) if self.cached_input_per_m is not None else 0
+        return ((prompt_tokens - cached) * self.input_per_m + cached * (self.cached_input_per_m or 0.0)
+                + completion_tokens * self.output_per_m) / 1_000_000
+
+
+def parse_model_prices(entries: Iterable[str] | str | None) -> dict[str, Prices]:
+    """``--sab-price`` (repeatable) -> model -> ``Prices``: ``MODEL=IN,OUT`` (USD per 1M tokens) for one
+    model, or the old ``in=X,out=Y`` for every model (``EVERY_MODEL``)."""
+    if entries is None:
+        return {}
+    found: dict[str, Prices] = {}
+    for entry in [entries] if isinstance(entries, str) else entries:
+        text = entry.strip()
+        head, sep, rest = text.partition("=")
+        if head.strip().lower() in ("in", "input", "prompt", "out", "output", "completion"):
+            key, prices = EVERY_MODEL, parse_prices(text)
+        elif sep and head.strip() and rest:
+            key, prices = parse_model_spec(head.strip()), _in_out(head.strip(), rest)
+        else:
+            raise UsageError(f"{OPTION}: {text!r} is not MODEL=IN,OUT (USD per 1M input and output tokens, e.g. "
+                             "gpt-4o=2.5,10; repeat the option for each model) nor the old in=X,out=Y for every model")
+        if key in found:
+            raise UsageError(f"{OPTION}: {'every model' if key == EVERY_MODEL else key} is priced twice")
+        found[key] = prices
+    return found
+
+
+def _in_out(model: str, text: str) -> Prices:
+    """``IN,OUT`` (or ``in=X,out=Y``) of ``MODEL=...``."""
+    if "=" in text:
+        return parse_prices(text)
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) != 2 or not all(math.isfinite(v) and v >= 0 for v in values):
+        raise UsageError(f"{OPTION}: {model}={text!r}: expected two non-negative numbers IN,OUT (USD per 1M input "
+                         f"and output tokens, e.g. {model}=2.5,10)")
+    return Prices(values[0], values[1])
+
+
+def table_version() -> str | None:
+    """The installed genai-prices' version (None: not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("genai-prices")
+    except PackageNotFoundError:
+        return None
+
+
+@lru_cache(maxsize=256)
+def list_price(model: str, provider: str, base_url: str | None, day: dt.date) -> ModelPrice | None:
+    """``model``'s list price on ``day`` in genai-prices' bundled table (None: not in it, a server of the
+    user's, or the package is missing). ``provider`` is the registry's name (``provider_of``)."""
+    try:
+        from genai_prices import data_snapshot
+    except ImportError:
+        return None
+    provider_id = PROVIDER_IDS.get(provider)
+    url = base_url or (REGISTRY[provider].base_url if provider in REGISTRY else None)
+    if provider_id is None and not url:
+        return None
+    snapshot = data_snapshot.get_snapshot()  # the package's own copy: UpdatePrices is never started
+    try:
+        found_provider, info = snapshot.find_provider_model(model, None, provider_id, None if provider_id else url)
+    except LookupError:
+        return None
+    moment = dt.datetime.combine(day, dt.time(12), tzinfo=dt.timezone.utc)
+    price = info.get_prices(moment)
+    per_m = [_number(getattr(price, key, None)) for key in ("input_mtok", "output_mtok", "cache_read_mtok")]
+    if per_m[0] is None or per_m[1] is None:
+        return None
+    pages = list(getattr(found_provider, "pricing_urls", None) or [])
+    where = f"{TABLE} {table_version()}: {found_provider.id} {info.id}" + (f", {pages[0]}" if pages else "")
+    return ModelPrice(model, per_m[0], per_m[1], where, per_m[2])
+
+
+def _number(value: Any) -> float | None:
+    """A price per million tokens as a float; a tiered price at its first tier (the base)."""
+    if value is None:
+        return None
+    base = getattr(value, "base", value)
+    try:
+        return float(base)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass
+class PriceBook:
+    """The prices of a run: ``given`` by ``--sab-price`` (model -> prices; ``EVERY_MODEL`` the old form),
+    else the list price on ``day``. ``base_urls``: model -> the base URL its role calls (a model at a
+    server of the user's is not in the table)."""
+
+    given: dict[str, Prices] = field(default_factory=dict)
+    day: dt.date = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).date())
+    table: bool = True  # whether the list prices are looked up (False: only ``given``)
+
+    def price(self, spec: str, base_url: str | None) -> ModelPrice | None:
+        """The price of model ``spec`` reached at ``base_url`` (None: not priced)."""
+        name = parse_model_spec(spec)
+        given = self.given.get(name) or self.given.get(spec) or self.given.get(EVERY_MODEL)
+        if given is not None:
+            return ModelPrice(name, given.input_per_m, given.output_per_m, OPTION)
+        if not self.table:
+            return None
+        sent = split_model_spec(spec, base_url_in_effect=bool(base_url))[1]  # the name the provider knows
+        return list_price(sent, provider_of(spec, base_url), base_url, self.day)
+
+    def table_line(self) -> str:
+        """Where the prices come from, with their date and version, as the estimate and summary print it."""
+        version = table_version()
+        if version is None:
+            return f"prices: {TABLE} is not installed: only --sab-price prices a model"
+        return (f"prices: list prices on {self.day.isoformat()} from {TABLE} {version}'s table ({TABLE_SOURCE}, "
+                "the copy inside the installed package: nothing fetched); --sab-price MODEL=IN,OUT overrides")
+
+
+def price_book(entries: Iterable[str] | str | None, day: dt.date | None = None) -> PriceBook:
+    """The run's ``PriceBook`` from ``--sab-price`` (checked: a bad entry is a ``UsageError``)."""
+    book = PriceBook(parse_model_prices(entries))
+    if day is not None:
+        book.day = day
+    return book
+
+
+def unpriced_hint(models: Iterable[str]) -> str:
+    """The line naming the models no price covers and how to price them."""
+    names = sorted(set(models))
+    example = f"{names[0]}=IN,OUT" if names else "MODEL=IN,OUT"
+    return (f"not priced: {', '.join(names)} (not in {TABLE}'s table, e.g. a model of a server of your own): give "
+            f"{OPTION} {example} (USD per 1M input and output tokens, once per model) to price "
+            f"{'it' if len(names) == 1 else 'them'}")
