@@ -24,8 +24,8 @@ from functools import lru_cache
 from typing import Any
 
 from sab_pytest.errors import UsageError
-from sab_pytest.models.spec import Prices, parse_model_spec, parse_prices, provider_of, split_model_spec
 from sab_pytest.models.providers import REGISTRY
+from sab_pytest.models.spec import Prices, parse_model_spec, parse_prices, provider_of, split_model_spec
 
 OPTION = "--sab-price"
 #: the one entry of the old form, ``in=X,out=Y``: it prices every model

@@ -26,7 +26,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +140,7 @@ def encoding_for(model: str) -> str | None:
         return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def tiktoken_counter(encoding: str) -> Counter:
     """A ``Counter`` on the pinned ``encoding``; the character rule, with its one line, where the
     encoding is not pinned or its file cannot be had."""

@@ -162,16 +162,11 @@ def priced_usd(settings: Any, record: Mapping[str, Any]) -> float:
 
 def batch_estimate(settings: Any, est: Mapping[str, Any]) -> dict[str, Any]:
     """``--sab-estimate`` under ``--sab-batch``: the roles batched, the price factor, the cost without
-    batches and what they save (None without prices)."""
-    from sab_pytest.models import parse_prices
-
+    batches and what they save on the priced models (None when none of them is priced)."""
     roles = [role for role in batched_roles(settings) if role in est["roles"]]
     factor = batch_price(settings.judges_url)
-    saved = None
-    if settings.prices:
-        prices = parse_prices(settings.prices)
-        saved = round(sum(prices.usd(est["roles"][r]["prompt_tokens"], est["roles"][r]["completion_tokens"])
-                          for r in roles) * (1 - factor), 6)
+    costs = [r["cost_usd"] for r in est.get("rows", []) if r["role"] in roles and r["cost_usd"] is not None]
+    saved = round(sum(costs) * (1 - factor), 6) if costs and est["cost_usd"] is not None else None
     return {"roles": roles, "price_factor": factor, "full_cost_usd": est["cost_usd"], "saved_usd": saved}
 
 

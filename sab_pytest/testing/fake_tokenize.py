@@ -52,7 +52,7 @@ def answer(body: Any, shape: str) -> tuple[int, dict[str, str], bytes]:
         found = pieces(content)
         tokens: list[Any] = _ids(found)
         if body.get("with_pieces"):
-            tokens = [{"id": i, "piece": p} for i, p in zip(tokens, found)]
+            tokens = [{"id": i, "piece": p} for i, p in zip(tokens, found, strict=True)]
         return 200, {"Content-Type": "application/json"}, json.dumps({"tokens": tokens}).encode()
     if isinstance(body.get("messages"), list):  # the chat template: each message's role and text, then the prompt
         text = "".join(f"<|{m.get('role')}|>{_text(m.get('content'))}" for m in body["messages"] if isinstance(m, dict))
