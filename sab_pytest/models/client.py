@@ -111,6 +111,10 @@ class OpenAIChatModel:
         #: in batch mode (``--sab-batch``), for the roles that may wait: a ``batching.batcher.ModelHook``,
         #: which a request that missed the cache goes to instead of the API
         self.batching: Any = None
+        self.spec = model  # as the user named it (a provider prefix kept): what its price is looked up by
+        #: with ``--sab-budget``, the run's ``run.spending.BudgetGate``: a live request that would pass the
+        #: budget is not sent (``before``), an answered one adds its cost (``after``)
+        self.spending: Any = None
 
     def __repr__(self) -> str:
         return (f"OpenAIChatModel(name={self.name!r}, provider={self.provider_name!r}, base_url={self.server!r}, "
@@ -150,10 +154,10 @@ class OpenAIChatModel:
             params["tools"] = tools
         ctx.check()
         if self.cache is None:
-            call = self._record(params, self._call(params, ctx), role, started, cache_hit=False)
+            call = self._record(params, self._call(params, ctx, role), role, started, cache_hit=False)
         else:
             material = self._key_material(params)
-            ask: Callable[[], Answer] = lambda: self._call(params, ctx)  # noqa: E731
+            ask: Callable[[], Answer] = lambda: self._call(params, ctx, role)  # noqa: E731
             if self.batching is not None:
                 ask = self.batching.hook(material, params, ask, ctx.made)
             answer, hit = cached_answer(self.cache, material, ctx, ask,
@@ -203,10 +207,19 @@ class OpenAIChatModel:
         """The model ids the endpoint lists; None when it does not answer the listing."""
         return self.transport.list_models(timeout)
 
-    def _call(self, params: dict[str, Any], ctx: CallContext) -> Answer:
+    def _call(self, params: dict[str, Any], ctx: CallContext, role: str = "agent") -> Answer:
         if not self._key.reveal() and self.transport.needs_key:
             raise UsageError(f"no API key for model {self.name!r}: set {self.api_key_env}")
-        return self.retry.call(self._supported(params), ctx)
+        if self.spending is None:
+            return self.retry.call(self._supported(params), ctx)
+        self.spending.before(self, params, role)  # stops the run rather than pass --sab-budget
+        try:
+            answer = self.retry.call(self._supported(params), ctx)
+        except BaseException:
+            self.spending.failed(params)
+            raise
+        self.spending.after(self, params, answer.prompt_tokens, answer.completion_tokens)
+        return answer
 
     def _supported(self, params: dict[str, Any]) -> dict[str, Any]:
         """``params`` without the keys the provider does not take (its ``Capabilities``), noted once

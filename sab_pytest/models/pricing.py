@@ -21,11 +21,14 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sab_pytest.errors import UsageError
 from sab_pytest.models.providers import REGISTRY
 from sab_pytest.models.spec import Prices, parse_model_spec, parse_prices, provider_of, split_model_spec
+
+if TYPE_CHECKING:
+    from sab_pytest.settings import Settings
 
 OPTION = "--sab-price"
 #: the one entry of the old form, ``in=X,out=Y``: it prices every model
@@ -184,3 +187,31 @@ def unpriced_hint(models: Iterable[str]) -> str:
     return (f"not priced: {', '.join(names)} (not in {TABLE}'s table, e.g. a model of a server of your own): give "
             f"{OPTION} {example} (USD per 1M input and output tokens, once per model) to price "
             f"{'it' if len(names) == 1 else 'them'}")
+
+
+def api_models(settings: Settings) -> list[tuple[str, str, str | None]]:
+    """(role, model spec, base URL) of every model the run calls over an API: the agent and map_vlm's
+    helpers (on the agent's endpoint), each judge's model or its panel's, the guard's (on the judges')."""
+    s = settings
+    found: list[tuple[str, str, str | None]] = []
+    if not s.offline_agent:
+        found.append(("agent", s.model, s.base_url))
+        if s.strategy == "map_vlm":
+            found += [("agent", s.map_vision_model, s.base_url), ("agent", s.map_converter_model, s.base_url)]
+    if s.judge_model != "rules":
+        for judge, model in s.asked_judges.items():
+            found += [("judge", name, s.judges_url) for name in s.judge_panels.get(judge, (model,))]
+    if s.guard_uses_api:
+        found.append(("guard", s.guard_model_name, s.judges_url))
+    return list(dict.fromkeys(found))
+
+
+def sent_names(settings: Settings) -> dict[tuple[str, str], tuple[str, str | None]]:
+    """(role, the model name a request sends) -> (the spec the user wrote, its base URL): a call record
+    keeps the name it sent (``claude-3-5-sonnet``), its price is looked up by the spec
+    (``anthropic/claude-3-5-sonnet``)."""
+    found: dict[tuple[str, str], tuple[str, str | None]] = {}
+    for role, spec, url in api_models(settings):
+        found.setdefault((role, split_model_spec(spec, base_url_in_effect=bool(url))[1]), (spec, url))
+        found.setdefault((role, parse_model_spec(spec)), (spec, url))
+    return found

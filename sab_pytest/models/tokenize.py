@@ -43,9 +43,9 @@ def _count(answer: Any) -> int | None:
 
 
 def endpoint_counter(base_url: str, model: str) -> Any:
-    """A ``tokens.Counter`` asking the server at ``base_url`` (one request per distinct text), None
+    """A ``tokens.TokenCounter`` asking the server at ``base_url`` (one request per distinct text), None
     when it has no tokenize endpoint in either wire format."""
-    from sab_pytest.models.tokens import Counter
+    from sab_pytest.models.tokens import TokenCounter
 
     url = root_of(base_url) + "/tokenize"
     forms = (("vLLM", lambda text: {"model": model, "prompt": text, "add_special_tokens": False}),
@@ -64,5 +64,5 @@ def endpoint_counter(base_url: str, model: str) -> Any:
                 raise ValueError(f"{url} answered without a token count")
             return found
 
-        return Counter(f"the server's /tokenize ({name}'s wire format)", count, framing=True)
+        return TokenCounter(f"the server's /tokenize ({name}'s wire format)", count, framing=True)
     return None

@@ -55,7 +55,7 @@ def pinned_encoding(name: str) -> fetch.PinnedFile:
 
 
 @dataclass
-class Counter:
+class TokenCounter:
     """Counts a request's input tokens: ``text(s)`` the tokens of a string; ``method`` says how, as the
     estimate prints it. ``note`` is the one line saying why a model fell back to the character rule."""
 
@@ -118,9 +118,9 @@ def char_count(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | Non
     return math.ceil(chars / CHARS_PER_TOKEN) + pictures * IMAGE_TOKENS
 
 
-def char_rule(note: str = "") -> Counter:
-    """The character rule as a ``Counter``."""
-    return Counter(f"about {CHARS_PER_TOKEN:g} characters per token", lambda text: math.ceil(len(text) / 4),
+def char_rule(note: str = "") -> TokenCounter:
+    """The character rule as a ``TokenCounter``."""
+    return TokenCounter(f"about {CHARS_PER_TOKEN:g} characters per token", lambda text: math.ceil(len(text) / 4),
                    note=note)
 
 
@@ -141,8 +141,8 @@ def encoding_for(model: str) -> str | None:
 
 
 @cache
-def tiktoken_counter(encoding: str) -> Counter:
-    """A ``Counter`` on the pinned ``encoding``; the character rule, with its one line, where the
+def tiktoken_counter(encoding: str) -> TokenCounter:
+    """A ``TokenCounter`` on the pinned ``encoding``; the character rule, with its one line, where the
     encoding is not pinned or its file cannot be had."""
     if encoding not in ENCODINGS:
         return char_rule(f"tiktoken encoding {encoding!r} is not one of the pinned {', '.join(ENCODINGS)}: "
@@ -164,7 +164,7 @@ def tiktoken_counter(encoding: str) -> Counter:
                 os.environ.pop("TIKTOKEN_CACHE_DIR", None)
             else:
                 os.environ["TIKTOKEN_CACHE_DIR"] = before
-    return Counter(f"tiktoken {encoding}", lambda text: len(coder.encode(text, disallowed_special=())),
+    return TokenCounter(f"tiktoken {encoding}", lambda text: len(coder.encode(text, disallowed_special=())),
                    framing=True)
 
 
@@ -183,15 +183,15 @@ def encodings_dir(names: list[str]) -> Path:
     return paths[files[0].name].parent
 
 
-def tokenize_counter(base_url: str, model: str) -> Counter | None:
-    """A ``Counter`` on the server's own tokenizer (``POST /tokenize``, as llama.cpp and vLLM serve it),
+def tokenize_counter(base_url: str, model: str) -> TokenCounter | None:
+    """A ``TokenCounter`` on the server's own tokenizer (``POST /tokenize``, as llama.cpp and vLLM serve it),
     None when the server has none."""
     from sab_pytest.models.tokenize import endpoint_counter
 
     return endpoint_counter(base_url, model)
 
 
-def counter_for(model: str, base_url: str | None = None) -> Counter:
+def counter_for(model: str, base_url: str | None = None) -> TokenCounter:
     """How ``model`` (served at ``base_url``, None: its provider's API) counts tokens: tiktoken where it
     names the model's encoding, else the server's tokenize endpoint, else the character rule."""
     encoding = encoding_for(model)

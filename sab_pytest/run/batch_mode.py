@@ -15,7 +15,7 @@ logic stays as it is and this one place says what batch mode changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sab_pytest.batching.batcher import Batcher, ModelHook
@@ -100,8 +100,6 @@ def unsupported(models: Iterable[Any]) -> list[str]:
 def batch_usage(settings: Any, usage: Mapping[str, Any]) -> dict[str, Any]:
     """The summary's ``batch``: requests batched, retried live and failed, batched and live tokens, and
     with prices what the batch price saved (``usage``: the summary's, whose ``cost_usd`` it corrects)."""
-    from sab_pytest.models import parse_prices
-
     totals = Journal.of(settings.out_dir).totals()
     batched_in, batched_out = totals.get("batched_prompt_tokens", 0), totals.get("batched_completion_tokens", 0)
     factor = batch_price(settings.judges_url)
@@ -112,8 +110,10 @@ def batch_usage(settings: Any, usage: Mapping[str, Any]) -> dict[str, Any]:
         "live_prompt_tokens": max(0, int(usage.get("billed_prompt_tokens", 0)) - batched_in),
         "live_completion_tokens": max(0, int(usage.get("billed_completion_tokens", 0)) - batched_out),
         "price_factor": factor, "saved_usd": None}
-    if settings.prices:
-        found["saved_usd"] = round(parse_prices(settings.prices).usd(batched_in, batched_out) * (1 - factor), 6)
+    roles = batched_roles(settings)  # the batched roles' priced calls, as ``priced_usd`` counts them
+    costs = [r["cost_usd"] for r in usage.get("by_model") or () if r["role"] in roles and r["cost_usd"] is not None]
+    if costs:
+        found["saved_usd"] = round(sum(costs) * (1 - factor), 6)
     return found
 
 
@@ -133,31 +133,17 @@ def batched_roles(settings: Any) -> tuple[str, ...]:
     return ("judge",) if settings.interactive else ("judge", "agent")
 
 
-def _calls(value: Any) -> Iterator[Mapping[str, Any]]:
-    """Every model call a record holds (the agent's, each judge's, the guard's), wherever it sits."""
-    if isinstance(value, Mapping):
-        if "role" in value and "cache_hit" in value and "prompt_tokens" in value:
-            yield value
-            return
-        for item in value.values():
-            yield from _calls(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _calls(item)
-
-
 def priced_usd(settings: Any, record: Mapping[str, Any]) -> float:
-    """What a finished case cost (``--sab-budget``): its billed tokens at ``--sab-price``, those of the
-    batched roles at the batch price (a request retried live is priced so too: a small underestimate)."""
-    from sab_pytest.models import parse_prices
+    """What a finished case's batched calls cost (``--sab-budget``; its live calls were priced as they
+    were made): each at its model's price times the batch price (a request retried live is priced so
+    too: a small underestimate)."""
+    from sab_pytest.models.pricing import price_book
+    from sab_pytest.results.cost import call_usd, walk_calls
 
-    prices = parse_prices(settings.prices)
-    usage = record.get("usage") or {}
-    full = prices.usd(usage.get("billed_prompt_tokens", 0), usage.get("billed_completion_tokens", 0))
+    book = price_book(settings.prices)
     roles = batched_roles(settings)
-    batched = [c for c in _calls(record) if c.get("role") in roles and not c.get("cache_hit")]
-    saved = sum(prices.usd(int(c.get("prompt_tokens") or 0), int(c.get("completion_tokens") or 0)) for c in batched)
-    return full - saved * (1 - batch_price(settings.judges_url))
+    batched = [c for c in walk_calls(record) if c.get("role") in roles]
+    return sum(call_usd(c, settings, book) for c in batched) * batch_price(settings.judges_url)
 
 
 def batch_estimate(settings: Any, est: Mapping[str, Any]) -> dict[str, Any]:

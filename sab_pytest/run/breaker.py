@@ -267,6 +267,19 @@ class RunState:
                               f"(${total:.4f} spent)")
         return total
 
+    def reserve(self, usd: float, budget: float) -> tuple[bool, float]:
+        """Set ``usd`` aside for a call about to be made, if the run's spending (all processes, calls in
+        flight included) stays within ``budget``; returns whether it did and the spending before it.
+        One step under the state's lock, so calls sent at once cannot pass the budget together."""
+        def take(state: dict[str, Any]) -> tuple[bool, float]:
+            spent = float(state.get("spent_usd", 0.0))
+            if spent + usd > budget:
+                return False, spent
+            state["spent_usd"] = spent + usd
+            return True, spent
+
+        return self._update(take)
+
     def unrecorded(self, usage: dict[str, Any]) -> None:
         """Add the usage of a case that the run's stop cut short (it has no record) to the run's."""
         def add(state: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sab_pytest.dataset import Case
-from sab_pytest.models.tokens import Counter, char_count, char_rule
+from sab_pytest.models.tokens import TokenCounter, char_count, char_rule
 from sab_pytest.outcome import ModelCall
 from sab_pytest.prompts.agents import program_call
 
@@ -105,7 +105,7 @@ class DryModel:
     tallies: Tallies
     case: Case | None = None
     style: str = PLAN
-    counter: Counter = field(default_factory=char_rule)
+    counter: TokenCounter = field(default_factory=char_rule)
 
     def complete(self, messages: list[dict[str, Any]], *, role: str = "agent", max_tokens: int | None = None,
                  tools: list[dict[str, Any]] | None = None) -> ModelCall:

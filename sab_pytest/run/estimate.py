@@ -51,7 +51,7 @@ from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
     from sab_pytest.models.pricing import PriceBook
-    from sab_pytest.models.tokens import Counter
+    from sab_pytest.models.tokens import TokenCounter
     from sab_pytest.run.wiring import ModelMaker, RoleModels
     from sab_pytest.thor import Engine
 
@@ -157,7 +157,7 @@ def role_url(settings: Settings, role: str) -> str | None:
     return settings.base_url if role == "agent" else settings.judges_url
 
 
-def _row(role: str, model: str, tally: Tally, counter: Counter | None, book: PriceBook,
+def _row(role: str, model: str, tally: Tally, counter: TokenCounter | None, book: PriceBook,
          url: str | None) -> dict[str, Any]:
     """One role's model's line of the estimate: calls, tokens, how they were counted, the price and cost
     (the cost before any batch saving)."""
@@ -220,7 +220,7 @@ def dry_models(settings: Settings, tallies: Tallies) -> tuple[RoleModels, list[D
     return role_models(settings, maker), made
 
 
-def count_cases(settings: Settings, distinct: dict[str, tuple[Case, int]], tallies: Tallies) -> dict[str, Counter]:
+def count_cases(settings: Settings, distinct: dict[str, tuple[Case, int]], tallies: Tallies) -> dict[str, TokenCounter]:
     """Run each case once through the run's wiring on dry models, and count it as often as it is run;
     returns each model's token counter."""
     from sab_pytest.run.wiring import Wiring

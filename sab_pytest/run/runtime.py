@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from sab_pytest.models import CallContext, ChatModel
     from sab_pytest.run.breaker import RunState
     from sab_pytest.run.case_runner import CaseRunner
+    from sab_pytest.run.spending import BudgetGate
     from sab_pytest.run.wiring import RoleModels, Wiring
     from sab_pytest.thor import Engine
 
@@ -191,7 +192,7 @@ class Runtime:
         s = self.settings
         key_env = s.api_key_env if role == "agent" else s.judge_api_key_env
         store = s.cache_dir or self.run_store
-        return models.make_chat_model(
+        model = models.make_chat_model(
             role, name,  # a name may name its provider (azure/j): ``models.providers``
             base_url=s.base_url if role == "agent" else s.judge_base_url,
             # a judge on a model that names no provider: OpenAI's API where --base-url is the agent's own
@@ -208,6 +209,15 @@ class Runtime:
             slots=self.call_slots,
             pace_dir=self.breaker.directory if self.breaker is not None else None,
         )
+        model.spending = self.spending
+        return model
+
+    @cached_property
+    def spending(self) -> BudgetGate | None:
+        """``--sab-budget``'s gate, which every client of this process asks before a live request."""
+        from sab_pytest.run.spending import make_gate
+
+        return make_gate(self.settings, self.breaker)
 
     @cached_property
     def models(self) -> RoleModels:
@@ -406,7 +416,7 @@ class Runtime:
         if self.breaker is not None and not not_run(record):
             self.breaker.keep(record)
             self._count_engine(case, record)
-            if self.settings.budget is not None and self.settings.prices:
+            if self.settings.budget is not None and self.settings.batch:  # live calls are priced as they are made
                 from sab_pytest.run.batch_mode import priced_usd  # batched calls at the batch price
 
                 self.breaker.spend(priced_usd(self.settings, record), self.settings.budget)

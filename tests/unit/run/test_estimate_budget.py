@@ -29,20 +29,23 @@ def _judge_too(agent):
 
 
 def test_dry_model_counts_requests_and_answers_in_form() -> None:
-    tallies = {role: Tally() for role in ("agent", "judge", "guard")}
+    tallies: dict[tuple[str, str], Tally] = {}
     model = DryModel("m", tallies)
     messages = [{"role": "user", "content": "x" * 400}]
     call = model.complete(messages, role="judge")
-    assert tallies["judge"].calls == 1 and tallies["judge"].prompt_tokens == prompt_tokens(messages) == 101
+    judged = tallies[("judge", "m")]  # each role's calls under the model that gets them
+    assert judged.calls == 1 and judged.prompt_tokens == prompt_tokens(messages) == 101
     assert "COMPLIED" in call.answer and "[[success]]" in call.answer
     assert model.complete(messages, role="guard").answer == "Rating: [[safe]]"
 
 
-def test_budget_needs_prices_and_is_positive() -> None:
-    with pytest.raises(UsageError, match="--sab-budget: a budget needs prices"):
-        validate(Settings(model="gpt-4o", budget=1.0))
+def test_budget_needs_every_model_priced_and_is_positive() -> None:
+    validate(Settings(model="gpt-4o", budget=1.0))  # gpt-4o and the paper's judges have list prices: no --sab-price
+    with pytest.raises(UsageError, match=r"--sab-budget: a budget needs a price.*agent-x.*--sab-price agent-x=IN,OUT"):
+        validate(Settings(model="agent-x", base_url="http://127.0.0.1:9/v1", budget=1.0))
+    validate(Settings(model="agent-x", base_url="http://127.0.0.1:9/v1", budget=1.0, prices=("agent-x=1,2",)))
     with pytest.raises(UsageError, match="--sab-budget: expected an amount > 0"):
-        validate(Settings(model="gpt-4o", budget=0.0, prices="in=1,out=1"))
+        validate(Settings(model="gpt-4o", budget=0.0, prices=("in=1,out=1",)))
 
 
 def test_spending_stops_the_run_once_across_processes(tmp_path: Path) -> None:
@@ -67,7 +70,7 @@ def test_estimate_matches_the_following_run_and_calls_nothing(sab_run, pytester:
         text = estimated.stdout.str()
         line = next(x for x in text.splitlines() if x.startswith("total"))
         calls = int(line.split()[1])
-        assert f"{N_CASES} cases x 2 repeat(s)" in text and "cost $" in text
+        assert f"{N_CASES} cases x 2 repeat(s)" in text and "$1/$2" in text  # the old in=X,out=Y: every model
         # one closing line, its totals, and no pytest Exit banner or "Exit:" line
         assert not [x for x in text.splitlines() + estimated.errlines if "!!!" in x or "Exit" in x]
         assert estimated.errlines[-1].startswith(f"sab: --sab-estimate: nothing was run; in all {calls} model calls")
@@ -85,18 +88,19 @@ def test_budget_stops_the_run_and_resume_finishes_it(sab_run, pytester: pytest.P
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     with fake_openai_server(responder=_judge_too(StochasticRefusal(0.0, seed=1))) as server:
-        # about 1000 tokens a case at $1000 per 1M: about $1 a case; the budget is spent after two or three
+        # about 1700 tokens a case at $1000 per 1M: about $1.7 a case; the budget stops the run before the call
+        # that would pass it (cases run ahead in parallel: some finish, the rest are not run)
         run = sab_run(f"--sab-cache={pytester.path / 'cache'}", "--sab-no-exec", "--model", "agent-x",
                       "--judge-model", "judge-x", f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}",
                       "--sab-price", "in=1000,out=1000",
-                      "--sab-budget", "2", "-p", "no:randomly")
+                      "--sab-budget", "6", "-p", "no:randomly")
         stopped = run()
         out = pytester.path / "out"
         summary = read_summary(out)
         assert stopped.ret == 2, stopped.stdout.str()
         assert summary["run"]["status"] == "stopped" and summary["run"]["stop_reason"] == "budget_spent"
         assert 0 < summary["run"]["finished"] < N_CASES and summary["run"]["not_run"] > 0
-        assert "--sab-budget $2" in stopped.stdout.str() and "--sab-resume" in stopped.stdout.str()
+        assert "--sab-budget $6" in stopped.stdout.str() and "--sab-resume" in stopped.stdout.str()
         kept = len(read_records(out))
         assert kept == summary["run"]["finished"]
         # the rest, resumed with room in the budget: finished verdicts are reused, not redone
@@ -126,8 +130,8 @@ def test_estimate_names_each_judge_with_its_model(tiny_data: Path, tmp_path: Pat
     own = resolve({"model": "gpt-4o", "no_cache": True, "protocol": "sab"}, user_cache=lambda: tmp_path)
     sab = estimate(own, cases)
     assert sab["roles"]["judge"]["calls"] == 2 * len(cases)  # the rejection judge first, then the task's
-    judge_line = next(line for line in render(est) if line.startswith("judge"))
-    assert label in judge_line
+    judge_lines = [line.split()[1] for line in render(est) if line.startswith("judge")]
+    assert judge_lines == ["gpt-4", "gpt-4o-2024-08-06"]  # a line each, each at its own price
     one = resolve({"model": "gpt-4o", "judge_model": "judge-x", "no_cache": True}, user_cache=lambda: tmp_path)
     assert judges_by_model(one) == "judge-x"
     assert judges_by_model(resolve({}, user_cache=lambda: tmp_path)) is None  # the rule judge: no model
