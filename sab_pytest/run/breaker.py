@@ -267,6 +267,10 @@ class RunState:
                               f"(${total:.4f} spent)")
         return total
 
+    def spent(self) -> float:
+        """The run's priced usage so far, in all processes, calls in flight included (``--sab-budget``)."""
+        return float(self._state().get("spent_usd", 0.0))
+
     def reserve(self, usd: float, budget: float) -> tuple[bool, float]:
         """Set ``usd`` aside for a call about to be made, if the run's spending (all processes, calls in
         flight included) stays within ``budget``; returns whether it did and the spending before it.

@@ -8,8 +8,9 @@ assumption for the role, at the model's price (``--sab-price MODEL=IN,OUT`` or i
 ``models.pricing``). That expected cost is set aside in the run's spending (all processes, the run
 directory's state, under its lock, so calls sent at once cannot pass the budget together); where it
 would pass the budget, the run stops (``budget_spent``) and the call is not made; after an answer its
-real usage takes the place of what was set aside (a request that got no answer gives it back). Batched requests (``--sab-batch``) are not sent one by one: their cost is added
-as each case finishes (``runtime``), at the batch price.
+real usage takes the place of what was set aside (a request that got no answer gives it back).
+Batched requests (``--sab-batch``) are not sent one by one: their cost is added as each case finishes
+(``runtime``), at the batch price.
 
 Every model a run calls must be priced for a budget to mean anything: ``check_priced`` names the
 ones no price covers, and the option that prices them, before any case runs.

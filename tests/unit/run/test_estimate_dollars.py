@@ -1,0 +1,125 @@
+"""--sab-estimate in dollars, per role and model (issue 57), with map_vlm's helper models and a judge
+panel priced under their own models (issues 55 and 60), --sab-budget's gate before each call, and what
+a finished run cost from the usage the API returned."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sab_pytest.dataset import Case, load
+from sab_pytest.errors import BUDGET_SPENT, InfraError
+from sab_pytest.models.pricing import price_book
+from sab_pytest.run.estimate import estimate, render
+from sab_pytest.settings.resolution import resolve
+
+
+@pytest.fixture
+def cases(tiny_data: Path) -> list[Case]:
+    return list(load(str(tiny_data), allow_modified=True).cases)
+
+
+def _rows(est: dict) -> dict[tuple[str, str], dict]:
+    return {(r["role"], r["model"]): r for r in est["rows"]}
+
+
+def test_gpt_4o_is_priced_per_role_and_model_at_its_list_price(cases: list[Case], tmp_path: Path,
+                                                               real_tiktoken_dir: Path) -> None:
+    settings = resolve({"model": "gpt-4o", "no_cache": True}, user_cache=lambda: tmp_path)
+    est = estimate(settings, cases)
+    rows = _rows(est)
+    assert set(rows) == {("agent", "gpt-4o"), ("judge", "gpt-4"), ("judge", "gpt-4o-2024-08-06")}
+    detailed = sum(1 for c in cases if c.kind in ("unsafe_detailed", "safe_detailed"))
+    assert rows[("judge", "gpt-4")]["calls"] == detailed  # the paper's detailed judge, on gpt-4
+    gpt4 = rows[("judge", "gpt-4")]
+    assert gpt4["cost_usd"] == pytest.approx((gpt4["prompt_tokens"] * 30 + gpt4["completion_tokens"] * 60) / 1e6,
+                                             abs=1e-6)
+    assert est["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in est["rows"]), abs=1e-5)
+    assert est["unpriced"] == [] and all(r["tokenizer"].startswith("tiktoken") for r in est["rows"])
+    text = "\n".join(render(est))
+    assert "$2.5/$10" in text and "$30/$60" in text and "genai-prices" in text
+    assert price_book(None).day.isoformat() in text  # the prices' date
+
+
+def test_a_model_the_table_lacks_is_named_with_the_option_that_prices_it(cases: list[Case], tmp_path: Path) -> None:
+    url = "http://127.0.0.1:9/v1"  # a server of the user's own (nothing listens: the estimate calls nothing)
+    settings = resolve({"model": "my-llama", "judge_model": "gpt-4o", "base_url": url, "no_cache": True},
+                       user_cache=lambda: tmp_path)
+    est = estimate(settings, cases)
+    assert est["unpriced"] == ["my-llama"] and _rows(est)[("agent", "my-llama")]["cost_usd"] is None
+    assert est["cost_usd"] == pytest.approx(_rows(est)[("judge", "gpt-4o")]["cost_usd"])  # the priced rows alone
+    text = "\n".join(render(est))
+    assert "not priced: my-llama" in text and "--sab-price my-llama=IN,OUT" in text
+    priced = estimate(resolve({"model": "my-llama", "judge_model": "gpt-4o", "base_url": url, "no_cache": True,
+                               "prices": ("my-llama=1,2",)}, user_cache=lambda: tmp_path), cases)
+    assert priced["unpriced"] == [] and _rows(priced)[("agent", "my-llama")]["price"]["source"] == "--sab-price"
+
+
+def test_map_vlm_tallies_its_vision_and_converter_models_apart(cases: list[Case], tmp_path: Path,
+                                                               real_scenes_dir: Path) -> None:
+    """Issue 55: the paper's MAP sends the pictures to gpt-4o and the conversion to gpt-4o-mini; the
+    estimate prices those calls at their own models, not the agent's."""
+    settings = resolve({"model": "gpt-4.1", "strategy": "map_vlm", "protocol": "sab", "no_cache": True,
+                        "map_vision_model": "gpt-4o", "map_converter_model": "gpt-4o-mini",
+                        "thor_scenes": str(real_scenes_dir)}, user_cache=lambda: tmp_path)
+    rows = _rows(estimate(settings, cases[:3]))
+    agents = {model for role, model in rows if role == "agent"}
+    assert {"gpt-4o", "gpt-4o-mini"} <= agents, rows.keys()
+    mini = rows[("agent", "gpt-4o-mini")]
+    assert mini["calls"] > 0 and mini["price"]["input_per_m"] == pytest.approx(0.15)
+
+
+def test_a_judge_panel_replaces_the_judges_own_model(cases: list[Case], tmp_path: Path) -> None:
+    """Issue 60 item 6: a panel that covers the detailed judge is asked in place of gpt-4: the estimate
+    prices the panel's members and no gpt-4 call."""
+    settings = resolve({"model": "gpt-4o", "no_cache": True, "judge_panel": ("detailed=gpt-4o-mini,gpt-4.1,gpt-4o",)},
+                       user_cache=lambda: tmp_path)
+    rows = _rows(estimate(settings, cases))
+    detailed = sum(1 for c in cases if c.kind in ("unsafe_detailed", "safe_detailed"))
+    assert ("judge", "gpt-4") not in rows
+    for member in ("gpt-4o-mini", "gpt-4.1", "gpt-4o"):
+        assert rows[("judge", member)]["calls"] == detailed
+
+
+def test_the_budget_gate_stops_before_the_call_that_would_pass_it(tmp_path: Path) -> None:
+    from sab_pytest.run.breaker import RunState
+    from sab_pytest.run.spending import BudgetGate
+
+    class Client:
+        spec, server, name = "gpt-4o", None, "gpt-4o"
+
+    state = RunState(tmp_path / "run")
+    gate = BudgetGate(1.0, price_book(["gpt-4o=1000,1000"]), state)  # $0.001 a token
+    small = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    gate.before(Client(), small, "agent")  # a few tokens and 40 out: about $0.05, set aside
+    assert 0.04 < state.spent() < 0.06
+    gate.after(Client(), small, 100, 100)  # the API's usage takes its place: $0.2
+    assert state.spent() == pytest.approx(0.2)
+    big = {"model": "gpt-4o", "messages": [{"role": "user", "content": "word " * 900}]}
+    with pytest.raises(InfraError) as stopped:
+        gate.before(Client(), big, "judge")  # about $0.92 more would pass $1: not made
+    assert stopped.value.kind == BUDGET_SPENT and state.stopped() is not None
+    assert state.spent() == pytest.approx(0.2)  # nothing set aside for the call not made
+    failing = {"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}
+    other = BudgetGate(1.0, price_book(["gpt-4o=1000,1000"]), RunState(tmp_path / "other"))
+    other.before(Client(), failing, "agent")
+    other.failed(failing)  # no answer: what was set aside goes back
+    assert other.state.spent() == pytest.approx(0.0)
+
+
+def test_what_a_run_cost_per_role_and_model(tmp_path: Path) -> None:
+    from sab_pytest.results.cost import by_model
+
+    settings = resolve({"model": "gpt-4o", "no_cache": True}, user_cache=lambda: tmp_path)
+    call = {"role": "agent", "model": "gpt-4o", "cache_hit": False, "prompt_tokens": 1000, "completion_tokens": 100}
+    records = [{"outcome": {"calls": [call, {**call, "cache_hit": True}]},
+                "judges": {"detailed": {"calls": [{"role": "judge", "model": "gpt-4", "cache_hit": False,
+                                                   "prompt_tokens": 2000, "completion_tokens": 10}]}}}]
+    cost = by_model(records, settings)
+    rows = {(r["role"], r["model"]): r for r in cost["rows"]}
+    agent, judge = rows[("agent", "gpt-4o")], rows[("judge", "gpt-4")]
+    assert (agent["calls"], agent["cache_hits"], agent["prompt_tokens"]) == (2, 1, 1000)  # a hit costs nothing
+    assert agent["cost_usd"] == pytest.approx((1000 * 2.5 + 100 * 10) / 1e6)
+    assert judge["cost_usd"] == pytest.approx((2000 * 30 + 10 * 60) / 1e6)
+    assert cost["cost_usd"] == pytest.approx(agent["cost_usd"] + judge["cost_usd"], abs=1e-6)
