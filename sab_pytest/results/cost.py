@@ -5,7 +5,8 @@
 A record keeps every call it made (the agent's, each judge's and panel member's, the guard's), with
 the name it sent; ``models.pricing.sent_names`` maps that name back to the model the user named, so
 ``anthropic/claude-...`` is priced as Anthropic's. A model no price covers is listed as not priced,
-and left out of the total.
+and left out of the total. The requests a call kept are counted again the estimate's way (tiktoken
+or the character rule), beside the tokens the API billed: the estimate's error, per role and model.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def by_model(records: Iterable[Mapping[str, Any]], settings: Any, book: Any = No
     book = book if book is not None else price_book(settings.prices)
     names = sent_names(settings)
     rows: dict[tuple[str, str], dict[str, Any]] = {}
+    counted: dict[tuple[str, str], int] = {}
     for record in records:
         for call in walk_calls(record):
             role, model = str(call.get("role") or "agent"), str(call.get("model") or "")
@@ -49,9 +51,17 @@ def by_model(records: Iterable[Mapping[str, Any]], settings: Any, book: Any = No
                 continue
             row["prompt_tokens"] += as_int(call.get("prompt_tokens"))
             row["completion_tokens"] += as_int(call.get("completion_tokens"))
+            messages = call.get("messages")
+            if isinstance(messages, list):
+                counted[(role, model)] = counted.get((role, model), 0) + _count(model, messages, call.get("tools"))
+    for key, tokens in counted.items():  # the estimate's way of counting against the usage the API returned
+        row = rows[key]
+        row["counted_prompt_tokens"], row["tokenizer"] = tokens, _counter(key[1]).method
+        row["count_error"] = round((tokens - row["prompt_tokens"]) / row["prompt_tokens"], 4) \
+            if row["prompt_tokens"] else None
     for (role, model), row in rows.items():
-        spec, url = names.get((role, model), (model, settings.base_url if role == "agent" else settings.judges_url))
-        price = book.price(spec, url)
+        spec, url = _spec_of(role, model, settings, names)
+        price = book.price(spec, url) if spec else None
         row["cost_usd"] = None if price is None else round(price.usd(row["prompt_tokens"], row["completion_tokens"]), 6)
         row["price"] = None if price is None else price.source
     listed = sorted(rows.values(), key=lambda r: (r["role"], r["model"]))
@@ -61,6 +71,30 @@ def by_model(records: Iterable[Mapping[str, Any]], settings: Any, book: Any = No
             "prices": book.table_line()}
 
 
+def _counter(model: str) -> Any:
+    """The tokenizer the estimate counts ``model``'s requests by (tiktoken or the character rule: a
+    server's /tokenize is not asked again after the run)."""
+    from sab_pytest.models.tokens import counter_for
+
+    return counter_for(model)
+
+
+def _count(model: str, messages: list[Any], tools: Any) -> int:
+    return int(_counter(model).messages(messages, tools if isinstance(tools, list) else None))
+
+
+def _spec_of(role: str, model: str, settings: Any,
+             names: Mapping[tuple[str, str], tuple[str, str | None]]) -> tuple[str, str | None]:
+    """The model spec and base URL a call of ``role`` that sent ``model`` was priced by: the run's model
+    of that name, else the name itself at the role's endpoint; a call that kept no name, the role's
+    first model."""
+    if (role, model) in names:
+        return names[(role, model)]
+    if not model:
+        return next((spec_url for (r, _), spec_url in names.items() if r == role), ("", None))
+    return model, settings.base_url if role == "agent" else settings.judges_url
+
+
 def call_usd(call: Mapping[str, Any], settings: Any, book: Any) -> float:
     """One billed call's cost at its model's price (0 for a cache hit or a model no price covers)."""
     if call.get("cache_hit"):
@@ -68,7 +102,30 @@ def call_usd(call: Mapping[str, Any], settings: Any, book: Any) -> float:
     from sab_pytest.models.pricing import sent_names
 
     role, model = str(call.get("role") or "agent"), str(call.get("model") or "")
-    spec, url = sent_names(settings).get((role, model), (model, settings.base_url if role == "agent"
-                                                         else settings.judges_url))
-    price = book.price(spec, url)
+    spec, url = _spec_of(role, model, settings, sent_names(settings))
+    price = book.price(spec, url) if spec else None
     return 0.0 if price is None else price.usd(as_int(call.get("prompt_tokens")), as_int(call.get("completion_tokens")))
+
+
+def cost_lines(usage: Mapping[str, Any]) -> list[str]:
+    """What each role's model cost, a line each, as the table and the HTML report print it: its calls
+    (those answered from the response cache apart, they cost nothing), billed tokens and dollars; then
+    the models no price covers and where the prices come from."""
+    rows = usage.get("by_model") or []
+    lines = []
+    for r in rows:
+        usd = "not priced" if r.get("cost_usd") is None else f"${r['cost_usd']:.4f}"
+        hits = f" ({r['cache_hits']} from cache)" if r.get("cache_hits") else ""
+        counted = ""
+        if r.get("count_error") is not None:
+            counted = (f"; {r['tokenizer']} counts {r['counted_prompt_tokens']} in the requests sent "
+                       f"({r['count_error']:+.1%})")
+        lines.append(f"cost {r['role']} {r['model']}: {r['calls']} calls{hits}, {r['prompt_tokens']} tokens in / "
+                     f"{r['completion_tokens']} out billed, {usd}{counted}")
+    if rows and usage.get("unpriced"):
+        from sab_pytest.models.pricing import unpriced_hint
+
+        lines.append(unpriced_hint(usage["unpriced"]))
+    if rows and usage.get("prices"):
+        lines.append(str(usage["prices"]))
+    return lines

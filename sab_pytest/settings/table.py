@@ -238,7 +238,8 @@ class Settings(JudgeRoles):
         "prices every model); a model without one is priced at its list price on the run's date from genai-prices' "
         "table, a model of a server of your own is not priced (default: none)",
         action="append", metavar="MODEL=IN,OUT", policy="prices", expects="a list of MODEL=IN,OUT (USD per 1M tokens)",
-        ini="sab_price", ini_help="USD per 1M tokens, MODEL=IN,OUT, one per line (as --sab-price)", to_setting=tuple))
+        ini="sab_price", ini_help="USD per 1M tokens, MODEL=IN,OUT, one per line (as --sab-price)",
+        to_setting=lambda v: (v,) if isinstance(v, str) else tuple(v)))  # one price (the old form), or a list
     budget: float | None = setting(None, Option(
         "--sab-budget", "stop the run before the model call that would take its cost past AMOUNT USD (each model at "
         "its --sab-price or list price): finished results are kept and --sab-resume does the rest (default: no limit)",
