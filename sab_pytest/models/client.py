@@ -77,6 +77,7 @@ class OpenAIChatModel:
         slots: Slots | None = None,
         pace_dir: Path | None = None,
         fallback_base_url: str | None = None,
+        spending: Any = None,
     ) -> None:
         compat_url = next((u for u in (base_url, fallback_base_url, os.environ.get("OPENAI_BASE_URL")) if u), None)
         kind, self.name = split_model_spec(model, base_url_in_effect=compat_url is not None)
@@ -112,9 +113,9 @@ class OpenAIChatModel:
         #: which a request that missed the cache goes to instead of the API
         self.batching: Any = None
         self.spec = model  # as the user named it (a provider prefix kept): what its price is looked up by
-        #: with ``--sab-budget``, the run's ``run.spending.BudgetGate``: a live request that would pass the
+        #: with ``--sab-budget``, the run's ``models.pricing.BudgetGate``: a live request that would pass the
         #: budget is not sent (``before``), an answered one adds its cost (``after``)
-        self.spending: Any = None
+        self.spending = spending
 
     def __repr__(self) -> str:
         return (f"OpenAIChatModel(name={self.name!r}, provider={self.provider_name!r}, base_url={self.server!r}, "

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from sab_pytest.models import CallContext, ChatModel
     from sab_pytest.run.breaker import RunState
     from sab_pytest.run.case_runner import CaseRunner
-    from sab_pytest.run.spending import BudgetGate
     from sab_pytest.run.wiring import RoleModels, Wiring
     from sab_pytest.thor import Engine
 
@@ -188,11 +187,12 @@ class Runtime:
         """
         from sab_pytest import models
         from sab_pytest.cache import ResponseCache
+        from sab_pytest.models.pricing import make_gate  # --sab-budget's, asked before every live request
 
         s = self.settings
         key_env = s.api_key_env if role == "agent" else s.judge_api_key_env
         store = s.cache_dir or self.run_store
-        model = models.make_chat_model(
+        return models.make_chat_model(
             role, name,  # a name may name its provider (azure/j): ``models.providers``
             base_url=s.base_url if role == "agent" else s.judge_base_url,
             # a judge on a model that names no provider: OpenAI's API where --base-url is the agent's own
@@ -208,16 +208,8 @@ class Runtime:
             breaker=self.breaker,
             slots=self.call_slots,
             pace_dir=self.breaker.directory if self.breaker is not None else None,
+            spending=make_gate(s, self.breaker),
         )
-        model.spending = self.spending
-        return model
-
-    @cached_property
-    def spending(self) -> BudgetGate | None:
-        """``--sab-budget``'s gate, which every client of this process asks before a live request."""
-        from sab_pytest.run.spending import make_gate
-
-        return make_gate(self.settings, self.breaker)
 
     @cached_property
     def models(self) -> RoleModels:

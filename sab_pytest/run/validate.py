@@ -78,8 +78,7 @@ def validate(s: Settings) -> Settings:
 
         log_format(s.inspect_log)
     if s.budget is not None:  # every model the run calls must be priced: by --sab-price or its list price
-        from sab_pytest.models.pricing import price_book
-        from sab_pytest.run.spending import check_priced
+        from sab_pytest.models.pricing import check_priced, price_book
 
         check_priced(s, price_book(s.prices))
     return s

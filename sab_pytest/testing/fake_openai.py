@@ -5,11 +5,9 @@ versions (httpx in 1.x/2.x, httpx2 in 3.x), so transport-level mocks tie the tes
 loopback server exercises exactly what production does (sockets, status codes, headers, timeouts,
 dropped connections) with any SDK version, and needs nothing beyond the standard library.
 
-The server binds ``127.0.0.1`` on a free port, serves ``POST /v1/chat/completions`` for any model name
-(as llama.cpp; ``served_as`` names one model in every answer), ``GET /v1/models`` (``models``; 404
-without), ``POST /tokenize`` (``tokenize="llama.cpp"`` or ``"vllm"``: their wire formats, ``fake_tokenize``;
-404 without) and Azure's shape of chat and models (``fake_azure``) from a background thread, records every
-request (and ``max_in_flight``, the most chat requests it held at once), and answers from a script:
+The server binds ``127.0.0.1``, serves ``POST /v1/chat/completions`` for any model (``served_as`` names one),
+``GET /v1/models`` (``models``; 404 without), ``POST /tokenize`` (``tokenize``: llama.cpp's or vLLM's form,
+``fake_tokenize``) and Azure's shape (``fake_azure``) from a thread, records every request, answers from a script:
 
 * a FIFO queue of replies (``enqueue``), consumed first;
 * ordered rules (``add_rule``) matching a substring of the last user message or a predicate,
@@ -249,9 +247,7 @@ class FakeOpenAIServer:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.batch = FakeBatchAPI(self._pick, self._payload) if batch else None  # files and batches
-        if tokenize is not None and tokenize not in fake_tokenize.FORMATS:
-            raise ValueError(f"tokenize={tokenize!r}: one of {', '.join(fake_tokenize.FORMATS)}")
-        self.tokenize = tokenize  # POST /tokenize as llama.cpp's or vLLM's server answers it (None: 404, as OpenAI)
+        self.tokenize = fake_tokenize.checked(tokenize)  # POST /tokenize in llama.cpp's or vLLM's form (None: 404)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> FakeOpenAIServer:
@@ -331,14 +327,12 @@ class FakeOpenAIServer:
             print(f"[fake-openai] {request.summary()}", flush=True)
         if (denied := fake_azure.refusal(request, self.api_key)) is not None:  # Azure's shape and key, or Bearer
             return denied
-        routed = self.batch.route(request) if self.batch is not None else None
+        routed = fake_tokenize.route(request, self.tokenize) or (self.batch.route(request) if self.batch else None)
         if routed is not None:
             return routed
         if request.method == "GET" and is_models(request.path) and self.models is not None:
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
             return 200, {}, json.dumps({"object": "list", "data": data}).encode()
-        if request.method == "POST" and request.path == fake_tokenize.PATH and self.tokenize is not None:
-            return fake_tokenize.answer(request.body, self.tokenize)
         if request.method != "POST" or not is_chat(request.path):
             return _json_error(404, f"no route for {request.method} {request.path}", "not_found")
         if not isinstance(request.body, dict) or not isinstance(request.body.get("messages"), list):

@@ -65,6 +65,20 @@ def answer(body: Any, shape: str) -> tuple[int, dict[str, str], bytes]:
         {"count": len(found), "max_model_len": MAX_MODEL_LEN, "tokens": _ids(found), "token_strs": None}).encode()
 
 
+def checked(shape: str | None) -> str | None:
+    """The server's ``tokenize`` option: None (no endpoint, as OpenAI's API) or one of ``FORMATS``."""
+    if shape is not None and shape not in FORMATS:
+        raise ValueError(f"tokenize={shape!r}: one of {', '.join(FORMATS)}")
+    return shape
+
+
+def route(request: Any, shape: str | None) -> tuple[int, dict[str, str], bytes] | None:
+    """The answer to ``POST /tokenize`` where the server has the endpoint (``shape``), else None."""
+    if shape is None or request.method != "POST" or request.path != PATH:
+        return None
+    return answer(request.body, shape)
+
+
 def _text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(str(part.get("text") or "") for part in content if isinstance(part, dict))

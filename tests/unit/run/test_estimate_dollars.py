@@ -83,8 +83,8 @@ def test_a_judge_panel_replaces_the_judges_own_model(cases: list[Case], tmp_path
 
 
 def test_the_budget_gate_stops_before_the_call_that_would_pass_it(tmp_path: Path) -> None:
+    from sab_pytest.models.pricing import BudgetGate
     from sab_pytest.run.breaker import RunState
-    from sab_pytest.run.spending import BudgetGate
 
     class Client:
         spec, server, name = "gpt-4o", None, "gpt-4o"
