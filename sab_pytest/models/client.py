@@ -219,7 +219,7 @@ class OpenAIChatModel:
         except BaseException:
             self.spending.failed(params)
             raise
-        self.spending.after(self, params, answer.prompt_tokens, answer.completion_tokens)
+        self.spending.after(self, params, answer.prompt_tokens, answer.completion_tokens, answer.cached_tokens)
         return answer
 
     def _supported(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -242,7 +242,7 @@ class OpenAIChatModel:
                          prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
                          latency_s=round(latency, 6), cache_hit=cache_hit,
                          finish_reason=answer.finish_reason, role=role, tool_calls=answer.tool_calls,
-                         served_model=answer.model)
+                         served_model=answer.model, cached_tokens=0 if cache_hit else answer.cached_tokens)
 
 
 def make_chat_model(role: str, spec: str, *, base_url: str | None, inherited_base_url: str | None = None,

@@ -301,13 +301,14 @@ class BudgetGate:
                 f"({role}, {name}, about ${expected:.4f}) would pass it; it was not made")
             raise stop.error()
 
-    def after(self, model: Any, params: dict[str, Any], prompt_tokens: int, completion_tokens: int) -> None:
+    def after(self, model: Any, params: dict[str, Any], prompt_tokens: int, completion_tokens: int,
+              cached_tokens: int = 0) -> None:
         """Put an answered request's cost (its usage as the API returned it) in place of what ``before`` set
         aside for it."""
         price = self._price(model)
         reserved = self._reserved.pop(id(params), 0.0)
         if price is not None:
-            self.state.spend(price.usd(prompt_tokens, completion_tokens) - reserved, None)
+            self.state.spend(price.usd(prompt_tokens, completion_tokens, cached_tokens) - reserved, None)
 
     def failed(self, params: dict[str, Any]) -> None:
         """A request that got no answer: what ``before`` set aside for it goes back (a failed request is

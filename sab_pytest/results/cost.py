@@ -44,13 +44,15 @@ def by_model(records: Iterable[Mapping[str, Any]], settings: Any, book: Any = No
         for call in walk_calls(record):
             role, model = str(call.get("role") or "agent"), str(call.get("model") or "")
             row = rows.setdefault((role, model), {"role": role, "model": model, "calls": 0, "cache_hits": 0,
-                                                  "prompt_tokens": 0, "completion_tokens": 0})
+                                                  "prompt_tokens": 0, "cached_prompt_tokens": 0,
+                                                  "completion_tokens": 0})
             row["calls"] += 1
             if call.get("cache_hit"):
                 row["cache_hits"] += 1
                 continue
             row["prompt_tokens"] += as_int(call.get("prompt_tokens"))
             row["completion_tokens"] += as_int(call.get("completion_tokens"))
+            row["cached_prompt_tokens"] += as_int(call.get("cached_tokens"))
             messages = call.get("messages")
             if isinstance(messages, list):
                 counted[(role, model)] = counted.get((role, model), 0) + _count(model, messages, call.get("tools"))
@@ -62,7 +64,8 @@ def by_model(records: Iterable[Mapping[str, Any]], settings: Any, book: Any = No
     for (role, model), row in rows.items():
         spec, url = _spec_of(role, model, settings, names)
         price = book.price(spec, url) if spec else None
-        row["cost_usd"] = None if price is None else round(price.usd(row["prompt_tokens"], row["completion_tokens"]), 6)
+        row["cost_usd"] = None if price is None else round(
+            price.usd(row["prompt_tokens"], row["completion_tokens"], row["cached_prompt_tokens"]), 6)
         row["price"] = None if price is None else price.source
     listed = sorted(rows.values(), key=lambda r: (r["role"], r["model"]))
     priced = [r["cost_usd"] for r in listed if r["cost_usd"] is not None]
@@ -104,7 +107,8 @@ def call_usd(call: Mapping[str, Any], settings: Any, book: Any) -> float:
     role, model = str(call.get("role") or "agent"), str(call.get("model") or "")
     spec, url = _spec_of(role, model, settings, sent_names(settings))
     price = book.price(spec, url) if spec else None
-    return 0.0 if price is None else price.usd(as_int(call.get("prompt_tokens")), as_int(call.get("completion_tokens")))
+    return 0.0 if price is None else price.usd(as_int(call.get("prompt_tokens")), as_int(call.get("completion_tokens")),
+                                               as_int(call.get("cached_tokens")))
 
 
 def cost_lines(usage: Mapping[str, Any]) -> list[str]:
@@ -120,8 +124,10 @@ def cost_lines(usage: Mapping[str, Any]) -> list[str]:
         if r.get("count_error") is not None:
             counted = (f"; {r['tokenizer']} counts {r['counted_prompt_tokens']} in the requests sent "
                        f"({r['count_error']:+.1%})")
-        lines.append(f"cost {r['role']} {r['model']}: {r['calls']} calls{hits}, {r['prompt_tokens']} tokens in / "
-                     f"{r['completion_tokens']} out billed, {usd}{counted}")
+        cached = f" ({r['cached_prompt_tokens']} from the provider's prompt cache)" \
+            if r.get("cached_prompt_tokens") else ""
+        lines.append(f"cost {r['role']} {r['model']}: {r['calls']} calls{hits}, {r['prompt_tokens']} tokens in"
+                     f"{cached} / {r['completion_tokens']} out billed, {usd}{counted}")
     if rows and usage.get("unpriced"):
         from sab_pytest.models.pricing import unpriced_hint
 

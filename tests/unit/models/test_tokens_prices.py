@@ -137,3 +137,22 @@ def test_the_judges_output_tokens_are_the_corpus_mean(real_tiktoken_dir: Path, f
     counter = tiktoken_counter("o200k_base")
     sizes = [counter.text(entry["answer"]) for entry in corpus if entry["answer"]]
     assert len(sizes) > 30 and math.floor(sum(sizes) / len(sizes) + 0.5) == JUDGE_OUTPUT_TOKENS
+
+
+def test_prompt_cache_reads_are_kept_apart_and_priced_at_the_cache_price(tmp_path: Path) -> None:
+    """OpenAI's usage says how many prompt tokens came from its prompt cache; they are billed at the
+    table's cache-read price (half of gpt-4o's input price) in what a run cost."""
+    from sab_pytest.models.wire import parse_answer
+    from sab_pytest.results.cost import by_model
+    from sab_pytest.settings.resolution import resolve
+
+    body = {"choices": [{"message": {"content": "1. find Apple"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1000, "completion_tokens": 10, "prompt_tokens_details": {"cached_tokens": 800}}}
+    answer = parse_answer(json.dumps(body))
+    assert (answer.prompt_tokens, answer.cached_tokens) == (1000, 800)
+    settings = resolve({"model": "gpt-4o", "judge_model": "gpt-4o", "no_cache": True}, user_cache=lambda: tmp_path)
+    call = {"role": "agent", "model": "gpt-4o", "cache_hit": False, "prompt_tokens": 1000, "completion_tokens": 10,
+            "cached_tokens": 800}
+    row = by_model([{"calls": [call]}], settings)["rows"][0]
+    assert row["cached_prompt_tokens"] == 800
+    assert row["cost_usd"] == pytest.approx((200 * 2.5 + 800 * 1.25 + 10 * 10) / 1e6)
