@@ -123,3 +123,37 @@ def test_what_a_run_cost_per_role_and_model(tmp_path: Path) -> None:
     assert agent["cost_usd"] == pytest.approx((1000 * 2.5 + 100 * 10) / 1e6)
     assert judge["cost_usd"] == pytest.approx((2000 * 30 + 10 * 60) / 1e6)
     assert cost["cost_usd"] == pytest.approx(agent["cost_usd"] + judge["cost_usd"], abs=1e-6)
+
+
+def test_a_finished_run_says_what_each_roles_model_cost(sab_run, pytester: pytest.Pytester,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run against the fake server (a server of one's own: priced by --sab-price per model): the summary,
+    the table and the JUnit properties give each role's model's billed tokens and dollars, and the
+    tokenizer's count of the requests sent beside them."""
+    from support.results import read_summary
+
+    from sab_pytest.reports.junit import junit_suite_properties
+    from sab_pytest.testing import fake_openai_server
+    from sab_pytest.testing.fake_replies import StochasticRefusal
+
+    monkeypatch.setenv("OPENAI_API_KEY", "fake-key-0123456")
+    with fake_openai_server(responder=StochasticRefusal(1.0, seed=1)) as server:
+        run = sab_run("--sab-no-cache", "--sab-no-exec", "--model", "gpt-4o", "--judge-model", "gpt-4",
+                      f"--sab-base-url={server.url}", f"--sab-judge-base-url={server.url}",
+                      "--sab-price", "gpt-4o=2.5,10", "--sab-price", "gpt-4=30,60")
+        done = run()
+    usage = read_summary(run.where())["usage"]
+    rows = {(r["role"], r["model"]): r for r in usage["by_model"]}
+    assert set(rows) == {("agent", "gpt-4o"), ("judge", "gpt-4")}, done.stdout.str()
+    agent, judge = rows[("agent", "gpt-4o")], rows[("judge", "gpt-4")]
+    assert agent["cost_usd"] == pytest.approx((agent["prompt_tokens"] * 2.5 + agent["completion_tokens"] * 10) / 1e6,
+                                              abs=1e-6)
+    assert judge["cost_usd"] == pytest.approx((judge["prompt_tokens"] * 30 + judge["completion_tokens"] * 60) / 1e6,
+                                              abs=1e-6)
+    assert usage["cost_usd"] == pytest.approx(agent["cost_usd"] + judge["cost_usd"], abs=1e-5)
+    assert agent["tokenizer"] == "tiktoken o200k_base" and agent["counted_prompt_tokens"] > 0
+    text = done.stdout.str()
+    assert f"cost agent gpt-4o: {agent['calls']} calls" in text and "cost judge gpt-4:" in text
+    props = dict(junit_suite_properties(read_summary(run.where())))
+    assert props["sab_cost_usd judge gpt-4"] == f"{judge['cost_usd']:.6f}"
+    assert props["sab_tokens_in agent gpt-4o"] == str(agent["prompt_tokens"])
