@@ -186,7 +186,7 @@ def unpriced_hint(models: Iterable[str]) -> str:
     """The line naming the models no price covers and how to price them."""
     names = sorted(set(models))
     example = f"{names[0]}=IN,OUT" if names else "MODEL=IN,OUT"
-    return (f"not priced: {', '.join(names)} (not in {TABLE}'s table, e.g. a model of a server of your own): give "
+    return (f"not priced: {', '.join(names)} (not in the {TABLE} table, e.g. a model of a server of your own): give "
             f"{OPTION} {example} (USD per 1M input and output tokens, once per model) to price "
             f"{'it' if len(names) == 1 else 'them'}")
 
