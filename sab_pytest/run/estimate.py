@@ -157,6 +157,17 @@ def role_url(settings: Settings, role: str) -> str | None:
     return settings.base_url if role == "agent" else settings.judges_url
 
 
+def own_server(settings: Settings, role: str, name: str) -> str | None:
+    """The base URL of a role's model where it is a server of the user's own (an OpenAI-compatible one,
+    which may count tokens at ``/tokenize``); None for a provider's hosted API, which is never asked."""
+    import os
+
+    from sab_pytest.models import provider_of
+
+    url = role_url(settings, role) or os.environ.get("OPENAI_BASE_URL")
+    return url if url and provider_of(name, url) == "openai-compatible" else None
+
+
 def _row(role: str, model: str, tally: Tally, counter: TokenCounter | None, book: PriceBook,
          url: str | None) -> dict[str, Any]:
     """One role's model's line of the estimate: calls, tokens, how they were counted, the price and cost
@@ -213,7 +224,7 @@ def dry_models(settings: Settings, tallies: Tallies) -> tuple[RoleModels, list[D
 
     def make(role: str, name: str, *, judge: str = "rejection", temperature: float | None = None) -> DryModel:
         model = parse_model_spec(name)
-        made.append(DryModel(model, tallies, style=style, counter=counter_for(model, role_url(settings, role))))
+        made.append(DryModel(model, tallies, style=style, counter=counter_for(model, own_server(settings, role, name))))
         return made[-1]
 
     maker: ModelMaker = make

@@ -157,3 +157,14 @@ def test_a_finished_run_says_what_each_roles_model_cost(sab_run, pytester: pytes
     props = dict(junit_suite_properties(read_summary(run.where())))
     assert props["sab_cost_usd judge gpt-4"] == f"{judge['cost_usd']:.6f}"
     assert props["sab_tokens_in agent gpt-4o"] == str(agent["prompt_tokens"])
+
+
+def test_a_self_hosted_model_is_estimated_by_its_servers_tokenizer(cases: list[Case], tmp_path: Path) -> None:
+    from sab_pytest.testing import fake_openai_server
+
+    with fake_openai_server(tokenize="vllm") as server:
+        settings = resolve({"model": "qwen2.5-7b", "judge_model": "qwen2.5-7b", "base_url": server.url,
+                            "judge_base_url": server.url, "no_cache": True}, user_cache=lambda: tmp_path)
+        est = estimate(settings, cases[:3])
+        assert server.chat_requests == [] and any(r.path == "/tokenize" for r in server.requests)
+    assert {r["tokenizer"] for r in est["rows"]} == {"the server's /tokenize (vLLM's wire format)"}
