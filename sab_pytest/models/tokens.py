@@ -59,7 +59,8 @@ def pinned_encoding(name: str) -> fetch.PinnedFile:
 @dataclass
 class TokenCounter:
     """Counts a request's input tokens: ``text(s)`` the tokens of a string; ``method`` says how, as the
-    estimate prints it. ``note`` is the one line saying why a model fell back to the character rule."""
+    estimate prints it. ``note`` says why a model fell back to the character rule (the estimate prints the
+    notes of all its models on one line)."""
 
     method: str
     text: Callable[[str], int]
@@ -147,13 +148,11 @@ def tiktoken_counter(encoding: str) -> TokenCounter:
     """A ``TokenCounter`` on the pinned ``encoding``; the character rule, with its one line, where the
     encoding is not pinned or its file cannot be had."""
     if encoding not in ENCODINGS:
-        return char_rule(f"tiktoken encoding {encoding!r} is not one of the pinned {', '.join(ENCODINGS)}: "
-                         f"counted at about {CHARS_PER_TOKEN:g} characters per token")
+        return char_rule(f"tiktoken encoding {encoding!r} is not one of the pinned {', '.join(ENCODINGS)}")
     try:
         directory = encodings_dir([encoding])
     except SabError as exc:
-        return char_rule(f"tiktoken encoding {encoding} not available ({exc}): counted at about "
-                         f"{CHARS_PER_TOKEN:g} characters per token")
+        return char_rule(f"tiktoken encoding {encoding} not available ({exc})")
     import tiktoken
 
     with _LOADING:  # tiktoken reads its cache directory from the environment: point it at the checked copy

@@ -395,8 +395,9 @@ def render(est: dict[str, Any]) -> list[str]:
         from sab_pytest.run.batch_mode import estimate_line
 
         lines.append(estimate_line(batch))
-    lines.extend(est.get("tokenizer_notes", []))
-    if any("characters per token" in r["tokenizer"] for r in rows):
+    if est.get("tokenizer_notes"):  # one line, however many encodings could not be had
+        lines.append(f"{'; '.join(est['tokenizer_notes'])}: counted at about {CHARS_PER_TOKEN:g} characters a token")
+    elif any("characters per token" in r["tokenizer"] for r in rows):
         lines.append(f"a model no tokenizer is known for is counted at about {CHARS_PER_TOKEN:g} characters a token")
     if est.get("refusal_share") is not None:
         steps = f", plans of {est['plan_steps']:.1f} steps" if est.get("plan_steps") else ""

@@ -168,3 +168,21 @@ def test_a_self_hosted_model_is_estimated_by_its_servers_tokenizer(cases: list[C
         est = estimate(settings, cases[:3])
         assert server.chat_requests == [] and any(r.path == "/tokenize" for r in server.requests)
     assert {r["tokenizer"] for r in est["rows"]} == {"the server's /tokenize (vLLM's wire format)"}
+
+
+def test_missing_encodings_fall_back_to_the_character_rule_in_one_line(cases: list[Case], tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from sab_pytest.models.tokens import tiktoken_counter
+
+    empty = tmp_path / "encodings"
+    empty.mkdir()
+    monkeypatch.setenv("SAB_TIKTOKEN_CACHE", str(empty))  # nothing there, and nothing is downloaded
+    tiktoken_counter.cache_clear()
+    try:
+        est = estimate(resolve({"model": "gpt-4o", "no_cache": True}, user_cache=lambda: tmp_path), cases)
+    finally:
+        tiktoken_counter.cache_clear()
+    said = [line for line in render(est) if "not available" in line]
+    assert len(said) == 1 and "cl100k_base" in said[0] and "o200k_base" in said[0], said
+    assert said[0].endswith("counted at about 4 characters a token")
+    assert all(r["tokenizer"] == "about 4 characters per token" for r in est["rows"]) and est["cost_usd"]
