@@ -50,7 +50,7 @@ from sab_pytest.run.dry import DryModel, Tallies, Tally, answer_style
 from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
-    from sab_pytest.models.pricing import PriceBook
+    from sab_pytest.models.pricing import ModelPrice, PriceBook
     from sab_pytest.models.tokens import TokenCounter
     from sab_pytest.run.wiring import ModelMaker, RoleModels
     from sab_pytest.thor import Engine
@@ -110,7 +110,8 @@ def output_history(cache_dir: Path | None) -> dict[str, History]:
 def estimate(settings: Settings, cases: list[Case], *, book: PriceBook | None = None) -> dict[str, Any]:
     """The expected calls, tokens and cost per role and model of ``cases`` (repeats included) under
     ``settings`` (``book``: the prices, else ``--sab-price`` and the list prices of today)."""
-    from sab_pytest.models.pricing import price_book
+    from sab_pytest.models import parse_model_spec
+    from sab_pytest.models.pricing import api_models, price_book
 
     book = book if book is not None else price_book(settings.prices)
     distinct = distinct_cases(cases)
@@ -124,7 +125,9 @@ def estimate(settings: Settings, cases: list[Case], *, book: PriceBook | None = 
         _as_the_cache_says(tallies, agent_history, reference_steps)
     for (role, model), tally in tallies.items():
         _output_source(tally, role, model, history)
-    rows = [_row(role, model, tally, counters.get(model), book, role_url(settings, role))
+    specs = {(role, parse_model_spec(spec)): (spec, url) for role, spec, url in api_models(settings)}
+    rows = [_row(role, model, tally, counters.get(model), book.price(*specs.get((role, model),
+                                                                                (model, role_url(settings, role)))))
             for (role, model), tally in sorted(tallies.items(), key=lambda kv: (ROLES.index(kv[0][0]), kv[0][1]))]
     roles = {role: _role_total(role, [r for r in rows if r["role"] == role]) for role in ROLES
              if any(r["role"] == role for r in rows)}
@@ -168,12 +171,10 @@ def own_server(settings: Settings, role: str, name: str) -> str | None:
     return url if url and provider_of(name, url) == "openai-compatible" else None
 
 
-def _row(role: str, model: str, tally: Tally, counter: TokenCounter | None, book: PriceBook,
-         url: str | None) -> dict[str, Any]:
-    """One role's model's line of the estimate: calls, tokens, how they were counted, the price and cost
-    (the cost before any batch saving)."""
+def _row(role: str, model: str, tally: Tally, counter: TokenCounter | None, price: ModelPrice | None) -> dict[str, Any]:
+    """One role's model's line of the estimate: calls, tokens, how they were counted, the price (by the
+    model as the user named it: ``azure/<deployment>``, ``anthropic/...``) and cost (before any batch saving)."""
     out = round(tally.calls * tally.out_per_call)
-    price = book.price(model, url)
     return {"role": role, "model": model, "calls": tally.calls, "prompt_tokens": tally.prompt_tokens,
             "completion_tokens": out, "completion_source": tally.out_source,
             "tokenizer": counter.method if counter is not None else "",
