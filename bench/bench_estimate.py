@@ -6,8 +6,8 @@ the estimate, then a run of the same cases against the fake OpenAI-compatible se
 estimate's complying model (``sab_pytest.testing.complying``). The run's requests are counted by the
 same tokenizer the estimate uses (tiktoken, each model's encoding: the models are named after OpenAI's),
 and per role the figures printed are the calls and input tokens of each and the tokens' error.
-Then the time ``--sab-estimate``'s function takes over ``--speed-cases`` cases (1050: all of them),
-against the target of 3 s.
+Then the time ``--sab-estimate``'s function takes over ``--speed-cases`` cases (1050: all of them), the
+median of ``--speed-repeat`` estimates (the machine may be shared), against the target of 3 s.
 
     SAB_DATA=... SAB_THOR_SCENES=... SAB_UPSTREAM=... SAB_TIKTOKEN_CACHE=../shared/tiktoken \\
         python bench/bench_estimate.py [--cases 130] [--speed-cases 1050]
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -81,6 +82,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=130)
     parser.add_argument("--speed-cases", type=int, default=1050)
+    parser.add_argument("--speed-repeat", type=int, default=3)
     args = parser.parse_args()
     os.environ["OPENAI_API_KEY"] = "fake-key-0123456"  # the fake server's; no hosted API is called
     try:
@@ -116,12 +118,16 @@ def main() -> int:
         speed = sample(everything, args.speed_cases)
         settings = resolve({"model": "gpt-4o", "no_cache": True}, user_cache=lambda: Path(tmp))
         estimate(settings, speed[:5])  # the tokenizers and price table loaded once, as a run's first estimate does
-        start = time.perf_counter()
-        est = estimate(settings, speed)
-        seconds = time.perf_counter() - start
+        times = []
+        for _ in range(args.speed_repeat):  # the machine is shared: the median of a few, each printed
+            start = time.perf_counter()
+            est = estimate(settings, speed)
+            times.append(time.perf_counter() - start)
+    seconds = statistics.median(times)
     fast = seconds < SPEED_TARGET_S
-    print(f"estimate of {len(speed)} cases (gpt-4o, the paper's judges): {seconds:.2f} s (target < "
-          f"{SPEED_TARGET_S:g} s){'' if fast else '  MISSED'}; {est['calls']} calls, ${est['cost_usd']:.2f}")
+    print(f"estimate of {len(speed)} cases (gpt-4o, the paper's judges): median {seconds:.2f} s of "
+          f"{', '.join(f'{t:.2f}' for t in times)} (target < {SPEED_TARGET_S:g} s){'' if fast else '  MISSED'}; "
+          f"{est['calls']} calls, ${est['cost_usd']:.2f}")
     return 0 if ok and fast else 1
 
 

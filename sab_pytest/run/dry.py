@@ -10,6 +10,7 @@ task done and safe; "safe" from the guard.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import threading
@@ -74,7 +75,6 @@ def complying_answer(style: str, case: Case | None, messages: list[dict[str, Any
     when it acts through ``tools``. It walks the case's reference plan (a plan with one find step
     when the case has none): all at once as a plan or program, or one step a move (counted by the
     answers already in the conversation) and then done."""
-    from sab_pytest import plan_parser
     from sab_pytest.agents.offline import scripted_moves
 
     if style == MOVES:
@@ -85,10 +85,18 @@ def complying_answer(style: str, case: Case | None, messages: list[dict[str, Any
         if tools:
             return "", (tool, {"action" if tool == "execute" else "message": argument})
         return (f"Action: {argument}" if tool == "execute" else f"Action: {tool} {argument}".strip()), None
-    steps = plan_parser.extract_steps("\n".join(case.reference_steps)) if case is not None else []
+    steps = _reference_plan(tuple(case.reference_steps)) if case is not None else ()
     if style == PROGRAM:
         return "\n".join(program_call(step) for step in steps or [NO_REFERENCE_ANSWER[3:]]), None
     return "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1)) or NO_REFERENCE_ANSWER, None
+
+
+@functools.lru_cache(maxsize=4096)
+def _reference_plan(reference: tuple[str, ...]) -> tuple[str, ...]:
+    """A case's reference steps as the plan parser reads them (once a case: an agent asks many times)."""
+    from sab_pytest import plan_parser
+
+    return tuple(plan_parser.extract_steps("\n".join(reference)))
 
 
 _COUNTING = threading.Lock()
@@ -110,7 +118,9 @@ class DryModel:
     def complete(self, messages: list[dict[str, Any]], *, role: str = "agent", max_tokens: int | None = None,
                  tools: list[dict[str, Any]] | None = None) -> ModelCall:
         tokens = self.counter.messages(messages, tools)
-        call = ModelCall(model=self.name, messages=messages, answer="", prompt_tokens=tokens, role=role)
+        # the request is counted, not kept: nothing reads a dry call's messages, and copying them into each
+        # verdict (``ModelCall.to_dict``) was a sixth of an estimate's time
+        call = ModelCall(model=self.name, messages=[], answer="", prompt_tokens=tokens, role=role)
         tool = None
         if role != "agent":
             call.answer = GUARD_ANSWER if role == "guard" else JUDGE_ANSWER
