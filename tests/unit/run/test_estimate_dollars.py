@@ -154,9 +154,15 @@ def test_a_finished_run_says_what_each_roles_model_cost(sab_run, pytester: pytes
     assert agent["tokenizer"] == "tiktoken o200k_base" and agent["counted_prompt_tokens"] > 0
     text = done.stdout.str()
     assert f"cost agent gpt-4o: {agent['calls']} calls" in text and "cost judge gpt-4:" in text
-    props = dict(junit_suite_properties(read_summary(run.where())))
+    summary = read_summary(run.where())
+    props = dict(junit_suite_properties(summary))
     assert props["sab_cost_usd judge gpt-4"] == f"{judge['cost_usd']:.6f}"
     assert props["sab_tokens_in agent gpt-4o"] == str(agent["prompt_tokens"])
+    from sab_pytest.reports.html.report import _metadata
+
+    page = _metadata(summary)  # the HTML report's run facts: a row of the cost per role and model
+    assert "cost by role and model" in page and f"cost judge gpt-4: {judge['calls']} calls" in page
+    assert "by_model" not in page  # not dumped again among the usage figures
 
 
 def test_a_self_hosted_model_is_estimated_by_its_servers_tokenizer(cases: list[Case], tmp_path: Path) -> None:
