@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.dataset import Case
+from sab_pytest.models.tokens import JUDGE_OUTPUT_TOKENS
 from sab_pytest.run.dry import DryModel, Tallies, Tally, answer_style
 from sab_pytest.settings import Settings
 
@@ -56,9 +57,6 @@ if TYPE_CHECKING:
     from sab_pytest.thor import Engine
 
 ROLES = ("agent", "judge", "guard")
-#: a judge's answer in tokens: the mean over the non-empty judge answers of tests/data/judge_answers.json
-#: (the project's corpus of the judges' answers, o200k_base), 14.5; ``test_estimate_tokens`` recomputes it
-JUDGE_OUTPUT_TOKENS = 14
 #: cache entries read at most for the output-token history (one small JSON file each)
 MAX_CACHE_FILES = 20000
 

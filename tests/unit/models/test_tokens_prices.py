@@ -131,7 +131,7 @@ def test_list_prices_come_from_the_bundled_table_with_their_date_and_source() ->
 def test_the_judges_output_tokens_are_the_corpus_mean(real_tiktoken_dir: Path, fresh_encodings) -> None:
     """``JUDGE_OUTPUT_TOKENS`` is measured, not chosen: the mean tokens (o200k_base) of the non-empty
     answers in the project's corpus of judge answers."""
-    from sab_pytest.run.estimate import JUDGE_OUTPUT_TOKENS
+    from sab_pytest.models.tokens import JUDGE_OUTPUT_TOKENS
 
     corpus = json.loads((TESTS / "data" / "judge_answers.json").read_text(encoding="utf-8"))
     counter = tiktoken_counter("o200k_base")
