@@ -163,8 +163,10 @@ class OpenAIChatModel:
                 ask = self.batching.hook(material, params, ask, ctx.made)
             answer, hit = cached_answer(self.cache, material, ctx, ask,
                                         lock_budget=lambda: self._lock_budget(ctx), name=self.name)
-            hit = hit and not (self.batching is not None and self.batching.first_read(material))
-            call = self._record(params, answer, role, started, cache_hit=hit)
+            # an answer a batch of this run gave is the case's own call (billed, at the batch price), not a
+            # cache hit; a request its batch left unanswered and that was asked live is a live call
+            batched = hit and self.batching is not None and self.batching.first_read(material)
+            call = self._record(params, answer, role, started, cache_hit=hit and not batched, batched=batched)
         ctx.made.append(call)
         return call
 
@@ -235,14 +237,15 @@ class OpenAIChatModel:
         return {key: value for key, value in params.items() if key not in dropped}
 
     def _record(self, params: Mapping[str, Any], answer: Answer, role: str, started: float, *,
-                cache_hit: bool) -> ModelCall:
+                cache_hit: bool, batched: bool = False) -> ModelCall:
         # the latency is the server's (and the cache's): the wait for a free call slot is not counted
         latency = max(0.0, time.perf_counter() - started - answer.queued_s)
         return ModelCall(model=self.name, messages=elide_images(params["messages"]), answer=answer.text,
                          prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
                          latency_s=round(latency, 6), cache_hit=cache_hit,
                          finish_reason=answer.finish_reason, role=role, tool_calls=answer.tool_calls,
-                         served_model=answer.model, cached_tokens=0 if cache_hit else answer.cached_tokens)
+                         served_model=answer.model, cached_tokens=0 if cache_hit else answer.cached_tokens,
+                         batched=batched)
 
 
 def make_chat_model(role: str, spec: str, *, base_url: str | None, inherited_base_url: str | None = None,

@@ -1,6 +1,7 @@
 """What a run cost, per role and model, from the usage the API returned: each call's billed tokens
 (answers from the response cache cost nothing again and are counted apart) at its model's price
-(``models.pricing``: ``--sab-price MODEL=IN,OUT`` or the list price on the run's date).
+(``models.pricing``: ``--sab-price MODEL=IN,OUT`` or the list price on the run's date); the calls a
+batch answered (``--sab-batch``) are counted apart too, at the batch price.
 
 A record keeps every call it made (the agent's, each judge's and panel member's, the guard's), with
 the name it sent; ``models.pricing.sent_names`` maps that name back to the model the user named, so
@@ -32,20 +33,28 @@ def walk_calls(value: Any) -> Iterator[Mapping[str, Any]]:
 
 def by_model(records: Iterable[Mapping[str, Any]], settings: Any, book: Any = None) -> dict[str, Any]:
     """The run's cost per role and model: ``rows`` (role, model, calls, cache hits, billed tokens in and
-    out, USD, price source), ``cost_usd`` (the priced rows' sum; None when none is priced), ``unpriced``
-    and ``prices`` (where the prices come from)."""
+    out, of them those read from the provider's prompt cache and those answered by a batch, USD, price
+    source), ``cost_usd`` (the priced rows' sum; None when none is priced), ``unpriced`` and ``prices``
+    (where the prices come from).
+
+    A row's batched calls (``--sab-batch``: ``batched_calls``, ``batched_prompt_tokens``,
+    ``batched_completion_tokens``, their cost ``batched_cost_usd``) are part of its calls, tokens and
+    ``cost_usd``, priced at the batch price of the model's endpoint (``batch_price``): a request its
+    batch left unanswered and that was asked live is a live call, at the full price."""
     from sab_pytest.models.pricing import price_book, sent_names
 
     book = book if book is not None else price_book(settings.prices)
     names = sent_names(settings)
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     counted: dict[tuple[str, str], int] = {}
+    batched_cached: dict[tuple[str, str], int] = {}  # the batched calls' prompt-cache reads (priced, not shown)
     for record in records:
         for call in walk_calls(record):
             role, model = str(call.get("role") or "agent"), str(call.get("model") or "")
             row = rows.setdefault((role, model), {"role": role, "model": model, "calls": 0, "cache_hits": 0,
                                                   "prompt_tokens": 0, "cached_prompt_tokens": 0,
-                                                  "completion_tokens": 0})
+                                                  "completion_tokens": 0, "batched_calls": 0,
+                                                  "batched_prompt_tokens": 0, "batched_completion_tokens": 0})
             row["calls"] += 1
             if call.get("cache_hit"):
                 row["cache_hits"] += 1
@@ -53,6 +62,11 @@ def by_model(records: Iterable[Mapping[str, Any]], settings: Any, book: Any = No
             row["prompt_tokens"] += as_int(call.get("prompt_tokens"))
             row["completion_tokens"] += as_int(call.get("completion_tokens"))
             row["cached_prompt_tokens"] += as_int(call.get("cached_tokens"))
+            if call.get("batched"):
+                row["batched_calls"] += 1
+                row["batched_prompt_tokens"] += as_int(call.get("prompt_tokens"))
+                row["batched_completion_tokens"] += as_int(call.get("completion_tokens"))
+                batched_cached[(role, model)] = batched_cached.get((role, model), 0) + as_int(call.get("cached_tokens"))
             messages = call.get("messages")
             if isinstance(messages, list):
                 counted[(role, model)] = counted.get((role, model), 0) + _count(model, messages, call.get("tools"))
@@ -64,9 +78,23 @@ def by_model(records: Iterable[Mapping[str, Any]], settings: Any, book: Any = No
     for (role, model), row in rows.items():
         spec, url = _spec_of(role, model, settings, names)
         price = book.price(spec, url) if spec else None
-        row["cost_usd"] = None if price is None else round(
-            price.usd(row["prompt_tokens"], row["completion_tokens"], row["cached_prompt_tokens"]), 6)
         row["price"] = None if price is None else price.source
+        factor = 1.0
+        if row["batched_calls"]:  # the batch price of the model's endpoint, and (priced) what it saved
+            factor = row["batch_price"] = _batch_factor(url)
+            row["batch_saved_usd"] = None
+        if price is None:
+            row["cost_usd"] = row["batched_cost_usd"] = None
+            continue
+        cached = batched_cached.get((role, model), 0)
+        batched = price.usd(row["batched_prompt_tokens"], row["batched_completion_tokens"], cached)
+        live = price.usd(row["prompt_tokens"] - row["batched_prompt_tokens"],
+                         row["completion_tokens"] - row["batched_completion_tokens"],
+                         row["cached_prompt_tokens"] - cached)
+        row["batched_cost_usd"] = round(batched * factor, 6)
+        row["cost_usd"] = round(live + batched * factor, 6)
+        if row["batched_calls"]:
+            row["batch_saved_usd"] = round(batched * (1 - factor), 6)
     listed = sorted(rows.values(), key=lambda r: (r["role"], r["model"]))
     priced = [r["cost_usd"] for r in listed if r["cost_usd"] is not None]
     return {"rows": listed, "cost_usd": round(sum(priced), 6) if priced else None,
@@ -98,8 +126,16 @@ def _spec_of(role: str, model: str, settings: Any,
     return model, settings.base_url if role == "agent" else settings.judges_url
 
 
+def _batch_factor(url: str | None) -> float:
+    """The batch price factor of the endpoint ``url`` (``batching.client.batch_price``)."""
+    from sab_pytest.batching.client import batch_price
+
+    return batch_price(url)
+
+
 def call_usd(call: Mapping[str, Any], settings: Any, book: Any) -> float:
-    """One billed call's cost at its model's price (0 for a cache hit or a model no price covers)."""
+    """One billed call's cost at its model's price, a batched one's at its endpoint's batch price (0 for
+    a cache hit or a model no price covers)."""
     if call.get("cache_hit"):
         return 0.0
     from sab_pytest.models.pricing import sent_names
@@ -107,8 +143,11 @@ def call_usd(call: Mapping[str, Any], settings: Any, book: Any) -> float:
     role, model = str(call.get("role") or "agent"), str(call.get("model") or "")
     spec, url = _spec_of(role, model, settings, sent_names(settings))
     price = book.price(spec, url) if spec else None
-    return 0.0 if price is None else price.usd(as_int(call.get("prompt_tokens")), as_int(call.get("completion_tokens")),
-                                               as_int(call.get("cached_tokens")))
+    if price is None:
+        return 0.0
+    usd = price.usd(as_int(call.get("prompt_tokens")), as_int(call.get("completion_tokens")),
+                    as_int(call.get("cached_tokens")))
+    return usd * _batch_factor(url) if call.get("batched") else usd
 
 
 def cost_lines(usage: Mapping[str, Any]) -> list[str]:
@@ -126,8 +165,13 @@ def cost_lines(usage: Mapping[str, Any]) -> list[str]:
                        f"({r['count_error']:+.1%})")
         cached = f" ({r['cached_prompt_tokens']} from the provider's prompt cache)" \
             if r.get("cached_prompt_tokens") else ""
+        batched = ""
+        if r.get("batched_calls"):
+            at = "" if r.get("batched_cost_usd") is None else f", ${r['batched_cost_usd']:.4f}"
+            batched = (f"; of them batched: {r['batched_calls']} calls, {r['batched_prompt_tokens']} tokens in / "
+                       f"{r['batched_completion_tokens']} out at {r.get('batch_price', 1):g}x the price{at}")
         lines.append(f"cost {r['role']} {r['model']}: {r['calls']} calls{hits}, {r['prompt_tokens']} tokens in"
-                     f"{cached} / {r['completion_tokens']} out billed, {usd}{counted}")
+                     f"{cached} / {r['completion_tokens']} out billed, {usd}{batched}{counted}")
     if rows and usage.get("unpriced"):
         from sab_pytest.models.pricing import unpriced_hint
 

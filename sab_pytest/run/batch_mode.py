@@ -99,7 +99,8 @@ def unsupported(models: Iterable[Any]) -> list[str]:
 
 def batch_usage(settings: Any, usage: Mapping[str, Any]) -> dict[str, Any]:
     """The summary's ``batch``: requests batched, retried live and failed, batched and live tokens, and
-    with prices what the batch price saved (``usage``: the summary's, whose ``cost_usd`` it corrects)."""
+    with prices what the batch price saved (``usage``: the summary's, whose rows per role and model price
+    each batched call at the batch price already, and say what that saved)."""
     totals = Journal.of(settings.out_dir).totals()
     batched_in, batched_out = totals.get("batched_prompt_tokens", 0), totals.get("batched_completion_tokens", 0)
     factor = batch_price(settings.judges_url)
@@ -110,10 +111,9 @@ def batch_usage(settings: Any, usage: Mapping[str, Any]) -> dict[str, Any]:
         "live_prompt_tokens": max(0, int(usage.get("billed_prompt_tokens", 0)) - batched_in),
         "live_completion_tokens": max(0, int(usage.get("billed_completion_tokens", 0)) - batched_out),
         "price_factor": factor, "saved_usd": None}
-    roles = batched_roles(settings)  # the batched roles' priced calls, as ``priced_usd`` counts them
-    costs = [r["cost_usd"] for r in usage.get("by_model") or () if r["role"] in roles and r["cost_usd"] is not None]
-    if costs:
-        found["saved_usd"] = round(sum(costs) * (1 - factor), 6)
+    saved = [r["batch_saved_usd"] for r in usage.get("by_model") or () if r.get("batch_saved_usd") is not None]
+    if saved:
+        found["saved_usd"] = round(sum(saved), 6)
     return found
 
 
@@ -134,16 +134,14 @@ def batched_roles(settings: Any) -> tuple[str, ...]:
 
 
 def priced_usd(settings: Any, record: Mapping[str, Any]) -> float:
-    """What a finished case's batched calls cost (``--sab-budget``; its live calls were priced as they
-    were made): each at its model's price times the batch price (a request retried live is priced so
-    too: a small underestimate)."""
+    """What a finished case's batched calls cost (``--sab-budget``): each call a batch answered, at its
+    model's price times the batch price. Its live calls, a request its batch left unanswered and that
+    was asked live among them, were priced by the budget's gate as they were made: not counted again."""
     from sab_pytest.models.pricing import price_book
     from sab_pytest.results.cost import call_usd, walk_calls
 
     book = price_book(settings.prices)
-    roles = batched_roles(settings)
-    batched = [c for c in walk_calls(record) if c.get("role") in roles]
-    return sum(call_usd(c, settings, book) for c in batched) * batch_price(settings.judges_url)
+    return sum(call_usd(c, settings, book) for c in walk_calls(record) if c.get("batched"))
 
 
 def batch_estimate(settings: Any, est: Mapping[str, Any]) -> dict[str, Any]:
