@@ -17,6 +17,18 @@ from typing import Any
 
 from sab_pytest.models.wire import as_int
 
+#: what ``by_model`` reads of a call, the fields a case cut short by the run's stop keeps of each of its
+#: calls in the run's state (``run.breaker.RunState.unrecorded``): no record holds them, and they were billed
+PRICED_FIELDS = ("role", "model", "cache_hit", "prompt_tokens", "completion_tokens", "cached_tokens", "batched")
+
+#: the key of those calls in the run's unrecorded usage
+UNRECORDED_CALLS = "model_calls"
+
+
+def priced_fields(calls: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``calls`` (``ModelCall.to_dict`` forms) as ``by_model`` prices them, without their messages."""
+    return [{key: call.get(key) for key in PRICED_FIELDS} for call in calls]
+
 
 def walk_calls(value: Any) -> Iterator[Mapping[str, Any]]:
     """Every model call a record holds (the agent's, each judge's, the guard's), wherever it sits."""
@@ -46,7 +58,8 @@ def by_model(records: Iterable[Mapping[str, Any]], settings: Any, book: Any = No
     book = book if book is not None else price_book(settings.prices)
     names = sent_names(settings)
     rows: dict[tuple[str, str], dict[str, Any]] = {}
-    counted: dict[tuple[str, str], int] = {}
+    counted: dict[tuple[str, str], int] = {}  # the tokenizer's count of the requests a call kept
+    billed_counted: dict[tuple[str, str], int] = {}  # the billed prompt tokens of those calls
     batched_cached: dict[tuple[str, str], int] = {}  # the batched calls' prompt-cache reads (priced, not shown)
     for record in records:
         for call in walk_calls(record):
@@ -68,13 +81,13 @@ def by_model(records: Iterable[Mapping[str, Any]], settings: Any, book: Any = No
                 row["batched_completion_tokens"] += as_int(call.get("completion_tokens"))
                 batched_cached[(role, model)] = batched_cached.get((role, model), 0) + as_int(call.get("cached_tokens"))
             messages = call.get("messages")
-            if isinstance(messages, list):
+            if isinstance(messages, list):  # (a call of a case cut short kept no messages)
                 counted[(role, model)] = counted.get((role, model), 0) + _count(model, messages, call.get("tools"))
+                billed_counted[(role, model)] = billed_counted.get((role, model), 0) + as_int(call.get("prompt_tokens"))
     for key, tokens in counted.items():  # the estimate's way of counting against the usage the API returned
-        row = rows[key]
+        row, billed = rows[key], billed_counted[key]
         row["counted_prompt_tokens"], row["tokenizer"] = tokens, _counter(key[1]).method
-        row["count_error"] = round((tokens - row["prompt_tokens"]) / row["prompt_tokens"], 4) \
-            if row["prompt_tokens"] else None
+        row["count_error"] = round((tokens - billed) / billed, 4) if billed else None
     for (role, model), row in rows.items():
         spec, url = _spec_of(role, model, settings, names)
         price = book.price(spec, url) if spec else None

@@ -146,9 +146,10 @@ def _usage(records: Sequence[StoredRecord], settings: Settings,
     totals["latency_s"] = round(totals.get("latency_s", 0.0), 3)
     if "rate_limit_wait_s" in totals:
         totals["rate_limit_wait_s"] = round(totals["rate_limit_wait_s"], 1)
-    from sab_pytest.results.cost import by_model
+    from sab_pytest.results.cost import UNRECORDED_CALLS, by_model
 
-    cost = by_model(records, settings)  # each role's model at its price: --sab-price or its list price
+    cut_short = {"calls": list((unrecorded or {}).get(UNRECORDED_CALLS) or [])}  # billed too, in no record
+    cost = by_model([*records, cut_short], settings)  # each role's model at its price: --sab-price or list price
     totals["cost_usd"] = cost["cost_usd"]
     totals["by_model"], totals["unpriced"], totals["prices"] = cost["rows"], cost["unpriced"], cost["prices"]
     return totals

@@ -285,12 +285,15 @@ class RunState:
         return self._update(take)
 
     def unrecorded(self, usage: dict[str, Any]) -> None:
-        """Add the usage of a case that the run's stop cut short (it has no record) to the run's."""
+        """Add the usage of a case that the run's stop cut short (it has no record) to the run's: its
+        counts added up, its lists (its calls' priced fields) put together."""
         def add(state: dict[str, Any]) -> None:
             totals = state.setdefault("unrecorded_usage", {})
             for key, value in usage.items():
                 if isinstance(value, (int, float)):
                     totals[key] = totals.get(key, 0) + value
+                elif isinstance(value, list):
+                    totals[key] = [*totals.get(key, []), *value]
 
         self._update(add)
 

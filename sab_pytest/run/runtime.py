@@ -386,13 +386,17 @@ class Runtime:
         billed, and a stopped run must not report fewer calls than the server answered."""
         from sab_pytest.errors import STOP_KINDS
         from sab_pytest.models import add_failures, usage_totals
+        from sab_pytest.results.cost import UNRECORDED_CALLS, priced_fields
 
         kind = None if verdict is None else verdict.error_kind or ErrorKind.of_message(verdict.error)
         if self.breaker is None or (verdict is not None and kind not in STOP_KINDS):
             return
         failures = context.failures
         if context.made or failures.failed_attempts or failures.rate_limited or failures.abandoned:
-            self.breaker.unrecorded(add_failures(usage_totals([c.to_dict() for c in context.made]), failures))
+            calls = [c.to_dict() for c in context.made]
+            usage = add_failures(usage_totals(calls), failures)
+            usage[UNRECORDED_CALLS] = priced_fields(calls)  # what they cost, per role and model, in the summary
+            self.breaker.unrecorded(usage)
 
     def run_case(self, case: Case) -> StoredRecord:
         """``evaluate`` as the record the results file keeps (stamped with the run's key and
