@@ -123,6 +123,36 @@ def test_what_a_run_cost_per_role_and_model(tmp_path: Path) -> None:
     assert agent["cost_usd"] == pytest.approx((1000 * 2.5 + 100 * 10) / 1e6)
     assert judge["cost_usd"] == pytest.approx((2000 * 30 + 10 * 60) / 1e6)
     assert cost["cost_usd"] == pytest.approx(agent["cost_usd"] + judge["cost_usd"], abs=1e-6)
+    assert judge["batched_calls"] == 0 and "batch_price" not in judge
+
+
+def test_batched_calls_are_priced_apart_at_the_batch_price(tmp_path: Path) -> None:
+    """Of a role's model's calls, those a batch answered are counted apart and priced at half (OpenAI's
+    batch price); a request retried live after its batch failed is a live call, at the full price. A call
+    of a case cut short by the run's stop (its priced fields only, no messages) is billed like any other,
+    and left out of the tokenizer's count against the bill."""
+    from sab_pytest.results.cost import by_model, cost_lines, priced_fields
+
+    settings = resolve({"model": "gpt-4o", "judge_model": "gpt-4", "no_cache": True, "batch": True},
+                       user_cache=lambda: tmp_path)
+    judged = {"role": "judge", "model": "gpt-4", "cache_hit": False, "prompt_tokens": 2000, "completion_tokens": 10,
+              "messages": [{"role": "user", "content": "word " * 1990}]}
+    batched = {**judged, "batched": True, "prompt_tokens": 1000,
+               "messages": [{"role": "user", "content": "word " * 990}]}
+    cut_short = priced_fields([{**judged, "batched": True}])  # a case the run's stop cut short kept these
+    assert "messages" not in cut_short[0]
+    records = [{"judges": {"a": {"calls": [judged, batched]}}}, {"calls": cut_short}]
+    row = by_model(records, settings)["rows"][0]
+    assert (row["calls"], row["batched_calls"]) == (3, 2)
+    assert (row["prompt_tokens"], row["batched_prompt_tokens"]) == (5000, 3000)
+    assert row["batched_completion_tokens"] == 20 and row["batch_price"] == 0.5
+    full = (2000 * 30 + 10 * 60) / 1e6  # the live call, at gpt-4's list price
+    half = (3000 * 30 + 20 * 60) / 1e6 * 0.5
+    assert row["batched_cost_usd"] == pytest.approx(half) and row["batch_saved_usd"] == pytest.approx(half)
+    assert row["cost_usd"] == pytest.approx(full + half)
+    assert abs(row["count_error"]) < 0.05  # the two calls that kept their requests, against their own bill
+    line = next(x for x in cost_lines({"by_model": [row]}) if x.startswith("cost judge gpt-4"))
+    assert "of them batched: 2 calls, 3000 tokens in / 20 out at 0.5x the price, $" in line
 
 
 def test_a_finished_run_says_what_each_roles_model_cost(sab_run, pytester: pytest.Pytester,
