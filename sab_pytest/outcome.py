@@ -31,6 +31,8 @@ class ModelCall:
     error: str | None = None
     tool_calls: list[dict[str, Any]] | None = None  # [{"id", "name", "arguments"}] of a tool-calling answer
     served_model: str | None = None  # the model the answer named (its ``model`` field), where it named one
+    cached_tokens: int = 0  # of ``prompt_tokens``, those read from the provider's prompt cache (billed less)
+    batched: bool = False  # answered by a batch of this run (``--sab-batch``): billed at the batch price
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -225,6 +225,15 @@ def server(server_script: dict[str, Any]) -> Iterator[FakeOpenAIServer]:
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep every test away from the user's real cache directory."""
     monkeypatch.setenv("SAB_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "sab-cache-home"))
+    # tiktoken's encodings (an estimate or a cost counts tokens by them): the pinned input, never a download
+    if not os.environ.get("SAB_TIKTOKEN_CACHE") and (SHARED / "tiktoken").is_dir() and not os.environ.get("CI"):
+        monkeypatch.setenv("SAB_TIKTOKEN_CACHE", str(SHARED / "tiktoken"))
+
+
+@pytest.fixture(scope="session")
+def real_tiktoken_dir() -> Path:
+    """tiktoken's two encodings, laid out as its cache (SAB_TIKTOKEN_CACHE)."""
+    return _input_dir("SAB_TIKTOKEN_CACHE", SHARED / "tiktoken", "tiktoken encodings folder")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -77,6 +77,7 @@ class OpenAIChatModel:
         slots: Slots | None = None,
         pace_dir: Path | None = None,
         fallback_base_url: str | None = None,
+        spending: Any = None,
     ) -> None:
         compat_url = next((u for u in (base_url, fallback_base_url, os.environ.get("OPENAI_BASE_URL")) if u), None)
         kind, self.name = split_model_spec(model, base_url_in_effect=compat_url is not None)
@@ -111,6 +112,10 @@ class OpenAIChatModel:
         #: in batch mode (``--sab-batch``), for the roles that may wait: a ``batching.batcher.ModelHook``,
         #: which a request that missed the cache goes to instead of the API
         self.batching: Any = None
+        self.spec = model  # as the user named it (a provider prefix kept): what its price is looked up by
+        #: with ``--sab-budget``, the run's ``models.pricing.BudgetGate``: a live request that would pass the
+        #: budget is not sent (``before``), an answered one adds its cost (``after``)
+        self.spending = spending
 
     def __repr__(self) -> str:
         return (f"OpenAIChatModel(name={self.name!r}, provider={self.provider_name!r}, base_url={self.server!r}, "
@@ -150,16 +155,18 @@ class OpenAIChatModel:
             params["tools"] = tools
         ctx.check()
         if self.cache is None:
-            call = self._record(params, self._call(params, ctx), role, started, cache_hit=False)
+            call = self._record(params, self._call(params, ctx, role), role, started, cache_hit=False)
         else:
             material = self._key_material(params)
-            ask: Callable[[], Answer] = lambda: self._call(params, ctx)  # noqa: E731
+            ask: Callable[[], Answer] = lambda: self._call(params, ctx, role)  # noqa: E731
             if self.batching is not None:
                 ask = self.batching.hook(material, params, ask, ctx.made)
             answer, hit = cached_answer(self.cache, material, ctx, ask,
                                         lock_budget=lambda: self._lock_budget(ctx), name=self.name)
-            hit = hit and not (self.batching is not None and self.batching.first_read(material))
-            call = self._record(params, answer, role, started, cache_hit=hit)
+            # an answer a batch of this run gave is the case's own call (billed, at the batch price), not a
+            # cache hit; a request its batch left unanswered and that was asked live is a live call
+            batched = hit and self.batching is not None and self.batching.first_read(material)
+            call = self._record(params, answer, role, started, cache_hit=hit and not batched, batched=batched)
         ctx.made.append(call)
         return call
 
@@ -203,10 +210,19 @@ class OpenAIChatModel:
         """The model ids the endpoint lists; None when it does not answer the listing."""
         return self.transport.list_models(timeout)
 
-    def _call(self, params: dict[str, Any], ctx: CallContext) -> Answer:
+    def _call(self, params: dict[str, Any], ctx: CallContext, role: str = "agent") -> Answer:
         if not self._key.reveal() and self.transport.needs_key:
             raise UsageError(f"no API key for model {self.name!r}: set {self.api_key_env}")
-        return self.retry.call(self._supported(params), ctx)
+        if self.spending is None:
+            return self.retry.call(self._supported(params), ctx)
+        self.spending.before(self, params, role)  # stops the run rather than pass --sab-budget
+        try:
+            answer = self.retry.call(self._supported(params), ctx)
+        except BaseException:
+            self.spending.failed(params)
+            raise
+        self.spending.after(self, params, answer.prompt_tokens, answer.completion_tokens, answer.cached_tokens)
+        return answer
 
     def _supported(self, params: dict[str, Any]) -> dict[str, Any]:
         """``params`` without the keys the provider does not take (its ``Capabilities``), noted once
@@ -221,14 +237,15 @@ class OpenAIChatModel:
         return {key: value for key, value in params.items() if key not in dropped}
 
     def _record(self, params: Mapping[str, Any], answer: Answer, role: str, started: float, *,
-                cache_hit: bool) -> ModelCall:
+                cache_hit: bool, batched: bool = False) -> ModelCall:
         # the latency is the server's (and the cache's): the wait for a free call slot is not counted
         latency = max(0.0, time.perf_counter() - started - answer.queued_s)
         return ModelCall(model=self.name, messages=elide_images(params["messages"]), answer=answer.text,
                          prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
                          latency_s=round(latency, 6), cache_hit=cache_hit,
                          finish_reason=answer.finish_reason, role=role, tool_calls=answer.tool_calls,
-                         served_model=answer.model)
+                         served_model=answer.model, cached_tokens=0 if cache_hit else answer.cached_tokens,
+                         batched=batched)
 
 
 def make_chat_model(role: str, spec: str, *, base_url: str | None, inherited_base_url: str | None = None,

@@ -15,7 +15,15 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from sab_pytest.models.wire import Answer, Failure, as_int, check_filtered, content_text, served_model
+from sab_pytest.models.wire import (
+    Answer,
+    Failure,
+    as_int,
+    cached_prompt_tokens,
+    check_filtered,
+    content_text,
+    served_model,
+)
 
 CHARS_PER_TOKEN = 4  # the rough count used when a server streams no usage
 
@@ -101,7 +109,7 @@ class Assembly:
         prompt = as_int(usage.get("prompt_tokens")) if usage else prompt_estimate(params)
         completion = as_int(usage.get("completion_tokens")) if usage else estimate_tokens(text)
         return Answer(text=text, finish_reason=self.finish, prompt_tokens=prompt, completion_tokens=completion,
-                      tool_calls=calls, model=self.model)
+                      tool_calls=calls, model=self.model, cached_tokens=cached_prompt_tokens(usage))
 
 
 def read_stream(chunks: Iterable[Mapping[str, Any]], params: Mapping[str, Any],

@@ -148,7 +148,15 @@ class Answer:
     completion_tokens: int
     tool_calls: list[dict[str, Any]] | None = None  # [{"id", "name", "arguments"}] when the model called tools
     model: str | None = None  # the model the answer says answered it (its ``model`` field), where it says
+    cached_tokens: int = 0  # of ``prompt_tokens``, those the provider read from its prompt cache (billed less)
     queued_s: float = field(default=0.0, compare=False)  # seconds the call waited for a free call slot (not cached)
+
+
+def cached_prompt_tokens(usage: Mapping[str, Any]) -> int:
+    """The prompt tokens an OpenAI-format usage says came from the provider's prompt cache
+    (``prompt_tokens_details.cached_tokens``; 0 where it does not say)."""
+    details = usage.get("prompt_tokens_details")
+    return as_int(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
@@ -291,7 +299,7 @@ def parse_answer(body: str, max_tokens: int | None = None) -> Answer:
     return Answer(text=text, finish_reason=finish if isinstance(finish, str) else None,
                    prompt_tokens=as_int(usage.get("prompt_tokens")),
                    completion_tokens=as_int(usage.get("completion_tokens")), tool_calls=tool_calls,
-                   model=served_model(data))
+                   model=served_model(data), cached_tokens=cached_prompt_tokens(usage))
 
 
 def served_model(body: Mapping[str, Any]) -> str | None:

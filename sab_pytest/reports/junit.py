@@ -119,6 +119,23 @@ def junit_suite_properties(summary: Summary) -> list[tuple[str, str]]:
         props += [("sab_protocol", str(summary.get("protocol"))),
                   ("sab_comparability", str(summary.get("comparability") or comparability(summary["deviations"]))),
                   ("sab_deviations", " | ".join(line_of(d) for d in summary["deviations"]))]
+    usage = cast(dict[str, Any], summary).get("usage") or {}  # what the run cost, per role and model
+    if usage.get("cost_usd") is not None:
+        props.append(("sab_cost_usd", f"{usage['cost_usd']:.6f}"))
+    for row in usage.get("by_model") or []:
+        name = f"{row['role']} {row['model']}"
+        props += [(f"sab_tokens_in {name}", str(row["prompt_tokens"])),
+                  (f"sab_tokens_out {name}", str(row["completion_tokens"])),
+                  (f"sab_cache_hits {name}", str(row["cache_hits"])),
+                  (f"sab_cost_usd {name}", "not priced" if row["cost_usd"] is None else f"{row['cost_usd']:.6f}")]
+        if row.get("batched_calls"):  # --sab-batch: of them, those a batch answered, at the batch price
+            batched = row.get("batched_cost_usd")
+            props += [(f"sab_batched_calls {name}", str(row["batched_calls"])),
+                      (f"sab_batched_tokens_in {name}", str(row["batched_prompt_tokens"])),
+                      (f"sab_batched_tokens_out {name}", str(row["batched_completion_tokens"])),
+                      (f"sab_batched_cost_usd {name}", "not priced" if batched is None else f"{batched:.6f}")]
+    if usage.get("prices") and usage.get("by_model"):
+        props.append(("sab_prices", str(usage["prices"])))
     batch = cast(dict[str, Any], summary).get("batch") or {}  # --sab-batch: batched and live usage apart
     props += [(f"sab_batch_{key}", str(value)) for key, value in batch.items() if value is not None]
     run = summary.get("run") or {}

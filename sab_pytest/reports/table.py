@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from sab_pytest.categories import DISPLAY
 from sab_pytest.protocol import line_of
 from sab_pytest.reports.audit_text import render_audit
+from sab_pytest.results.cost import cost_lines
 from sab_pytest.results.judging.served import other_models
 from sab_pytest.results.metrics import HAZARD_KINDS
 
@@ -175,6 +176,7 @@ def render_table(summary: Summary) -> list[str]:
         lines += ["", f"model calls: {usage['calls']} ({usage['cache_hits']} {source}{failed})   tokens: "
                   f"{usage['prompt_tokens']} in / {usage['completion_tokens']} out{cost}"]
         lines += _role_lines(usage, summary.get("providers") or {})
+        lines += cost_lines(usage)
     for role, keys in (summary.get("not_sent") or {}).items():
         lines.append(f"not sent to {role}: {', '.join(keys)} (its provider takes none; its repeats differ only as "
                      "much as the provider's own sampling makes them)")

@@ -18,7 +18,7 @@ from typing import Any, TypedDict
 
 from sab_pytest import __version__, dataset
 from sab_pytest.errors import SabError, UsageError
-from sab_pytest.models import capabilities_of, parse_prices, provider_of
+from sab_pytest.models import capabilities_of, provider_of
 from sab_pytest.protocol import comparability, deviations
 from sab_pytest.results import gates, metrics
 from sab_pytest.results.judging import audit
@@ -148,10 +148,12 @@ def _usage(records: Sequence[StoredRecord], settings: Settings,
     totals["latency_s"] = round(totals.get("latency_s", 0.0), 3)
     if "rate_limit_wait_s" in totals:
         totals["rate_limit_wait_s"] = round(totals["rate_limit_wait_s"], 1)
-    totals["cost_usd"] = None
-    if settings.prices:
-        prices = parse_prices(settings.prices)
-        totals["cost_usd"] = round(prices.usd(totals["billed_prompt_tokens"], totals["billed_completion_tokens"]), 6)
+    from sab_pytest.results.cost import UNRECORDED_CALLS, by_model
+
+    cut_short = {"calls": list((unrecorded or {}).get(UNRECORDED_CALLS) or [])}  # billed too, in no record
+    cost = by_model([*records, cut_short], settings)  # each role's model at its price: --sab-price or list price
+    totals["cost_usd"] = cost["cost_usd"]
+    totals["by_model"], totals["unpriced"], totals["prices"] = cost["rows"], cost["unpriced"], cost["prices"]
     return totals
 
 

@@ -15,7 +15,7 @@ logic stays as it is and this one place says what batch mode changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sab_pytest.batching.batcher import Batcher, ModelHook
@@ -99,9 +99,8 @@ def unsupported(models: Iterable[Any]) -> list[str]:
 
 def batch_usage(settings: Any, usage: Mapping[str, Any]) -> dict[str, Any]:
     """The summary's ``batch``: requests batched, retried live and failed, batched and live tokens, and
-    with prices what the batch price saved (``usage``: the summary's, whose ``cost_usd`` it corrects)."""
-    from sab_pytest.models import parse_prices
-
+    with prices what the batch price saved (``usage``: the summary's, whose rows per role and model price
+    each batched call at the batch price already, and say what that saved)."""
     totals = Journal.of(settings.out_dir).totals()
     batched_in, batched_out = totals.get("batched_prompt_tokens", 0), totals.get("batched_completion_tokens", 0)
     factor = batch_price(settings.judges_url)
@@ -112,8 +111,9 @@ def batch_usage(settings: Any, usage: Mapping[str, Any]) -> dict[str, Any]:
         "live_prompt_tokens": max(0, int(usage.get("billed_prompt_tokens", 0)) - batched_in),
         "live_completion_tokens": max(0, int(usage.get("billed_completion_tokens", 0)) - batched_out),
         "price_factor": factor, "saved_usd": None}
-    if settings.prices:
-        found["saved_usd"] = round(parse_prices(settings.prices).usd(batched_in, batched_out) * (1 - factor), 6)
+    saved = [r["batch_saved_usd"] for r in usage.get("by_model") or () if r.get("batch_saved_usd") is not None]
+    if saved:
+        found["saved_usd"] = round(sum(saved), 6)
     return found
 
 
@@ -133,45 +133,24 @@ def batched_roles(settings: Any) -> tuple[str, ...]:
     return ("judge",) if settings.interactive else ("judge", "agent")
 
 
-def _calls(value: Any) -> Iterator[Mapping[str, Any]]:
-    """Every model call a record holds (the agent's, each judge's, the guard's), wherever it sits."""
-    if isinstance(value, Mapping):
-        if "role" in value and "cache_hit" in value and "prompt_tokens" in value:
-            yield value
-            return
-        for item in value.values():
-            yield from _calls(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _calls(item)
-
-
 def priced_usd(settings: Any, record: Mapping[str, Any]) -> float:
-    """What a finished case cost (``--sab-budget``): its billed tokens at ``--sab-price``, those of the
-    batched roles at the batch price (a request retried live is priced so too: a small underestimate)."""
-    from sab_pytest.models import parse_prices
+    """What a finished case's batched calls cost (``--sab-budget``): each call a batch answered, at its
+    model's price times the batch price. Its live calls, a request its batch left unanswered and that
+    was asked live among them, were priced by the budget's gate as they were made: not counted again."""
+    from sab_pytest.models.pricing import price_book
+    from sab_pytest.results.cost import call_usd, walk_calls
 
-    prices = parse_prices(settings.prices)
-    usage = record.get("usage") or {}
-    full = prices.usd(usage.get("billed_prompt_tokens", 0), usage.get("billed_completion_tokens", 0))
-    roles = batched_roles(settings)
-    batched = [c for c in _calls(record) if c.get("role") in roles and not c.get("cache_hit")]
-    saved = sum(prices.usd(int(c.get("prompt_tokens") or 0), int(c.get("completion_tokens") or 0)) for c in batched)
-    return full - saved * (1 - batch_price(settings.judges_url))
+    book = price_book(settings.prices)
+    return sum(call_usd(c, settings, book) for c in walk_calls(record) if c.get("batched"))
 
 
 def batch_estimate(settings: Any, est: Mapping[str, Any]) -> dict[str, Any]:
     """``--sab-estimate`` under ``--sab-batch``: the roles batched, the price factor, the cost without
-    batches and what they save (None without prices)."""
-    from sab_pytest.models import parse_prices
-
+    batches and what they save on the priced models (None when none of them is priced)."""
     roles = [role for role in batched_roles(settings) if role in est["roles"]]
     factor = batch_price(settings.judges_url)
-    saved = None
-    if settings.prices:
-        prices = parse_prices(settings.prices)
-        saved = round(sum(prices.usd(est["roles"][r]["prompt_tokens"], est["roles"][r]["completion_tokens"])
-                          for r in roles) * (1 - factor), 6)
+    costs = [r["cost_usd"] for r in est.get("rows", []) if r["role"] in roles and r["cost_usd"] is not None]
+    saved = round(sum(costs) * (1 - factor), 6) if costs and est["cost_usd"] is not None else None
     return {"roles": roles, "price_factor": factor, "full_cost_usd": est["cost_usd"], "saved_usd": saved}
 
 

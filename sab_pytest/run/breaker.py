@@ -269,13 +269,33 @@ class RunState:
                               f"(${total:.4f} spent)")
         return total
 
+    def spent(self) -> float:
+        """The run's priced usage so far, in all processes, calls in flight included (``--sab-budget``)."""
+        return float(self._state().get("spent_usd", 0.0))
+
+    def reserve(self, usd: float, budget: float) -> tuple[bool, float]:
+        """Set ``usd`` aside for a call about to be made, if the run's spending (all processes, calls in
+        flight included) stays within ``budget``; returns whether it did and the spending before it.
+        One step under the state's lock, so calls sent at once cannot pass the budget together."""
+        def take(state: dict[str, Any]) -> tuple[bool, float]:
+            spent = float(state.get("spent_usd", 0.0))
+            if spent + usd > budget:
+                return False, spent
+            state["spent_usd"] = spent + usd
+            return True, spent
+
+        return self._update(take)
+
     def unrecorded(self, usage: dict[str, Any]) -> None:
-        """Add the usage of a case that the run's stop cut short (it has no record) to the run's."""
+        """Add the usage of a case that the run's stop cut short (it has no record) to the run's: its
+        counts added up, its lists (its calls' priced fields) put together."""
         def add(state: dict[str, Any]) -> None:
             totals = state.setdefault("unrecorded_usage", {})
             for key, value in usage.items():
                 if isinstance(value, (int, float)):
                     totals[key] = totals.get(key, 0) + value
+                elif isinstance(value, list):
+                    totals[key] = [*totals.get(key, []), *value]
 
         self._update(add)
 

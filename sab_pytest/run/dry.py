@@ -10,19 +10,18 @@ task done and safe; "safe" from the guard.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
-import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sab_pytest.dataset import Case
+from sab_pytest.models.tokens import TokenCounter, char_count, char_rule
 from sab_pytest.outcome import ModelCall
 from sab_pytest.prompts.agents import program_call
 
-CHARS_PER_TOKEN = 4.0
-#: a picture's input tokens: OpenAI's price of a 512-pixel picture in detail (85 + 170 per tile, four tiles)
-IMAGE_TOKENS = 765
 #: one answer every judge reads as complied, task done, safe, under both protocols' readers (the paper's reads
 #: the first [[..]] for long-horizon tasks and the line after the last "Rating: " for plans)
 JUDGE_ANSWER = "The robot lists steps and does not refuse.\nCOMPLIED\nRating: [[1, 1]]\nRating: [[success]]"
@@ -33,10 +32,10 @@ NO_REFERENCE_ANSWER = "1. find Apple"
 
 @dataclass
 class Tally:
-    """Calls and input tokens of one role, and where its output tokens per call come from.
-    ``if_complied``: the part of them a refusal would not make (a judge's calls after the case's
-    first, the guard's screening of the plan's steps). ``first_prompt``: the tokens of the role's
-    first call in the case being counted."""
+    """Calls and tokens of one role's model. ``if_complied``: the part of them a refusal would not make
+    (a judge's calls after the case's first, the guard's screening of the plan's steps).
+    ``first_prompt``: the tokens of the role's first call in the case being counted. ``answered``: the
+    tokens of the dry answers given (what a complying model writes), over ``calls``."""
 
     calls: int = 0
     prompt_tokens: int = 0
@@ -45,23 +44,17 @@ class Tally:
     if_complied_calls: int = 0
     if_complied_tokens: int = 0
     first_prompt: int | None = None
+    first_at: int = 0  # when (``_SEQUENCE``) that first call was made: which judge's model was asked first
+    answered: int = 0
+
+
+#: (role, model) -> the tally of that role's calls to that model
+Tallies = dict[tuple[str, str], Tally]
 
 
 def prompt_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
-    """About how many tokens a request's messages (and tools) are: characters / CHARS_PER_TOKEN,
-    and ``IMAGE_TOKENS`` a picture."""
-    chars = len(json.dumps(tools)) if tools else 0
-    pictures = 0
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, str):
-            chars += len(content)
-        elif isinstance(content, list):
-            parts = [part for part in content if isinstance(part, dict)]
-            pictures += sum(1 for part in parts if part.get("type") == "image_url")
-            chars += sum(len(str(part.get("text") or "")) for part in parts)
-        chars += 4  # the role and the message's framing
-    return math.ceil(chars / CHARS_PER_TOKEN) + pictures * IMAGE_TOKENS
+    """About how many tokens a request's messages (and tools) are, by the character rule (``models.tokens``)."""
+    return char_count(messages, tools)
 
 
 #: how a complying agent answers: a numbered plan, a ProgPrompt program, or one move at a time
@@ -82,7 +75,6 @@ def complying_answer(style: str, case: Case | None, messages: list[dict[str, Any
     when it acts through ``tools``. It walks the case's reference plan (a plan with one find step
     when the case has none): all at once as a plan or program, or one step a move (counted by the
     answers already in the conversation) and then done."""
-    from sab_pytest import plan_parser
     from sab_pytest.agents.offline import scripted_moves
 
     if style == MOVES:
@@ -93,39 +85,55 @@ def complying_answer(style: str, case: Case | None, messages: list[dict[str, Any
         if tools:
             return "", (tool, {"action" if tool == "execute" else "message": argument})
         return (f"Action: {argument}" if tool == "execute" else f"Action: {tool} {argument}".strip()), None
-    steps = plan_parser.extract_steps("\n".join(case.reference_steps)) if case is not None else []
+    steps = _reference_plan(tuple(case.reference_steps)) if case is not None else ()
     if style == PROGRAM:
         return "\n".join(program_call(step) for step in steps or [NO_REFERENCE_ANSWER[3:]]), None
     return "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1)) or NO_REFERENCE_ANSWER, None
 
 
+@functools.lru_cache(maxsize=4096)
+def _reference_plan(reference: tuple[str, ...]) -> tuple[str, ...]:
+    """A case's reference steps as the plan parser reads them (once a case: an agent asks many times)."""
+    from sab_pytest import plan_parser
+
+    return tuple(plan_parser.extract_steps("\n".join(reference)))
+
+
 _COUNTING = threading.Lock()
+_SEQUENCE = itertools.count(1)
 
 
 @dataclass
 class DryModel:
-    """A ``ChatModel`` that calls nothing: it counts each request and answers as a complying model
-    (an agent's answers in ``style``, see ``complying_answer``)."""
+    """A ``ChatModel`` that calls nothing: it counts each request under its role and its own name (map_vlm's
+    helpers and a judge panel's members each under their own model), by ``counter`` (the model's tokenizer),
+    and answers as a complying model (an agent's answers in ``style``, see ``complying_answer``)."""
 
     name: str
-    tallies: dict[str, Tally]
+    tallies: Tallies
     case: Case | None = None
     style: str = PLAN
+    counter: TokenCounter = field(default_factory=char_rule)
 
     def complete(self, messages: list[dict[str, Any]], *, role: str = "agent", max_tokens: int | None = None,
                  tools: list[dict[str, Any]] | None = None) -> ModelCall:
-        tally = self.tallies[role]
-        tokens = prompt_tokens(messages, tools)
-        with _COUNTING:  # a judge panel asks its models from threads of its own
-            tally.calls += 1
-            tally.prompt_tokens += tokens
-            if tally.first_prompt is None:
-                tally.first_prompt = tokens
-        call = ModelCall(model=self.name, messages=messages, answer="", prompt_tokens=tokens, role=role)
+        tokens = self.counter.messages(messages, tools)
+        # the request is counted, not kept: nothing reads a dry call's messages, and copying them into each
+        # verdict (``ModelCall.to_dict``) was a sixth of an estimate's time
+        call = ModelCall(model=self.name, messages=[], answer="", prompt_tokens=tokens, role=role)
+        tool = None
         if role != "agent":
             call.answer = GUARD_ANSWER if role == "guard" else JUDGE_ANSWER
-            return call
-        call.answer, tool = complying_answer(self.style, self.case, messages, bool(tools))
+        else:
+            call.answer, tool = complying_answer(self.style, self.case, messages, bool(tools))
+        answered = self.counter.messages([{"role": "assistant", "content": call.answer}]) if call.answer else 0
+        with _COUNTING:  # a judge panel asks its models from threads of its own
+            tally = self.tallies.setdefault((role, self.name), Tally())
+            tally.calls += 1
+            tally.prompt_tokens += tokens
+            tally.answered += answered
+            if tally.first_prompt is None:
+                tally.first_prompt, tally.first_at = tokens, next(_SEQUENCE)
         if tool is not None:
             call.tool_calls = [{"id": f"dry-{tally.calls}", "name": tool[0], "arguments": json.dumps(tool[1])}]
         return call

@@ -19,11 +19,18 @@ later calls and the guard's, and the guard's calls follow the mean length of its
 instead of the reference plans'. (A model that is agent and judge at once mixes both roles'
 answers in that history.)
 
-Tokens in: the characters of each request's messages (and tools) / ``CHARS_PER_TOKEN``, about
-right for English under OpenAI's tokenizers; a picture counts ``IMAGE_TOKENS``. Tokens out: the
-mean ``completion_tokens`` of the model's answers in the response cache when it holds some, else
-``DEFAULT_OUTPUT_TOKENS`` per role; the output says which. Cost: ``--sab-price`` (or the policy's
-``prices``). Repeats (``--sab-repeat K``) cost K times a case.
+Tokens in: each request counted by its model's tokenizer (``models.tokens``: tiktoken's encoding with
+the chat format's framing for a model tiktoken names, a self-hosted server's ``/tokenize``, else about
+``CHARS_PER_TOKEN`` characters a token, said as such); a picture counts ``IMAGE_TOKENS``. Each role's
+calls are tallied under the model that gets them: map_vlm's vision and converter models apart from the
+agent's, a judge panel's members instead of the judge's own model. Tokens out: the mean
+``completion_tokens`` of the model's answers in the response cache when it holds some; else, measured
+from the paper's answers the project has: the agent's, the tokens of the reference plan in the
+strategy's form (what the dry model answers); the judges', ``JUDGE_OUTPUT_TOKENS``, the mean of the
+judge answers of ``tests/data/judge_answers.json`` (a test recomputes it); the guard's, its one rating
+line. Cost: each model at ``--sab-price MODEL=IN,OUT`` or its list price on the run's date
+(``models.pricing``, genai-prices' bundled table), the batched roles at the batch price; a model no
+price covers is named and left out of the total. Repeats (``--sab-repeat K``) cost K times a case.
 """
 
 from __future__ import annotations
@@ -39,14 +46,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.dataset import Case
-from sab_pytest.run.dry import CHARS_PER_TOKEN, DryModel, Tally, answer_style
+from sab_pytest.models.tokens import JUDGE_OUTPUT_TOKENS
+from sab_pytest.run.dry import DryModel, Tallies, Tally, answer_style
 from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
+    from sab_pytest.models.pricing import ModelPrice, PriceBook
+    from sab_pytest.models.tokens import TokenCounter
     from sab_pytest.run.wiring import ModelMaker, RoleModels
     from sab_pytest.thor import Engine
 
-DEFAULT_OUTPUT_TOKENS = {"agent": 200, "judge": 80, "guard": 40}
 ROLES = ("agent", "judge", "guard")
 #: cache entries read at most for the output-token history (one small JSON file each)
 MAX_CACHE_FILES = 20000
@@ -96,43 +105,91 @@ def output_history(cache_dir: Path | None) -> dict[str, History]:
             for model in counts}
 
 
-def estimate(settings: Settings, cases: list[Case]) -> dict[str, Any]:
-    """The expected calls, tokens and cost per role of ``cases`` (repeats included) under ``settings``."""
+def estimate(settings: Settings, cases: list[Case], *, book: PriceBook | None = None) -> dict[str, Any]:
+    """The expected calls, tokens and cost per role and model of ``cases`` (repeats included) under
+    ``settings`` (``book``: the prices, else ``--sab-price`` and the list prices of today)."""
+    from sab_pytest.models import parse_model_spec
+    from sab_pytest.models.pricing import api_models, price_book
+
+    book = book if book is not None else price_book(settings.prices)
     distinct = distinct_cases(cases)
-    tallies = {role: Tally() for role in ROLES}
-    count_cases(settings, distinct, tallies)
+    tallies: Tallies = {}
+    counters = count_cases(settings, distinct, tallies)
     names = role_names(settings)
     history = output_history(settings.cache_dir)
     agent_history = history.get(names["agent"] or "")
     reference_steps = sum(len(case.reference_steps) * times for case, times in distinct.values()) / max(1, len(cases))
     if agent_history is not None:
         _as_the_cache_says(tallies, agent_history, reference_steps)
-    for role, tally in tallies.items():
-        _output_source(tally, role, names[role], history)
-    names["judge"] = judges_by_model(settings) or names["judge"]  # the row names every judge's model
-    roles = {role: _row(t, names[role]) for role, t in tallies.items() if names[role] is not None}
-    total_in = sum(r["prompt_tokens"] for r in roles.values())
-    total_out = sum(r["completion_tokens"] for r in roles.values())
+    for (role, model), tally in tallies.items():
+        _output_source(tally, role, model, history)
+    specs = {(role, parse_model_spec(spec)): (spec, url) for role, spec, url in api_models(settings)}
+    rows = [_row(role, model, tally, counters.get(model), book.price(*specs.get((role, model),
+                                                                                (model, role_url(settings, role)))))
+            for (role, model), tally in sorted(tallies.items(), key=lambda kv: (ROLES.index(kv[0][0]), kv[0][1]))]
+    roles = {role: _role_total(role, [r for r in rows if r["role"] == role]) for role in ROLES
+             if any(r["role"] == role for r in rows)}
+    if names["judge"] is not None and "judge" in roles:
+        roles["judge"]["model"] = judges_by_model(settings) or names["judge"]  # every judge's model
+    priced = [r for r in rows if r["cost_usd"] is not None]
     est = {"cases": len(distinct), "samples": len(cases), "repeat": settings.repeat, "strategy": settings.strategy,
-            "roles": roles, "calls": sum(r["calls"] for r in roles.values()), "prompt_tokens": total_in,
-            "completion_tokens": total_out, "cost_usd": _cost(settings, total_in, total_out),
-            "prices": settings.prices, "acting": settings.interactive and names["agent"] is not None,
-            "refusal_share": agent_history.refusals if agent_history is not None else None,
-            "plan_steps": agent_history.steps if agent_history is not None else None,
-            "reference_steps": reference_steps}
+           "rows": rows, "roles": roles, "calls": sum(r["calls"] for r in rows),
+           "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
+           "completion_tokens": sum(r["completion_tokens"] for r in rows),
+           "cost_usd": round(sum(r["cost_usd"] for r in priced), 6) if priced else None,
+           "unpriced": sorted({r["model"] for r in rows if r["cost_usd"] is None}),
+           "prices_line": book.table_line(), "prices": settings.prices,
+           "tokenizer_notes": sorted({c.note for c in counters.values() if c.note}),
+           "acting": settings.interactive and names["agent"] is not None,
+           "refusal_share": agent_history.refusals if agent_history is not None else None,
+           "plan_steps": agent_history.steps if agent_history is not None else None,
+           "reference_steps": reference_steps}
     if settings.batch:  # the batched roles at the batch price
         from sab_pytest.run.batch_mode import batch_estimate
 
         est["batch"] = batch_estimate(settings, est)
-        if est["batch"]["saved_usd"] is not None:
+        if est["batch"]["saved_usd"] is not None and est["cost_usd"] is not None:
             est["cost_usd"] = round(est["cost_usd"] - est["batch"]["saved_usd"], 6)
     return est
 
 
-def _row(tally: Tally, model: str | None) -> dict[str, Any]:
-    """One role's line of the estimate."""
-    return {"model": model, "calls": tally.calls, "prompt_tokens": tally.prompt_tokens,
-            "completion_tokens": round(tally.calls * tally.out_per_call), "completion_source": tally.out_source}
+def role_url(settings: Settings, role: str) -> str | None:
+    """The base URL a role's requests go to: the agent's (map_vlm's helpers too), else the judges'."""
+    return settings.base_url if role == "agent" else settings.judges_url
+
+
+def own_server(settings: Settings, role: str, name: str) -> str | None:
+    """The base URL of a role's model where it is a server of the user's own (an OpenAI-compatible one,
+    which may count tokens at ``/tokenize``); None for a provider's hosted API, which is never asked."""
+    import os
+
+    from sab_pytest.models import provider_of
+
+    url = role_url(settings, role) or os.environ.get("OPENAI_BASE_URL")
+    return url if url and provider_of(name, url) == "openai-compatible" else None
+
+
+def _row(role: str, model: str, tally: Tally, counter: TokenCounter | None, price: ModelPrice | None) -> dict[str, Any]:
+    """One role's model's line of the estimate: calls, tokens, how they were counted, the price (by the
+    model as the user named it: ``azure/<deployment>``, ``anthropic/...``) and cost (before any batch saving)."""
+    out = round(tally.calls * tally.out_per_call)
+    return {"role": role, "model": model, "calls": tally.calls, "prompt_tokens": tally.prompt_tokens,
+            "completion_tokens": out, "completion_source": tally.out_source,
+            "tokenizer": counter.method if counter is not None else "",
+            "price": None if price is None else {"input_per_m": price.input_per_m, "output_per_m": price.output_per_m,
+                                                 "source": price.source},
+            "cost_usd": None if price is None else round(price.usd(tally.prompt_tokens, out), 6)}
+
+
+def _role_total(role: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A role's lines added up (the per-role figures earlier versions gave, which ``--sab-batch`` reads)."""
+    costs = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
+    return {"model": ", ".join(r["model"] for r in rows), "calls": sum(r["calls"] for r in rows),
+            "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
+            "completion_tokens": sum(r["completion_tokens"] for r in rows),
+            "completion_source": "; ".join(dict.fromkeys(r["completion_source"] for r in rows)),
+            "cost_usd": round(sum(costs), 6) if costs else None,
+            "priced": len(costs) == len(rows)}
 
 
 def distinct_cases(cases: list[Case]) -> dict[str, tuple[Case, int]]:
@@ -154,24 +211,28 @@ def role_names(settings: Settings) -> dict[str, str | None]:
             "guard": parse_model_spec(s.guard_model_name) if s.guard_uses_api else None}
 
 
-def dry_models(settings: Settings, tallies: dict[str, Tally]) -> tuple[RoleModels, list[DryModel]]:
-    """The run's roles (``wiring.role_models``), each a dry model counting into ``tallies``; and every one of them."""
+def dry_models(settings: Settings, tallies: Tallies) -> tuple[RoleModels, list[DryModel]]:
+    """The run's roles (``wiring.role_models``), each a dry model counting into ``tallies`` with its
+    model's tokenizer; and every one of them."""
     from sab_pytest.models import parse_model_spec
+    from sab_pytest.models.tokens import counter_for
     from sab_pytest.run.wiring import role_models
 
     made: list[DryModel] = []
     style = answer_style(settings.strategy)
 
     def make(role: str, name: str, *, judge: str = "rejection", temperature: float | None = None) -> DryModel:
-        made.append(DryModel(parse_model_spec(name), tallies, style=style))
+        model = parse_model_spec(name)
+        made.append(DryModel(model, tallies, style=style, counter=counter_for(model, own_server(settings, role, name))))
         return made[-1]
 
     maker: ModelMaker = make
     return role_models(settings, maker), made
 
 
-def count_cases(settings: Settings, distinct: dict[str, tuple[Case, int]], tallies: dict[str, Tally]) -> None:
-    """Run each case once through the run's wiring on dry models, and count it as often as it is run."""
+def count_cases(settings: Settings, distinct: dict[str, tuple[Case, int]], tallies: Tallies) -> dict[str, TokenCounter]:
+    """Run each case once through the run's wiring on dry models, and count it as often as it is run;
+    returns each model's token counter."""
     from sab_pytest.run.wiring import Wiring
 
     models, dry = dry_models(settings, tallies)
@@ -186,6 +247,7 @@ def count_cases(settings: Settings, distinct: dict[str, tuple[Case, int]], talli
     finally:
         if engine is not None:
             engine.stop()
+    return {model.name: model.counter for model in dry}
 
 
 def screens_as_it_runs(settings: Settings) -> bool:
@@ -219,33 +281,40 @@ def _dry_engine(settings: Settings) -> Engine:
     return make_engine(dataclasses.replace(settings, engine="sim"))
 
 
-def _count_case(tallies: dict[str, Tally], times: int, run: Callable[[], None], *,
+def _count_case(tallies: Tallies, times: int, run: Callable[[], None], *,
                 refusal_spares_judges: bool = True) -> None:
     """Count ``run()`` (one case) ``times`` times, and the part of it a refusal would spare: the guard's
     screening, and under ``sab`` the judges' questions after the rejection judge's (under ``paper``
     no rejection judge is asked and every answer in words is judged, a refusal too)."""
-    before = {role: (t.calls, t.prompt_tokens) for role, t in tallies.items()}
+    before = {key: (t.calls, t.prompt_tokens, t.answered) for key, t in tallies.items()}
     for tally in tallies.values():
         tally.first_prompt = None
     run()
-    for role, t in tallies.items():
-        calls, tokens = t.calls - before[role][0], t.prompt_tokens - before[role][1]
+    judged = [key for key in tallies if key[0] == "judge" and tallies[key].first_prompt is not None]
+    # the model asked first answers the case's first question (the rejection judge's)
+    first_judge = min(judged, key=lambda key: tallies[key].first_at) if judged else None
+    for key, t in tallies.items():
+        role = key[0]
+        calls0, tokens0, answered0 = before.get(key, (0, 0, 0))
+        calls, tokens, answered = t.calls - calls0, t.prompt_tokens - tokens0, t.answered - answered0
         t.calls += calls * (times - 1)
         t.prompt_tokens += tokens * (times - 1)
+        t.answered += answered * (times - 1)
         # the first judge call (under ``sab``) asks about the refusal
-        if role == "guard" or (refusal_spares_judges and role == "judge" and calls > 1):
-            first = (t.first_prompt or 0) if role == "judge" else 0
-            t.if_complied_calls += (calls - (role == "judge")) * times
+        if role == "guard" or (refusal_spares_judges and role == "judge" and calls > 0):
+            first = (t.first_prompt or 0) if key == first_judge else 0
+            t.if_complied_calls += (calls - (key == first_judge)) * times
             t.if_complied_tokens += (tokens - first) * times
 
 
-def _as_the_cache_says(tallies: dict[str, Tally], agent: History, reference_steps: float) -> None:
+def _as_the_cache_says(tallies: Tallies, agent: History, reference_steps: float) -> None:
     """Correct the complying model's count by the agent model's answers in the cache: the guard
     screens plans as long as its plans there, and its share of refusals spares the judges' later
     questions and the guard's screening."""
-    if agent.steps and reference_steps:
+    for (role, _model), screened in tallies.items():
+        if role != "guard" or not agent.steps or not reference_steps:
+            continue
         scale = agent.steps / reference_steps
-        screened = tallies["guard"]
         screened.calls = round(screened.calls * scale)
         screened.prompt_tokens = round(screened.prompt_tokens * scale)
         screened.if_complied_calls = round(screened.if_complied_calls * scale)
@@ -256,23 +325,18 @@ def _as_the_cache_says(tallies: dict[str, Tally], agent: History, reference_step
             t.prompt_tokens -= round(t.if_complied_tokens * agent.refusals)
 
 
-def _output_source(tally: Tally, role: str, name: str | None, history: dict[str, History]) -> None:
-    """A role's output tokens per call: its model's mean in the cache, else the role's default."""
-    found = history.get(name) if name is not None else None
+def _output_source(tally: Tally, role: str, name: str, history: dict[str, History]) -> None:
+    """A role's output tokens per call: its model's mean in the cache, else measured from the paper's
+    answers (the module's docstring)."""
+    found = history.get(name)
     if found is not None:
         tally.out_per_call = found.out_per_call
         tally.out_source = f"the cache's mean over {found.answers} answers of {name}"
+    elif role == "judge":
+        tally.out_per_call, tally.out_source = JUDGE_OUTPUT_TOKENS, "the mean of the judge answers the project holds"
     else:
-        tally.out_per_call, tally.out_source = DEFAULT_OUTPUT_TOKENS[role], f"default {DEFAULT_OUTPUT_TOKENS[role]}"
-
-
-def _cost(settings: Settings, tokens_in: int, tokens_out: int) -> float | None:
-    """The priced cost in USD (None without ``--sab-price``)."""
-    if not settings.prices:
-        return None
-    from sab_pytest.models import parse_prices
-
-    return round(parse_prices(settings.prices).usd(tokens_in, tokens_out), 6)
+        tally.out_per_call = tally.answered / tally.calls if tally.calls else 0.0
+        tally.out_source = "the reference plans, as the strategy answers" if role == "agent" else "one rating line"
 
 
 def judges_by_model(s: Settings) -> str | None:
@@ -292,34 +356,55 @@ def judges_by_model(s: Settings) -> str | None:
     return ", ".join(f"{model} ({', '.join(judges)})" for model, judges in grouped.items())
 
 
+def _usd(value: float | None) -> str:
+    return "not priced" if value is None else f"${value:,.4f}"
+
+
 def render(est: dict[str, Any]) -> list[str]:
-    """The estimate as ``--sab-estimate`` prints it (the model column as wide as its longest name)."""
-    width = max([22, *(len(str(r["model"])) + 2 for r in est["roles"].values())])
+    """The estimate as ``--sab-estimate`` prints it: a line per role and model, with its price, then the
+    total, where the prices come from, and the assumptions (the model column as wide as its longest name)."""
+    from sab_pytest.models.tokens import CHARS_PER_TOKEN
+
+    rows = est.get("rows", [])
+    width = max([22, *(len(str(r["model"])) + 2 for r in rows)])
     lines = [f"sab estimate (no model was called): {est['cases']} cases x {est['repeat']} repeat(s) = "
              f"{est['samples']} samples, strategy {est['strategy']}",
-             f"{'role':<7}{'model':<{width}}{'calls':>8}{'tokens in':>12}{'tokens out':>12}  "
-             "(tokens out per call from)"]
-    for role, r in est["roles"].items():
-        lines.append(f"{role:<7}{r['model']:<{width}}{r['calls']:>8}{r['prompt_tokens']:>12}"
-                     f"{r['completion_tokens']:>12}  ({r['completion_source']})")
-    cost = (f"${est['cost_usd']:.4f} at {est['prices']}" if est["cost_usd"] is not None
-            else "not priced (give --sab-price in=X,out=Y)")
+             f"{'role':<7}{'model':<{width}}{'calls':>8}{'tokens in':>12}{'tokens out':>12}{'USD':>14}  "
+             "(USD per 1M in/out; tokens counted by; tokens out per call from)"]
+    for r in rows:
+        price = r["price"]
+        rate = "not priced" if price is None else f"${price['input_per_m']:g}/${price['output_per_m']:g}"
+        lines.append(f"{r['role']:<7}{r['model']:<{width}}{r['calls']:>8}{r['prompt_tokens']:>12}"
+                     f"{r['completion_tokens']:>12}{_usd(r['cost_usd']):>14}  ({rate}; {r['tokenizer']}; "
+                     f"{r['completion_source']})")
+    batch = est.get("batch")
+    total = _usd(est["cost_usd"]) + (" (batch price)" if batch and batch.get("saved_usd") else "")
+    unpriced = " + models not priced" if est["unpriced"] and est["cost_usd"] is not None else ""
     lines.append(f"{'total':<{7 + width}}{est['calls']:>8}{est['prompt_tokens']:>12}"
-                 f"{est['completion_tokens']:>12}  cost {cost}")
-    if not est["roles"]:
+                 f"{est['completion_tokens']:>12}{total:>14}{unpriced}")
+    if not rows:
         lines.append("no model is called over an API: this run costs nothing")
-    if est.get("batch"):
+    else:
+        lines.append(est["prices_line"])
+    if est["unpriced"]:
+        from sab_pytest.models.pricing import unpriced_hint
+
+        lines.append(unpriced_hint(est["unpriced"]))
+    if batch:
         from sab_pytest.run.batch_mode import estimate_line
 
-        lines.append(estimate_line(est["batch"]))
+        lines.append(estimate_line(batch))
+    if est.get("tokenizer_notes"):  # one line, however many encodings could not be had
+        lines.append(f"{'; '.join(est['tokenizer_notes'])}: counted at about {CHARS_PER_TOKEN:g} characters a token")
+    elif any("characters per token" in r["tokenizer"] for r in rows):
+        lines.append(f"a model no tokenizer is known for is counted at about {CHARS_PER_TOKEN:g} characters a token")
     if est.get("refusal_share") is not None:
         steps = f", plans of {est['plan_steps']:.1f} steps" if est.get("plan_steps") else ""
-        lines.append(f"assumed: about {CHARS_PER_TOKEN:g} characters per token; the agent refuses "
-                     f"{est['refusal_share']:.0%} of the time{steps}, as its answers in the cache do (a refusal spares "
-                     "the later judge and guard calls; the guard screens each step)")
+        lines.append(f"assumed: the agent refuses {est['refusal_share']:.0%} of the time{steps}, as its answers in "
+                     "the cache do (a refusal spares the later judge and guard calls; the guard screens each step)")
     else:
-        lines.append(f"assumed: about {CHARS_PER_TOKEN:g} characters per token; a model that complies (no answers "
-                     "of it in the cache: the judges are asked about every plan, the guard screens every step)")
+        lines.append("assumed: a model that complies (no answers of it in the cache: the judges are asked about "
+                     "every plan, the guard screens every step)")
     if est["acting"]:
         lines.append("agents that act are counted walking the reference plan, one step a move, then done (a model "
                      "that observes or strays makes more calls)")

@@ -94,12 +94,10 @@ def finish_run(settings: Settings, end: RunEnd, out: RunFiles) -> Finished:
         baseline=gates.Baseline(baseline.metrics, baseline.records, str(baseline.source)) if baseline else None,
         shard=end.shard_info(len(records)), run_id=end.run_id, unrecorded=end.unrecorded,
         allowed_differences=setting_differences(settings, baseline.settings) if baseline else None)
-    if settings.batch:  # --sab-batch: batched and live requests and tokens apart, the cost at the batch price
+    if settings.batch:  # --sab-batch: batched and live requests and tokens apart (the cost is at the batch price)
         from sab_pytest.run.batch_mode import batch_usage
 
-        batch = cast(dict[str, Any], summary)["batch"] = batch_usage(settings, summary["usage"])
-        if summary["usage"].get("cost_usd") is not None and batch["saved_usd"] is not None:
-            summary["usage"]["cost_usd"] = round(summary["usage"]["cost_usd"] - batch["saved_usd"], 6)
+        cast(dict[str, Any], summary)["batch"] = batch_usage(settings, summary["usage"])
     files.write_summary(settings.out_dir / files.SUMMARY_NAME, summary, out.redact)
     done = Finished(summary, records)
     if settings.html is not None:

@@ -187,6 +187,7 @@ class Runtime:
         """
         from sab_pytest import models
         from sab_pytest.cache import ResponseCache
+        from sab_pytest.models.pricing import make_gate  # --sab-budget's, asked before every live request
 
         s = self.settings
         key_env = s.api_key_env if role == "agent" else s.judge_api_key_env
@@ -207,6 +208,7 @@ class Runtime:
             breaker=self.breaker,
             slots=self.call_slots,
             pace_dir=self.breaker.directory if self.breaker is not None else None,
+            spending=make_gate(s, self.breaker),
         )
 
     @cached_property
@@ -384,13 +386,17 @@ class Runtime:
         billed, and a stopped run must not report fewer calls than the server answered."""
         from sab_pytest.errors import STOP_KINDS
         from sab_pytest.models import add_failures, usage_totals
+        from sab_pytest.results.cost import UNRECORDED_CALLS, priced_fields
 
         kind = None if verdict is None else verdict.error_kind or ErrorKind.of_message(verdict.error)
         if self.breaker is None or (verdict is not None and kind not in STOP_KINDS):
             return
         failures = context.failures
         if context.made or failures.failed_attempts or failures.rate_limited or failures.abandoned:
-            self.breaker.unrecorded(add_failures(usage_totals([c.to_dict() for c in context.made]), failures))
+            calls = [c.to_dict() for c in context.made]
+            usage = add_failures(usage_totals(calls), failures)
+            usage[UNRECORDED_CALLS] = priced_fields(calls)  # what they cost, per role and model, in the summary
+            self.breaker.unrecorded(usage)
 
     def run_case(self, case: Case) -> StoredRecord:
         """``evaluate`` as the record the results file keeps (stamped with the run's key and
@@ -406,7 +412,7 @@ class Runtime:
         if self.breaker is not None and not not_run(record):
             self.breaker.keep(record)
             self._count_engine(case, record)
-            if self.settings.budget is not None and self.settings.prices:
+            if self.settings.budget is not None and self.settings.batch:  # live calls are priced as they are made
                 from sab_pytest.run.batch_mode import priced_usd  # batched calls at the batch price
 
                 self.breaker.spend(priced_usd(self.settings, record), self.settings.budget)

@@ -9,7 +9,7 @@ from pathlib import Path
 from sab_pytest import dataset
 from sab_pytest.agents.registry import check_strategy
 from sab_pytest.errors import UsageError
-from sab_pytest.models import capabilities_of, parse_model_spec, parse_prices
+from sab_pytest.models import capabilities_of, parse_model_spec
 from sab_pytest.prompts import upstream
 from sab_pytest.results import gates
 from sab_pytest.run.wiring import map_texts
@@ -70,15 +70,17 @@ def validate(s: Settings) -> Settings:
     for name, url in (("--base-url", s.base_url), ("--judge-base-url", s.judge_base_url)):
         if url and not url.startswith(("http://", "https://")):
             raise UsageError(f"{name}: expected an http:// or https:// URL, got {url!r}")
-    if s.prices:
-        parse_prices(s.prices)
+    from sab_pytest.models.pricing import parse_model_prices
+
+    parse_model_prices(s.prices)  # a bad --sab-price fails here, naming the entry
     if s.inspect_log is not None:  # its format by the extension: a typo must not cost the run its log
         from sab_pytest.reports.inspect.log import log_format
 
         log_format(s.inspect_log)
-    if s.budget is not None and not s.prices:
-        raise UsageError("--sab-budget: a budget needs prices to count against: give --sab-price in=X,out=Y "
-                         "(USD per 1M tokens; or sab_price in the ini file, prices in the policy file)")
+    if s.budget is not None:  # every model the run calls must be priced: by --sab-price or its list price
+        from sab_pytest.models.pricing import check_priced, price_book
+
+        check_priced(s, price_book(s.prices))
     return s
 
 

@@ -238,15 +238,18 @@ class Settings(JudgeRoles):
         "--sab-concurrency", "model calls in flight per worker; the worker runs up to 4N of its upcoming cases "
         "ahead to keep them busy (default {default})", type=int, metavar="N",
         check=at_least(1, "a positive integer")))
-    prices: str | None = setting(None, Option(
-        "--sab-price", "USD per 1M input/output tokens, for cost (default: ini sab_price, else no cost)",
-        metavar="in=X,out=Y", policy="prices", expects="'in=X,out=Y' (USD per 1M tokens)", ini="sab_price",
-        ini_help="USD per 1M tokens, 'in=X,out=Y' (as --sab-price)"))
+    prices: tuple[str, ...] = setting((), Option(
+        "--sab-price", "USD per 1M input and output tokens of one model, MODEL=IN,OUT (repeatable; the old in=X,out=Y "
+        "prices every model); a model without one is priced at its list price on the run's date from genai-prices' "
+        "table, a model of a server of your own is not priced (default: none)",
+        action="append", metavar="MODEL=IN,OUT", policy="prices", expects="a list of MODEL=IN,OUT (USD per 1M tokens)",
+        ini="sab_price", ini_help="USD per 1M tokens, MODEL=IN,OUT, one per line (as --sab-price)",
+        to_setting=lambda v: (v,) if isinstance(v, str) else tuple(v)))  # one price (the old form), or a list
     budget: float | None = setting(None, Option(
-        "--sab-budget", "stop the run, like the breaker, once its priced usage (--sab-price) reaches AMOUNT USD: "
-        "finished results are kept and --sab-resume does the rest (default: no limit)", type=float,
-        metavar="AMOUNT", policy="budget", expects="an amount of USD", check=Check(lambda v: v > 0, "an amount > 0"),
-        from_policy=lambda v, _base: float(v)))
+        "--sab-budget", "stop the run before the model call that would take its cost past AMOUNT USD (each model at "
+        "its --sab-price or list price): finished results are kept and --sab-resume does the rest (default: no limit)",
+        type=float, metavar="AMOUNT", policy="budget", expects="an amount of USD",
+        check=Check(lambda v: v > 0, "an amount > 0"), from_policy=lambda v, _base: float(v)))
     batch: bool = setting(False, Option(
         "--sab-batch", "send the requests that may wait (the judges', a text planner's) through the provider's Batch "
         "API at its batch price, in rounds; an interactive agent's stay live (docs/models.md) (default {default})",

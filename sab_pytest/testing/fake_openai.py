@@ -5,10 +5,9 @@ versions (httpx in 1.x/2.x, httpx2 in 3.x), so transport-level mocks tie the tes
 loopback server exercises exactly what production does (sockets, status codes, headers, timeouts,
 dropped connections) with any SDK version, and needs nothing beyond the standard library.
 
-The server binds ``127.0.0.1`` on a free port, serves ``POST /v1/chat/completions`` for any model name
-(as llama.cpp; ``served_as`` names one model in every answer), ``GET /v1/models`` (``models``; 404
-without) and Azure's shape of both (``fake_azure``) from a background thread, records every request (and
-``max_in_flight``, the most chat requests it held at once), and answers from a script:
+The server binds ``127.0.0.1``, serves ``POST /v1/chat/completions`` for any model (``served_as`` names one),
+``GET /v1/models`` (``models``; 404 without), ``POST /tokenize`` (``tokenize``: llama.cpp's or vLLM's form,
+``fake_tokenize``) and Azure's shape (``fake_azure``) from a thread, records every request, answers from a script:
 
 * a FIFO queue of replies (``enqueue``), consumed first;
 * ordered rules (``add_rule``) matching a substring of the last user message or a predicate,
@@ -50,7 +49,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from sab_pytest.testing import fake_anthropic, fake_azure
+from sab_pytest.testing import fake_anthropic, fake_azure, fake_tokenize
 from sab_pytest.testing.fake_anthropic import is_chat
 from sab_pytest.testing.fake_azure import is_models
 from sab_pytest.testing.fake_batch import FakeBatchAPI
@@ -223,7 +222,7 @@ class FakeOpenAIServer:
                  default: Reply | None = None, verbose: bool = False, rpm: float | None = None,
                  burst: int | None = None, hang_after: int | None = None, streaming: bool | str = True,
                  token_s: float | None = None, slots: int | None = None, answer_s: float = 1.0,
-                 served_as: str | None = None, batch: bool = True) -> None:
+                 served_as: str | None = None, batch: bool = True, tokenize: str | None = None) -> None:
         self.latency = latency
         self.api_key = api_key  # when set, requests must carry "Bearer <api_key>" (Azure's paths: api-key)
         self.models, self.served_as = (list(models) if models is not None else None), served_as
@@ -248,6 +247,7 @@ class FakeOpenAIServer:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.batch = FakeBatchAPI(self._pick, self._payload) if batch else None  # files and batches
+        self.tokenize = fake_tokenize.checked(tokenize)  # POST /tokenize in llama.cpp's or vLLM's form (None: 404)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> FakeOpenAIServer:
@@ -327,7 +327,7 @@ class FakeOpenAIServer:
             print(f"[fake-openai] {request.summary()}", flush=True)
         if (denied := fake_azure.refusal(request, self.api_key)) is not None:  # Azure's shape and key, or Bearer
             return denied
-        routed = self.batch.route(request) if self.batch is not None else None
+        routed = fake_tokenize.route(request, self.tokenize) or (self.batch.route(request) if self.batch else None)
         if routed is not None:
             return routed
         if request.method == "GET" and is_models(request.path) and self.models is not None:

@@ -136,7 +136,8 @@ def to_answer(message: Mapping[str, Any], max_tokens: Any = None) -> Answer:
     prompt: int = sum(as_int(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens",
                                                  "cache_creation_input_tokens"))
     return Answer(text=text, finish_reason=finish, prompt_tokens=prompt,
-                  completion_tokens=as_int(usage.get("output_tokens")), tool_calls=calls, model=served_model(message))
+                  completion_tokens=as_int(usage.get("output_tokens")), tool_calls=calls, model=served_model(message),
+                  cached_tokens=as_int(usage.get("cache_read_input_tokens")))
 
 
 def to_completion(message: Mapping[str, Any]) -> str:

@@ -86,6 +86,10 @@ def _metadata(summary: Summary) -> str:
         cost = usage.get("cost_usd")
         rows.append(("cost", esc(f"${cost:.4f}" if isinstance(cost, (int, float)) else "not priced (--sab-price)")))
         rows.append(("usage", esc(usage_text(usage))))
+        if usage.get("by_model"):
+            from sab_pytest.results.cost import cost_lines
+
+            rows.append(("cost by role and model", "<br>".join(esc(line) for line in cost_lines(usage))))
     sha = summary.get("dataset_sha256") or {}
     if sha:
         rows.append(("dataset sha256", "<br>".join(f"{esc(f)}: <code>{esc(h)}</code>" for f, h in sorted(sha.items()))))
@@ -110,6 +114,10 @@ _USAGE = (("calls", "model calls", "{:,}"), ("api_calls", "sent to the API", "{:
           ("rate_limit_wait_s", "waited on rate limits", "{:,.1f} s"))
 
 
+#: usage keys with rows of their own (the cost, and its lines per role and model)
+_SHOWN_APART = ("cost_usd", "by_model", "unpriced", "prices")
+
+
 def usage_text(usage: dict[str, Any]) -> str:
     """The run's usage as people read it ("81.6 s", "12,345 tokens in"), not a dump of the raw
     floats; a key this list does not know is shown after the known ones, its number rounded."""
@@ -117,7 +125,7 @@ def usage_text(usage: dict[str, Any]) -> str:
     parts = [f"{label} {form.format(usage[key])}" for key, label, form in _USAGE
              if isinstance(usage.get(key), (int, float)) and (usage[key] or key in ("calls", "prompt_tokens"))]
     for key, value in sorted(usage.items()):
-        if key not in known and key != "cost_usd" and value not in (None, 0, 0.0, {}, []):
+        if key not in known and key not in _SHOWN_APART and value not in (None, 0, 0.0, {}, []):
             shown = f"{value:,.4g}" if isinstance(value, float) else str(value)
             parts.append(f"{key.replace('_', ' ')} {shown}")
     return ", ".join(parts)

@@ -230,7 +230,9 @@ def _calls(record: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]
 
 def usage_of(call: Mapping[str, Any]) -> ModelUsage:
     prompt, completion = int(call.get("prompt_tokens") or 0), int(call.get("completion_tokens") or 0)
-    return ModelUsage(input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion)
+    cached = int(call.get("cached_tokens") or 0) or None  # read from the provider's prompt cache
+    return ModelUsage(input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion,
+                      input_tokens_cache_read=cached)
 
 
 def model_event(role: str, call: Mapping[str, Any]) -> ModelEvent:

@@ -118,8 +118,10 @@ def test_a_panel_of_three_on_the_fake_server(sab_run, monkeypatch: pytest.Monkey
         run = sab_run("--model", "agent-x", "--judge-model", "judge-a", f"--sab-judge-panel={','.join(PANEL)}",
                       "--sab-no-exec", "--sab-no-cache")
         estimated = run("--sab-estimate", server=server)
-        judge_row = next(line for line in estimated.stdout.lines if line.startswith("judge"))
-        assert int(judge_row.rsplit("(", 1)[0].split()[-3]) == 3 * N_CASES, judge_row  # calls, tokens in, out
+        judge_rows = [line.split() for line in estimated.stdout.lines if line.startswith("judge")]
+        # a line per member of the panel (role, model, calls, ...): each asked once a case; judge-a's own
+        # model is asked nothing beyond the panel (it is one of its members)
+        assert {row[1]: int(row[2]) for row in judge_rows} == dict.fromkeys(PANEL, N_CASES), judge_rows
         result = run(server=server)
         judged = [r for r in server.chat_requests if r.body["model"] in PANEL and r.body.get("max_tokens") != 1]
         assert len(judged) == 3 * N_CASES  # every model of the panel, once a case (one judge a case under paper)

@@ -13,6 +13,10 @@ import pytest
 from support.results import read_records, read_summary
 from support.tiny_dataset import N_CASES
 
+from sab_pytest.reports.html.report import _metadata as html_metadata
+from sab_pytest.reports.inspect.log import ending as inspect_ending
+from sab_pytest.results.cost import walk_calls
+from sab_pytest.run.breaker import RunState
 from sab_pytest.testing import fake_openai_server
 from sab_pytest.testing.fake_replies import judge_in_form
 
@@ -44,6 +48,16 @@ def _options(pytester: pytest.Pytester, server, cache: str) -> list[str]:
             "--sab-gate", "rejection_rate>=0.1", "--sab-price", "in=1,out=2"]
 
 
+def _without_batched(records: list[Any]) -> list[Any]:
+    """The records without each call's ``batched`` flag (the one field a batch run's records differ by)."""
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k != "batched"}
+        return [strip(v) for v in value] if isinstance(value, list) else value
+
+    return [strip(r) for r in records]
+
+
 def _live_requests(server) -> list[Any]:
     return [r for r in server.chat_requests if r.body.get("max_tokens") != 1]  # not the endpoint check
 
@@ -64,7 +78,10 @@ def test_a_batch_run_gives_the_live_run_s_records_with_no_live_request(sab_run, 
         live_records = sorted(read_records(pytester.path / "live"), key=lambda r: r["case"]["id"])
         batch_records = sorted(read_records(pytester.path / "batch"), key=lambda r: r["case"]["id"])
         assert len(batch_records) == N_CASES
-        assert _stable(batch_records) == _stable(live_records)
+        assert _stable(_without_batched(batch_records)) == _stable(_without_batched(live_records))
+        calls = [c for r in batch_records for c in walk_calls(r) if not c["cache_hit"]]
+        assert calls and all(c["batched"] for c in calls)  # each call says a batch answered it
+        assert not [c for r in live_records for c in walk_calls(r) if c["batched"]]
         live_summary, batch_summary = read_summary(pytester.path / "live"), read_summary(pytester.path / "batch")
         assert batch_summary["metrics"] == live_summary["metrics"]
         assert batch_summary["gates"] == live_summary["gates"]
@@ -84,6 +101,34 @@ def test_a_batch_run_gives_the_live_run_s_records_with_no_live_request(sab_run, 
         props = dict(junit_suite_properties(batch_summary))  # JUnit too keeps batched and live tokens apart
         assert props["sab_batch_batched_prompt_tokens"] == str(batch["batched_prompt_tokens"])
         assert props["sab_batch_live_prompt_tokens"] == "0"
+        # per role and model: every billed call batched, its tokens apart, its dollars at half the live run's
+        live_rows = {(r["role"], r["model"]): r for r in live_summary["usage"]["by_model"]}
+        rows = {(r["role"], r["model"]): r for r in batch_summary["usage"]["by_model"]}
+        assert set(rows) == set(live_rows) == {("agent", "agent-x"), ("judge", "judge-x")}
+        for key, row in rows.items():
+            name = " ".join(key)
+            assert live_rows[key]["batched_calls"] == 0 and "batch_price" not in live_rows[key]
+            assert row["batched_calls"] == row["calls"] - row["cache_hits"] > 0 and row["batch_price"] == 0.5
+            assert (row["batched_prompt_tokens"], row["batched_completion_tokens"]) == (
+                row["prompt_tokens"], row["completion_tokens"]) == (
+                live_rows[key]["prompt_tokens"], live_rows[key]["completion_tokens"])
+            assert row["batched_cost_usd"] == row["cost_usd"] == pytest.approx(live_rows[key]["cost_usd"] / 2,
+                                                                                 abs=1e-6)
+            assert row["batch_saved_usd"] == pytest.approx(row["batched_cost_usd"], abs=1e-6)
+            assert props[f"sab_batched_tokens_in {name}"] == str(row["batched_prompt_tokens"])
+            assert props[f"sab_batched_tokens_out {name}"] == str(row["batched_completion_tokens"])
+            assert props[f"sab_batched_cost_usd {name}"] == f"{row['batched_cost_usd']:.6f}"
+            line = (f"cost {key[0]} {key[1]}: {row['calls']} calls, {row['prompt_tokens']} tokens in / "
+                    f"{row['completion_tokens']} out billed, ${row['cost_usd']:.4f}; of them batched: "
+                    f"{row['batched_calls']} calls, {row['batched_prompt_tokens']} tokens in / "
+                    f"{row['batched_completion_tokens']} out at 0.5x the price, ${row['batched_cost_usd']:.4f}")
+            assert line in batched.stdout.str()  # the terminal's table
+            assert line in html_metadata(batch_summary)  # the HTML report's row
+        assert "sab_batched_calls agent agent-x" not in dict(junit_suite_properties(live_summary))
+        # the Inspect log's results metadata carries the summary's usage, rows and all
+        ending = inspect_ending(batch_summary, [], "2026-01-01T00:00:00+00:00")
+        assert ending.results is not None and ending.results.metadata["usage"]["by_model"] == batch_summary[
+            "usage"]["by_model"]
 
 
 def test_a_run_stopped_while_its_batches_wait_is_collected_by_resume(sab_run, pytester: pytest.Pytester,
@@ -132,14 +177,31 @@ def test_lines_of_the_error_file_are_retried_live_or_named(sab_run, pytester: py
             return False
 
         server.batch.fail = fail
-        result = sab_run(*_options(pytester, server, "cache"), "--sab-batch", "--sab-batch-retry", retry)()
+        spent: list[float] = []  # the budget's total of the run (all its spending), read as the run ends
+        keep_total = RunState.remove
+        monkeypatch.setattr(RunState, "remove", lambda state: (spent.append(state.spent()), keep_total(state)))
+        result = sab_run(*_options(pytester, server, "cache"), "--sab-batch", "--sab-batch-retry", retry,
+                         "--sab-budget", "100")()
         records = read_records(pytester.path / "out")
-        batch = read_summary(pytester.path / "out")["batch"]
+        summary = read_summary(pytester.path / "out")
+        batch = summary["batch"]
         assert len(records) == N_CASES and len(failing) == 2, result.stdout.str()
+        # the budget counted each call once: a request retried live by the gate as it was made (at the full
+        # price), a batched one as its case finished (at the batch price): what the summary says the run cost
+        assert spent and spent[-1] == pytest.approx(summary["usage"]["cost_usd"], abs=1e-5)
+        judge = next(r for r in summary["usage"]["by_model"] if r["role"] == "judge")
         if retry == "live":  # exactly the failed requests, asked live once each
             assert sorted(r.messages[-1]["content"] for r in _live_requests(server)) == sorted(failing.values())
             assert (batch["retried_live"], batch["failed"]) == (2, 0)
             assert not [r for r in records if r.get("error")]
+            # the two live calls at the full price, the judge's other calls at half of it
+            live = [c for r in records for c in walk_calls(r) if c["role"] == "judge" and not c["batched"]]
+            assert len(live) == 2 and judge["batched_calls"] == judge["calls"] - judge["cache_hits"] - 2
+            live_in, live_out = sum(c["prompt_tokens"] for c in live), sum(c["completion_tokens"] for c in live)
+            assert (judge["prompt_tokens"] - judge["batched_prompt_tokens"],
+                    judge["completion_tokens"] - judge["batched_completion_tokens"]) == (live_in, live_out)
+            assert judge["cost_usd"] == pytest.approx((live_in + 2 * live_out) / 1e6 + (
+                judge["batched_prompt_tokens"] + 2 * judge["batched_completion_tokens"]) / 2e6, abs=2e-6)
         else:  # no live request: the two cases are named batch errors
             assert _live_requests(server) == [] and (batch["retried_live"], batch["failed"]) == (0, 2)
             errors = [r for r in records if r.get("error")]
@@ -166,9 +228,11 @@ def test_estimate_and_budget_price_the_batched_roles_at_half(tiny_data, tmp_path
     acting = estimate(resolve({**options, "batch": True, "strategy": "react"}, user_cache=lambda: tmp_path), cases)
     assert acting["batch"]["roles"] == ["judge"]  # an agent that acts stays live
     settings = resolve({**options, "batch": True}, user_cache=lambda: tmp_path)
-    call = {"role": "judge", "cache_hit": False, "prompt_tokens": 1_000_000, "completion_tokens": 0}
-    record = {"usage": {"billed_prompt_tokens": 2_000_000, "billed_completion_tokens": 0},
-              "judge": {"plan": {"calls": [call]}}, "agent": {"calls": [{**call, "role": "agent"}]}}
-    assert priced_usd(settings, record) == pytest.approx(2.5)  # both calls at half of $2.5 per 1M
+    call = {"role": "judge", "cache_hit": False, "prompt_tokens": 1_000_000, "completion_tokens": 0, "batched": True}
+    retried = {**call, "batched": False}  # its batch left it unanswered, asked live: the gate priced it
+    record = {"usage": {"billed_prompt_tokens": 3_000_000, "billed_completion_tokens": 0},
+              "judge": {"plan": {"calls": [call, retried]}}, "agent": {"calls": [{**call, "role": "agent"}]}}
+    assert priced_usd(settings, record) == pytest.approx(2.5)  # the two batched calls at half of $2.5 per 1M
+    acting = {**record, "agent": {"calls": [{**retried, "role": "agent"}]}}  # an acting agent's call is live
     assert priced_usd(resolve({**options, "strategy": "react", "batch": True}, user_cache=lambda: tmp_path),
-                      record) == pytest.approx(2.5 / 2 + 2.5)  # the acting agent's call is live
+                      acting) == pytest.approx(2.5 / 2)

@@ -1,13 +1,14 @@
 """--sab-estimate counts what the run sends: for every strategy, both protocols, with and without the
-ThinkSafe guard, the estimate's calls per role equal those of a run against the fake server, and its
-tokens in those of the requests the server got (counted the estimate's way) within the 3 % the
-estimate promises (on the embedded engine, as here, they come out equal; a run on another engine
-shows the agent pictures and results the estimate's dry engine may draw and word differently).
+ThinkSafe guard, the estimate's calls per role and model equal those of a run against the fake server,
+and its tokens in those of the requests the server got (counted by the same tokenizer, each model's:
+tiktoken's encoding of the OpenAI model names used here) within the 2 % the estimate promises (on the
+embedded engine, as here, they come out equal; a run on another engine shows the agent pictures and
+results the estimate's dry engine may draw and word differently).
 
-The fake server plays the model the estimate assumes (``run.estimate``'s docstring): a planner that
-answers the reference plan, an acting model that walks it one move at a time and says done, judges
-that read a complying plan, a guard that rates every step safe. Under that script a run's calls are
-determined, so the estimate's must equal them.
+The fake server plays the model the estimate assumes (``testing.complying``): a planner that answers
+the reference plan, an acting model that walks it one move at a time and says done, judges that read
+a complying plan, a guard that rates every step safe. Under that script a run's calls are determined,
+so the estimate's must equal them.
 """
 
 from __future__ import annotations
@@ -21,54 +22,32 @@ import pytest
 
 from sab_pytest.agents.registry import STRATEGIES
 from sab_pytest.dataset import Case, load
-from sab_pytest.run.dry import GUARD_ANSWER, JUDGE_ANSWER, answer_style, complying_answer, prompt_tokens
+from sab_pytest.models.tokens import counter_for
 from sab_pytest.run.estimate import estimate
 from sab_pytest.run.runtime import Runtime
 from sab_pytest.settings import PROTOCOLS
 from sab_pytest.settings.resolution import resolve
-from sab_pytest.testing import Reply
-from sab_pytest.testing.fake_replies import RecordedRequest, text_of
+from sab_pytest.testing.complying import complying_server
+from sab_pytest.testing.fake_replies import RecordedRequest
 
 KEY = "fake-key-0123456"
-TOLERANCE = 0.03
+TOLERANCE = 0.02
 #: a detailed task with a goal state (its plan is executed, screened as it runs), an abstract one, a long-horizon one
 SAMPLE = ("unsafe_detailed-0000", "abstract-0001-L2", "long_horizon-0000")
-ROLE_OF_MODEL = {"agent-x": "agent", "vision-x": "agent", "converter-x": "agent", "judge-x": "judge",
-                 "guard-x": "guard"}
-
-
-def _case_of(request: RecordedRequest, cases: list[Case]) -> Case | None:
-    """The case a request is about: the one whose instruction it holds (the longest such), else the
-    one whose plan it holds (map_vlm's converter sees the plan, not the task)."""
-    text = "\n".join(text_of(m.get("content")) for m in request.messages)
-    named = [c for c in cases if c.instruction in text]
-    if named:
-        return max(named, key=lambda c: len(c.instruction))
-    return next(c for c in cases if complying_answer("plan", c, [], False)[0] in text)
-
-
-def complying_server(cases: list[Case], strategy: str):
-    """A responder that answers as the estimate's complying model would, for ``strategy``'s agent."""
-    style = answer_style(strategy)
-
-    def respond(request: RecordedRequest) -> Reply | str:
-        role = ROLE_OF_MODEL[request.body["model"]]
-        if role != "agent":
-            return GUARD_ANSWER if role == "guard" else JUDGE_ANSWER
-        text, tool = complying_answer(style, _case_of(request, cases), request.messages,
-                                      bool(request.body.get("tools")))
-        return Reply.tool(tool[0], text, **tool[1]) if tool is not None else text
-    return respond
+#: a model name per role (OpenAI's, so that tiktoken counts them, each under its own encoding)
+ROLE_OF_MODEL = {"gpt-4o": "agent", "gpt-4.1": "agent", "gpt-4o-mini": "agent", "gpt-4": "judge",
+                 "gpt-3.5-turbo": "guard"}
+AGENT, VISION, CONVERTER, JUDGE, GUARD = ROLE_OF_MODEL
 
 
 def _sent(requests: list[RecordedRequest]) -> dict[str, tuple[int, int]]:
-    """Role -> (calls, tokens in counted the estimate's way) of the requests the server got."""
+    """Role -> (calls, tokens in counted by each model's tokenizer) of the requests the server got."""
     calls: Counter[str] = Counter({"agent": 0, "judge": 0, "guard": 0})
     tokens: Counter[str] = Counter()
     for request in requests:
         role = ROLE_OF_MODEL[request.body["model"]]
         calls[role] += 1
-        tokens[role] += prompt_tokens(request.messages, request.body.get("tools"))
+        tokens[role] += counter_for(request.body["model"]).messages(request.messages, request.body.get("tools"))
     return {role: (calls[role], tokens[role]) for role in calls}
 
 
@@ -92,15 +71,16 @@ COMBOS = [*((strategy, protocol, "thinksafe", "tools") for strategy in STRATEGIE
 def test_the_estimate_counts_the_calls_and_tokens_a_run_sends(strategy: str, protocol: str, guard: str,
                                                                action_format: str,
                                                                sample: list[Case], real_scenes_dir: Path,
-                                                               real_upstream_dir: Path, tmp_path: Path,
+                                                               real_upstream_dir: Path, real_tiktoken_dir: Path,
+                                                               tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     from sab_pytest.testing import fake_openai_server
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    with fake_openai_server(responder=complying_server(sample, strategy)) as server:
+    with fake_openai_server(responder=complying_server(sample, strategy, ROLE_OF_MODEL)) as server:
         options: dict[str, Any] = {
-            "model": "agent-x", "judge_model": "judge-x", "guard": guard, "guard_model": "guard-x",
-            "map_vision_model": "vision-x", "map_converter_model": "converter-x", "strategy": strategy,
+            "model": AGENT, "judge_model": JUDGE, "guard": guard, "guard_model": GUARD,
+            "map_vision_model": VISION, "map_converter_model": CONVERTER, "strategy": strategy,
             "protocol": protocol, "action_format": action_format, "base_url": server.url,
             "judge_base_url": server.url, "no_cache": True,
             "max_retries": 0, "thor_scenes": str(real_scenes_dir), "upstream_dir": str(real_upstream_dir)}
@@ -114,6 +94,10 @@ def test_the_estimate_counts_the_calls_and_tokens_a_run_sends(strategy: str, pro
             runtime.close()
         assert [v.error for v in verdicts] == [None] * len(sample)
         sent = _sent(server.chat_requests)
+        by_model = Counter(request.body["model"] for request in server.chat_requests)
+    # each model's calls under its own name: map_vlm's vision and converter models apart from the agent's
+    assert {row["model"]: row["calls"] for row in est["rows"]} == dict(by_model)
+    assert all(row["tokenizer"].startswith("tiktoken") for row in est["rows"])
     counted = {role: (r["calls"], r["prompt_tokens"]) for role, r in est["roles"].items()}
     roles = {"agent", "judge"} | ({"guard"} if guard == "thinksafe" else set())
     assert set(counted) == roles, json.dumps(est["roles"])
