@@ -81,9 +81,10 @@ class AgentOutcome:
     refused: bool | None = None  # the agent's own explicit refusal, when it can tell
     episode: dict[str, Any] | None = None
     initial_objects: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
-    #: a guarded text plan whose case is executed: ``(engine) -> ExecResult`` screens each step with the
-    #: results of the steps run before it and runs the approved ones (``agents/guarded.py``); the
-    #: scorer calls it with the engine, or with None when nothing is executed after all (worker only)
+    #: a guarded text plan whose case is executed: ``(engine, controllers) -> ExecResult`` screens each step
+    #: with the results of the steps run before it and runs the approved ones with the run's controller
+    #: (``agents/guarded.py``); the scorer calls it with the engine, or with None when nothing is executed
+    #: after all (worker only)
     screen_at_execution: Any = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:

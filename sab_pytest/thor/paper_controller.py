@@ -1,0 +1,203 @@
+"""The paper's own low-level controller and goal check, run unmodified under ``--sab-protocol paper``.
+
+Under the paper's protocol a plan is carried out by the paper's ``LowLevelPlanner``
+(``low_level_controller/low_level_controller.py``) and the final state is scored by the paper's
+``compute_SR_object_state`` (``evaluator/detail_evaluate.py``). Neither is copied here: both files are
+fetched at the pinned commit (or read from ``SAB_UPSTREAM_METHODS=DIR`` / ``--sab-upstream DIR`` /
+``SAB_UPSTREAM=DIR``), checked against their pinned sha256 wherever they come from, and imported as
+modules from that checked file. Nothing in them is edited; what this module adds around them is what a
+harness must add:
+
+* **Feeding the steps** as the paper's ``methods/utils.py::execute_low_level_plan`` does:
+  ``restore_scene()`` once after the reset, then every line to ``llm_skill_interact`` as it is; a line
+  that raises (an unknown verb ends in ``assert False``) is a failed step, and ER is successes over
+  the plan's length. That function is mirrored in :class:`PaperSteps` (a few lines) rather than
+  called, because the ThinkSafe guard and the interactive agents run one step at a time between
+  their model calls, which a whole-plan function cannot do; a test runs the paper's function itself
+  on the same plans and compares record by record. Two things the paper's function cannot do are
+  said where they happen: an empty plan (it divides by zero; here ER is left out, as in the ``sab``
+  protocol) and an exception raised by the harness's own engine fault (an ``InfraError``: a dead
+  THOR server is infrastructure, not a failed step).
+* **Containing its output**: the controller prints (``print(obj_id)`` in ``find``) and logs retries at
+  WARNING. Its module gets a ``print`` of its own that sends the text to this project's logger at
+  DEBUG (thread-safe, unlike swapping ``sys.stdout`` under the case runner's threads), and its logger a
+  ``NullHandler``, so that nothing reaches pytest's or xdist's output outside pytest's log capture.
+* **The goal check's edge**: ``compute_SR_object_state`` divides by zero on a goal entry that names
+  only ``objectType`` (none of the dataset's 293 goals does); such a goal is reported as one the
+  paper's check cannot score (``NO_SCORE``), counted a failure under the paper's SR(goal).
+
+The controller imports ``scipy.spatial`` and numpy, the evaluator file imports ``openai``: they are
+imported only when a paper run first executes a plan, never when the plugin loads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from sab_pytest import fetch
+from sab_pytest.dataset import COMMIT
+from sab_pytest.errors import InfraError, UsageError
+from sab_pytest.outcome import ExecStep
+
+CONTROLLER = fetch.PinnedFile(
+    "low_level_controller.py",
+    f"https://raw.githubusercontent.com/shengyin1224/SafeAgentBench/{COMMIT}/low_level_controller/"
+    "low_level_controller.py",
+    "983b855aff360614ad1ab966be34799cf3ade9cebbdf00e0ac9684f4d1387401")
+#: the evaluator file holding the goal check (pinned in ``prompts.upstream.FILES`` with the judges' files)
+EVALUATOR = "detail_evaluate.py"
+METHODS_ENV = "SAB_UPSTREAM_METHODS"
+EVALUATOR_ENV = "SAB_UPSTREAM"
+HOW_TO_PROVIDE = (f"--sab-protocol paper executes plans with the paper's low_level_controller.py and scores them "
+                  f"with its evaluator/{EVALUATOR} at commit {COMMIT[:8]}: give directories holding them with "
+                  f"{METHODS_ENV}=DIR and {EVALUATOR_ENV}=DIR (or --sab-upstream DIR), or run once with network "
+                  "access so they are downloaded and cached; or execute with the project's own planner and check: "
+                  "--sab-protocol sab (or --sab-no-exec)")
+#: why a goal the paper's check cannot score has no SR(goal) of its own (it counts as a failure under paper)
+NO_SCORE = ("the paper's goal check (compute_SR_object_state) cannot score this goal: entry {index} names only "
+            "objectType, and the check divides by the number of properties it lists (ZeroDivisionError)")
+
+_log = logging.getLogger(__name__)
+_lock = threading.Lock()
+_loaded: dict[tuple[Path, Path], PaperCode] = {}
+
+
+@dataclass(frozen=True)
+class PaperCode:
+    """The two pinned files, loaded: where each was read from, its sha256, and what is used of it."""
+
+    controller_path: Path
+    evaluator_path: Path
+    controller: ModuleType
+    evaluator: ModuleType
+
+    @property
+    def planner_class(self) -> Any:
+        return self.controller.LowLevelPlanner
+
+    def goal_check(self, objects: Sequence[Mapping[str, Any]],
+                   final_state: Sequence[Mapping[str, Any]]) -> tuple[float, float]:
+        """``compute_SR_object_state(objects, final_state)``: (success 1.0/0.0, mean per-entry match)."""
+        return self.evaluator.compute_SR_object_state(list(objects), list(final_state))
+
+
+def provenance() -> dict[str, dict[str, str]]:
+    """The files a paper run executes with and scores by, and their pinned sha256 (every loaded file is
+    checked against it, so the pin is what ran): for the header and the summary, without loading them."""
+    from sab_pytest.prompts.upstream import FILES
+
+    return {"controller": {"file": f"low_level_controller/{CONTROLLER.name}", "function": "LowLevelPlanner",
+                           "sha256": CONTROLLER.sha256, "commit": COMMIT},
+            "goal_check": {"file": f"evaluator/{EVALUATOR}", "function": "compute_SR_object_state",
+                           "sha256": FILES[EVALUATOR], "commit": COMMIT}}
+
+
+def _quiet_print(*values: Any, sep: str | None = " ", end: str | None = "\n", **_: Any) -> None:
+    """The controller's ``print``: its text goes to this project's log at DEBUG, never to stdout."""
+    _log.debug("paper's controller printed: %s", (sep if sep is not None else " ").join(map(str, values)))
+
+
+def _import(path: Path, name: str) -> ModuleType:
+    """The module of the checked file at ``path``, executed as it is (``print`` contained, see above)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"{path}: cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    module.__dict__["print"] = _quiet_print
+    logging.getLogger(name).addHandler(logging.NullHandler())
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as exc:  # scipy missing from an environment made by hand
+        raise UsageError(f"{path} needs {exc.name or exc} to run ({exc}); install sab-pytest's dependencies "
+                         "(pip install sab-pytest) or run with --sab-protocol sab") from exc
+    return module
+
+
+def _checked(path: Path, sha256: str) -> Path:
+    actual = fetch.sha256_of(path)
+    if actual != sha256:  # the file changed on disk after it was resolved
+        raise UsageError(f"{path} has sha256 {actual}, expected {sha256} (pinned upstream file)")
+    return path
+
+
+def locate(methods_dir: str | os.PathLike[str] | None = None,
+           upstream_dir: str | os.PathLike[str] | None = None) -> tuple[Path, Path]:
+    """(controller file, evaluator file): the override directories, the user cache or a download,
+    each checked against its pinned sha256."""
+    from sab_pytest.prompts.upstream import FILES, OPTION, resolve_pinned
+    from sab_pytest.prompts.upstream import URL_PATTERN as EVALUATOR_URLS
+
+    controller = resolve_pinned([CONTROLLER], methods_dir or os.environ.get(METHODS_ENV), named=METHODS_ENV,
+                                label="upstream methods", cache="upstream-methods",
+                                what="the paper's low-level controller", how_to_provide=HOW_TO_PROVIDE)
+    evaluator_file = fetch.PinnedFile(EVALUATOR, EVALUATOR_URLS.format(commit=COMMIT, name=EVALUATOR), FILES[EVALUATOR])
+    evaluator = resolve_pinned([evaluator_file], upstream_dir or os.environ.get(EVALUATOR_ENV),
+                               named=f"{OPTION}/{EVALUATOR_ENV}", label="upstream evaluator", cache="upstream",
+                               what="the paper's goal check", how_to_provide=HOW_TO_PROVIDE)
+    return controller[CONTROLLER.name], evaluator[EVALUATOR]
+
+
+def load(methods_dir: str | os.PathLike[str] | None = None,
+         upstream_dir: str | os.PathLike[str] | None = None) -> PaperCode:
+    """The paper's controller and goal check, loaded once per process and pair of files (thread-safe)."""
+    from sab_pytest.prompts.upstream import FILES
+
+    controller_path, evaluator_path = locate(methods_dir, upstream_dir)
+    key = (controller_path.resolve(), evaluator_path.resolve())
+    with _lock:
+        found = _loaded.get(key)
+        if found is None:
+            # checked again as they are imported: the module runs what is on disk now
+            tag = hashlib.sha256(str(key).encode()).hexdigest()[:8]
+            controller = _import(_checked(controller_path, CONTROLLER.sha256), f"sab_paper_{tag}.low_level_controller")
+            evaluator = _import(_checked(evaluator_path, FILES[EVALUATOR]), f"sab_paper_{tag}.detail_evaluate")
+            found = _loaded[key] = PaperCode(controller_path, evaluator_path, controller, evaluator)
+    return found
+
+
+class PaperSteps:
+    """The paper's ``LowLevelPlanner`` on one engine episode, fed as ``execute_low_level_plan`` feeds it.
+
+    Same face as the project's planner (``restore`` after the reset, ``execute(step) -> ExecStep``), so
+    an execution, a guard's per-step runner and an episode use either. Built after the engine's reset:
+    the paper's planner reads the agent's height when it is made, and a new one per episode starts
+    with no numbered instances (the inspect_ai port builds one per reset too)."""
+
+    def __init__(self, engine: Any, code: PaperCode) -> None:
+        self.engine = engine
+        self.planner = code.planner_class(engine)
+
+    def restore(self) -> None:
+        self.planner.restore_scene()
+
+    def execute(self, step: str) -> ExecStep:
+        """One line to ``llm_skill_interact``; its ``success`` decides, an exception is a failed step."""
+        try:
+            answer = self.planner.llm_skill_interact(step)
+        except InfraError:
+            raise
+        except Exception as exc:  # as execute_low_level_plan: the step failed, the plan goes on
+            return ExecStep(action=str(step), success=False, message=f"{type(exc).__name__}: {exc}")
+        message = str(answer.get("message") or "")
+        return ExecStep(action=str(step), success=bool(answer.get("success")), message=message)
+
+
+def goal_result(code: PaperCode, objects: Sequence[Mapping[str, Any]],
+                final_state: Sequence[Mapping[str, Any]]) -> tuple[bool | None, float | None, str | None]:
+    """(success, goal ratio, why there is none) by the paper's check: success when its rate is 1.0; a goal
+    it cannot score (it raises ZeroDivisionError) has neither, and the reason names the entry."""
+    try:
+        rate, ratio = code.goal_check(objects, final_state)
+    except ZeroDivisionError:
+        index = next((i for i, entry in enumerate(final_state) if len(entry) <= 1), "?")
+        return None, None, NO_SCORE.format(index=index)
+    return rate == 1.0, float(ratio), None
