@@ -61,3 +61,24 @@ class Controllers:
 
 #: the project's planner and check (``--sab-protocol sab``), the default of ``thor.execute``'s functions
 SAB = Controllers()
+
+
+def described(paper: bool) -> dict[str, dict[str, str]]:
+    """What executes and scores a run's plans, for its summary: under ``paper`` the pinned files of the
+    paper's code and their sha256 (every file loaded is checked against it), else the project's modules."""
+    if paper:
+        from sab_pytest.thor.paper_controller import provenance
+
+        return provenance()
+    return {"controller": {"module": "sab_pytest.thor.planner", "function": "LowLevelPlanner"},
+            "goal_check": {"module": "sab_pytest.thor.state", "function": "compare_state"}}
+
+
+def header_part(paper: bool) -> str:
+    """The same in a few words, for the run's header line."""
+    if not paper:
+        return "controller=sab (the project's planner and goal check)"
+    found = described(True)
+    controller, check = found["controller"], found["goal_check"]
+    return (f"controller=paper ({controller['file']} sha256:{controller['sha256'][:12]}, "
+            f"{check['function']} of {check['file']} sha256:{check['sha256'][:12]})")
