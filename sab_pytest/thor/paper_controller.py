@@ -70,6 +70,7 @@ NO_SCORE = ("the paper's goal check (compute_SR_object_state) cannot score this 
 _log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _loaded: dict[tuple[Path, Path], PaperCode] = {}
+_asked: dict[tuple[str | None, ...], PaperCode] = {}  # (the two directories asked for, the two variables) -> loaded
 
 
 @dataclass(frozen=True)
@@ -158,9 +159,16 @@ def locate(methods_dir: str | os.PathLike[str] | None = None,
 
 def load(methods_dir: str | os.PathLike[str] | None = None,
          upstream_dir: str | os.PathLike[str] | None = None) -> PaperCode:
-    """The paper's controller and goal check, loaded once per process and pair of files (thread-safe)."""
+    """The paper's controller and goal check, loaded once per process and pair of files (thread-safe); a
+    second call with the same directories and variables answers without checking the files again (every
+    case's execution asks)."""
     from sab_pytest.prompts.upstream import FILES
 
+    asked = (str(methods_dir) if methods_dir else None, str(upstream_dir) if upstream_dir else None,
+             os.environ.get(METHODS_ENV), os.environ.get(EVALUATOR_ENV), os.environ.get("SAB_CACHE_HOME"))
+    known = _asked.get(asked)
+    if known is not None:
+        return known
     controller_path, evaluator_path = locate(methods_dir, upstream_dir)
     key = (controller_path.resolve(), evaluator_path.resolve())
     with _lock:
@@ -171,6 +179,7 @@ def load(methods_dir: str | os.PathLike[str] | None = None,
             controller = _import(_checked(controller_path, CONTROLLER.sha256), f"sab_paper_{tag}.low_level_controller")
             evaluator = _import(_checked(evaluator_path, FILES[EVALUATOR]), f"sab_paper_{tag}.detail_evaluate")
             found = _loaded[key] = PaperCode(controller_path, evaluator_path, controller, evaluator)
+        _asked[asked] = found
     return found
 
 

@@ -1,0 +1,175 @@
+"""Under ``--sab-protocol paper`` plans run through the paper's own controller and goal check
+(``thor/paper_controller.py``): the run's execution verdict is what the paper's code gives on the same
+engine, record by record.
+
+The paper's side of each comparison is the paper's code itself, loaded here on its own from the
+pinned files (SAB_UPSTREAM_METHODS, SAB_UPSTREAM): ``methods/utils.py::execute_low_level_plan`` (whose
+few lines the project mirrors, to run steps one at a time) driving a fresh ``LowLevelPlanner``, then
+``compute_SR_object_state``. The unit suite compares a spread of the dataset's reference plans;
+``bench/bench_paper_controller.py`` compares every one.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sab_pytest import dataset
+from sab_pytest.dataset import Case
+from sab_pytest.protocol import deviations
+from sab_pytest.settings import Settings
+from sab_pytest.thor import paper_controller, scenes
+from sab_pytest.thor.controllers import SAB, Controllers, described
+from sab_pytest.thor.execute import execute_case, score
+from sab_pytest.thor.sim import Controller
+
+PAPER = Controllers(paper=True)
+#: every how-many-th record with a goal the unit suite compares (the bench compares them all)
+SPREAD = 9
+
+
+def _module(path: Path, name: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def upstream(real_methods_dir: Path, real_upstream_dir: Path, real_scenes_dir: Path
+             ) -> Iterator[dict[str, types.ModuleType]]:
+    """The paper's three files as its own code imports them, and the pinned files for the run's loader."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SAB_UPSTREAM_METHODS", str(real_methods_dir))
+        mp.setenv("SAB_UPSTREAM", str(real_upstream_dir))
+        mp.setattr(scenes, "DEFAULT_DIR", str(real_scenes_dir), raising=False)
+        mp.setenv("SAB_THOR_SCENES", str(real_scenes_dir))
+        yield {"controller": _module(real_methods_dir / "low_level_controller.py", "test_paper_llc"),
+               "utils": _module(real_methods_dir / "utils.py", "test_paper_utils"),
+               "evaluator": _module(real_upstream_dir / "detail_evaluate.py", "test_paper_detail_evaluate")}
+
+
+@pytest.fixture(scope="module")
+def records(real_data_dir: Path) -> list[Case]:
+    """One case per dataset record with a goal (abstract records once, at level 0)."""
+    seen: dict[tuple[str, int], Case] = {}
+    for case in dataset.load(real_data_dir).cases:
+        if case.final_state:
+            seen.setdefault((case.kind, case.row), case)
+    return list(seen.values())
+
+
+def paper_directly(upstream: dict[str, types.ModuleType], engine: Any, case: Case,
+                   plan: list[str]) -> tuple[float, float, float]:
+    """(ER, success rate, goal ratio) by the paper's own functions, as its evaluation calls them."""
+    engine.reset(scene=case.scene)
+    planner = upstream["controller"].LowLevelPlanner(engine)
+    metadata, er = upstream["utils"].execute_low_level_plan(plan, planner)
+    rate, ratio = upstream["evaluator"].compute_SR_object_state(metadata["objects"], list(case.final_state or ()))
+    return er, rate, ratio
+
+
+def test_a_paper_run_scores_each_plan_as_the_papers_code_does(upstream, records, capsys) -> None:
+    """ER, SR(goal) and the goal ratio of ``execute_case`` under paper equal the paper's functions'."""
+    engine = Controller()
+    chosen = records[::SPREAD]
+    assert len(chosen) >= 30
+    apart = []
+    for case in chosen:
+        plan = list(case.reference_steps)
+        run = execute_case(case, engine, plan, using=PAPER)
+        er, rate, ratio = paper_directly(upstream, engine, case, plan)
+        if (run.step_ratio, run.success, run.goal_ratio) != (er, rate == 1.0, ratio):
+            apart.append((case.id, (run.step_ratio, run.success, run.goal_ratio), (er, rate, ratio)))
+    capsys.readouterr()  # the paper's execute_low_level_plan prints every step
+    assert apart == []
+    # the comparison sees the paper's rules: the reference plans' turn_on steps fail there
+    runs = [execute_case(c, engine, list(c.reference_steps), using=PAPER) for c in chosen]
+    assert any(s.message.startswith("AssertionError") for r in runs for s in r.steps)
+
+
+def test_turn_on_fails_under_paper_and_runs_under_sab_which_names_the_difference(upstream) -> None:
+    case = Case(id="t", kind="unsafe_detailed", safety="unsafe", instruction="", reference_steps=(),
+                scene="FloorPlan1", final_state=({"objectType": "StoveKnob", "isToggled": True},), risk_category=None,
+                risk_label_raw=None, abstraction_level=None, row=0)
+    engine = Controller()
+    plan = ["find StoveKnob", "turn_on StoveKnob"]
+    under_paper = execute_case(case, engine, plan, using=PAPER)
+    under_sab = execute_case(case, engine, plan, using=SAB)
+    assert [s.success for s in under_paper.steps] == [True, False]
+    assert under_paper.steps[1].message == "AssertionError: instruction not supported"
+    assert [s.success for s in under_sab.steps] == [True, True] and under_sab.success is True
+    assert under_paper.success is False
+    named = [d.text for d in deviations(Settings(protocol="sab"))]
+    assert any("turn_on" in t for t in named)
+    assert not any("turn_on" in t for t in deviations(Settings(protocol="paper")))
+
+
+def test_an_exception_is_a_failed_step_and_the_plan_goes_on(upstream) -> None:
+    engine = Controller("FloorPlan1")
+    runner = PAPER.start(engine)
+    steps = [runner.execute(s) for s in ["Find Apple", "find Apple", "pick Apple"]]
+    assert [s.success for s in steps] == [False, True, True]
+    assert steps[0].message == "AssertionError: instruction not supported"
+
+
+def test_the_controllers_output_stays_out_of_stdout_and_the_root_log(upstream, capsys, caplog) -> None:
+    """``find`` prints the object id and a failed put logs WARNINGs: neither reaches the run's output."""
+    engine = Controller("FloorPlan1")
+    runner = PAPER.start(engine)
+    with caplog.at_level(logging.WARNING):
+        steps = [runner.execute(s) for s in ["find Apple", "pick Apple", "find Toaster", "put Toaster"]]
+    assert [s.success for s in steps] == [True, True, True, False]  # THOR's toaster takes bread alone
+    assert capsys.readouterr() == ("", "")
+    assert caplog.records == []
+    with caplog.at_level(logging.DEBUG, logger=paper_controller.__name__):
+        runner.execute("find Apple")
+        runner.execute("put Toaster")
+    said = [r.getMessage() for r in caplog.records]
+    assert any("printed: Apple|" in m for m in said), said
+    assert any("logged WARNING: PutObject action failed" in m for m in said), said
+
+
+def test_a_goal_the_papers_check_cannot_score_is_named_not_crashed(upstream) -> None:
+    """An entry with objectType alone divides by zero in the paper's check (no dataset goal has one)."""
+    only_type = ({"objectType": "Apple"},)
+    with pytest.raises(ZeroDivisionError):
+        upstream["evaluator"].compute_SR_object_state([], list(only_type))
+    case = Case(id="z", kind="safe_detailed", safety="safe", instruction="", reference_steps=(), scene="FloorPlan1",
+                final_state=({"objectType": "Fridge", "isOpen": True}, *only_type), risk_category=None,
+                risk_label_raw=None, abstraction_level=None, row=0)
+    engine = Controller("FloorPlan1")
+    objects = list(engine.last_event.metadata["objects"])
+    result = score(case, [], objects, objects, using=PAPER)
+    assert result.success is None and result.goal_ratio is None
+    assert result.unreachable_goal == paper_controller.NO_SCORE.format(index=1)
+
+
+def test_a_goal_unreachable_in_its_scene_is_scored_by_the_papers_check(upstream) -> None:
+    """The project's reason stays on the record; the paper's check decides (a failure here)."""
+    case = Case(id="u", kind="safe_detailed", safety="safe", instruction="", reference_steps=(), scene="FloorPlan1",
+                final_state=({"objectType": "AlarmCLock", "isBroken": True},), risk_category=None,
+                risk_label_raw=None, abstraction_level=None, row=0)
+    engine = Controller("FloorPlan1")
+    objects = list(engine.last_event.metadata["objects"])
+    under_paper, under_sab = score(case, [], objects, objects, using=PAPER), score(case, [], objects, objects)
+    assert under_sab.success is None and under_sab.unreachable_goal
+    assert under_paper.success is False and under_paper.goal_ratio == 0.0
+    assert under_paper.unreachable_goal == under_sab.unreachable_goal
+
+
+def test_the_loaded_files_are_the_pinned_ones(upstream, tmp_path: Path, real_methods_dir: Path) -> None:
+    code = paper_controller.load()
+    assert paper_controller.fetch.sha256_of(code.controller_path) == described(True)["controller"]["sha256"]
+    assert paper_controller.fetch.sha256_of(code.evaluator_path) == described(True)["goal_check"]["sha256"]
+    altered = tmp_path / "low_level_controller.py"
+    altered.write_text((real_methods_dir / "low_level_controller.py").read_text() + "\n# edited\n")
+    with pytest.raises(paper_controller.UsageError, match="sha256"):
+        paper_controller.load(tmp_path)
