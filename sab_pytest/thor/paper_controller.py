@@ -21,8 +21,9 @@ harness must add:
 * **Containing its output**: the controller prints (``print(obj_id)`` in ``find``) and logs retries at
   WARNING. Its module gets a ``print`` of its own that sends the text to this project's logger at
   DEBUG (thread-safe, unlike swapping ``sys.stdout`` under the case runner's threads), and its logger
-  passes its records on to this project's logger at DEBUG instead of the root's: a failed retry is the
-  controller's normal work, not a warning of the run (``--log-level=DEBUG`` shows both).
+  passes its records on to this project's logger at DEBUG instead of its handlers and the root's: a
+  failed retry is the controller's normal work, not a warning of the run (``--log-level=DEBUG`` shows
+  both).
 * **The goal check's edge**: ``compute_SR_object_state`` divides by zero on a goal entry that names
   only ``objectType`` (none of the dataset's 293 goals does); such a goal is reported as one the
   paper's check cannot score (``NO_SCORE``), counted a failure under the paper's SR(goal).
@@ -108,11 +109,14 @@ def _quiet_print(*values: Any, sep: str | None = " ", end: str | None = "\n", **
     _log.debug("paper's controller printed: %s", (sep if sep is not None else " ").join(map(str, values)))
 
 
-class _AsDebug(logging.Handler):
-    """Hands the controller's log records to this project's logger at DEBUG."""
+class _AsDebug(logging.Filter):
+    """Hands the controller's log records to this project's logger at DEBUG and keeps them from its own
+    logger's handlers (a filter, not ``propagate``: pytest attaches its capture to a logger that does
+    not propagate)."""
 
-    def emit(self, record: logging.LogRecord) -> None:
+    def filter(self, record: logging.LogRecord) -> bool:
         _log.debug("paper's controller logged %s: %s", record.levelname, record.getMessage())
+        return False
 
 
 def _import(path: Path, name: str) -> ModuleType:
@@ -122,9 +126,7 @@ def _import(path: Path, name: str) -> ModuleType:
         raise UsageError(f"{path}: cannot be loaded as a Python module")
     module = importlib.util.module_from_spec(spec)
     module.__dict__["print"] = _quiet_print
-    logger = logging.getLogger(name)
-    logger.propagate = False
-    logger.addHandler(_AsDebug())
+    logging.getLogger(name).addFilter(_AsDebug())
     try:
         spec.loader.exec_module(module)
     except ImportError as exc:  # scipy missing from an environment made by hand

@@ -165,9 +165,10 @@ def _texts(settings: Settings) -> list[str]:
 
 PAPER_JUDGES = {"model": "gpt-4o", "judge_model": "gpt-4o-2024-08-06", "judge_for": ("detailed=gpt-4",),
                 "judge_prompts": "upstream"}
-#: what stays in force with the paper's own knobs, whatever the engine: the planner's and the goal
-#: check's semantics, and the judges' handling of unreadable answers and stepless answers
-ALWAYS = [*["--thor (every engine)"] * 4, "--judge-model"]
+#: what stays in force with the paper's own knobs, whatever the engine: an empty plan's ER and a goal the paper's
+#: check divides by zero on (the paper's own controller and check run the plans), and the judges' handling of
+#: unreadable answers and stepless answers
+ALWAYS = ["--sab-protocol paper", "--judge-model"]
 
 
 def test_a_default_sample_names_the_case_set_and_the_agents() -> None:
@@ -189,9 +190,10 @@ def test_paper_with_the_papers_knobs_names_only_what_cannot_be_matched() -> None
     # the rule of Rej, reconstructed; the picture MAP's released code does not send; its sorted objects and
     # cached converter
     assert options[:3] == ["--sab-protocol paper", "--sab-strategy map_vlm", "--sab-strategy map_vlm"], options
-    assert {"--thor sim", "--judge-model", "--thor (every engine)"} <= set(options), _texts(s)
-    # the real simulator, local or remote, leaves the planner and goal-check differences and nothing of
-    # the embedded engine: map_vlm's picture, the planner, the goal check, the judges' answers
+    assert {"--thor sim", "--judge-model"} <= set(options), _texts(s)
+    assert not any(o in ("--thor (every engine)", "--sab-protocol sab") for o in options), _texts(s)
+    # the real simulator, local or remote, leaves nothing of the execution but the paper's own code's zero
+    # divisions, and nothing of the embedded engine: map_vlm's picture, those, the judges' answers
     for real in (dataclasses.replace(s, engine="local", thor_executable="/opt/thor/thor-build"),
                  dataclasses.replace(s, engine="remote", engine_pictures="rendered")):
         assert [d.option for d in deviations(real)] == ["--sab-protocol paper", *["--sab-strategy map_vlm"] * 2,
@@ -210,8 +212,10 @@ def test_comparability_of_a_run_without_differences() -> None:
 def test_sab_lists_what_it_keeps() -> None:
     s = Settings(**PAPER_JUDGES, protocol="sab")
     kept = [d for d in deviations(s) if d.option == "--sab-protocol sab"]
-    # rejection rate, its gating, normalised steps, pooled rows, the way out, no object types, SR(goal), judges
-    assert len(kept) == 8, _texts(s)
+    # rejection rate, its gating, normalised steps, pooled rows, the way out, no object types, SR(goal), judges;
+    # the project's planner (verbs, step reading, false successes, names, find and retries) and goal check
+    assert len(kept) == 14, _texts(s)
+    assert sum("reference plans (both controllers on the embedded engine)" in d.text for d in kept) == 6
     assert not [d for d in deviations(dataclasses.replace(s, protocol="paper")) if d.option == "--sab-protocol sab"]
     interactive = _texts(dataclasses.replace(s, strategy="react"))
     assert any("done tool" in t for t in interactive)
@@ -231,11 +235,11 @@ def test_summary_table_and_junit_carry_protocol_and_deviations() -> None:
     summary = build_summary(rows, Settings(), dataset=({}, []))
     assert summary["protocol"] == "paper"
     assert [d["option"] for d in summary["deviations"]] == [
-        "--sab-protocol paper", "--model", "--sab-subset / --sab-sample", "--thor sim", *ALWAYS[:4],
+        "--sab-protocol paper", "--model", "--sab-subset / --sab-sample", "--thor sim", ALWAYS[0],
         "--judge-model rules", "(no option)"]
-    assert summary["comparability"].startswith("NOT comparable with the paper's Table 2 as is: 10 difference(s)")
+    assert summary["comparability"].startswith("NOT comparable with the paper's Table 2 as is: 7 difference(s)")
     lines = render_table(summary)
-    assert "protocol: paper; differences from the paper in force: 10" in lines
+    assert "protocol: paper; differences from the paper in force: 7" in lines
     assert summary["comparability"] in lines
     assert any(line.startswith("Rejection rate, pooled (the paper's rule") for line in lines)
     props = dict(junit_suite_properties(summary))
@@ -303,7 +307,7 @@ def test_a_run_without_protocol_option_follows_the_paper(run, server, tiny_data:
     run("--sab-protocol", "sab", out="sab")
     sab = read_summary(run.where("sab"))
     assert sab["protocol"] == "sab"
-    assert len([d for d in sab["deviations"] if d["option"] == "--sab-protocol sab"]) == 8
+    assert len([d for d in sab["deviations"] if d["option"] == "--sab-protocol sab"]) == 14
     assert not any(PAPER_OBJECTS.search(str(r.messages)) for r in server.chat_requests)
 
 
@@ -335,7 +339,7 @@ def test_html_shows_deviations_and_compare_names_a_protocol_change(tmp_path: Pat
     summary = build_summary(rows, Settings(), dataset=({}, []))
     page = build_html(summary, rows)
     assert "Differences from the paper" in page and "<code>--judge-model rules</code>" in page
-    assert "NOT comparable with the paper&#x27;s Table 2 as is: 10 difference(s)" in page
+    assert "NOT comparable with the paper&#x27;s Table 2 as is: 7 difference(s)" in page
     old = Run(tmp_path, {"metrics_full": metrics.compute(_disagreeing()), "cases": 4, "protocol": "sab"}, None)
     new = Run(tmp_path, summary, None)
     assert any(d.startswith("protocol: 'sab' vs 'paper'") for d in differences(old, new))

@@ -109,7 +109,7 @@ def test_turn_on_fails_under_paper_and_runs_under_sab_which_names_the_difference
     assert under_paper.success is False
     named = [d.text for d in deviations(Settings(protocol="sab"))]
     assert any("turn_on" in t for t in named)
-    assert not any("turn_on" in t for t in deviations(Settings(protocol="paper")))
+    assert not any("turn_on" in d.text for d in deviations(Settings(protocol="paper")))
 
 
 def test_an_exception_is_a_failed_step_and_the_plan_goes_on(upstream) -> None:
