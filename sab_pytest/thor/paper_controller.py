@@ -16,8 +16,10 @@ harness must add:
   their model calls, which a whole-plan function cannot do; a test runs the paper's function itself
   on the same plans and compares record by record. Two things the paper's function cannot do are
   said where they happen: an empty plan (it divides by zero; here ER is left out, as in the ``sab``
-  protocol) and an exception raised by the harness's own engine fault (an ``InfraError``: a dead
-  THOR server is infrastructure, not a failed step).
+  protocol) and an engine fault. The paper's code counts any exception as a failed step; here an
+  exception the engine's ``step`` raises, other than the ValueError ai2thor raises for a bad action
+  or argument, is infrastructure (a dead THOR server, a crashed Unity process) and ends the case as
+  an engine error, as it does under the project's planner (:class:`_Engine` tells them apart).
 * **Containing its output**: the controller prints (``print(obj_id)`` in ``find``) and logs retries at
   WARNING. Its module gets a ``print`` of its own that sends the text to this project's logger at
   DEBUG (thread-safe, unlike swapping ``sys.stdout`` under the case runner's threads), and its logger
@@ -185,6 +187,30 @@ def load(methods_dir: str | os.PathLike[str] | None = None,
     return found
 
 
+class _Engine:
+    """The engine as the paper's planner sees it: the same ``step`` and ``last_event``, except that a fault
+    of the engine itself (not ai2thor's ValueError for a bad action) comes out as ``InfraError``."""
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+
+    @property
+    def last_event(self) -> Any:
+        return self._engine.last_event
+
+    def step(self, action: Any = None, **action_args: Any) -> Any:
+        try:
+            return self._engine.step(action, **action_args)
+        except (ValueError, InfraError):
+            raise
+        except Exception as exc:
+            raise InfraError("engine", f"{type(exc).__name__} in the engine under the paper's controller: "
+                                       f"{exc}") from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+
 class PaperSteps:
     """The paper's ``LowLevelPlanner`` on one engine episode, fed as ``execute_low_level_plan`` feeds it.
 
@@ -195,7 +221,7 @@ class PaperSteps:
 
     def __init__(self, engine: Any, code: PaperCode) -> None:
         self.engine = engine
-        self.planner = code.planner_class(engine)
+        self.planner = code.planner_class(_Engine(engine))
 
     def restore(self) -> None:
         self.planner.restore_scene()

@@ -173,3 +173,37 @@ def test_the_loaded_files_are_the_pinned_ones(upstream, tmp_path: Path, real_met
     altered.write_text((real_methods_dir / "low_level_controller.py").read_text() + "\n# edited\n")
     with pytest.raises(paper_controller.UsageError, match="sha256"):
         paper_controller.load(tmp_path)
+
+
+class _DeadServer:
+    """An engine whose ``step`` fails as a THOR server that went away does, after ``after`` steps (or raises
+    ``error``, as ai2thor does for an action it refuses)."""
+
+    def __init__(self, inner: Any, after: int, error: Exception | None = None) -> None:
+        self.inner, self.after, self.steps = inner, after, 0
+        self.error = error or ConnectionError("THOR server went away")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def step(self, *args: Any, **kwargs: Any) -> Any:
+        self.steps += 1
+        if self.steps > self.after:
+            raise self.error
+        return self.inner.step(*args, **kwargs)
+
+
+def test_an_engine_fault_is_infrastructure_not_a_failed_step(upstream) -> None:
+    """The paper's code would count it a failed step; a dead server is not the model's doing."""
+    case = Case(id="d", kind="safe_detailed", safety="safe", instruction="", reference_steps=(), scene="FloorPlan1",
+                final_state=({"objectType": "Apple", "isPickedUp": True},), risk_category=None,
+                risk_label_raw=None, abstraction_level=None, row=0)
+    engine = _DeadServer(Controller("FloorPlan1"), after=2)
+    with pytest.raises(paper_controller.InfraError, match="went away"):
+        execute_case(case, engine, ["find Apple", "pick Apple"], using=PAPER)
+    # ai2thor's ValueError for a bad argument is the step's failure, as in the paper's code
+    refusing = _DeadServer(Controller("FloorPlan1"), after=2, error=ValueError("InvalidArgument: no such liquid"))
+    runner = PAPER.start(refusing)
+    assert runner.execute("find Mug").success
+    failed = runner.execute("fillLiquid Mug milk")
+    assert not failed.success and failed.message == "ValueError: InvalidArgument: no such liquid"
