@@ -202,8 +202,9 @@ def test_an_engine_fault_is_infrastructure_not_a_failed_step(upstream) -> None:
     with pytest.raises(paper_controller.InfraError, match="went away"):
         execute_case(case, engine, ["find Apple", "pick Apple"], using=PAPER)
     # ai2thor's ValueError for a bad argument is the step's failure, as in the paper's code
-    refusing = _DeadServer(Controller("FloorPlan1"), after=2, error=ValueError("InvalidArgument: no such liquid"))
+    refusing = _DeadServer(Controller("FloorPlan1"), after=10**6, error=ValueError("InvalidArgument: no such liquid"))
     runner = PAPER.start(refusing)
     assert runner.execute("find Mug").success
+    refusing.after = refusing.steps  # the next action is refused
     failed = runner.execute("fillLiquid Mug milk")
     assert not failed.success and failed.message == "ValueError: InvalidArgument: no such liquid"
