@@ -13,6 +13,9 @@ Three measurements, in one sitting:
 3. **Wall time.** Every plan through each controller alone (``execute_case``), the same records in the
    same order, twice each, alternately; the best of each is reported with the paper's over the
    project's (target: at most 1.5).
+4. **The offline reference run.** ``pytest`` in the checkout (the reference agent, under the default
+   ``--sab-protocol paper``) and the same with ``--sab-protocol sab``, alternately, best of two each
+   (target: the paper run at most 1.5x the sab run); ``--no-runs`` leaves this out.
 
 Usage::
 
@@ -30,7 +33,10 @@ import argparse
 import contextlib
 import importlib.util
 import io
+import json
+import subprocess
 import sys
+import tempfile
 import time
 import types
 from pathlib import Path
@@ -49,6 +55,20 @@ from sab_pytest.thor.execute import execute_case
 
 PAPER = Controllers(paper=True)
 TIME_TARGET = 1.5
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def offline_run(protocol: str, out: Path) -> tuple[float, dict[str, Any]]:
+    """``pytest`` in the checkout under ``protocol``: its wall time and its summary."""
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--sab-out={out}",
+                           f"--sab-protocol={protocol}"], cwd=ROOT, capture_output=True, text=True)
+    took = time.perf_counter() - started
+    summary_file = out / "sab-summary.json"
+    if not summary_file.exists():
+        raise RuntimeError(f"pytest --sab-protocol={protocol} wrote no summary (exit {proc.returncode}): "
+                           f"{proc.stderr[-400:] or proc.stdout[-400:]}")
+    return took, json.loads(summary_file.read_text(encoding="utf-8"))
 
 
 def _module(path: Path, name: str) -> types.ModuleType:
@@ -103,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=None, help="dataset directory (default: $SAB_DATA, cache, download)")
     parser.add_argument("--verbose", action="store_true", help="list every record whose verdicts differ")
+    parser.add_argument("--no-runs", action="store_true", help="leave out the two offline pytest runs")
     args = parser.parse_args(argv)
     try:
         records = load_records(dataset.locate(args.data))
@@ -167,9 +188,41 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n3. wall time, {len(records)} records, best of 2: paper's controller {best['paper']:.2f} s, "
           f"project's planner {best['sab']:.2f} s: {ratio:.2f}x (target <= {TIME_TARGET}x: "
           f"{'met' if ratio <= TIME_TARGET else 'NOT met'})")
+    if not args.no_runs:
+        problems += _offline_runs()
     for problem in problems:
         print(f"PROBLEM: {problem}", file=sys.stderr)
     return 1 if problems else 0
+
+
+def _offline_runs() -> list[str]:
+    """Part 4; the problems it found (a run that did not execute with the controller it names)."""
+    problems = []
+    walls: dict[str, list[float]] = {"paper": [], "sab": []}
+    summaries: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for attempt in range(2):
+            for protocol in ("paper", "sab"):
+                took, summaries[protocol] = offline_run(protocol, Path(tmp) / f"{protocol}{attempt}")
+                walls[protocol].append(took)
+    best = {k: min(v) for k, v in walls.items()}
+    ratio = best["paper"] / best["sab"]
+    verdict = "met" if ratio <= TIME_TARGET else "NOT met"
+    print(f"\n4. offline reference run (pytest in the checkout), best of 2: paper {best['paper']:.1f} s, sab "
+          f"{best['sab']:.1f} s: {ratio:.2f}x (target <= {TIME_TARGET}x: {verdict})")
+    for protocol, summary in summaries.items():
+        controller = (summary.get("execution") or {}).get("controller") or {}
+        named = controller.get("file") if protocol == "paper" else controller.get("module")
+        steps = summary["metrics"].get("execution_step_ratio", {})
+        print(f"   pytest --sab-protocol={protocol}: {summary.get('cases')} cases, controller {named}, "
+              f"ER {steps.get('value')} (n={steps.get('n')}), SR(goal) "
+              f"{summary['metrics'].get('execution_success_rate', {}).get('value')}")
+        if not steps.get("n") or (protocol == "paper") != (named == f"low_level_controller/{CONTROLLER_FILE}"):
+            problems.append(f"the {protocol} run executed no plan, or not with the controller it should")
+    return problems
+
+
+CONTROLLER_FILE = paper_controller.CONTROLLER.name
 
 
 if __name__ == "__main__":
