@@ -208,3 +208,65 @@ def test_an_engine_fault_is_infrastructure_not_a_failed_step(upstream) -> None:
     refusing.after = refusing.steps  # the next action is refused
     failed = runner.execute("fillLiquid Mug milk")
     assert not failed.success and failed.message == "ValueError: InvalidArgument: no such liquid"
+
+
+def test_the_thor_server_passes_every_call_of_the_papers_controller_through(upstream, records,
+                                                                             real_scenes_dir: Path) -> None:
+    """The paper's controller on a leased remote engine ends every step and state as on a local one: its
+    dict-and-keyword actions, numpy coordinates, float rotations and camera moves cross the wire intact."""
+    from sab_pytest.thor.remote import RemoteEngine
+    from sab_pytest.thor.server import ServerConfig, ThorServer
+
+    server = ThorServer(ServerConfig(port=0, backend="sim", scenes_dir=str(real_scenes_dir), engines=1)).start()
+    remote = RemoteEngine(server.url)
+    try:
+        local = Controller()
+        for case in records[::40]:
+            plan = list(case.reference_steps)
+            here, there = (execute_case(case, engine, plan, using=PAPER) for engine in (local, remote))
+            assert [(s.success, s.message) for s in there.steps] == [(s.success, s.message) for s in here.steps]
+            assert (there.success, there.goal_ratio) == (here.success, here.goal_ratio), case.id
+            assert dict(remote.last_event.metadata["agent"]) == dict(local.last_event.metadata["agent"])
+    finally:
+        remote.stop()
+        server.close()
+
+
+def test_the_embedded_engine_takes_every_call_the_papers_controller_makes(upstream) -> None:
+    """Each Controller call of low_level_controller.py, in its own calling form, as ai2thor 5.0.0 takes it."""
+    import numpy as np
+
+    env = Controller("FloorPlan1")
+    points = env.step(dict(action="GetReachablePositions")).metadata["actionReturn"]
+    assert points and set(points[0]) == {"x", "y", "z"}
+    start = env.last_event.metadata["agent"]
+    p = points[3]
+    env.step(dict(action="TeleportFull", x=np.float64(p["x"]), y=start["position"]["y"], z=np.float64(p["z"]),
+                  rotation=37.5, horizon=-12.25, standing=True))
+    agent = env.last_event.metadata["agent"]
+    assert env.last_event.metadata["lastActionSuccess"]
+    assert (agent["rotation"]["y"], agent["cameraHorizon"], agent["isStanding"]) == (37.5, -12.25, True)
+    env.step(dict(action="LookUp"), degrees=5)  # the keyword joins the dict, as ai2thor's step merges them
+    assert env.last_event.metadata["agent"]["cameraHorizon"] == -17.25
+    env.step(dict(action="LookUp", degrees=10))
+    assert env.last_event.metadata["agent"]["cameraHorizon"] == -27.25
+    assert not env.step(dict(action="LookUp"), degrees=5).metadata["lastActionSuccess"]  # THOR's limit
+    objects = {o["objectType"]: o for o in env.last_event.metadata["objects"]}
+    apple, counter = objects["Apple"]["objectId"], objects["CounterTop"]["objectId"]
+    runner = PAPER.start(env)
+    assert runner.execute("find Apple").success
+    env.step(action="PickupObject", objectId=apple, forceAction=False, manualInteract=False)
+    assert env.last_event.metadata["inventoryObjects"][0]["objectId"] == apple
+    env.step(action="RotateHeldObject", pitch=90.0)
+    assert env.last_event.metadata["lastActionSuccess"]
+    above = env.step(action="GetSpawnCoordinatesAboveReceptacle", objectId=counter, anywhere=False)
+    spots = above.metadata["actionReturn"]
+    mean = {k: sum(s[k] for s in spots) / len(spots) for k in "xyz"}
+    env.step(action="PlaceObjectAtPoint", objectId=apple, position=mean)
+    assert env.last_event.metadata["lastActionSuccess"]
+    assert env.step(action="Done").metadata["lastActionSuccess"]
+    for action in (dict(action="MoveBack"), dict(action="MoveRight"), dict(action="RotateRight", degrees=15)):
+        env.step(action)  # moves that may be blocked: an event either way, never an exception
+    env.step(action="OpenObject", objectId=objects["Fridge"]["objectId"], openness=1.0)
+    env.step(action="ThrowObject", moveMagnitude=1500.0, forceAction=True)
+    env.step(action="DropHandObject", forceAction=True)
