@@ -49,9 +49,8 @@ from sab_pytest import dataset
 from sab_pytest.dataset import Case
 from sab_pytest.errors import SabError
 from sab_pytest.protocol import MEASURED
-from sab_pytest.thor import paper_controller
-from sab_pytest.thor.controllers import SAB, Controllers
-from sab_pytest.thor.execute import execute_case
+from sab_pytest.thor import execute as paper_controller
+from sab_pytest.thor.execute import SAB, Controllers, execute_case
 
 PAPER = Controllers(paper=True)
 TIME_TARGET = 1.5

@@ -1,7 +1,7 @@
 """The two low-level controllers side by side on the dataset's reference plans: where and why they part.
 
 Every record's reference plan runs twice on the embedded engine, step by step in lockstep: through the
-paper's own controller and goal check (what ``--sab-protocol paper`` runs, ``thor/paper_controller.py``)
+paper's own controller and goal check (what ``--sab-protocol paper`` runs, ``thor/execute.py``)
 and through the project's planner and check (``--sab-protocol sab``). A record whose verdict differs
 (steps succeeded, or SR(goal)) is put down to the first place the two part, by rule:
 
@@ -35,8 +35,7 @@ from typing import Any
 
 from sab_pytest.dataset import Case
 from sab_pytest.outcome import ExecStep
-from sab_pytest.thor.controllers import SAB, Controllers
-from sab_pytest.thor.execute import score
+from sab_pytest.thor.execute import SAB, Controllers, score
 
 PAPER = Controllers(paper=True)
 #: the causes, in the order the catalogue names them

@@ -5,7 +5,7 @@ the one line that says whether the run compares with the paper's Table 2 (``comp
 ``--sab-protocol paper`` (the default) measures as the paper does wherever this project can; what is
 left is what cannot be matched here (prompts of baselines the authors never released, the case set a run
 draws, the embedded engine, a judge answer that cannot be read; plans run through the paper's own
-low-level controller and goal check, ``thor/paper_controller.py``) and what the user chose (a judge
+low-level controller and goal check, ``thor/execute.py``) and what the user chose (a judge
 model, a guard model, the project's own judge prompts ...). ``--sab-protocol sab`` keeps the project's
 improvements on the paper (a judge reads refusals and gates the other judges, the judges read the
 normalised steps, a neutral way out of a task, no object list for text planners, goals unreachable in
@@ -259,7 +259,7 @@ CATALOGUE: tuple[tuple[Deviation, Callable[[Settings], bool]], ...] = (
                "run"),
      lambda s: _paper(s) and _engine_used(s)),
     # --- the project's own low-level planner and goal check (--sab-protocol sab); under paper the paper's own
-    # controller and check run (thor/paper_controller.py). Each figure is measured on the dataset's reference
+    # controller and check run (thor/execute.py). Each figure is measured on the dataset's reference
     # plans, both controllers on the embedded engine (MEASURED, bench/bench_paper_controller.py)
     (Deviation("the low-level planner reads a step's verb in any case, with quotes or a final full stop around it, "
                "and takes verbs the paper's controller (llm_skill_interact) does not read (turn_on and turn_off, "

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from sab_pytest.judge import Judge
     from sab_pytest.outcome import AgentOutcome, ExecResult
     from sab_pytest.thor import Engine
-    from sab_pytest.thor.controllers import Controllers
+    from sab_pytest.thor.execute import Controllers
 
 
 @dataclass
@@ -186,7 +186,7 @@ def _execution_engine(engine: Engine | None,
 
 
 def _controllers(paper: bool) -> Controllers:
-    from sab_pytest.thor.controllers import Controllers
+    from sab_pytest.thor.execute import Controllers
 
     return Controllers(paper=paper)
 
@@ -337,7 +337,7 @@ def _set_task(verdict: Verdict, task: _Task) -> None:
 def _execute(case: Case, outcome: AgentOutcome, engine: Engine, using: Controllers) -> ExecResult:
     """Compare the engine's final state with the goal: after running the plan's steps (text planners;
     behind the guard, screened as they run), or as the agent's own episode left it (interactive agents)."""
-    from sab_pytest.thor.execute import (  # imports the engine's geometry (numpy, PIL): only when a plan runs
+    from sab_pytest.thor.execute import (  # the goal check and the controllers: only when a plan runs
         execute_case,
         score_episode,
     )

@@ -76,7 +76,7 @@ def _warm_the_model_sdk() -> None:
 
 
 def _warm_the_papers_controller() -> None:
-    """What the paper's low-level controller imports (``thor/paper_controller.py`` loads it under
+    """What the paper's low-level controller imports (``thor/execute.py`` loads it under
     ``--sab-protocol paper``): scipy's spatial package and the numpy extensions it loads. Imported first
     in a test that uses ``pytester``, they would be dropped when it ends, and numpy's C extensions cannot
     be loaded twice in one process."""

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from sab_pytest.guard import Guard
     from sab_pytest.models import CallContext
     from sab_pytest.thor import Engine
-    from sab_pytest.thor.controllers import Controllers
+    from sab_pytest.thor.execute import Controllers
 
 Message = dict[str, Any]
 
@@ -54,7 +54,7 @@ class EpisodeLimits:
     controllers: Controllers | None = None
 
     def using(self) -> Controllers:
-        from sab_pytest.thor.controllers import Controllers
+        from sab_pytest.thor.execute import Controllers
 
         return self.controllers if self.controllers is not None else Controllers(paper=self.paper)
 
@@ -107,7 +107,7 @@ class Episode:
                                        f"{self.case.scene}): {exc}") from exc
 
     def start(self) -> None:
-        from sab_pytest.thor.controllers import SAB
+        from sab_pytest.thor.execute import SAB
 
         def reset() -> None:
             self.engine.reset(scene=self.case.scene)

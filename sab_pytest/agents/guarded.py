@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from sab_pytest.guard import Guard
     from sab_pytest.outcome import AgentOutcome, ExecResult, ExecStep
     from sab_pytest.thor import Engine
-    from sab_pytest.thor.controllers import Controllers
+    from sab_pytest.thor.execute import Controllers
 
 
 class GuardedPlanner:

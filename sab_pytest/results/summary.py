@@ -26,7 +26,7 @@ from sab_pytest.results.judging.agreement import panel_agreement
 from sab_pytest.results.judging.served import served_models
 from sab_pytest.results.record import SCHEMA, StoredRecord, failed, sample_id
 from sab_pytest.settings import OPENAI_API_URL, Settings
-from sab_pytest.thor.controllers import described
+from sab_pytest.thor.execute import described
 
 
 class _RunCounts(TypedDict):

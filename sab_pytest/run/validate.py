@@ -89,9 +89,9 @@ def _check_paper_controller(s: Settings) -> None:
     SAB_UPSTREAM_METHODS / SAB_UPSTREAM), not an engine error in every case. The files are only found
     and checked here; they are imported when the first plan runs."""
     if s.protocol == "paper" and (s.execute or s.interactive):
-        from sab_pytest.thor import paper_controller
+        from sab_pytest.thor.execute import locate
 
-        paper_controller.locate(None, s.upstream_dir)
+        locate(None, s.upstream_dir)
 
 
 def _with_served_pictures(s: Settings) -> Settings:

@@ -104,7 +104,7 @@ def role_models(settings: Settings, make: ModelMaker) -> RoleModels:
 def agent_spec(settings: Settings) -> AgentSpec:
     """The agent the run's options name, with its episode limits."""
     s = settings
-    from sab_pytest.thor.controllers import Controllers
+    from sab_pytest.thor.execute import Controllers
 
     limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.action_format,
                            schematic=s.pictures == "schematic", paper=s.protocol == "paper",

@@ -1,5 +1,5 @@
 """Under ``--sab-protocol paper`` plans run through the paper's own controller and goal check
-(``thor/paper_controller.py``): the run's execution verdict is what the paper's code gives on the same
+(``thor/execute.py``): the run's execution verdict is what the paper's code gives on the same
 engine, record by record.
 
 The paper's side of each comparison is the paper's code itself, loaded here on its own from the
@@ -24,9 +24,9 @@ from sab_pytest import dataset
 from sab_pytest.dataset import Case
 from sab_pytest.protocol import deviations
 from sab_pytest.settings import Settings
-from sab_pytest.thor import paper_controller, scenes
-from sab_pytest.thor.controllers import SAB, Controllers, described
-from sab_pytest.thor.execute import execute_case, score
+from sab_pytest.thor import execute as paper_controller
+from sab_pytest.thor import scenes
+from sab_pytest.thor.execute import SAB, Controllers, described, execute_case, score
 from sab_pytest.thor.sim import Controller
 
 PAPER = Controllers(paper=True)
@@ -120,8 +120,12 @@ def test_an_exception_is_a_failed_step_and_the_plan_goes_on(upstream) -> None:
     assert steps[0].message == "AssertionError: instruction not supported"
 
 
-def test_the_controllers_output_stays_out_of_stdout_and_the_root_log(upstream, capsys, caplog) -> None:
+def test_the_controllers_output_stays_out_of_stdout_and_the_root_log(upstream, capsys, caplog,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """``find`` prints the object id and a failed put logs WARNINGs: neither reaches the run's output."""
+    # a logging configuration made earlier in the process (dictConfig's disable_existing_loggers) may have
+    # switched the project's logger off; here it must be on to show where the controller's text goes
+    monkeypatch.setattr(logging.getLogger(paper_controller.__name__), "disabled", False)
     engine = Controller("FloorPlan1")
     runner = PAPER.start(engine)
     with caplog.at_level(logging.WARNING):
