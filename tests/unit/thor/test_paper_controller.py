@@ -125,7 +125,8 @@ def test_the_controllers_output_stays_out_of_stdout_and_the_root_log(upstream, c
     """``find`` prints the object id and a failed put logs WARNINGs: neither reaches the run's output."""
     # a logging configuration made earlier in the process (dictConfig's disable_existing_loggers) may have
     # switched the project's logger off; here it must be on to show where the controller's text goes
-    monkeypatch.setattr(logging.getLogger(paper_controller.__name__), "disabled", False)
+    for name in (paper_controller.__name__, paper_controller.load().controller.__name__):
+        monkeypatch.setattr(logging.getLogger(name), "disabled", False)
     engine = Controller("FloorPlan1")
     runner = PAPER.start(engine)
     with caplog.at_level(logging.WARNING):
