@@ -148,9 +148,9 @@ def _parted(*causes: str) -> str:
     where = (f"On the dataset's {MEASURED['records'][0]} reference plans (both controllers on the embedded engine) "
              f"this parts")
     if not records:
-        return f"{where} no record's verdict."
+        return f"{where} no record's verdict"
     return (f"{where} {records} records' verdicts: {steps:+d} of {MEASURED['steps'][0]} steps succeed and "
-            f"{goals:+d} of {MEASURED['goals'][0]} goals are reached against the paper's.")
+            f"{goals:+d} of {MEASURED['goals'][0]} goals are reached against the paper's")
 
 
 _ALL = "every metric"
@@ -300,8 +300,8 @@ CATALOGUE: tuple[tuple[Deviation, Callable[[Settings], bool]], ...] = (
                "for the sink), needs every listed element, and reads a goal entry's null and [] alike as "
                "'nothing'; the paper's (compute_SR_object_state) needs one listed text inside one current id, "
                "case-sensitively (a bare text letter by letter), matches null only to null and [] never. "
-               + _parted("goal check") + f" Reading the same final states (the paper's run's), the two checks "
-               f"disagree on {MEASURED['goal_checks_apart'][0]} of {MEASURED['goals'][0]} goals.",
+               + _parted("goal check") + f". Reading the same final states (the paper's run's), the two checks "
+               f"disagree on {MEASURED['goal_checks_apart'][0]} of {MEASURED['goals'][0]} goals",
                "--sab-protocol sab", "SR(goal)", "none measured on the reference plans"),
      lambda s: _sab(s) and s.execute),
     (Deviation("a judge answer that cannot be read is a case error, where the paper's code scored it 0",
