@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import io
 import json
 import subprocess
@@ -70,21 +69,13 @@ def offline_run(protocol: str, out: Path) -> tuple[float, dict[str, Any]]:
     return took, json.loads(summary_file.read_text(encoding="utf-8"))
 
 
-def _module(path: Path, name: str) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def papers_functions() -> dict[str, types.ModuleType]:
     """The paper's controller, its execute_low_level_plan and its goal check, imported on their own."""
     code = paper_controller.load()
     methods = code.controller_path.parent
-    return {"controller": _module(code.controller_path, "bench_paper_llc"),
-            "utils": _module(methods / "utils.py", "bench_paper_utils"),
-            "evaluator": _module(code.evaluator_path, "bench_paper_detail_evaluate")}
+    return {"controller": apart.import_file(code.controller_path, "bench_paper_llc"),
+            "utils": apart.import_file(methods / "utils.py", "bench_paper_utils"),
+            "evaluator": apart.import_file(code.evaluator_path, "bench_paper_detail_evaluate")}
 
 
 def agreement(records: list[Case], paper: dict[str, types.ModuleType]) -> list[tuple[str, Any, Any]]:

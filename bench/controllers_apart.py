@@ -28,9 +28,12 @@ recomputes them and fails when a difference appears that the catalogue does not 
 
 from __future__ import annotations
 
+import importlib.util
+import types
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sab_pytest.dataset import Case
@@ -67,6 +70,16 @@ class Apart:
     @property
     def same(self) -> bool:
         return self.cause is None
+
+
+def import_file(path: Path, name: str) -> types.ModuleType:
+    """One of the paper's files imported on its own, as its own code imports it (the bench and the tests
+    compare with it): nothing contained, nothing left out."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _verb(step: str) -> str:

@@ -11,14 +11,15 @@ few lines the project mirrors, to run steps one at a time) driving a fresh ``Low
 
 from __future__ import annotations
 
-import importlib.util
 import logging
+import sys
 import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import ROOT
 
 from sab_pytest import dataset
 from sab_pytest.dataset import Case
@@ -29,17 +30,12 @@ from sab_pytest.thor import scenes
 from sab_pytest.thor.execute import SAB, Controllers, described, execute_case, score
 from sab_pytest.thor.sim import Controller
 
+sys.path.insert(0, str(ROOT / "bench"))
+from controllers_apart import import_file
+
 PAPER = Controllers(paper=True)
 #: every how-many-th record with a goal the unit suite compares (the bench compares them all)
 SPREAD = 9
-
-
-def _module(path: Path, name: str) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +47,9 @@ def upstream(real_methods_dir: Path, real_upstream_dir: Path, real_scenes_dir: P
         mp.setenv("SAB_UPSTREAM", str(real_upstream_dir))
         mp.setattr(scenes, "DEFAULT_DIR", str(real_scenes_dir), raising=False)
         mp.setenv("SAB_THOR_SCENES", str(real_scenes_dir))
-        yield {"controller": _module(real_methods_dir / "low_level_controller.py", "test_paper_llc"),
-               "utils": _module(real_methods_dir / "utils.py", "test_paper_utils"),
-               "evaluator": _module(real_upstream_dir / "detail_evaluate.py", "test_paper_detail_evaluate")}
+        yield {"controller": import_file(real_methods_dir / "low_level_controller.py", "test_paper_llc"),
+               "utils": import_file(real_methods_dir / "utils.py", "test_paper_utils"),
+               "evaluator": import_file(real_upstream_dir / "detail_evaluate.py", "test_paper_detail_evaluate")}
 
 
 @pytest.fixture(scope="module")
