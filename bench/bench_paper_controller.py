@@ -15,7 +15,10 @@ Three measurements, in one sitting:
    project's (target: at most 1.5).
 4. **The offline reference run.** ``pytest`` in the checkout (the reference agent, under the default
    ``--sab-protocol paper``) and the same with ``--sab-protocol sab``, alternately, best of two each
-   (target: the paper run at most 1.5x the sab run); ``--no-runs`` leaves this out.
+   (target: the paper run at most 1.5x the sab run); ``--no-runs`` leaves this and 5 out.
+5. **A run, record by record.** ``pytest --sab-subset all`` under the default protocol: each record with a
+   goal (abstract tasks at all four levels) holds the ER, SR(goal) and goal ratio the paper's own
+   functions give its reference plan on the same engine (target: every one).
 
 Usage::
 
@@ -56,11 +59,11 @@ TIME_TARGET = 1.5
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def offline_run(protocol: str, out: Path) -> tuple[float, dict[str, Any]]:
+def offline_run(protocol: str, out: Path, *extra: str) -> tuple[float, dict[str, Any]]:
     """``pytest`` in the checkout under ``protocol``: its wall time and its summary."""
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--sab-out={out}",
-                           f"--sab-protocol={protocol}"], cwd=ROOT, capture_output=True, text=True)
+                           f"--sab-protocol={protocol}", *extra], cwd=ROOT, capture_output=True, text=True)
     took = time.perf_counter() - started
     summary_file = out / "sab-summary.json"
     if not summary_file.exists():
@@ -180,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'met' if ratio <= TIME_TARGET else 'NOT met'})")
     if not args.no_runs:
         problems += _offline_runs()
+        problems += _a_run_record_by_record(records, paper)
     for problem in problems:
         print(f"PROBLEM: {problem}", file=sys.stderr)
     return 1 if problems else 0
@@ -213,6 +217,40 @@ def _offline_runs() -> list[str]:
 
 
 CONTROLLER_FILE = paper_controller.CONTROLLER.name
+
+
+def _a_run_record_by_record(records: list[Case], paper: dict[str, types.ModuleType]) -> list[str]:
+    """Part 5; the problems it found."""
+    from sab_pytest.thor.sim import Controller
+
+    by_record = {(c.kind, c.row): c for c in records}
+    engine = Controller()
+    with tempfile.TemporaryDirectory() as tmp:
+        took, summary = offline_run("paper", Path(tmp), "--sab-subset=all")
+        lines = (Path(tmp) / "sab-results.jsonl").read_text(encoding="utf-8").splitlines()
+    rows = [json.loads(line) for line in lines if line.strip()]
+    compared, apart_ids = 0, []
+    for row in rows:
+        case = by_record[(row["case"]["kind"], row["case"]["row"])]
+        if not case.final_state:
+            continue
+        compared += 1
+        engine.reset(scene=case.scene)
+        plan = [line.strip() for line in case.reference_steps if line.strip()]
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            metadata, er = paper["utils"].execute_low_level_plan(plan, paper["controller"].LowLevelPlanner(engine))
+        rate, ratio = paper["evaluator"].compute_SR_object_state(metadata["objects"], list(case.final_state))
+        if (row["exec_step_ratio"], row["exec_success"], row["exec_goal_ratio"]) != (er, rate == 1.0, ratio):
+            apart_ids.append(row["case"]["id"])
+    agree = compared - len(apart_ids)
+    print(f"\n5. pytest --sab-subset=all (paper, {summary.get('cases')} cases, {took:.1f} s): {agree}/{compared} "
+          "records with a goal hold the paper's functions' ER, SR(goal) and goal ratio")
+    for case_id in apart_ids:
+        print(f"   apart: {case_id}")
+    problems = [f"{len(apart_ids)} record(s) of the run apart from the paper's functions"] if apart_ids else []
+    if compared < 293:
+        problems.append(f"the run held only {compared} records with a goal")
+    return problems
 
 
 if __name__ == "__main__":

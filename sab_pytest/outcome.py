@@ -86,6 +86,9 @@ class AgentOutcome:
     #: (``agents/guarded.py``); the scorer calls it with the engine, or with None when nothing is executed
     #: after all (worker only)
     screen_at_execution: Any = field(default=None, repr=False, compare=False)
+    #: the plan's lines as written, where they are the plan itself (the reference agent's dataset lines): what
+    #: the paper's controller is fed under ``--sab-protocol paper`` instead of the extracted ``steps``
+    lines: list[str] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {

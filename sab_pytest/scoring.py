@@ -349,7 +349,9 @@ def _execute(case: Case, outcome: AgentOutcome, engine: Engine, using: Controlle
         assert result is not None
         return result
     approved = (outcome.episode or {}).get("approved")
-    steps = list(outcome.steps) if approved is None else list(outcome.steps[:approved])
+    # the paper's controller is fed the plan's own lines where the plan is written as lines (the reference)
+    plan = outcome.lines if using.paper and outcome.lines is not None else outcome.steps
+    steps = list(plan) if approved is None else list(plan[:approved])
     try:
         return execute_case(case, engine, steps, using=using)
     except InfraError:
