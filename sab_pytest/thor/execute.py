@@ -97,12 +97,13 @@ NO_SCORE = ("the paper's goal check (compute_SR_object_state) cannot score this 
 _log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _loaded: dict[tuple[Path, Path], PaperCode] = {}
-_asked: dict[tuple[str | None, ...], PaperCode] = {}  # (the two directories asked for, the two variables) -> loaded
+_asked: dict[tuple[str | None, ...], PaperCode] = {}  # (the directories asked for, the variables naming them) -> loaded
 
 
 @dataclass(frozen=True)
 class PaperCode:
-    """The two pinned files, loaded: where each was read from, its sha256, and what is used of it."""
+    """The two pinned files, loaded (each checked against its sha256): where each was read from, and what
+    is used of it."""
 
     controller_path: Path
     evaluator_path: Path
