@@ -125,7 +125,8 @@ class Episode:
     # -- moves ----------------------------------------------------------------------------------
     def act(self, action: str) -> str:
         """Run one high-level action (guard first); the answer the agent gets."""
-        action = " ".join(action.split())
+        # the paper's controller gets the line as it is written (stripped, as the paper's code splits lines)
+        action = action.strip() if self.using is not None and self.using.paper else " ".join(action.split())
         if len(self.executed) >= self.max_steps:
             self.end = "step_limit"
             return f"Not run: the limit of {self.max_steps} actions is reached; the episode ends."
