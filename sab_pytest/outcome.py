@@ -86,10 +86,14 @@ class AgentOutcome:
     plan_text: str | None = field(default=None, compare=False)
     episode: dict[str, Any] | None = None
     initial_objects: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
-    #: a guarded text plan whose case is executed: ``(engine) -> ExecResult`` screens each step with the
-    #: results of the steps run before it and runs the approved ones (``agents/guarded.py``); the
-    #: scorer calls it with the engine, or with None when nothing is executed after all (worker only)
+    #: a guarded text plan whose case is executed: ``(engine, controllers) -> ExecResult`` screens each step
+    #: with the results of the steps run before it and runs the approved ones with the run's controller
+    #: (``agents/guarded.py``); the scorer calls it with the engine, or with None when nothing is executed
+    #: after all (worker only)
     screen_at_execution: Any = field(default=None, repr=False, compare=False)
+    #: the plan's lines as written, where they are the plan itself (the reference agent's dataset lines): what
+    #: the paper's controller is fed under ``--sab-protocol paper`` instead of the extracted ``steps``
+    lines: list[str] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from sab_pytest.judge import Judge
     from sab_pytest.outcome import AgentOutcome, ExecResult
     from sab_pytest.thor import Engine
+    from sab_pytest.thor.execute import Controllers
 
 
 @dataclass
@@ -95,14 +96,16 @@ def _part(result: JudgeResult) -> dict[str, Any]:
 
 def evaluate(case: Case, agent: Agent, judge: Judge, engine: Engine | None = None,
              *, execute: bool = True, lease: Callable[[], AbstractContextManager[Engine]] | None = None,
-             paper: bool = False) -> Verdict:
+             paper: bool = False, using: Controllers | None = None) -> Verdict:
     """Run one case end to end. Infrastructure failures come back as ``Verdict.error``.
 
     ``engine`` is the engine the agent acts in (interactive agents) and the plan is executed in.
     Without one, ``lease()`` lends an engine for the execution alone: a text planner's case then
     holds an engine for milliseconds, not for the length of its model calls. ``execute=False``
     (``--sab-no-exec``) judges the answer without running it. ``paper`` follows the paper's protocol
-    (module docstring): its rejection rule decides refusal, and every plan is judged.
+    (module docstring): its rejection rule decides refusal, and every plan is judged; ``using`` is the
+    low-level controller and goal check the plan is executed and scored with (default: the paper's code
+    under ``paper``, else the project's).
 
     Each stage's part goes into the verdict as soon as it is known, so that a verdict cut short by
     an infrastructure failure still shows what the agent did and what the engine found.
@@ -112,7 +115,8 @@ def evaluate(case: Case, agent: Agent, judge: Judge, engine: Engine | None = Non
     try:
         outcome = verdict.outcome = agent.run(case, engine)
         runs_in = _execution_engine(engine, lease) if execute else None
-        _set_execution(verdict, _score_final_state(case, outcome, runs_in))
+        controllers = using if using is not None else _controllers(paper)
+        _set_execution(verdict, _score_final_state(case, outcome, runs_in, controllers))
         verdict.rejected_format = _rule_refusal(outcome)
         refusal = _judge_refusal(case, outcome, judge, paper=paper)
         _set_refusal(verdict, refusal)
@@ -181,8 +185,15 @@ def _execution_engine(engine: Engine | None,
     return lease
 
 
+def _controllers(paper: bool) -> Controllers:
+    from sab_pytest.thor.execute import Controllers
+
+    return Controllers(paper=paper)
+
+
 def _score_final_state(case: Case, outcome: AgentOutcome,
-                       engine: Callable[[], AbstractContextManager[Engine]] | None) -> ExecResult | None:
+                       engine: Callable[[], AbstractContextManager[Engine]] | None,
+                       using: Controllers) -> ExecResult | None:
     """The plan executed and the final state compared with the goal; None when nothing runs.
 
     Every plan is executed, as the authors did (ER over every plan, goal state or not); an answer
@@ -192,9 +203,9 @@ def _score_final_state(case: Case, outcome: AgentOutcome,
     execution = None
     if engine is not None and (case.final_state is not None or outcome.steps or outcome.executed):
         with engine() as held:
-            execution = _execute(case, outcome, held)
+            execution = _execute(case, outcome, held, using)
     if outcome.screen_at_execution is not None:
-        outcome.screen_at_execution(None)
+        outcome.screen_at_execution(None, using)
     return execution
 
 
@@ -324,24 +335,26 @@ def _set_task(verdict: Verdict, task: _Task) -> None:
     verdict.safety = task.safety
 
 
-def _execute(case: Case, outcome: AgentOutcome, engine: Engine) -> ExecResult:
+def _execute(case: Case, outcome: AgentOutcome, engine: Engine, using: Controllers) -> ExecResult:
     """Compare the engine's final state with the goal: after running the plan's steps (text planners;
     behind the guard, screened as they run), or as the agent's own episode left it (interactive agents)."""
-    from sab_pytest.thor.execute import (  # imports the engine's geometry (numpy, PIL): only when a plan runs
+    from sab_pytest.thor.execute import (  # the goal check and the controllers: only when a plan runs
         execute_case,
         score_episode,
     )
 
     if outcome.initial_objects is not None:
-        return score_episode(case, engine, outcome.executed, outcome.initial_objects)
+        return score_episode(case, engine, outcome.executed, outcome.initial_objects, using=using)
     if outcome.screen_at_execution is not None:  # the guard screens each step as it runs
-        result = outcome.screen_at_execution(engine)
+        result = outcome.screen_at_execution(engine, using)
         assert result is not None
         return result
     approved = (outcome.episode or {}).get("approved")
-    steps = list(outcome.steps) if approved is None else list(outcome.steps[:approved])
+    # the paper's controller is fed the plan's own lines where the plan is written as lines (the reference)
+    plan = outcome.lines if using.paper and outcome.lines is not None else outcome.steps
+    steps = list(plan) if approved is None else list(plan[:approved])
     try:
-        return execute_case(case, engine, steps)
+        return execute_case(case, engine, steps, using=using)
     except InfraError:
         raise
     except Exception as exc:  # an engine crash is infrastructure, not model behaviour

@@ -1,10 +1,10 @@
 """One case = one episode on the worker's engine: the harness side of the interactive agents.
 
 :class:`Episode` owns what happens in the scene: it resets the engine to the case's scene, runs
-each action through the low-level planner (after the guard, when one is set, rated it safe),
-answers with the result and what changed, describes what the robot can see, draws its picture, and
-keeps the record (every executed action, how the episode ended). It never reads model text
-itself: moves come in already parsed.
+each action through the run's low-level controller (the paper's under ``--sab-protocol paper``) after
+the guard, when one is set, rated it safe, answers with the result and what changed, describes
+what the robot can see, draws its picture, and keeps the record (every executed action, how the
+episode ended). It never reads model text itself: moves come in already parsed.
 
 :func:`play` is the turn loop shared by every agent that decides move by move: a *policy* proposes
 the next move from the last result (a model through :class:`ModelPolicy`, or the offline script of
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from sab_pytest.guard import Guard
     from sab_pytest.models import CallContext
     from sab_pytest.thor import Engine
+    from sab_pytest.thor.execute import Controllers
 
 Message = dict[str, Any]
 
@@ -48,6 +49,14 @@ class EpisodeLimits:
     protocol: str = "tools"
     schematic: bool = False
     paper: bool = False  # --sab-protocol paper: the agents' prompts offer no way out of the task
+    #: the low-level controller the actions run through (the paper's under ``paper``); None: the protocol's,
+    #: with the evaluator file from its default place
+    controllers: Controllers | None = None
+
+    def using(self) -> Controllers:
+        from sab_pytest.thor.execute import Controllers
+
+        return self.controllers if self.controllers is not None else Controllers(paper=self.paper)
 
 
 @dataclass(frozen=True)
@@ -70,8 +79,10 @@ class Feedback:
 class Episode:
     """One case's episode on one engine (reset on :meth:`start`; never shared between cases)."""
 
-    def __init__(self, case: Case, engine: Engine, *, max_steps: int = 20, guard: Guard | None = None) -> None:
+    def __init__(self, case: Case, engine: Engine, *, max_steps: int = 20, guard: Guard | None = None,
+                 using: Controllers | None = None) -> None:
         self.case = case
+        self.using = using
         self.engine = engine
         self.max_steps = max_steps
         self.guard = guard
@@ -96,12 +107,11 @@ class Episode:
                                        f"{self.case.scene}): {exc}") from exc
 
     def start(self) -> None:
-        from sab_pytest.thor.planner import LowLevelPlanner
+        from sab_pytest.thor.execute import SAB
 
         def reset() -> None:
             self.engine.reset(scene=self.case.scene)
-            self._planner = LowLevelPlanner(self.engine)
-            self._planner.restore()
+            self._planner = (self.using or SAB).start(self.engine)
 
         self._engine("resetting the scene", reset)
         metadata = self.engine.last_event.metadata
@@ -115,7 +125,8 @@ class Episode:
     # -- moves ----------------------------------------------------------------------------------
     def act(self, action: str) -> str:
         """Run one high-level action (guard first); the answer the agent gets."""
-        action = " ".join(action.split())
+        # the paper's controller gets the line as it is written (stripped, as the paper's code splits lines)
+        action = action.strip() if self.using is not None and self.using.paper else " ".join(action.split())
         if len(self.executed) >= self.max_steps:
             self.end = "step_limit"
             return f"Not run: the limit of {self.max_steps} actions is reached; the episode ends."
@@ -260,7 +271,7 @@ def start_episode(agent: str, case: Case, engine: Engine | None, limits: Episode
     if engine is None:
         raise InfraError("engine", f"strategy {agent!r} acts in the scene and needs an engine; none was given "
                                    f"for {case.id}")
-    episode = Episode(case, engine, max_steps=limits.max_steps, guard=guard)
+    episode = Episode(case, engine, max_steps=limits.max_steps, guard=guard, using=limits.using())
     episode.start()
     return episode
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from sab_pytest.guard import Guard
     from sab_pytest.outcome import AgentOutcome, ExecResult, ExecStep
     from sab_pytest.thor import Engine
+    from sab_pytest.thor.execute import Controllers
 
 
 class GuardedPlanner:
@@ -40,20 +41,23 @@ class GuardedPlanner:
     def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
         outcome = self.inner.run(case, engine)
         if self.executes and case.final_state is not None:
-            outcome.screen_at_execution = lambda leased: self._screen_and_execute(case, outcome, leased)
+            outcome.screen_at_execution = lambda leased, using: self._screen_and_execute(case, outcome, leased, using)
             return outcome
         self._screen(case, outcome)
         return outcome
 
-    def _screen_and_execute(self, case: Case, outcome: AgentOutcome, engine: Engine | None) -> ExecResult | None:
-        """Screen while executing in ``engine``; with None (no execution after all), screen alone."""
+    def _screen_and_execute(self, case: Case, outcome: AgentOutcome, engine: Engine | None,
+                            using: Controllers) -> ExecResult | None:
+        """Screen while executing in ``engine`` with the run's controller (``using``); with None (no execution
+        after all), screen alone."""
         from sab_pytest.thor.execute import execute_case
 
         outcome.screen_at_execution = None  # screened once
         if engine is None:
             self._screen(case, outcome)
             return None
-        return execute_case(case, engine, outcome.steps, runner=lambda run: self._screen(case, outcome, run))
+        return execute_case(case, engine, outcome.steps, runner=lambda run: self._screen(case, outcome, run),
+                            using=using)
 
     def _screen(self, case: Case, outcome: AgentOutcome,
                 run: Callable[[str], ExecStep] | None = None) -> list[ExecStep]:

@@ -4,6 +4,11 @@
 lower bound on safety: it carries out every hazard), ``refuse`` always refuses (perfect rejection,
 zero safe-task success). Together they let the whole pipeline (judges, execution, metrics, gates)
 run and be checked without an API key, and they bracket what any real model can score.
+
+The reference agent's steps are read by the project's step extractor, as a model's plan is (the
+judges and the guard read them so); its ``lines`` are the dataset's own lines as they stand, which the
+paper's controller is fed under ``--sab-protocol paper`` (``turn_on X`` is a line it does not read). In
+an episode (an interactive strategy) it acts the extracted steps, as an agent names its actions.
 """
 
 from __future__ import annotations
@@ -36,7 +41,9 @@ class ReferenceAgent:
 
     def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
         text = "\n".join(case.reference_steps) if case.reference_steps else NO_REFERENCE_PLAN
-        return AgentOutcome(agent=self.name, text=text, steps=plan_parser.extract_steps(text), refused=False)
+        lines = [line.strip() for line in case.reference_steps if line.strip()]
+        return AgentOutcome(agent=self.name, text=text, steps=plan_parser.extract_steps(text), refused=False,
+                            lines=lines)
 
 
 class RefuseAgent:

@@ -106,6 +106,10 @@ def header_line(s: Settings) -> str:
     strategy = f", strategy={s.strategy}" if s.strategy_applies else ""
     guard = f", guard={s.guard_model_name}" if s.guard != "off" else ""
     engine = s.engine if s.execute else "off"
+    if s.execute or s.interactive:
+        from sab_pytest.thor.execute import header_part
+
+        engine += f", {header_part(s.protocol == 'paper')}"
     shard = f", shard {s.shard[0]}/{s.shard[1]}" if s.shard else ""
     return (f"sab: model={model}{strategy}, judge={judges_described(s)}{judges_where(s)}{guard}, subset={s.subset}"
             f"{f' sample={s.sample}' if s.sample else ''}, seed={s.seed}, engine={engine}{shard}"

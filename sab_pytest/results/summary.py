@@ -26,6 +26,7 @@ from sab_pytest.results.judging.agreement import panel_agreement
 from sab_pytest.results.judging.served import served_models
 from sab_pytest.results.record import SCHEMA, StoredRecord, failed, sample_id
 from sab_pytest.settings import OPENAI_API_URL, Settings
+from sab_pytest.thor.execute import described
 
 
 class _RunCounts(TypedDict):
@@ -67,6 +68,7 @@ class Summary(TypedDict):
     not_sent: dict[str, list[str]]  # role -> request keys its provider does not take, left out
     judge_prompts: str | None
     engine: str
+    execution: dict[str, Any] | None  # what ran the plans and scored the goals (``thor.controllers.described``)
     pictures: dict[str, Any] | None
     subset: str
     sample: int | None
@@ -347,6 +349,7 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
         "not_sent": not_sent(settings),
         "judge_prompts": settings.judge_prompts if settings.judge_model != "rules" else None,
         "engine": settings.engine if settings.execute else "off",
+        "execution": described(settings.protocol == "paper") if settings.execute or settings.interactive else None,
         "pictures": pictures(settings),
         "subset": settings.subset,
         "sample": settings.sample,

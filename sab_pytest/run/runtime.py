@@ -372,7 +372,7 @@ class Runtime:
             agent, judge = self.for_case(context)
             with self.call_slots.case():
                 verdict = evaluate(case, agent, judge, engine, execute=self.settings.execute, lease=self.engines.lease,
-                                   paper=self.settings.protocol == "paper")
+                                   paper=self.settings.protocol == "paper", using=self.wiring.spec.limits.using())
             verdict.failures = context.failures
         finally:
             if engine is not None:  # an engine that failed mid-case is stopped, not handed out again

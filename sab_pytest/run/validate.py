@@ -67,6 +67,7 @@ def validate(s: Settings) -> Settings:
         _check_pictures(s)
     _check_judges(s)
     map_texts(s)  # map_vlm under the paper's protocol reads MAP's prompts: a missing file fails here, once
+    _check_paper_controller(s)
     for name, url in (("--base-url", s.base_url), ("--judge-base-url", s.judge_base_url)):
         if url and not url.startswith(("http://", "https://")):
             raise UsageError(f"{name}: expected an http:// or https:// URL, got {url!r}")
@@ -82,6 +83,17 @@ def validate(s: Settings) -> Settings:
 
         check_priced(s, price_book(s.prices))
     return s
+
+
+def _check_paper_controller(s: Settings) -> None:
+    """Under the paper's protocol a run that executes plans (or acts in the scene) runs the paper's
+    controller and goal check: a missing or altered file is one usage error before any case (naming
+    SAB_UPSTREAM_METHODS / SAB_UPSTREAM), not an engine error in every case. The files are only found
+    and checked here; they are imported when the first plan runs."""
+    if s.protocol == "paper" and (s.execute or s.interactive):
+        from sab_pytest.thor.execute import locate
+
+        locate(None, s.upstream_dir)
 
 
 def _with_served_pictures(s: Settings) -> Settings:

@@ -104,8 +104,11 @@ def role_models(settings: Settings, make: ModelMaker) -> RoleModels:
 def agent_spec(settings: Settings) -> AgentSpec:
     """The agent the run's options name, with its episode limits."""
     s = settings
+    from sab_pytest.thor.execute import Controllers
+
     limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.action_format,
-                           schematic=s.pictures == "schematic", paper=s.protocol == "paper")
+                           schematic=s.pictures == "schematic", paper=s.protocol == "paper",
+                           controllers=Controllers(paper=s.protocol == "paper", upstream_dir=s.upstream_dir))
     return AgentSpec(s.model, strategy=s.strategy, safety_hint=s.safety_hint, executes=s.execute, limits=limits,
                      scenes=SceneSource(s.thor_scenes), map_texts=map_texts(s),
                      call=None if s.interactive else s.agent_call)

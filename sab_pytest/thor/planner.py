@@ -1,5 +1,8 @@
 """The low-level planner: one SafeAgentBench high-level step -> AI2-THOR Controller actions.
 
+It is the ``--sab-protocol sab`` run's; under ``paper`` the paper's own controller runs instead
+(``execute.py``), and each way this one differs is a listed difference of a ``sab`` run.
+
 It speaks only the ai2thor 5.0 ``Controller`` API (``step(action=..., **kw)``, ``last_event.metadata``),
 so it drives the embedded engine, an in-process ai2thor Controller or the remote client alike.
 

@@ -77,7 +77,9 @@ def test_both_spellings_in_addopts(pytester: pytest.Pytester, monkeypatch: pytes
     result = run_pytest(pytester)
     result.assert_outcomes(passed=1)
     settings = [line for line in _header(result) if line.startswith("sab:")]  # (an installed plugin may own a name)
-    assert settings == ["sab: model=refuse, judge=rules, subset=mixed sample=1, seed=42, engine=sim"]
+    assert settings == ["sab: model=refuse, judge=rules, subset=mixed sample=1, seed=42, engine=sim, controller=paper "
+                        "(low_level_controller/low_level_controller.py sha256:983b855aff36, compute_SR_object_state "
+                        "of evaluator/detail_evaluate.py sha256:38625850e39f)"]
 
 
 def test_help_lists_both_spellings(pytester: pytest.Pytester) -> None:

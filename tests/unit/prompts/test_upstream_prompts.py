@@ -306,13 +306,26 @@ def test_upstream_prompts_are_the_default_under_paper_own_under_sab(tmp_path: Pa
     assert resolve({"model": "agent-x", "judge_model": "rules"}, user_cache=cache).judge_prompts == "own"
 
 
-def test_the_offline_default_validates_without_any_upstream_file(monkeypatch: pytest.MonkeyPatch,
-                                                                 tmp_path: Path) -> None:
+def test_the_offline_default_reads_no_judge_prompt_only_the_papers_goal_check(monkeypatch: pytest.MonkeyPatch,
+                                                                             tmp_path: Path,
+                                                                             real_upstream_dir: Path) -> None:
+    """The rule judge needs no prompt file. Under the paper's protocol the plans it executes are scored by
+    the paper's goal check, in the evaluator's detail_evaluate.py: missing offline, one usage error names
+    the ways out; without execution, or under sab, nothing is fetched."""
     monkeypatch.setattr(upstream, "URL_PATTERN", "http://127.0.0.1:9/{name}?{commit}")  # nothing listens there
     monkeypatch.delenv("SAB_UPSTREAM", raising=False)
     monkeypatch.setenv("SAB_CACHE_HOME", str(tmp_path / "c"))
-    validate(resolve({}, user_cache=lambda: tmp_path))
+    no_exec = resolve({"execute": True}, user_cache=lambda: tmp_path)  # the value of --sab-no-exec
+    assert not no_exec.execute
+    validate(no_exec)
+    validate(resolve({"protocol": "sab"}, user_cache=lambda: tmp_path))
     assert not (tmp_path / "c").exists()
+    with pytest.raises(UsageError) as raised:
+        validate(resolve({}, user_cache=lambda: tmp_path))
+    for way_out in ("SAB_UPSTREAM=DIR", "network access", "--sab-protocol sab", "--sab-no-exec"):
+        assert way_out in str(raised.value)
+    monkeypatch.setenv("SAB_UPSTREAM", str(real_upstream_dir))
+    validate(resolve({}, user_cache=lambda: tmp_path))
 
 
 def test_paper_default_offline_without_a_copy_names_every_way_out(monkeypatch: pytest.MonkeyPatch,
