@@ -8,7 +8,6 @@ pytest layer, tests) call it; it imports nothing of the project but ``settings``
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from sab_pytest.settings import (
     Settings,
     options,
 )
+from sab_pytest.settings.judging import openai_url
 
 
 def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Settings:
@@ -86,7 +86,7 @@ def judge_endpoint(kwargs: dict[str, Any]) -> bool:
     if kwargs.get("judge_base_url"):
         return False
     agent_url = kwargs.get("base_url")
-    environment = os.environ.get("OPENAI_BASE_URL") or None
+    environment = openai_url(None)
     if agent_url and agent_url != environment:
         kwargs["judge_url_default"] = environment or OPENAI_API_URL
         return True
