@@ -21,8 +21,8 @@ signal, repeat; models bound to it), ``wire`` (answers parsed, secrets scrubbed)
 (the retry loop: back-off from ``sab_pytest.retry``, hung endpoints, the breaker), ``pacing`` (rate
 limits: the run-wide send schedule from the server's headers, the wait after a 429),
 ``cached`` (answers through the response cache), ``endpoints`` (each role's endpoint, resolved once),
-``client`` (the façade), ``preflight`` (the endpoint check), ``usage`` (token and cost totals). The names below are the package's public API:
-the rest of the code imports them from here.
+``client`` (the façade), ``preflight`` (the endpoint check), ``usage`` (token and cost totals). The
+names below are the package's public API: the rest of the code imports them from here.
 """
 
 from sab_pytest.models.client import ChatClient, ClientOptions, RunServices, chat_client, make_chat_model
