@@ -31,6 +31,7 @@ from sab_pytest.reports import job_summary
 from sab_pytest.reports.table import OFFLINE_DEFAULT_NOTE, render_table, resume_note
 from sab_pytest.results import files
 from sab_pytest.settings import OPENAI_API_URL, Settings
+from sab_pytest.settings.judging import openai_url
 
 if TYPE_CHECKING:
     from sab_pytest.results import Summary
@@ -85,7 +86,7 @@ def judges_where(s: Settings) -> str:
     agent's own server must see that the judges went elsewhere, and where (``settings.resolution``)."""
     found = run_endpoints(s)  # the URLs the clients are given: a judge on groq/j at Groq's, not the judges' option
     judges = found.judges_shown
-    agent = found.roles["agent"].shown if "agent" in found.roles else OPENAI_API_URL
+    agent = found.roles["agent"].shown if "agent" in found.roles else (openai_url(s.base_url) or OPENAI_API_URL)
     if s.judge_model == "rules" or judges is None or judges == agent:
         return ""
     return f" at {judges} (the agent's at {agent}; --sab-judge-base-url)"
