@@ -126,8 +126,9 @@ def test_the_judges_url_the_run_prints_is_the_one_their_named_provider_calls(
     with fake_openai_server(models=["qwen"]) as gpu, fake_openai_server(models=["org/judge"],
                                                                        responder=judging) as vllm:
         monkeypatch.setenv("VLLM_BASE_URL", vllm.url)  # the provider's own variable (``ProviderInfo.base_url_env``)
+        xml = sab_run().out.parent / "judged.xml"
         result = sab_run("--model", "qwen", f"--sab-base-url={gpu.url}", "--judge-model", "vllm/org/judge",
-                         "--sab-no-exec", "--sab-no-cache")()
+                         "--sab-no-exec", "--sab-no-cache", f"--junitxml={xml}")()
         assert result.ret in (0, 1), result.stdout.str()
         judged = [r.body["model"] for r in vllm.chat_requests if r.body.get("max_tokens") != 1]
         assert len(judged) == N_CASES and set(judged) == {"org/judge"}
@@ -139,3 +140,4 @@ def test_the_judges_url_the_run_prints_is_the_one_their_named_provider_calls(
                                         "judge:long_horizon": vllm.url}
         assert {role: p for role, p in summary["providers"].items() if role != "agent"} == {
             "judge:detailed": "vllm", "judge:abstract": "vllm", "judge:long_horizon": "vllm"}
+        assert f'name="sab_endpoint_judge:detailed" value="{vllm.url}"' in xml.read_text()  # JUnit's too
