@@ -1,11 +1,11 @@
 """Cost of each text strategy per case: model calls, wall time and tokens at a fixed API latency.
 
-Runs every strategy over a few made-up cases through the real ``OpenAIChatModel`` against the
+Runs every strategy over a few made-up cases through the real ``ChatClient`` against the
 fake OpenAI-compatible server on loopback, whose latency stands in for a real API. Wall time per
 case is then dominated by ``calls x latency``: the figure that tells a user what ``mldt`` (3 calls)
 costs against ``direct`` (1) before spending money on a real model. It checks that every strategy
 called the server and came back with a plan, and that the server received the calls the strategies
-counted, and exits 1 otherwise (so does a client that is gone: ``OpenAIChatModel`` missing).
+counted, and exits 1 otherwise (so does a client that is gone: ``ChatClient`` missing).
 
     python bench/bench_strategies.py [--latency 0.2] [--cases 5]
     python bench/bench_strategies.py --smoke    # one case, no latency
@@ -70,12 +70,12 @@ class InProcessModel:
 
 
 def real_client(url: str) -> Any | None:
-    """``OpenAIChatModel`` pointed at the fake server, or None while it does not exist."""
+    """``ChatClient`` pointed at the fake server, or None while it does not exist."""
     from sab_pytest import models
 
-    if not hasattr(models, "OpenAIChatModel"):
+    if not hasattr(models, "ChatClient"):
         return None
-    return models.OpenAIChatModel("gpt-4o", base_url=url, api_key="sk-bench-not-a-secret", temperature=0.0,
+    return models.chat_client("gpt-4o", base_url=url, api_key="sk-bench-not-a-secret", temperature=0.0,
                                   timeout=30.0, max_retries=0, cache=None)
 
 
@@ -129,14 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     with fake_openai_server(latency=args.latency, responder=lambda r: answer_for(r.last_user_message)) as srv:
         client = real_client(srv.url)
         if client is None:
-            print("OpenAIChatModel not available: in-process model, calls and tokens only")
+            print("ChatClient not available: in-process model, calls and tokens only")
             print_table(bench(InProcessModel(), cases, timed=False), args.latency, len(cases), "in-process")
-            checks.need(False, "the real client (sab_pytest.models.OpenAIChatModel) is there to measure")
+            checks.need(False, "the real client (sab_pytest.models.ChatClient) is there to measure")
             return checks.status()
         client.complete([{"role": "user", "content": "warm-up"}])  # SDK import + connection: not a strategy's cost
         srv.reset()
         rows = bench(client, cases, timed=True)
-        print_table(rows, args.latency, len(cases), "OpenAIChatModel -> fake server on 127.0.0.1")
+        print_table(rows, args.latency, len(cases), "ChatClient -> fake server on 127.0.0.1")
         print(f"\nrequests served: {len(srv.chat_requests)} (after one warm-up call)")
         for r in rows:
             checks.need(r["calls"] >= 1 and r["steps"] >= 1, f"{r['strategy']}: called the server and planned steps "

@@ -232,7 +232,7 @@ def progress(statuses: Any, waited: float) -> str:
 
 @dataclass
 class ModelHook:
-    """What one model client holds in batch mode (``OpenAIChatModel.batching``): the process's
+    """What one model client holds in batch mode (``ChatClient.batching``): the process's
     batcher, the Batch API of the client's endpoint and its response cache."""
 
     batcher: Batcher

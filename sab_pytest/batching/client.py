@@ -28,17 +28,6 @@ WINDOW = "24h"
 MAX_LINES = 50_000  # OpenAI: requests per input file
 MAX_BYTES = 200 * 1024 * 1024  # OpenAI: bytes per input file
 DONE = frozenset({"completed", "failed", "expired", "cancelled", "ended"})  # "ended": Anthropic's one end
-#: the part of the price a batched token costs, by the host of the endpoint (docs/models.md); an endpoint
-#: not listed that speaks OpenAI's Batch API is priced as OpenAI's
-BATCH_PRICE = {"api.openai.com": 0.5, "openai.azure.com": 0.5, "api.anthropic.com": 0.5}
-DEFAULT_BATCH_PRICE = 0.5
-
-
-def batch_price(server: str | None) -> float:
-    """The batch price factor of the endpoint ``server`` (a base URL)."""
-    host = (server or "https://api.openai.com/v1").split("://", 1)[-1].split("/", 1)[0]
-    return next((factor for name, factor in BATCH_PRICE.items() if host == name or host.endswith("." + name)),
-                DEFAULT_BATCH_PRICE)
 
 
 @dataclass(frozen=True)

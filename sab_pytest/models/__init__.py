@@ -1,7 +1,7 @@
 """Model clients.
 
 ``ChatModel`` is the one interface agents and LLM judges talk to: a list of OpenAI-format chat
-messages in, one ``ModelCall`` out. ``OpenAIChatModel`` is the client of every provider (retries,
+messages in, one ``ModelCall`` out. ``ChatClient`` is the client of every provider (retries,
 cache, usage); the provider a model names (``azure/<deployment>``, ``anthropic/...``, none: OpenAI's
 API or the OpenAI-compatible server at the base URL) is reached through the ``provider.Provider``
 interface, one module of ``providers`` each.
@@ -20,21 +20,22 @@ names, their providers, prices), ``context`` (the per-case context: budget, fail
 signal, repeat; models bound to it), ``wire`` (answers parsed, secrets scrubbed), ``retrying``
 (the retry loop: back-off from ``sab_pytest.retry``, hung endpoints, the breaker), ``pacing`` (rate
 limits: the run-wide send schedule from the server's headers, the wait after a 429),
-``cached`` (answers through the response cache), ``client`` (the façade), ``preflight`` (the
-endpoint check), ``usage`` (token and cost totals). The names below are the package's public API:
-the rest of the code imports them from here.
+``cached`` (answers through the response cache), ``endpoints`` (each role's endpoint, resolved once),
+``client`` (the façade), ``preflight`` (the endpoint check), ``usage`` (token and cost totals). The
+names below are the package's public API: the rest of the code imports them from here.
 """
 
-from sab_pytest.models.client import OpenAIChatModel, make_chat_model
+from sab_pytest.models.client import ChatClient, ClientOptions, RunServices, chat_client, make_chat_model
 from sab_pytest.models.context import CallContext, CaseModel, FailureLog, for_case
+from sab_pytest.models.endpoints import RoleEndpoint, RunEndpoints, capabilities_of, provider_of, run_endpoints
 from sab_pytest.models.interfaces import Breaker, ChatModel, Slots
-from sab_pytest.models.spec import Prices, capabilities_of, parse_model_spec, parse_prices, provider_of
+from sab_pytest.models.spec import Prices, parse_model_spec, parse_prices
 from sab_pytest.models.usage import add_failures, cost, truncation_note, usage_totals
 from sab_pytest.models.wire import PREFLIGHT_TIMEOUT_S, elide_images, parse_retry_after, preload_sdk, scrub
 
 __all__ = [
-    "PREFLIGHT_TIMEOUT_S", "Breaker", "CallContext", "CaseModel", "ChatModel", "FailureLog", "OpenAIChatModel",
-    "Prices", "Slots", "add_failures", "capabilities_of", "cost", "elide_images", "for_case", "make_chat_model",
-    "parse_model_spec", "parse_prices", "parse_retry_after", "preload_sdk", "provider_of", "scrub", "truncation_note",
-    "usage_totals",
+    "PREFLIGHT_TIMEOUT_S", "Breaker", "CallContext", "CaseModel", "ChatClient", "ChatModel", "ClientOptions",
+    "FailureLog", "Prices", "RoleEndpoint", "RunEndpoints", "RunServices", "Slots", "add_failures", "capabilities_of",
+    "chat_client", "cost", "elide_images", "for_case", "make_chat_model", "parse_model_spec", "parse_prices",
+    "parse_retry_after", "preload_sdk", "provider_of", "run_endpoints", "scrub", "truncation_note", "usage_totals",
 ]

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible client: a thin façade that builds the request, hands it to the response
+"""The chat client of every provider: a thin façade that builds the request, hands it to the response
 cache (``cached``) or straight to the retry loop (``retrying``, over ``transport``), and records the
 answer as a ``ModelCall`` (usage, latency, cache hit). See the package docstring for why the client
 retries by itself."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +17,12 @@ from sab_pytest.cache import ResponseCache, normalise_base_url
 from sab_pytest.errors import UsageError
 from sab_pytest.models.cached import cached_answer
 from sab_pytest.models.context import CallContext, CaseModel
-from sab_pytest.models.interfaces import Breaker, Slots
+from sab_pytest.models.endpoints import RoleEndpoint, resolve_endpoint
+from sab_pytest.models.interfaces import BatchHook, Breaker, Slots, Spending
 from sab_pytest.models.pacing import RatePacer
 from sab_pytest.models.provider import Endpoint
-from sab_pytest.models.providers import REGISTRY
 from sab_pytest.models.retrying import RetryLoop
 from sab_pytest.models.serial import SerialTurn
-from sab_pytest.models.spec import split_model_spec
 from sab_pytest.models.wire import (
     PREFLIGHT_TIMEOUT_S,
     RATE_LIMIT_WAIT_S,
@@ -39,86 +38,93 @@ from sab_pytest.settings import DEFAULT_API_KEY_ENV
 log = logging.getLogger(__name__)
 
 
-class OpenAIChatModel:
-    """A ``ChatModel`` on any OpenAI-compatible chat-completions API, via the openai SDK.
+@dataclass(frozen=True)
+class ClientOptions:
+    """How a client asks: its sampling (``temperature``, ``max_tokens``, ``extra`` sampling keys), the time
+    one request may take and how it retries (see ``retry.RetryPolicy``), and a salt that keeps its cached
+    answers apart (``cache_salt``)."""
+
+    temperature: float | None = 0.0
+    max_tokens: int | None = None
+    timeout: float = 60.0
+    max_retries: int = 5
+    backoff_base: float = 1.0
+    backoff_max: float = BACKOFF_MAX_S
+    max_retry_after: float = MAX_RETRY_AFTER_S
+    rate_limit_wait: float = RATE_LIMIT_WAIT_S
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    cache_salt: str | None = None
+
+
+@dataclass
+class RunServices:
+    """What a client shares with the run's other clients: the response ``cache``, the ``breaker`` and its
+    stop, the call ``slots``, the directory the send schedule is shared in (``pace_dir``), ``--sab-budget``'s
+    gate (``spending``) and, in batch mode, the batch the client's requests go to (``batching``, given by
+    ``run.batch_mode`` once the run's batcher exists)."""
+
+    cache: ResponseCache | None = None
+    breaker: Breaker | None = None
+    slots: Slots | None = None
+    pace_dir: Path | None = None
+    spending: Spending | None = None
+    batching: BatchHook | None = None
+
+
+_OPTIONS = frozenset(f.name for f in fields(ClientOptions))
+_SERVICES = frozenset(f.name for f in fields(RunServices))
+
+
+class ChatClient:
+    """A ``ChatModel`` on one role's endpoint (``endpoints.RoleEndpoint``): OpenAI's API, any server that
+    speaks it, or a provider of the registry (Azure, Anthropic, ...), reached through the provider's module.
 
     One instance per process is meant to be shared by threads (the case runner's pool); each case
     talks to it through ``for_case(context)``, which carries the case's budget, failure log, stop
-    signal and repeat. The API key is read at construction from ``api_key`` or the environment
-    variable ``api_key_env`` and kept out of ``repr``, messages, records and the cache.
-    ``pace_dir`` (the run directory) shares the send schedule under the endpoint's rate limit with
-    the run's other processes (``models.pacing``).
-
-    ``model`` may name its provider (``azure/gpt-4o``, ``groq/llama-3.1-8b``, ``models.providers``):
-    the provider's module talks to it, at ``base_url`` when given, else at the provider's default
-    (``fallback_base_url``, a URL the role inherits from another, serves only an unnamed provider),
-    with the key in the provider's variable unless ``api_key_env`` names another than the default.
+    signal and repeat. The API key is read at construction from ``api_key`` or the endpoint's variable
+    (``RoleEndpoint.key_env``) and kept out of ``repr``, messages, records and the cache. The services'
+    ``pace_dir`` (the run directory) shares the send schedule under the endpoint's rate limit with the
+    run's other processes (``models.pacing``).
     """
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        api_key_env: str = DEFAULT_API_KEY_ENV,
-        temperature: float | None = 0.0,
-        max_tokens: int | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 5,
-        backoff_base: float = 1.0,
-        backoff_max: float = BACKOFF_MAX_S,
-        max_retry_after: float = MAX_RETRY_AFTER_S,
-        rate_limit_wait: float = RATE_LIMIT_WAIT_S,
-        cache: ResponseCache | None = None,
-        cache_salt: str | None = None,
-        extra: Mapping[str, Any] | None = None,
-        breaker: Breaker | None = None,
-        slots: Slots | None = None,
-        pace_dir: Path | None = None,
-        fallback_base_url: str | None = None,
-        spending: Any = None,
-    ) -> None:
-        compat_url = next((u for u in (base_url, fallback_base_url, os.environ.get("OPENAI_BASE_URL")) if u), None)
-        kind, self.name = split_model_spec(model, base_url_in_effect=compat_url is not None)
-        info = REGISTRY[kind or "openai"]
-        self.provider_name = info.name
-        url = compat_url if info.name == "openai" else (base_url or info.default_url())
-        if url is not None and not re.match(r"^https?://[^/\s]+", url.strip()):
-            raise UsageError(f"--base-url: {url!r} is not an http(s) URL (e.g. http://localhost:8000/v1)")
-        self.base_url = url.strip() if url else None
-        self.api_key_env = info.key_env if api_key_env == DEFAULT_API_KEY_ENV else api_key_env
+    def __init__(self, endpoint: RoleEndpoint, options: ClientOptions | None = None,
+                 services: RunServices | None = None, *, api_key: str | None = None) -> None:
+        o = options if options is not None else ClientOptions()
+        run = services if services is not None else RunServices()
+        self.endpoint = endpoint.checked()
+        self.name = endpoint.name
+        self.provider_name = endpoint.provider
+        self.base_url = endpoint.url
+        self.api_key_env = endpoint.key_env
         self._key = Secret(api_key if api_key is not None else os.environ.get(self.api_key_env))
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.timeout = float(timeout)
-        self.cache = cache
-        self.cache_salt = cache_salt
-        unknown = set(extra or {}) - set(SAMPLING_KEYS)
+        self.temperature = o.temperature
+        self.max_tokens = o.max_tokens
+        self.timeout = float(o.timeout)
+        self.cache = run.cache
+        self.cache_salt = o.cache_salt
+        unknown = set(o.extra) - set(SAMPLING_KEYS)
         if unknown:
             raise UsageError(f"model options: unsupported parameter(s) {sorted(unknown)}; "
                              f"supported: {', '.join(SAMPLING_KEYS)}")
-        self.extra = dict(extra or {})
-        self.transport = info.make(Endpoint(self.base_url, self._key, self.timeout))
+        self.extra = dict(o.extra)
+        self.transport = endpoint.info.make(Endpoint(self.base_url, self._key, self.timeout))
         self._noted = False  # the request keys the provider does not take were noted once
-        self.role = "agent"  # the role the client serves (``make_chat_model``), for reports
-        self.retry = RetryLoop(self.transport, self.name, self.server, self.timeout, max_retries=int(max_retries),
-                               policy=RetryPolicy(base=float(backoff_base), cap=float(backoff_max),
-                                                  max_retry_after=float(max_retry_after)),
-                               rate_limit_wait=float(rate_limit_wait), breaker=breaker, slots=slots,
-                               pacer=RatePacer(self.server, pace_dir), serial=SerialTurn(self.server, pace_dir))
+        self.role = endpoint.role  # the role the client serves, for reports
+        self.retry = RetryLoop(self.transport, self.name, self.server, self.timeout, max_retries=int(o.max_retries),
+                               policy=RetryPolicy(base=float(o.backoff_base), cap=float(o.backoff_max),
+                                                  max_retry_after=float(o.max_retry_after)),
+                               rate_limit_wait=float(o.rate_limit_wait), breaker=run.breaker, slots=run.slots,
+                               pacer=RatePacer(self.server, run.pace_dir), serial=SerialTurn(self.server, run.pace_dir))
         # the server's rate-limit headers set the pace of every call to it (run-wide with ``pace_dir``)
         self.transport.observe = self.retry.pacer.observe if self.retry.pacer is not None else None
-        #: in batch mode (``--sab-batch``), for the roles that may wait: a ``batching.batcher.ModelHook``,
-        #: which a request that missed the cache goes to instead of the API
-        self.batching: Any = None
-        self.spec = model  # as the user named it (a provider prefix kept): what its price is looked up by
-        #: with ``--sab-budget``, the run's ``models.pricing.BudgetGate``: a live request that would pass the
-        #: budget is not sent (``before``), an answered one adds its cost (``after``)
-        self.spending = spending
+        #: in batch mode (``--sab-batch``), for the roles that may wait: the hook a request that missed
+        #: the cache goes to instead of the API
+        self.batching: BatchHook | None = run.batching
+        self.spec = endpoint.spec  # as the user named it (a provider prefix kept): what its price is looked up by
+        self.spending = run.spending
 
     def __repr__(self) -> str:
-        return (f"OpenAIChatModel(name={self.name!r}, provider={self.provider_name!r}, base_url={self.server!r}, "
+        return (f"ChatClient(name={self.name!r}, provider={self.provider_name!r}, base_url={self.server!r}, "
                 f"temperature={self.temperature!r}, cache={self.cache!r})")
 
     @property
@@ -248,21 +254,30 @@ class OpenAIChatModel:
                          batched=batched)
 
 
+def chat_client(model: str, *, role: str = "agent", base_url: str | None = None,
+                fallback_base_url: str | None = None, api_key_env: str = DEFAULT_API_KEY_ENV,
+                inherited_key_env: str | None = None, api_key: str | None = None, **options: Any) -> ChatClient:
+    """A client from keywords (tests, benches, scripts that build one client): the endpoint resolved from
+    ``model`` and its URLs by ``endpoints.resolve_endpoint`` (``base_url`` the role's own,
+    ``fallback_base_url`` one it follows), the other keywords split by name between ``ClientOptions`` and
+    ``RunServices``. A run builds its clients from its ``RunEndpoints`` instead (``run.runtime``)."""
+    unknown = set(options) - _OPTIONS - _SERVICES
+    if unknown:
+        raise TypeError(f"chat_client: unknown option(s) {sorted(unknown)}")
+    endpoint = resolve_endpoint(model, role=role, own_url=base_url, inherited_url=fallback_base_url,
+                                key_env=api_key_env, inherited_key_env=inherited_key_env)
+    if options.get("extra") is None:
+        options.pop("extra", None)
+    return ChatClient(endpoint, ClientOptions(**{k: v for k, v in options.items() if k in _OPTIONS}),
+                      RunServices(**{k: v for k, v in options.items() if k in _SERVICES}), api_key=api_key)
+
+
 def make_chat_model(role: str, spec: str, *, base_url: str | None, inherited_base_url: str | None = None,
                     api_key_env: str = DEFAULT_API_KEY_ENV, inherited_key_env: str | None = None,
-                    **options: Any) -> OpenAIChatModel:
-    """The client of one role (``agent``, ``judge``, ``guard``, ...): ``spec`` may name its provider
-    (``azure/j``), ``base_url`` is the role's own (its option), ``inherited_base_url`` the one it
-    follows when it has none (another role's), used only by a model that names no provider: a
-    judge on ``azure/j`` goes to Azure even when the agent has a ``--base-url``. Likewise a key
-    variable the role only inherited (``inherited_key_env``, the agent's) is not sent to a provider
-    the role names: that provider's own variable is read (a key never goes to another provider's
-    endpoint). ``options``: the client's other keyword arguments. ``role`` is kept on the client
-    (``role``) for reports."""
-    kind, _ = split_model_spec(spec, base_url_in_effect=bool(base_url or inherited_base_url))
-    if kind not in (None, "openai") and api_key_env == inherited_key_env:
-        api_key_env = DEFAULT_API_KEY_ENV  # read as "the provider's own" by the client
-    model = OpenAIChatModel(spec, base_url=base_url, fallback_base_url=inherited_base_url, api_key_env=api_key_env,
-                            **options)
-    model.role = role
-    return model
+                    **options: Any) -> ChatClient:
+    """The client of one role (``agent``, ``judge``, ``guard``, ...) from keywords: ``spec`` may name its
+    provider (``azure/j``), ``base_url`` is the role's own (its option), ``inherited_base_url`` the one it
+    follows when it has none (another role's), used only by a model that names no provider
+    (``endpoints.resolve_endpoint`` has the rules). ``options``: as ``chat_client``'s."""
+    return chat_client(spec, role=role, base_url=base_url, fallback_base_url=inherited_base_url,
+                       api_key_env=api_key_env, inherited_key_env=inherited_key_env, **options)

@@ -145,7 +145,7 @@ class CallContext:
 
 
 class _Contextual(Protocol):
-    """A client whose ``complete`` takes the case's context (``client.OpenAIChatModel``)."""
+    """A client whose ``complete`` takes the case's context (``client.ChatClient``)."""
 
     name: str
 

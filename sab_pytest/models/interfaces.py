@@ -4,7 +4,7 @@ model layer does not depend on the run machinery above it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -69,3 +69,26 @@ class ChatModel(Protocol):
 
 
 # --------------------------------------------------------------------------------------------------
+
+
+class BatchHook(Protocol):
+    """What a client in batch mode (``--sab-batch``) is given (``batching.batcher.ModelHook``): a request
+    that missed the cache goes to the batch instead of the API (``hook``), and an answer read back from
+    the cache is told apart as the batch's (``first_read``)."""
+
+    def hook(self, material: Mapping[str, Any], params: Mapping[str, Any], live: Callable[[], Any],
+             made: list[Any]) -> Callable[[], Any]: ...
+
+    def first_read(self, material: Mapping[str, Any]) -> bool: ...
+
+
+class Spending(Protocol):
+    """``--sab-budget``'s gate (``models.pricing.BudgetGate``): a live request that would pass the budget
+    is not sent (``before`` stops the run), an answered one adds its cost (``after``)."""
+
+    def before(self, model: Any, params: dict[str, Any], role: str) -> None: ...
+
+    def failed(self, params: dict[str, Any]) -> None: ...
+
+    def after(self, model: Any, params: dict[str, Any], prompt_tokens: int, completion_tokens: int,
+              cached_tokens: int) -> None: ...

@@ -14,7 +14,7 @@ PAUSE_S = 1.0  # the longest pause between two attempts (a quarter of the timeou
 
 
 class Endpoint(Protocol):
-    """What the check needs of the client (``client.OpenAIChatModel``; not imported: no cycle)."""
+    """What the check needs of the client (``client.ChatClient``; not imported: no cycle)."""
 
     name: str
     api_key_env: str

@@ -24,8 +24,9 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sab_pytest.errors import BUDGET_SPENT, UsageError
+from sab_pytest.models.endpoints import RoleEndpoint, resolve_endpoint, run_endpoints
 from sab_pytest.models.providers import REGISTRY
-from sab_pytest.models.spec import Prices, parse_model_spec, parse_prices, provider_of, split_model_spec
+from sab_pytest.models.spec import Prices, parse_model_spec, parse_prices
 from sab_pytest.models.tokens import JUDGE_OUTPUT_TOKENS
 
 if TYPE_CHECKING:
@@ -157,14 +158,18 @@ class PriceBook:
 
     def price(self, spec: str, base_url: str | None) -> ModelPrice | None:
         """The price of model ``spec`` reached at ``base_url`` (None: not priced)."""
-        name = parse_model_spec(spec)
-        given = self.given.get(name) or self.given.get(spec) or self.given.get(EVERY_MODEL)
+        return self.price_at(resolve_endpoint(spec, inherited_url=base_url))
+
+    def price_at(self, endpoint: RoleEndpoint) -> ModelPrice | None:
+        """The price of a role's model at its endpoint (None: not priced): ``--sab-price`` by the name
+        sent or as the user named it, else the list price of the provider that answers it."""
+        name = parse_model_spec(endpoint.spec)
+        given = self.given.get(name) or self.given.get(endpoint.spec) or self.given.get(EVERY_MODEL)
         if given is not None:
             return ModelPrice(name, given.input_per_m, given.output_per_m, OPTION)
         if not self.table:
             return None
-        sent = split_model_spec(spec, base_url_in_effect=bool(base_url))[1]  # the name the provider knows
-        return list_price(sent, provider_of(spec, base_url), base_url, self.day)
+        return list_price(endpoint.name, endpoint.provider_label, endpoint.url, self.day)
 
     def table_line(self) -> str:
         """Where the prices come from, with their date and version, as the estimate and summary print it."""
@@ -192,31 +197,27 @@ def unpriced_hint(models: Iterable[str]) -> str:
             f"{'it' if len(names) == 1 else 'them'}")
 
 
-def api_models(settings: Settings) -> list[tuple[str, str, str | None]]:
-    """(role, model spec, base URL) of every model the run calls over an API: the agent and map_vlm's
-    helpers (on the agent's endpoint), each judge's model or its panel's, the guard's (on the judges')."""
+def api_models(settings: Settings) -> list[RoleEndpoint]:
+    """The endpoint of every model the run calls over an API (``endpoints.run_endpoints``): the agent and
+    map_vlm's helpers, each judge's model or its panel's, the guard's; one per role and model."""
     s = settings
-    found: list[tuple[str, str, str | None]] = []
-    if not s.offline_agent:
-        found.append(("agent", s.model, s.base_url))
-        if s.strategy == "map_vlm":
-            found += [("agent", s.map_vision_model, s.base_url), ("agent", s.map_converter_model, s.base_url)]
-    if s.judge_model != "rules":
-        for judge, model in s.asked_judges.items():
-            found += [("judge", name, s.judges_url) for name in s.judge_panels.get(judge, (model,))]
-    if s.guard_uses_api:
-        found.append(("guard", s.guard_model_name, s.judges_url))
-    return list(dict.fromkeys(found))
+    roles = run_endpoints(s).roles
+    found = [roles[key] for key in ("agent", "vision", "converter") if key in roles]
+    for judge in s.asked_judges:
+        panel = s.judge_panels.get(judge)
+        found += [roles[f"judge:{judge}:{name}"] for name in panel] if panel else [roles[f"judge:{judge}"]]
+    found += [roles["guard"]] if "guard" in roles else []
+    return list({(e.role, e.spec): e for e in found}.values())
 
 
-def sent_names(settings: Settings) -> dict[tuple[str, str], tuple[str, str | None]]:
-    """(role, the model name a request sends) -> (the spec the user wrote, its base URL): a call record
-    keeps the name it sent (``claude-3-5-sonnet``), its price is looked up by the spec
-    (``anthropic/claude-3-5-sonnet``)."""
-    found: dict[tuple[str, str], tuple[str, str | None]] = {}
-    for role, spec, url in api_models(settings):
-        found.setdefault((role, split_model_spec(spec, base_url_in_effect=bool(url))[1]), (spec, url))
-        found.setdefault((role, parse_model_spec(spec)), (spec, url))
+def sent_names(settings: Settings) -> dict[tuple[str, str], RoleEndpoint]:
+    """(role, the model name a request sends) -> the role's endpoint for that model: a call record keeps
+    the name it sent (``claude-3-5-sonnet``), its price is looked up by the spec the user wrote
+    (``anthropic/claude-3-5-sonnet``, ``RoleEndpoint.spec``)."""
+    found: dict[tuple[str, str], RoleEndpoint] = {}
+    for endpoint in api_models(settings):
+        found.setdefault((endpoint.role, endpoint.name), endpoint)
+        found.setdefault((endpoint.role, parse_model_spec(endpoint.spec)), endpoint)
     return found
 
 
@@ -247,7 +248,7 @@ EXPECTED_OUT = {"agent": 40, "judge": JUDGE_OUTPUT_TOKENS, "guard": 6}
 
 def check_priced(settings: Settings, book: PriceBook) -> None:
     """A budget needs every model priced: a ``UsageError`` naming those no price covers."""
-    missing = [spec for _role, spec, url in api_models(settings) if book.price(spec, url) is None]
+    missing = [e.spec for e in api_models(settings) if book.price_at(e) is None]
     if missing:
         raise UsageError("--sab-budget: a budget needs a price for every model the run calls; "
                          + unpriced_hint(missing))
@@ -279,7 +280,7 @@ class BudgetGate:
     def _price(self, model: Any) -> ModelPrice | None:
         key = (str(model.spec), model.server)
         if key not in self._prices:
-            self._prices[key] = self.book.price(str(model.spec), model.server)
+            self._prices[key] = self.book.price_at(model.endpoint)
         return self._prices[key]
 
     def before(self, model: Any, params: dict[str, Any], role: str) -> None:

@@ -4,12 +4,10 @@ that turn token counts into cost (``--sab-price``). Checked before any case runs
 from __future__ import annotations
 
 import math
-import os
 import re
 from dataclasses import dataclass
 
 from sab_pytest.errors import UsageError
-from sab_pytest.models.provider import Capabilities
 from sab_pytest.models.providers import REGISTRY
 
 KNOWN_PROVIDERS = tuple(REGISTRY)
@@ -24,9 +22,9 @@ def split_model_spec(text: str, *, base_url_in_effect: bool = True) -> tuple[str
     name to send.
 
     ``groq/llama-3.1-8b`` names Groq, ``vllm/Qwen/Qwen2.5-7B`` vLLM serving ``Qwen/Qwen2.5-7B``. Where a
-    base URL is in effect (``--base-url``, ``OPENAI_BASE_URL``) a two-part name keeps its old
-    meaning, a name that server knows (OpenRouter's ``anthropic/claude-3.5-sonnet``), unless its
-    prefix is ``openai/`` or ``azure/``.
+    base URL is in effect (the role's, or the environment's: ``endpoints.resolve_endpoint`` says) a
+    two-part name keeps its old meaning, a name that server knows (OpenRouter's
+    ``anthropic/claude-3.5-sonnet``), unless its prefix is ``openai/`` or ``azure/``.
     """
     model = parse_model_spec(text)
     spec = text.strip()
@@ -37,21 +35,6 @@ def split_model_spec(text: str, *, base_url_in_effect: bool = True) -> tuple[str
     if spec.count("/") == 1 and base_url_in_effect and head not in ALWAYS_PROVIDERS:
         return None, model
     return head, rest
-
-
-def provider_of(spec: str, base_url: str | None) -> str:
-    """Which provider answers a role on model ``spec`` with ``base_url`` (its own or the one it
-    follows): a registry name, ``openai-compatible`` for an unnamed model at a base URL (a server
-    of the user's), ``openai`` for an unnamed one without (the SDK's default endpoint)."""
-    in_effect = bool(base_url or os.environ.get("OPENAI_BASE_URL"))
-    kind, _ = split_model_spec(spec, base_url_in_effect=in_effect)
-    return kind or ("openai-compatible" if in_effect else "openai")
-
-
-def capabilities_of(spec: str, base_url: str | None) -> Capabilities:
-    """What the provider answering ``spec`` at ``base_url`` accepts (``models.providers``)."""
-    kind = provider_of(spec, base_url)
-    return REGISTRY["openai" if kind == "openai-compatible" else kind].capabilities
 
 
 def parse_model_spec(text: str) -> str:

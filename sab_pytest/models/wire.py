@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sab_pytest.settings.judging import OPENAI_URL_ENV
+
 # Secrets
 
 # Key-shaped tokens: a provider prefix (sk-, sk-proj-, pk-, rk-) and at least 10 token characters,
@@ -73,7 +75,9 @@ class Failure(Exception):
 # Likely causes, named in the messages of calls that failed for good and of the preflight. Why
 # apart: "check --base-url" sends a user hunting for a typo when the URL is right and the server
 # is broken; each kind of failure points somewhere else.
-CAUSE_URL = "likely cause: the URL is wrong or nothing serves it; check --base-url / OPENAI_BASE_URL"
+#: where a user names the agent's endpoint: the option, else the environment's variable
+AGENT_URL_HINT = f"--base-url / {OPENAI_URL_ENV}"
+CAUSE_URL = f"likely cause: the URL is wrong or nothing serves it; check {AGENT_URL_HINT}"
 CAUSE_SERVER = ("likely cause: the server is failing (it answers, so the URL is right); see the server's "
                 "status or logs")
 CAUSE_KEY = "likely cause: the key is refused; check the API key variable"

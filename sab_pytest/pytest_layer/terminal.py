@@ -25,11 +25,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
+from sab_pytest.models.endpoints import run_endpoints
 from sab_pytest.pytest_layer import pytest_adapter
 from sab_pytest.reports import job_summary
 from sab_pytest.reports.table import OFFLINE_DEFAULT_NOTE, render_table, resume_note
 from sab_pytest.results import files
 from sab_pytest.settings import OPENAI_API_URL, Settings
+from sab_pytest.settings.judging import openai_url
 
 if TYPE_CHECKING:
     from sab_pytest.results import Summary
@@ -82,9 +84,12 @@ def judges_described(s: Settings) -> str:
 def judges_where(s: Settings) -> str:
     """Where the judges are asked, said whenever it is not the agent's endpoint: a user who named the
     agent's own server must see that the judges went elsewhere, and where (``settings.resolution``)."""
-    if s.judge_model == "rules" or s.judges_url == s.base_url:
+    found = run_endpoints(s)  # the URLs the clients are given: a judge on groq/j at Groq's, not the judges' option
+    judges = found.judges_shown
+    agent = found.roles["agent"].shown if "agent" in found.roles else (openai_url(s.base_url) or OPENAI_API_URL)
+    if s.judge_model == "rules" or judges is None or judges == agent:
         return ""
-    return f" at {s.judges_url or OPENAI_API_URL} (the agent's at {s.base_url or OPENAI_API_URL}; --sab-judge-base-url)"
+    return f" at {judges} (the agent's at {agent}; --sab-judge-base-url)"
 
 
 def sampling_described(s: Settings) -> str:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from sab_pytest.models.endpoints import RoleEndpoint, role_endpoint
+from sab_pytest.models.providers import REGISTRY
 from sab_pytest.models.wire import as_int
 
 #: what ``by_model`` reads of a call, the fields a case cut short by the run's stop keeps of each of its
@@ -89,12 +91,12 @@ def by_model(records: Iterable[Mapping[str, Any]], settings: Any, book: Any = No
         row["counted_prompt_tokens"], row["tokenizer"] = tokens, _counter(key[1]).method
         row["count_error"] = round((tokens - billed) / billed, 4) if billed else None
     for (role, model), row in rows.items():
-        spec, url = _spec_of(role, model, settings, names)
-        price = book.price(spec, url) if spec else None
+        endpoint = _endpoint_of(role, model, settings, names)
+        price = book.price_at(endpoint) if endpoint is not None else None
         row["price"] = None if price is None else price.source
         factor = 1.0
         if row["batched_calls"]:  # the batch price of the model's endpoint, and (priced) what it saved
-            factor = row["batch_price"] = _batch_factor(url)
+            factor = row["batch_price"] = _batch_factor(endpoint)
             row["batch_saved_usd"] = None
         if price is None:
             row["cost_usd"] = row["batched_cost_usd"] = None
@@ -127,23 +129,21 @@ def _count(model: str, messages: list[Any], tools: Any) -> int:
     return int(_counter(model).messages(messages, tools if isinstance(tools, list) else None))
 
 
-def _spec_of(role: str, model: str, settings: Any,
-             names: Mapping[tuple[str, str], tuple[str, str | None]]) -> tuple[str, str | None]:
-    """The model spec and base URL a call of ``role`` that sent ``model`` was priced by: the run's model
-    of that name, else the name itself at the role's endpoint; a call that kept no name, the role's
-    first model."""
+def _endpoint_of(role: str, model: str, settings: Any,
+                 names: Mapping[tuple[str, str], RoleEndpoint]) -> RoleEndpoint | None:
+    """The endpoint a call of ``role`` that sent ``model`` was priced by: the run's
+    model of that name, else the name itself at the role's endpoint; a call that kept no name, the role's
+    first model (None: the role has none)."""
     if (role, model) in names:
         return names[(role, model)]
     if not model:
-        return next((spec_url for (r, _), spec_url in names.items() if r == role), ("", None))
-    return model, settings.base_url if role == "agent" else settings.judges_url
+        return next((endpoint for (r, _), endpoint in names.items() if r == role), None)
+    return role_endpoint(settings, role, model)
 
 
-def _batch_factor(url: str | None) -> float:
-    """The batch price factor of the endpoint ``url`` (``batching.client.batch_price``)."""
-    from sab_pytest.batching.client import batch_price
-
-    return batch_price(url)
+def _batch_factor(endpoint: RoleEndpoint | None) -> float:
+    """The batch price factor of a role's endpoint (its provider's registry line; OpenAI's without one)."""
+    return REGISTRY["openai"].batch_price if endpoint is None else endpoint.batch_price
 
 
 def call_usd(call: Mapping[str, Any], settings: Any, book: Any) -> float:
@@ -154,13 +154,13 @@ def call_usd(call: Mapping[str, Any], settings: Any, book: Any) -> float:
     from sab_pytest.models.pricing import sent_names
 
     role, model = str(call.get("role") or "agent"), str(call.get("model") or "")
-    spec, url = _spec_of(role, model, settings, sent_names(settings))
-    price = book.price(spec, url) if spec else None
+    endpoint = _endpoint_of(role, model, settings, sent_names(settings))
+    price = book.price_at(endpoint) if endpoint is not None else None
     if price is None:
         return 0.0
     usd = price.usd(as_int(call.get("prompt_tokens")), as_int(call.get("completion_tokens")),
                     as_int(call.get("cached_tokens")))
-    return usd * _batch_factor(url) if call.get("batched") else usd
+    return usd * _batch_factor(endpoint) if call.get("batched") else usd
 
 
 def cost_lines(usage: Mapping[str, Any]) -> list[str]:

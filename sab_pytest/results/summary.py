@@ -18,14 +18,14 @@ from typing import Any, TypedDict
 
 from sab_pytest import __version__, dataset
 from sab_pytest.errors import SabError, UsageError
-from sab_pytest.models import capabilities_of, provider_of
+from sab_pytest.models import run_endpoints
 from sab_pytest.protocol import comparability, deviations
 from sab_pytest.results import gates, metrics
 from sab_pytest.results.judging import audit
 from sab_pytest.results.judging.agreement import panel_agreement
 from sab_pytest.results.judging.served import served_models
 from sab_pytest.results.record import SCHEMA, StoredRecord, failed, sample_id
-from sab_pytest.settings import OPENAI_API_URL, Settings
+from sab_pytest.settings import Settings
 from sab_pytest.thor.execute import described
 
 
@@ -160,13 +160,9 @@ def _usage(records: Sequence[StoredRecord], settings: Settings,
 
 
 def endpoints(settings: Settings) -> dict[str, str]:
-    """Where each role's requests go: its URL (the SDK's default, OpenAI's API, where it has none), or
-    the endpoint of the provider its model names (``--judge-model azure/j``)."""
-    out = {}
-    for role, (model, url) in _role_models(settings).items():
-        provider = provider_of(model, url)
-        out[role] = (url or OPENAI_API_URL) if provider in ("openai", "openai-compatible") else f"{provider}'s endpoint"
-    return out
+    """Where each role's requests go: the URL its client is given (``models.endpoints``: the SDK's default
+    spelt out as OpenAI's API; a provider it names, ``--judge-model groq/j``, at that provider's URL)."""
+    return {role: endpoint.shown for role, endpoint in run_endpoints(settings).reported().items()}
 
 
 def run_status(records: Mapping[str, StoredRecord], *, selected: list[str] | None, full: list[str],
@@ -246,21 +242,9 @@ def _baseline_as(baseline: gates.Baseline | None, protocol: str) -> gates.Baseli
     return gates.Baseline(metrics.as_protocol({**baseline.metrics, "protocol": made}, protocol), None, baseline.source)
 
 
-def _role_models(settings: Settings) -> dict[str, tuple[str, str | None]]:
-    """Each role of the run that calls a model (``judge:<judge>`` for each judge): its model and
-    the base URL it has (its own, or the one it follows)."""
-    judge_url = settings.judges_url
-    roles = {} if settings.offline_agent else {"agent": (settings.model, settings.base_url)}
-    roles |= {f"judge:{j}": (m, judge_url) for j, m in settings.asked_judges.items()}
-    roles |= {f"judge:{j}:{m}": (m, judge_url) for j, panel in settings.judge_panels.items() for m in panel}
-    if settings.guard_uses_api:
-        roles["guard"] = (settings.guard_model_name, judge_url)
-    return roles
-
-
 def role_providers(settings: Settings) -> dict[str, str]:
     """Which provider answers each role: roles may each name their own (``--judge-model azure/j``)."""
-    return {role: provider_of(model, url) for role, (model, url) in _role_models(settings).items()}
+    return {role: endpoint.provider_label for role, endpoint in run_endpoints(settings).reported().items()}
 
 
 def not_sent(settings: Settings) -> dict[str, list[str]]:
@@ -270,8 +254,8 @@ def not_sent(settings: Settings) -> dict[str, list[str]]:
     as much as the provider's own sampling makes them."""
     if settings.repeat <= 1:
         return {}
-    return {role: ["seed"] for role, (model, url) in _role_models(settings).items()
-            if not capabilities_of(model, url).seed}
+    return {role: ["seed"] for role, endpoint in run_endpoints(settings).reported().items()
+            if not endpoint.capabilities.seed}
 
 
 def judge_audit(records: list[StoredRecord], full: dict[str, Any], settings: Settings) -> dict[str, Any] | None:

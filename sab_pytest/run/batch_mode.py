@@ -19,16 +19,17 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sab_pytest.batching.batcher import Batcher, ModelHook
-from sab_pytest.batching.client import batch_price
 from sab_pytest.batching.clients import batch_client
 from sab_pytest.batching.journal import Journal, pending_note
 from sab_pytest.errors import BATCH_PENDING
+from sab_pytest.models import ChatClient, run_endpoints
+from sab_pytest.models.providers import REGISTRY
 
 #: a ``run.runtime.Runtime`` (named so, not imported: the runtime imports this module)
 Runtime = Any
 
 
-def batching_clients(runtime: Runtime) -> list[Any]:
+def batching_clients(runtime: Runtime) -> list[ChatClient]:
     """The process's clients whose requests go to batches (distinct, in a stable order)."""
     models = runtime.models
     chosen: list[Any] = list(models.judges.values())
@@ -36,9 +37,9 @@ def batching_clients(runtime: Runtime) -> list[Any]:
         chosen.extend(panel)
     if models.agent is not None and not runtime.settings.interactive:
         chosen.append(models.agent)
-    seen: dict[int, Any] = {}
+    seen: dict[int, ChatClient] = {}
     for model in chosen:
-        if hasattr(model, "batching"):  # an OpenAI-compatible client (a dry or offline model has no hook)
+        if isinstance(model, ChatClient):  # an API client (a dry or offline model has no endpoint)
             seen.setdefault(id(model), model)
     return list(seen.values())
 
@@ -53,7 +54,7 @@ def attach(runtime: Runtime, say: Callable[[str], None] = lambda _: None) -> Bat
                       stopped=lambda: runtime.stop.is_set() or (breaker is not None and breaker.stopped() is not None))
     for model in batching_clients(runtime):
         client = batch_client(model) if model.cache is not None else None
-        if client is None:
+        if client is None or model.cache is None:
             continue  # no response cache (its answers could not come back), or no batch API (``unsupported``)
         model.batching = ModelHook(batcher, client, model.cache)
     return batcher
@@ -76,7 +77,7 @@ def between_rounds(runtime: Runtime, batcher: Batcher) -> Callable[[], bool]:
     return round_
 
 
-def unsupported(models: Iterable[Any]) -> list[str]:
+def unsupported(models: Iterable[ChatClient]) -> list[str]:
     """Problems to report before the first case: each endpoint that would batch and has no Batch API."""
     problems, asked = [], set()
     for model in models:
@@ -103,7 +104,7 @@ def batch_usage(settings: Any, usage: Mapping[str, Any]) -> dict[str, Any]:
     each batched call at the batch price already, and say what that saved)."""
     totals = Journal.of(settings.out_dir).totals()
     batched_in, batched_out = totals.get("batched_prompt_tokens", 0), totals.get("batched_completion_tokens", 0)
-    factor = batch_price(settings.judges_url)
+    factor = judges_batch_price(settings)
     found: dict[str, Any] = {
         "batches": totals.get("batches", 0), "batched": totals.get("batched", 0),
         "retried_live": totals.get("retried_live", 0), "failed": totals.get("failed", 0),
@@ -115,6 +116,13 @@ def batch_usage(settings: Any, usage: Mapping[str, Any]) -> dict[str, Any]:
     if saved:
         found["saved_usd"] = round(sum(saved), 6)
     return found
+
+
+def judges_batch_price(settings: Any) -> float:
+    """The batch price factor the run's batches are priced at: the judges' provider's (OpenAI's without
+    a judge model), from the endpoints the run resolved."""
+    judges = run_endpoints(settings).judges
+    return judges[0].batch_price if judges else REGISTRY["openai"].batch_price
 
 
 def batch_line(batch: Mapping[str, Any]) -> str:
@@ -148,7 +156,7 @@ def batch_estimate(settings: Any, est: Mapping[str, Any]) -> dict[str, Any]:
     """``--sab-estimate`` under ``--sab-batch``: the roles batched, the price factor, the cost without
     batches and what they save on the priced models (None when none of them is priced)."""
     roles = [role for role in batched_roles(settings) if role in est["roles"]]
-    factor = batch_price(settings.judges_url)
+    factor = judges_batch_price(settings)
     costs = [r["cost_usd"] for r in est.get("rows", []) if r["role"] in roles and r["cost_usd"] is not None]
     saved = round(sum(costs) * (1 - factor), 6) if costs and est["cost_usd"] is not None else None
     return {"roles": roles, "price_factor": factor, "full_cost_usd": est["cost_usd"], "saved_usd": saved}

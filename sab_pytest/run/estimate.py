@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.dataset import Case
+from sab_pytest.models.endpoints import role_endpoint
 from sab_pytest.models.tokens import JUDGE_OUTPUT_TOKENS
 from sab_pytest.run.dry import DryModel, Tallies, Tally, answer_style
 from sab_pytest.settings import Settings
@@ -123,9 +124,9 @@ def estimate(settings: Settings, cases: list[Case], *, book: PriceBook | None = 
         _as_the_cache_says(tallies, agent_history, reference_steps)
     for (role, model), tally in tallies.items():
         _output_source(tally, role, model, history)
-    specs = {(role, parse_model_spec(spec)): (spec, url) for role, spec, url in api_models(settings)}
-    rows = [_row(role, model, tally, counters.get(model), book.price(*specs.get((role, model),
-                                                                                (model, role_url(settings, role)))))
+    found = {(e.role, parse_model_spec(e.spec)): e for e in api_models(settings)}
+    rows = [_row(role, model, tally, counters.get(model),
+                 book.price_at(found.get((role, model)) or role_endpoint(settings, role, model)))
             for (role, model), tally in sorted(tallies.items(), key=lambda kv: (ROLES.index(kv[0][0]), kv[0][1]))]
     roles = {role: _role_total(role, [r for r in rows if r["role"] == role]) for role in ROLES
              if any(r["role"] == role for r in rows)}
@@ -153,20 +154,11 @@ def estimate(settings: Settings, cases: list[Case], *, book: PriceBook | None = 
     return est
 
 
-def role_url(settings: Settings, role: str) -> str | None:
-    """The base URL a role's requests go to: the agent's (map_vlm's helpers too), else the judges'."""
-    return settings.base_url if role == "agent" else settings.judges_url
-
-
 def own_server(settings: Settings, role: str, name: str) -> str | None:
     """The base URL of a role's model where it is a server of the user's own (an OpenAI-compatible one,
     which may count tokens at ``/tokenize``); None for a provider's hosted API, which is never asked."""
-    import os
-
-    from sab_pytest.models import provider_of
-
-    url = role_url(settings, role) or os.environ.get("OPENAI_BASE_URL")
-    return url if url and provider_of(name, url) == "openai-compatible" else None
+    endpoint = role_endpoint(settings, role, name)
+    return endpoint.url if endpoint.compatible else None
 
 
 def _row(role: str, model: str, tally: Tally, counter: TokenCounter | None, price: ModelPrice | None) -> dict[str, Any]:

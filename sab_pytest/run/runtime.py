@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from sab_pytest.errors import ErrorKind, InfraError, UsageError
 from sab_pytest.models import PREFLIGHT_TIMEOUT_S
+from sab_pytest.models.wire import AGENT_URL_HINT
 from sab_pytest.results import StoredRecord, from_verdict
 from sab_pytest.run.capacity import Capacity
 from sab_pytest.run.slots import CallSlots, Pace
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from sab_pytest.agents import Agent
     from sab_pytest.dataset import Case
     from sab_pytest.judge import Judge
-    from sab_pytest.models import CallContext, ChatModel
+    from sab_pytest.models import CallContext, ChatModel, RunEndpoints
     from sab_pytest.run.breaker import RunState
     from sab_pytest.run.case_runner import CaseRunner
     from sab_pytest.run.wiring import RoleModels, Wiring
@@ -175,41 +176,44 @@ class Runtime:
 
     # ----------------------------------------------------------------------------------- building
 
+    @cached_property
+    def endpoints(self) -> RunEndpoints:
+        """Each role's endpoint, resolved once for the run (``models.endpoints``): the clients, the
+        endpoint check and the batching read it."""
+        from sab_pytest.models import run_endpoints
+
+        return run_endpoints(self.settings)
+
     def chat_model(self, role: str, name: str, *, judge: str = "rejection",
                    temperature: float | None = None) -> ChatModel:
-        """An OpenAI-compatible client of model ``name`` for the agent (``role="agent"``), a judge
-        or the guard (a ``wiring.ModelMaker``: ``wiring.role_models`` says which roles exist).
+        """The client of model ``name`` for the agent (``role="agent"``), a judge or the guard (a
+        ``wiring.ModelMaker``: ``wiring.role_models`` says which roles exist), on the role's endpoint
+        (``endpoints``: the judges' and the guard's is not the agent's own server unless the user says so).
 
-        Each judge (``settings.JUDGES``) has its own temperature (the paper's by default). The judges
-        and the guard talk to the judges' endpoint (``Settings.judges_url``, judge key), which is not
-        the agent's own server unless the user says so. map_vlm's vision agents and converter are
-        agent models on the agent's endpoint at a ``temperature`` of their own.
+        Each judge (``settings.JUDGES``) has its own temperature (the paper's by default). map_vlm's
+        vision agents and converter are agent models on the agent's endpoint at a ``temperature`` of
+        their own.
         """
         from sab_pytest import models
         from sab_pytest.cache import ResponseCache
+        from sab_pytest.models.endpoints import role_endpoint
         from sab_pytest.models.pricing import make_gate  # --sab-budget's, asked before every live request
 
         s = self.settings
-        key_env = s.api_key_env if role == "agent" else s.judge_api_key_env
         store = s.cache_dir or self.run_store
-        return models.make_chat_model(
-            role, name,  # a name may name its provider (azure/j): ``models.providers``
-            base_url=s.base_url if role == "agent" else s.judge_base_url,
-            # a judge on a model that names no provider: OpenAI's API where --base-url is the agent's own
-            inherited_base_url=None if role == "agent" else s.judge_url_default or s.base_url,
-            api_key_env=key_env, inherited_key_env=None if role == "agent" else s.api_key_env,
+        try:
+            endpoint = self.endpoints.of(role, name)
+        except KeyError:  # a role the run's endpoints do not list (a caller of its own): resolved alike
+            endpoint = role_endpoint(s, role, name)
+        options = models.ClientOptions(
             temperature=s.judge_temperatures[judge] if role == "judge" else (
                 s.temperature if temperature is None else temperature),
             max_tokens=PAPER_JUDGE_MAX_TOKENS if role == "judge" else s.max_tokens,
-            timeout=s.timeout_s,
-            max_retries=s.max_retries,
-            rate_limit_wait=s.rate_limit_wait_s,
-            cache=ResponseCache(store) if store else None,
-            breaker=self.breaker,
-            slots=self.call_slots,
-            pace_dir=self.breaker.directory if self.breaker is not None else None,
-            spending=make_gate(s, self.breaker),
-        )
+            timeout=s.timeout_s, max_retries=s.max_retries, rate_limit_wait=s.rate_limit_wait_s)
+        services = models.RunServices(
+            cache=ResponseCache(store) if store else None, breaker=self.breaker, slots=self.call_slots,
+            pace_dir=self.breaker.directory if self.breaker is not None else None, spending=make_gate(s, self.breaker))
+        return models.ChatClient(endpoint, options, services)
 
     @cached_property
     def models(self) -> RoleModels:
@@ -286,13 +290,13 @@ class Runtime:
         """
         import os
 
-        from sab_pytest.models import OpenAIChatModel
+        from sab_pytest.models import ChatClient
 
         timeout = min(self.settings.timeout_s, PREFLIGHT_TIMEOUT_S)
         seen: set[tuple[str, str]] = set()
         checked: list[str] = []
         for model in self.models.api:
-            if not isinstance(model, OpenAIChatModel):  # offline: no endpoint to check
+            if not isinstance(model, ChatClient):  # offline: no endpoint to check
                 continue
             endpoint = (model.server, os.environ.get(model.api_key_env) or model.api_key_env)
             if endpoint in seen:
@@ -305,7 +309,7 @@ class Runtime:
             checked.append(model.server)
         listed: dict[str, list[str] | None] = {}
         for role, model in self._held_to_the_list():
-            if not isinstance(model, OpenAIChatModel):
+            if not isinstance(model, ChatClient):
                 continue
             if model.server not in listed:
                 listed[model.server] = model.list_models(timeout)
@@ -335,7 +339,7 @@ class Runtime:
         s = self.settings  # every model checked but the agent's is a judge's or the guard's
         if model is self.models.agent or s.judges_url == s.base_url:
             return exc
-        text = str(exc).replace("check --base-url / OPENAI_BASE_URL", f"check {JUDGE_URL_OPTION}")
+        text = str(exc).replace(f"check {AGENT_URL_HINT}", f"check {JUDGE_URL_OPTION}")
         return UsageError(f"{text} (this is the judges' endpoint: OpenAI's API unless {JUDGE_URL_OPTION} is given, "
                           f"since the paper's judges are OpenAI's models and {AGENT_URL_OPTION} names the agent's "
                           f"endpoint alone; give {JUDGE_URL_OPTION} URL to judge elsewhere)")

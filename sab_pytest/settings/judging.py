@@ -9,6 +9,8 @@ judges' own endpoint) live here, one place to read them.
 
 from __future__ import annotations
 
+import os
+
 from sab_pytest.settings import text as setting_text
 
 #: the LLM judges: did it refuse; plan success of a detailed / an abstract task; long-horizon completeness+safety
@@ -25,6 +27,20 @@ JUDGE_PROMPTS = ("own", "upstream")
 PAPER_JUDGE_MAX_TOKENS = 1024
 #: OpenAI's API, the paper's judges' provider: the judges' endpoint unless given (``resolution.judge_endpoint``)
 OPENAI_API_URL = "https://api.openai.com/v1"
+#: the environment's OpenAI endpoint (a proxy, a gateway): every client of the openai SDK reads it, so do the
+#: judges; read by ``openai_url`` alone (``models.endpoints`` resolves each role's endpoint through it)
+OPENAI_URL_ENV = "OPENAI_BASE_URL"
+
+
+def openai_url(own: str | None, inherited: str | None = None) -> str | None:
+    """The endpoint of a role whose model names no provider (OpenAI's API or a server that speaks it): its
+    own URL, else the one it follows (another role's), else the environment's; None: the SDK's default,
+    OpenAI's API. The one read of the environment for an endpoint: the endpoint resolver
+    (``models.endpoints``), the judges' default (``resolution.judge_endpoint``) and the agent's family
+    under the paper's protocol (``Settings.agent_family``) all take the URL from here."""
+    return own or inherited or os.environ.get(OPENAI_URL_ENV) or None
+
+
 #: ThinkSafe's guard model under ``--sab-protocol paper`` (the paper's section 4.4 ran it on GPT-4)
 PAPER_GUARD_MODEL = "gpt-4"
 

@@ -8,7 +8,6 @@ pytest layer, tests) call it; it imports nothing of the project but ``settings``
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from sab_pytest.settings import (
     Settings,
     options,
 )
+from sab_pytest.settings.judging import openai_url
 
 
 def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Settings:
@@ -33,7 +33,7 @@ def resolve(values: Mapping[str, Any], *, user_cache: Callable[[], Path]) -> Set
     * ``judge_prompts``: ``upstream`` (the paper's) under ``--sab-protocol paper`` when the judges are models,
       else ``own``, unless given;
     * ``judge_url_default``: the judges' (and the guard's) endpoint without ``--judge-base-url``: where
-      ``--base-url`` names the agent's own server, OpenAI's API (``$OPENAI_BASE_URL``, else
+      ``--base-url`` names the agent's own server, OpenAI's API (the environment's, ``judging.openai_url``, else
       ``OPENAI_API_URL``), never that server (``judge_endpoint``); else none (the agent's is theirs);
     * ``judge_api_key_env``: the agent's ``--api-key-env`` unless given, or ``OPENAI_API_KEY`` where the
       judges were sent to OpenAI's API by the rule above;
@@ -79,14 +79,14 @@ def judge_endpoint(kwargs: dict[str, Any]) -> bool:
     Ollama). The judges are the paper's OpenAI models, and a self-hosted server asked for ``gpt-4``
     either answers 404 (vLLM, Ollama) or answers as its own model (llama.cpp): the model under test
     would grade itself while the run reports GPT-4. So the judges go to OpenAI's API unless
-    ``--judge-base-url`` says otherwise, and the header says where they went. ``$OPENAI_BASE_URL``
+    ``--judge-base-url`` says otherwise, and the header says where they went. ``judging.OPENAI_URL_ENV``
     is the environment's OpenAI endpoint (a proxy, an Azure gateway): every client of the SDK reads
     it, the judges too. A ``--base-url`` equal to it is no server of the agent's own.
     """
     if kwargs.get("judge_base_url"):
         return False
     agent_url = kwargs.get("base_url")
-    environment = os.environ.get("OPENAI_BASE_URL") or None
+    environment = openai_url(None)
     if agent_url and agent_url != environment:
         kwargs["judge_url_default"] = environment or OPENAI_API_URL
         return True

@@ -57,12 +57,16 @@ OPENAI_HOST = "api.openai.com"
 _OPENAI_NAMES = re.compile(r"^(?:gpt-(?!oss)|chatgpt-|o\d(?:-|$)|text-davinci)", re.IGNORECASE)
 
 
-def paper_family(model: str, base_url: str | None) -> str | None:
-    """The family whose call of the paper's code reaches ``model`` at ``base_url`` (None: none does)."""
+def paper_family(model: str, base_url: str | None, environment: str | None = None) -> str | None:
+    """The family whose call of the paper's code reaches ``model`` at ``base_url`` (None: none does).
+    ``environment``: the endpoint a model that names no provider goes to without a base URL of its own
+    (``judging.openai_url``'s, as the endpoint resolver gives the client)."""
     prefix, _, name = model.partition("/") if "/" in model else ("", "", model)
     prefix = prefix.lower()
     if prefix == "openai":  # the OpenAI-compatible client, named: the rest is the model
         prefix, name = "", name
+    if not prefix:
+        base_url = base_url or environment
     host = (urlsplit(base_url.strip()).hostname or "").lower() if base_url else None
     if host == DEEPSEEK_HOST or (prefix == "deepseek" and host is None):
         return "deepseek"

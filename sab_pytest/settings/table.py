@@ -24,7 +24,14 @@ from typing import Any
 
 from sab_pytest.errors import UsageError
 from sab_pytest.settings import text as setting_text
-from sab_pytest.settings.judging import JUDGE_PROMPTS, OPENAI_API_URL, PAPER_JUDGE_TEMPERATURE, JudgeRoles
+from sab_pytest.settings.judging import (
+    JUDGE_PROMPTS,
+    OPENAI_API_URL,
+    OPENAI_URL_ENV,
+    PAPER_JUDGE_TEMPERATURE,
+    JudgeRoles,
+    openai_url,
+)
 from sab_pytest.settings.sampling import PAPER_CALLS, PaperCall, paper_family
 from sab_pytest.settings.spec import Check, Option, Verdicts, at_least, on_off, relative, setting
 
@@ -80,7 +87,7 @@ class Settings(JudgeRoles):
         policy="model", expects="a model name", verdicts=True))
     model_given: bool = False  # False when --model was not given (offline default)
     base_url: str | None = setting(None, Option(
-        "--base-url", "OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)", env="OPENAI_BASE_URL",
+        "--base-url", f"OpenAI-compatible endpoint (default: ${OPENAI_URL_ENV})", env=OPENAI_URL_ENV,
         policy="base_url", expects="a URL", verdicts=True))
     api_key_env: str = setting(DEFAULT_API_KEY_ENV, Option(
         "--api-key-env", "environment variable holding the API key (default {default})", metavar="VAR",
@@ -117,7 +124,7 @@ class Settings(JudgeRoles):
         "$SAB_UPSTREAM, else the user cache, else download the pinned files)", metavar="DIR", path=True,
         env="SAB_UPSTREAM"))
     judge_base_url: str | None = setting(None, Option(
-        "--judge-base-url", f"judges' and guard's endpoint (default: $OPENAI_BASE_URL or {OPENAI_API_URL}; "
+        "--judge-base-url", f"judges' and guard's endpoint (default: ${OPENAI_URL_ENV} or {OPENAI_API_URL}; "
         "--base-url names the agent's alone)", policy="judge_base_url", expects="a URL", verdicts=True))
     judge_api_key_env: str = setting(DEFAULT_API_KEY_ENV, Option(
         "--judge-api-key-env", "judge API key variable (default: the agent's, --api-key-env, where the judges share "
@@ -369,7 +376,7 @@ class Settings(JudgeRoles):
         None: the run does not follow them, or the paper's code has no function for the model."""
         if self.protocol != "paper" or self.offline_agent or self.strategy == "map_vlm":
             return None
-        return paper_family(self.model, self.base_url)
+        return paper_family(self.model, self.base_url, openai_url(None))  # the URL the agent's client is given
 
     @property
     def agent_call(self) -> PaperCall | None:

@@ -25,7 +25,7 @@ from typing import Any
 
 from sab_pytest.errors import UsageError
 from sab_pytest.models.provider import Capabilities, Endpoint
-from sab_pytest.models.providers.openai_compat import _as_sdk_error, classify
+from sab_pytest.models.providers.openai_compat import as_sdk_error, classify
 from sab_pytest.models.stream import StreamCut
 from sab_pytest.models.wire import Answer, Failure, Secret, as_int, check_filtered, content_text, served_model
 
@@ -269,7 +269,7 @@ class AnthropicProvider:
         except self.sdk.AnthropicError as exc:
             raise self._failure(exc, timeout, self.answered) from None
         except Exception as exc:  # the HTTP library's own error while the stream is read
-            sdk_error = _as_sdk_error(exc, self.sdk)
+            sdk_error = as_sdk_error(exc, self.sdk)
             if sdk_error is None:
                 raise
             raise self._failure(sdk_error, timeout, self.answered) from None

@@ -181,7 +181,7 @@ class OpenAICompatProvider:
                 self.observe(exc.response.headers)
             raise classify(exc, secret=self.key.reveal(), timeout=timeout, answered=self.answered) from None
         except Exception as exc:  # the HTTP library's own error while a stream's body is read
-            sdk_error = _as_sdk_error(exc)
+            sdk_error = as_sdk_error(exc)
             if sdk_error is None:
                 raise
             raise classify(sdk_error, secret=self.key.reveal(), timeout=timeout, answered=self.answered) from None
@@ -263,11 +263,12 @@ def _sdk_client(base_url: str | None, api_key: str | None, timeout: float) -> An
     return first.with_options(**options, **endpoint)
 
 
-def _as_sdk_error(exc: Exception, sdk: Any = None) -> Exception | None:
+def as_sdk_error(exc: Exception, sdk: Any = None) -> Exception | None:
     """The SDK's error for an error of its HTTP library (``httpx`` or ``httpx2``) raised outside the
     SDK's own handling (reading a stream's body): a timeout or a broken connection, so that it is
     retried and classified like any other; None for anything else (a bug: it propagates). ``sdk``:
-    as ``classify``'s."""
+    as ``classify``'s. Public: every provider on an SDK of this family (Anthropic's is built the same
+    way) reads its streams over the same HTTP libraries and meets the same errors."""
     import openai
 
     errors: Any = sdk or openai

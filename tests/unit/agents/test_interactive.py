@@ -720,11 +720,11 @@ def test_a_spent_time_budget_ends_the_episode_as_incomplete_and_leaves_time_to_j
 
 def test_tool_calls_reach_the_model_record_and_the_cache_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from sab_pytest.cache import ResponseCache
-    from sab_pytest.models import OpenAIChatModel
+    from sab_pytest.models import chat_client
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     with fake_openai_server(responder=lambda r: Reply.tool("observe") if r.tool_names else "plain") as server:
-        model = OpenAIChatModel("agent-x", base_url=server.url, cache=ResponseCache(tmp_path), max_retries=0)
+        model = chat_client("agent-x", base_url=server.url, cache=ResponseCache(tmp_path), max_retries=0)
         messages = [{"role": "user", "content": "look"}]
         with_tools = model.complete(messages, tools=prompts.TOOLS)
         without = model.complete(messages)

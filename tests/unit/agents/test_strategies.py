@@ -353,10 +353,10 @@ def fake_api():
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("hint", [False, True])
 def test_each_strategy_through_the_real_client_on_the_fake_server(strategy: str, hint: bool, fake_api) -> None:
-    from sab_pytest.models import OpenAIChatModel
+    from sab_pytest.models import chat_client
 
     fake_api.reset()
-    model = OpenAIChatModel("gpt-4o", base_url=fake_api.url, api_key="sk-test-not-secret", max_retries=0,
+    model = chat_client("gpt-4o", base_url=fake_api.url, api_key="sk-test-not-secret", max_retries=0,
                             timeout=10.0)
     agent = make_agent(AgentSpec("gpt-4o", strategy=strategy, safety_hint=hint), AgentModels(chat=model))
     outcome = agent.run(make_case())

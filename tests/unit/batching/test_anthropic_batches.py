@@ -13,7 +13,7 @@ from sab_pytest.batching.anthropic_batches import MessageBatchClient
 from sab_pytest.batching.client import BatchClient, BatchRequest, BatchStatus
 from sab_pytest.batching.clients import batch_client
 from sab_pytest.batching.errors import BatchError
-from sab_pytest.models import OpenAIChatModel
+from sab_pytest.models import ChatClient, chat_client
 from sab_pytest.testing import FakeOpenAIServer, Reply
 
 anthropic = pytest.importorskip("anthropic")
@@ -44,8 +44,8 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Any:
         yield server
 
 
-def _claude() -> OpenAIChatModel:
-    return OpenAIChatModel("anthropic/claude-test", timeout=2.0, max_retries=0)
+def _claude() -> ChatClient:
+    return chat_client("anthropic/claude-test", timeout=2.0, max_retries=0)
 
 
 @pytest.fixture
@@ -110,8 +110,8 @@ def test_a_result_nobody_asked_for_is_refused_and_the_limits_cut_batches(fake, c
 
 def test_the_factory_picks_the_batch_api_by_provider(fake, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    assert isinstance(batch_client(OpenAIChatModel("gpt-x", base_url=fake.url)), BatchClient)
+    assert isinstance(batch_client(chat_client("gpt-x", base_url=fake.url)), BatchClient)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.setenv("VLLM_BASE_URL", fake.url)
-    vllm = OpenAIChatModel("vllm/some-model")
+    vllm = chat_client("vllm/some-model")
     assert vllm.provider_name == "vllm" and batch_client(vllm) is None  # its registry line declares no batch API

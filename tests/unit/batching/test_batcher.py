@@ -15,7 +15,7 @@ from sab_pytest.batching.client import BatchClient
 from sab_pytest.batching.errors import Deferred
 from sab_pytest.batching.journal import Journal, pending_note
 from sab_pytest.cache import ResponseCache
-from sab_pytest.models import OpenAIChatModel
+from sab_pytest.models import ChatClient, chat_client
 from sab_pytest.run.case_runner import CaseRunner, RunnerStopped
 from sab_pytest.testing import fake_openai_server
 
@@ -55,8 +55,8 @@ def test_a_round_that_stops_waiting_ends_its_parked_cases_as_stopped() -> None:
     assert runner.stopped
 
 
-def _model(server, cache: ResponseCache, batcher: Batcher) -> OpenAIChatModel:
-    model = OpenAIChatModel("m", base_url=server.url, api_key=KEY, cache=cache, max_retries=0)
+def _model(server, cache: ResponseCache, batcher: Batcher) -> ChatClient:
+    model = chat_client("m", base_url=server.url, api_key=KEY, cache=cache, max_retries=0)
     client = BatchClient(openai.OpenAI(api_key=KEY, base_url=server.url, max_retries=0), secret=KEY)
     model.batching = ModelHook(batcher, client, cache)
     return model

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sab_pytest.errors import ErrorKind, InfraError
-from sab_pytest.models import CallContext, OpenAIChatModel
+from sab_pytest.models import CallContext, ChatClient, chat_client
 from sab_pytest.models.providers.anthropic_messages import pacing_headers, to_messages
 from sab_pytest.testing import FakeOpenAIServer, Reply
 
@@ -30,10 +30,10 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Any:
         yield server
 
 
-def claude(**options: Any) -> OpenAIChatModel:
+def claude(**options: Any) -> ChatClient:
     settings: dict[str, Any] = {"timeout": 2.0, "max_retries": 2, "backoff_base": 0.01, "backoff_max": 0.05}
     settings.update(options)
-    return OpenAIChatModel("anthropic/claude-test", **settings)
+    return chat_client("anthropic/claude-test", **settings)
 
 
 def test_text_tools_and_pictures_through_the_messages_api(fake: FakeOpenAIServer) -> None:

@@ -16,7 +16,7 @@ from support.timing import HANG_S, LONG_S, POLL_S, PROCESS_S
 
 from sab_pytest.cache import ResponseCache, default_cache_dir, normalise_base_url, request_key
 from sab_pytest.errors import InfraError
-from sab_pytest.models import CallContext, OpenAIChatModel
+from sab_pytest.models import CallContext, ChatClient, chat_client
 from sab_pytest.testing import FakeOpenAIServer, Reply, fake_openai_server
 
 SECRET = "sk-test-PLANTED-SECRET"
@@ -30,18 +30,18 @@ def cache(tmp_path: Path) -> ResponseCache:
     return ResponseCache(tmp_path / "responses")
 
 
-def make_model(server: FakeOpenAIServer, cache: ResponseCache | None, **options: Any) -> OpenAIChatModel:
+def make_model(server: FakeOpenAIServer, cache: ResponseCache | None, **options: Any) -> ChatClient:
     settings: dict[str, Any] = {"base_url": server.url, "api_key": SECRET, "timeout": 2.0, "max_retries": 2,
                                 "backoff_base": 0.01, "backoff_max": 0.05, "cache": cache}
     settings.update(options)
-    return OpenAIChatModel(settings.pop("model", "gpt-4o"), **settings)
+    return chat_client(settings.pop("model", "gpt-4o"), **settings)
 
 
 def files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
 
 
-def key_of(model: OpenAIChatModel, messages: list[dict[str, Any]]) -> str:
+def key_of(model: ChatClient, messages: list[dict[str, Any]]) -> str:
     return request_key(model._key_material(model._request_params(messages, None)))
 
 
@@ -140,9 +140,9 @@ CHILD = r"""
 import json, sys, time
 from pathlib import Path
 from sab_pytest.cache import ResponseCache
-from sab_pytest.models import OpenAIChatModel
+from sab_pytest.models import ChatClient, chat_client
 url, root, flags, index = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
-model = OpenAIChatModel("gpt-4o", base_url=url, api_key="sk-test-PLANTED-SECRET", timeout=10,
+model = chat_client("gpt-4o", base_url=url, api_key="sk-test-PLANTED-SECRET", timeout=10,
                         cache=ResponseCache(root))
 model.transport.sdk()
 (flags / f"ready-{index}").touch()

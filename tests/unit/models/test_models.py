@@ -1,4 +1,4 @@
-"""OpenAIChatModel through the real openai SDK against the fake server: retries, budgets,
+"""ChatClient through the real openai SDK against the fake server: retries, budgets,
 secrets, preflight; plus model names and usage/cost helpers."""
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from support.timing import HANG_S, LONG_S
 from sab_pytest.errors import InfraError, UsageError
 from sab_pytest.models import (
     CallContext,
-    OpenAIChatModel,
+    ChatClient,
     Prices,
+    chat_client,
     cost,
     parse_model_spec,
     parse_prices,
@@ -36,7 +37,7 @@ USER = [{"role": "user", "content": "Put the egg in the microwave."}]
 
 
 
-def make_model(server: FakeOpenAIServer, **options: Any) -> OpenAIChatModel:
+def make_model(server: FakeOpenAIServer, **options: Any) -> ChatClient:
     return fast_model(server, SECRET, **options)
 
 
@@ -92,7 +93,7 @@ def test_base_url_and_key_come_from_the_environment(server: FakeOpenAIServer,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", server.url)
     monkeypatch.setenv("MY_KEY", "sk-from-env-123456")
-    call = OpenAIChatModel("gpt-4o", api_key_env="MY_KEY").complete(USER)
+    call = chat_client("gpt-4o", api_key_env="MY_KEY").complete(USER)
     assert call.answer.startswith("fake answer to:")
     assert server.chat_requests[0].authorization == "Bearer sk-from-env-123456"
 
@@ -392,7 +393,7 @@ def test_preflight_statuses(server: FakeOpenAIServer, reply: Reply, passes: bool
 def test_preflight_missing_key_is_one_usage_error(server: FakeOpenAIServer,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SAB_TEST_NO_SUCH_KEY", raising=False)
-    model = OpenAIChatModel("gpt-4o", base_url=server.url, api_key_env="SAB_TEST_NO_SUCH_KEY")
+    model = chat_client("gpt-4o", base_url=server.url, api_key_env="SAB_TEST_NO_SUCH_KEY")
     with pytest.raises(UsageError, match="SAB_TEST_NO_SUCH_KEY"):
         model.preflight()
     assert server.requests == []
@@ -402,7 +403,7 @@ def test_preflight_unreachable_url_is_one_usage_error(quick_second_attempt: None
     with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    model = OpenAIChatModel("gpt-4o", base_url=f"http://127.0.0.1:{port}/v1", api_key=SECRET)
+    model = chat_client("gpt-4o", base_url=f"http://127.0.0.1:{port}/v1", api_key=SECRET)
     with pytest.raises(UsageError, match=f"cannot reach the model API at http://127.0.0.1:{port}/v1") as info:
         model.preflight(timeout=2.0)
     assert "PLANTED" not in str(info.value)
@@ -417,7 +418,7 @@ def test_preflight_rejected_key_is_one_usage_error() -> None:
 
 def test_bad_base_url_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="--base-url"):
-        OpenAIChatModel("gpt-4o", base_url="localhost:8000", api_key=SECRET)
+        chat_client("gpt-4o", base_url="localhost:8000", api_key=SECRET)
 
 
 # -- retry-after parsing -----------------------------------------------------------------------------

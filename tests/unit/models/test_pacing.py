@@ -15,7 +15,7 @@ from support.results import read_summary
 from support.timing import HANG_S
 from support.tiny_dataset import ABSTRACT, N_CASES
 
-from sab_pytest.models import CallContext, OpenAIChatModel
+from sab_pytest.models import CallContext, chat_client
 from sab_pytest.models.pacing import MARGIN, RatePacer
 from sab_pytest.testing import fake_openai_server
 
@@ -102,7 +102,7 @@ def test_a_client_follows_the_fake_servers_limit_without_429s() -> None:
     the limit, the rest are spaced. The burst is the schedule's catch-up (``CATCH_UP_S`` of sends
     made up at once after a late wake-up: two at this rate) plus the send due."""
     with fake_openai_server(rpm=480, burst=3) as server:
-        client = OpenAIChatModel("agent", base_url=server.url, api_key=KEY, timeout=HANG_S, max_retries=0)
+        client = chat_client("agent", base_url=server.url, api_key=KEY, timeout=HANG_S, max_retries=0)
         client.complete([{"role": "user", "content": "first"}], context=CallContext())
 
         def call(n: int) -> None:

@@ -10,7 +10,7 @@ import pytest
 from support.models import fast_model
 
 from sab_pytest.errors import ErrorKind, InfraError, UsageError
-from sab_pytest.models import CallContext, OpenAIChatModel, client
+from sab_pytest.models import CallContext, ChatClient, chat_client, client
 from sab_pytest.models.providers import REGISTRY
 from sab_pytest.models.spec import split_model_spec
 from sab_pytest.testing import FakeOpenAIServer, Reply
@@ -33,10 +33,10 @@ def azure(monkeypatch: pytest.MonkeyPatch) -> Any:
         yield server
 
 
-def azure_model(**options: Any) -> OpenAIChatModel:
+def azure_model(**options: Any) -> ChatClient:
     settings: dict[str, Any] = {"timeout": 2.0, "max_retries": 2, "backoff_base": 0.01, "backoff_max": 0.05}
     settings.update(options)
-    return OpenAIChatModel(settings.pop("model", "azure/gpt4o-deploy"), **settings)
+    return chat_client(settings.pop("model", "azure/gpt4o-deploy"), **settings)
 
 
 def test_azure_deployment_requests_are_in_azures_shape(azure: FakeOpenAIServer) -> None:
@@ -108,11 +108,11 @@ def test_content_filter_is_its_own_outcome_not_retried(azure: FakeOpenAIServer, 
 def test_named_providers_have_a_base_url_and_key_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.setenv("GROQ_API_KEY", "groq-key-0123456789")
-    model = OpenAIChatModel("groq/llama-3.1-8b-instant")
+    model = chat_client("groq/llama-3.1-8b-instant")
     assert (model.provider_name, model.name, model.api_key_env) == ("groq", "llama-3.1-8b-instant", "GROQ_API_KEY")
     assert model.server.startswith("https://api.groq.com/openai/v1") and model.has_api_key
     monkeypatch.setenv("VLLM_BASE_URL", "http://gpu-box:8000/v1")
-    vllm = OpenAIChatModel("vllm/Qwen/Qwen2.5-7B-Instruct")
+    vllm = chat_client("vllm/Qwen/Qwen2.5-7B-Instruct")
     assert (vllm.name, vllm.base_url) == ("Qwen/Qwen2.5-7B-Instruct", "http://gpu-box:8000/v1")
     for info in REGISTRY.values():  # openai, azure and anthropic: their SDKs know their URLs
         assert info.key_env.endswith("_API_KEY") and (info.base_url or info.name in ("openai", "azure", "anthropic"))
@@ -124,7 +124,7 @@ def test_a_bare_or_two_part_name_keeps_its_meaning_where_a_base_url_is_given() -
     assert split_model_spec("deepseek/deepseek-chat") == (None, "deepseek/deepseek-chat")  # OpenRouter's name
     assert split_model_spec("deepseek/deepseek-chat", base_url_in_effect=False) == ("deepseek", "deepseek-chat")
     assert split_model_spec("azure/j") == ("azure", "j")
-    model = OpenAIChatModel("anthropic/claude-3.5-sonnet", base_url="http://127.0.0.1:9/v1", api_key="k")
+    model = chat_client("anthropic/claude-3.5-sonnet", base_url="http://127.0.0.1:9/v1", api_key="k")
     assert (model.provider_name, model.name) == ("openai", "anthropic/claude-3.5-sonnet")
 
 
@@ -133,7 +133,7 @@ def test_a_parameter_the_provider_rejects_is_dropped_with_one_note(monkeypatch: 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     with FakeOpenAIServer() as server:
         monkeypatch.setenv("DEEPSEEK_BASE_URL", server.url)
-        model = OpenAIChatModel("deepseek/deepseek-chat", timeout=2.0, extra={"n": 1})
+        model = chat_client("deepseek/deepseek-chat", timeout=2.0, extra={"n": 1})
         notes: list[str] = []
         monkeypatch.setattr(client.log, "warning", lambda text, *args: notes.append(text % args))
         for repeat in (1, 2):
@@ -146,8 +146,8 @@ def test_a_parameter_the_provider_rejects_is_dropped_with_one_note(monkeypatch: 
 def test_list_models_names_the_endpoints_models_or_none(azure: FakeOpenAIServer) -> None:
     model = fast_model(azure, KEY)
     assert model.list_models(2.0) is not None
-    assert "gpt-4o" in (OpenAIChatModel("gpt-4o", base_url=azure.url, api_key=KEY).list_models(2.0) or [])
-    gone = OpenAIChatModel("gpt-4o", base_url="http://127.0.0.1:9/v1", api_key="k", timeout=0.5)
+    assert "gpt-4o" in (chat_client("gpt-4o", base_url=azure.url, api_key=KEY).list_models(2.0) or [])
+    gone = chat_client("gpt-4o", base_url="http://127.0.0.1:9/v1", api_key="k", timeout=0.5)
     assert gone.list_models(0.5) is None
 
 

@@ -22,7 +22,7 @@ from support.timing import HANG_S, POLL_S
 from support.tiny_dataset import N_CASES
 
 from sab_pytest.errors import InfraError, UsageError
-from sab_pytest.models import CallContext, OpenAIChatModel
+from sab_pytest.models import CallContext, ChatClient, chat_client
 from sab_pytest.models.usage import add_failures
 from sab_pytest.models.wire import CAUSE_RATE, CAUSE_SERVER, parse_duration, rate_limit_wait
 from sab_pytest.run.breaker import RunState
@@ -33,7 +33,7 @@ KEY = "sk-test-PLANTED-KEY-0123456789"
 USER = [{"role": "user", "content": "Plan: put the mug in the sink."}]
 
 
-def model(server: FakeOpenAIServer, **options: Any) -> OpenAIChatModel:
+def model(server: FakeOpenAIServer, **options: Any) -> ChatClient:
     return fast_model(server, KEY, **{"max_retries": 1, **options})
 
 
@@ -232,7 +232,7 @@ def test_causes_named_by_the_preflight(server: FakeOpenAIServer) -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     with pytest.raises(UsageError, match=r"URL is wrong or nothing serves it; check --base-url"):
-        OpenAIChatModel("gpt-4o", base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY).preflight(timeout=1.0)
+        chat_client("gpt-4o", base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY).preflight(timeout=1.0)
     server.add_rule(Reply.slow(5))
     with pytest.raises(UsageError, match=r"accepts requests but does not answer them"):
         model(server).preflight(timeout=0.3)

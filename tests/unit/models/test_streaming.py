@@ -16,7 +16,7 @@ from support.models import fast_model
 from support.timing import HANG_S, POLL_S
 
 from sab_pytest.errors import Cancelled, ErrorKind, InfraError
-from sab_pytest.models import OpenAIChatModel
+from sab_pytest.models import ChatClient, chat_client
 from sab_pytest.models.context import CallContext
 from sab_pytest.models.overflow import parse_overflow
 from sab_pytest.models.wire import CAUSE_GONE
@@ -28,7 +28,7 @@ USER = [{"role": "user", "content": "Put the egg in the microwave."}]
 LONG = " ".join(f"word{i}" for i in range(40))
 
 
-def make_model(server: FakeOpenAIServer, **options: Any) -> OpenAIChatModel:
+def make_model(server: FakeOpenAIServer, **options: Any) -> ChatClient:
     return fast_model(server, SECRET, **options)
 
 
@@ -244,7 +244,7 @@ def test_a_refused_connection_is_judged_run_wide(state: RunState) -> None:
     state.success()
     with fake_openai_server() as gone:
         url = gone.url
-    model = OpenAIChatModel("judge", base_url=url, api_key=SECRET, timeout=1.0, max_retries=0, breaker=state)
+    model = chat_client("judge", base_url=url, api_key=SECRET, timeout=1.0, max_retries=0, breaker=state)
     with pytest.raises(InfraError) as info:
         model.complete(USER)
     assert CAUSE_GONE in str(info.value)
@@ -392,12 +392,12 @@ def test_a_server_that_cuts_overlapping_streams_gets_one_call_at_a_time_run_wide
 
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr("sab_pytest.models.providers.openai_compat.read_stream", reading)
-            models = [OpenAIChatModel("gpt-4o", base_url=server.url, api_key=SECRET, timeout=5, max_retries=0,
+            models = [chat_client("gpt-4o", base_url=server.url, api_key=SECRET, timeout=5, max_retries=0,
                                       pace_dir=tmp_path) for _ in range(2)]
             results: list[Any] = []
             together = threading.Barrier(6)  # sent at once: the calls overlap even on a loaded machine
 
-            def one(model: OpenAIChatModel) -> None:
+            def one(model: ChatClient) -> None:
                 try:
                     together.wait(HANG_S)
                     results.append(model.complete(USER).answer)

@@ -13,7 +13,7 @@ from support.timing import HANG_S, LONG_S, PROCESS_S
 
 from sab_pytest.dataset import load
 from sab_pytest.errors import ENDPOINT_DOWN, INTERRUPTED, DatasetError, InfraError
-from sab_pytest.models import CallContext, OpenAIChatModel
+from sab_pytest.models import CallContext, ChatClient, chat_client
 from sab_pytest.reports import junit
 from sab_pytest.results import files, metrics
 from sab_pytest.run.breaker import RunState
@@ -79,11 +79,11 @@ def test_wait_wakes_when_the_run_stops_or_the_endpoint_fails(tmp_path: Path) -> 
 
 # -- inside the model client ----------------------------------------------------------------------------
 
-def _model(server: FakeOpenAIServer, state: RunState, **options) -> OpenAIChatModel:
+def _model(server: FakeOpenAIServer, state: RunState, **options) -> ChatClient:
     settings = {"base_url": server.url, "api_key": "sk-test-0123456789", "timeout": 2.0, "max_retries": 3,
                 "backoff_base": 0.01, "backoff_max": 0.05, "breaker": state}
     settings.update(options)
-    return OpenAIChatModel("gpt-4o", **settings)
+    return chat_client("gpt-4o", **settings)
 
 
 def test_a_stopped_run_makes_no_request(server: FakeOpenAIServer, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from support.timing import HANG_S
 
-from sab_pytest.models import CallContext, OpenAIChatModel
+from sab_pytest.models import CallContext, chat_client
 from sab_pytest.run.capacity import Capacity
 from sab_pytest.run.slots import CallSlots, Pace
 from sab_pytest.testing import RecordedRequest, Reply, fake_openai_server
@@ -144,10 +144,10 @@ def test_a_client_settles_at_one_or_two_calls_on_a_one_slot_server() -> None:
     slots = CallSlots(6)
     slots.capacity.slack_s = answer_s / 10
     with fake_openai_server(responder=responder) as server:
-        warm = OpenAIChatModel("agent", base_url=server.url, api_key=KEY, timeout=HANG_S, max_retries=0)
+        warm = chat_client("agent", base_url=server.url, api_key=KEY, timeout=HANG_S, max_retries=0)
         warm.complete(USER, context=CallContext())
         responder.seen.clear()
-        client = OpenAIChatModel("agent", base_url=server.url, api_key=KEY, timeout=HANG_S, max_retries=0,
+        client = chat_client("agent", base_url=server.url, api_key=KEY, timeout=HANG_S, max_retries=0,
                                  slots=slots)
 
         def case(n: int) -> None:

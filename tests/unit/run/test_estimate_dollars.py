@@ -10,6 +10,7 @@ import pytest
 
 from sab_pytest.dataset import Case, load
 from sab_pytest.errors import BUDGET_SPENT, InfraError
+from sab_pytest.models.endpoints import resolve_endpoint
 from sab_pytest.models.pricing import price_book
 from sab_pytest.run.estimate import estimate, render
 from sab_pytest.settings.resolution import resolve
@@ -88,6 +89,7 @@ def test_the_budget_gate_stops_before_the_call_that_would_pass_it(tmp_path: Path
 
     class Client:
         spec, server, name = "gpt-4o", None, "gpt-4o"
+        endpoint = resolve_endpoint("gpt-4o")  # where the client's requests go, as the run resolved it
 
     state = RunState(tmp_path / "run")
     gate = BudgetGate(1.0, price_book(["gpt-4o=1000,1000"]), state)  # $0.001 a token

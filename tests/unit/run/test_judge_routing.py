@@ -113,3 +113,31 @@ def test_answers_that_name_another_model_are_counted_per_role(sab_run, monkeypat
         assert summary["served_models"]["agent"] == {"smollm2": {"smollm2": N_CASES}}
         assert "ANSWERED BY ANOTHER MODEL: judge requests for 'gpt-4'" in result.stdout.str()
         assert [d for d in summary["deviations"] if "other than OpenAI's API" in d["text"]]
+
+
+def test_the_judges_url_the_run_prints_is_the_one_their_named_provider_calls(
+        sab_run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A judge whose model names its provider (``vllm/org/judge``) goes to that provider's endpoint, not to the
+    judges' default (OpenAI's API, since --base-url is the agent's own): the header and the summary name the
+    URL the judge's requests reached, one endpoint resolved once for the client and for the reports."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("VLLM_API_KEY", KEY)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with fake_openai_server(models=["qwen"]) as gpu, fake_openai_server(models=["org/judge"],
+                                                                       responder=judging) as vllm:
+        monkeypatch.setenv("VLLM_BASE_URL", vllm.url)  # the provider's own variable (``ProviderInfo.base_url_env``)
+        xml = sab_run().out.parent / "judged.xml"
+        result = sab_run("--model", "qwen", f"--sab-base-url={gpu.url}", "--judge-model", "vllm/org/judge",
+                         "--sab-no-exec", "--sab-no-cache", f"--junitxml={xml}")()
+        assert result.ret in (0, 1), result.stdout.str()
+        judged = [r.body["model"] for r in vllm.chat_requests if r.body.get("max_tokens") != 1]
+        assert len(judged) == N_CASES and set(judged) == {"org/judge"}
+        assert {r.body["model"] for r in gpu.chat_requests} == {"qwen"}
+        assert f"at {vllm.url} (the agent's at {gpu.url}" in result.stdout.str()
+        assert OPENAI_API_URL not in result.stdout.str()
+        summary = read_summary(sab_run().out)
+        assert summary["endpoints"] == {"agent": gpu.url, "judge:detailed": vllm.url, "judge:abstract": vllm.url,
+                                        "judge:long_horizon": vllm.url}
+        assert {role: p for role, p in summary["providers"].items() if role != "agent"} == {
+            "judge:detailed": "vllm", "judge:abstract": "vllm", "judge:long_horizon": "vllm"}
+        assert f'name="sab_endpoint_judge:detailed" value="{vllm.url}"' in xml.read_text()  # JUnit's too

@@ -13,7 +13,7 @@ import pytest
 from support.timing import HANG_S, POLL_S, SETTLE_S
 
 from sab_pytest.errors import Cancelled
-from sab_pytest.models import CallContext, OpenAIChatModel
+from sab_pytest.models import CallContext, chat_client
 from sab_pytest.pytest_layer.xdist_adapter import CaseScheduling, WorkerQueue
 from sab_pytest.results.record import from_verdict
 from sab_pytest.run.case_runner import CaseRunner, RunnerStopped
@@ -144,7 +144,7 @@ def test_cancelled_is_not_an_exception_that_verdicts_swallow() -> None:
 
 def test_a_stopped_run_makes_no_new_api_call(tmp_path: Path) -> None:
     with fake_openai_server(latency=0.3) as srv:
-        client = OpenAIChatModel("agent", base_url=srv.url, api_key="sk-x", timeout=5)
+        client = chat_client("agent", base_url=srv.url, api_key="sk-x", timeout=5)
         stop = threading.Event()  # the runner's stop, watched by the case's context (as ``Runtime.stop`` is)
 
         def chain(item: int) -> str:

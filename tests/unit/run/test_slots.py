@@ -10,7 +10,7 @@ import pytest
 from support.timing import HANG_S, POLL_S, SETTLE_S
 
 from sab_pytest.errors import InfraError
-from sab_pytest.models import CallContext, OpenAIChatModel
+from sab_pytest.models import CallContext, chat_client
 from sab_pytest.run.slots import CallSlots
 from sab_pytest.testing import fake_openai_server
 
@@ -136,7 +136,7 @@ def test_time_queued_for_a_slot_is_not_charged_to_the_case_budget() -> None:
     slots = CallSlots(1)
     release, holding = threading.Event(), threading.Event()
     with fake_openai_server(latency=0.05) as server:
-        model = OpenAIChatModel("agent", base_url=server.url, api_key="sk-x", timeout=5, max_retries=0, slots=slots)
+        model = chat_client("agent", base_url=server.url, api_key="sk-x", timeout=5, max_retries=0, slots=slots)
         model.complete([{"role": "user", "content": "warm up"}])  # the client's start-up, outside the budgets
         holder = _hold(slots, release, holding)
         threading.Timer(0.6, release.set).start()  # another case's call holds the only slot for 0.6 s
