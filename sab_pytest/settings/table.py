@@ -27,15 +27,18 @@ from sab_pytest.settings import text as setting_text
 from sab_pytest.settings.judging import JUDGE_PROMPTS, OPENAI_API_URL, PAPER_JUDGE_TEMPERATURE, JudgeRoles
 from sab_pytest.settings.sampling import PAPER_CALLS, PaperCall, paper_family
 from sab_pytest.settings.spec import Check, Option, Verdicts, at_least, on_off, relative, setting
+from sab_pytest.settings.strategies import (
+    INTERACTIVE_STRATEGIES,
+    STRATEGIES,
+    VISUAL_STRATEGIES,
+    strategies_help,
+)
 
 OFFLINE_MODELS = ("reference", "refuse")
 DEFAULT_MAX_FAILURES = 10  # model calls failing for good in a row, run-wide, that stop the run (--sab-max-failures)
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"  # holds the agent's API key, and the judges' unless told otherwise
 #: significance level of ``no_regression`` gates (``--sab-alpha``), also the default of ``gates`` and ``plan``
 DEFAULT_ALPHA = 0.05
-#: strategies that act in the engine move by move (``agents.registry`` maps each to its agent class)
-INTERACTIVE_STRATEGIES = ("react", "basic", "pca", "map_vlm")
-VISUAL_STRATEGIES = ("basic", "pca", "map_vlm")  # the interactive strategies that are shown camera pictures
 ENGINES = ("sim", "local", "remote")  # remote: a THOR server pool (sab_pytest.thor.server)
 BASELINE_MISMATCH = ("refuse", "allow")  # a baseline of other verdict-changing settings: a usage error, or allowed
 ACTION_FORMATS = ("tools", "text")  # how an interactive agent acts: native tool calls or "Action:" lines
@@ -59,7 +62,8 @@ def _acts(s: Settings) -> bool:
 
 
 def _map_models(s: Settings) -> bool:
-    return s.strategy == "map_vlm" and not s.offline_agent
+    line = STRATEGIES.get(s.strategy)
+    return line is not None and line.helpers and not s.offline_agent
 
 
 def _guarded(s: Settings) -> bool:
@@ -124,8 +128,7 @@ class Settings(JudgeRoles):
         f"its endpoint, else {DEFAULT_API_KEY_ENV})", metavar="VAR", policy="judge_api_key_env",
         expects="an environment variable name"))
     strategy: str = setting("direct", Option(
-        "--sab-strategy", "agent strategy (default {default}): text planners direct, cot, two_stage, progprompt, "
-        "fewshot, cooperative, mldt; agents that act in the scene react, basic, pca, map_vlm",
+        "--sab-strategy", f"agent strategy (default {{default}}): {strategies_help()}",
         policy="strategy", expects="a strategy name", verdicts=True))
     action_format: str = setting("tools", Option(
         "--sab-action-format", "how interactive agents act: native tool calls (tools) or plain-text "
