@@ -199,7 +199,7 @@ def api_models(settings: Settings) -> list[tuple[str, str, str | None]]:
     found: list[tuple[str, str, str | None]] = []
     if not s.offline_agent:
         found.append(("agent", s.model, s.base_url))
-        if s.strategy == "map_vlm":
+        if s.helpers:
             found += [("agent", s.map_vision_model, s.base_url), ("agent", s.map_converter_model, s.base_url)]
     if s.judge_model != "rules":
         for judge, model in s.asked_judges.items():

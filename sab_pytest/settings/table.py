@@ -62,8 +62,7 @@ def _acts(s: Settings) -> bool:
 
 
 def _map_models(s: Settings) -> bool:
-    line = STRATEGIES.get(s.strategy)
-    return line is not None and line.helpers and not s.offline_agent
+    return s.helpers and not s.offline_agent
 
 
 def _guarded(s: Settings) -> bool:
@@ -343,7 +342,7 @@ class Settings(JudgeRoles):
 
     @property
     def interactive(self) -> bool:
-        """The strategy acts in the engine (react, basic, pca, map_vlm), offline agents included."""
+        """The strategy acts in the engine (``acts`` in ``settings.strategies``), offline agents included."""
         return self.strategy in INTERACTIVE_STRATEGIES
 
     @property
@@ -357,8 +356,15 @@ class Settings(JudgeRoles):
 
     @property
     def visual(self) -> bool:
-        """The strategy looks at camera pictures (basic, pca, map_vlm)."""
+        """The strategy looks at camera pictures (``visual`` in ``settings.strategies``)."""
         return self.strategy in VISUAL_STRATEGIES
+
+    @property
+    def helpers(self) -> bool:
+        """The strategy also calls helper models beside the one under test (map_vlm's vision and converter
+        models: its line's ``helpers`` in ``settings.strategies``)."""
+        line = STRATEGIES.get(self.strategy)
+        return line is not None and line.helpers
 
     @property
     def strategy_applies(self) -> bool:
