@@ -85,32 +85,34 @@ PROVIDER = '''"""A throwaway provider: an OpenAI-compatible server under its own
 from sab_pytest.models.providers import openai_compat
 
 
-def make(endpoint, capabilities):
-    return openai_compat.make(endpoint, capabilities)
+def make(*args, **kwargs):  # the endpoint and what the provider accepts, handed on as they come
+    return openai_compat.make(*args, **kwargs)
 '''
-PROVIDER_LINE = '    ProviderInfo("throwaway", "throwaway", None, "THROWAWAY_API_KEY", Capabilities(n=False)),\n'
+PROVIDER_LINE = ('    ProviderInfo(name="throwaway", module="throwaway", base_url=None, key_env="THROWAWAY_API_KEY",\n'
+                 '                 capabilities=Capabilities(n=False)),\n')
 
 
-def _insert(path: Path, anchor: str, text: str, *, after: bool = True) -> None:
-    """``text`` written beside the one place ``anchor`` stands in ``path`` (a registry's last line)."""
+def _insert(path: Path, anchor: str, text: str) -> None:
+    """``text`` written right after the one place ``anchor`` stands in ``path`` (a registry's opening line)."""
     source = path.read_text(encoding="utf-8")
     assert source.count(anchor) == 1, f"{path}: the anchor {anchor!r} moved; update this test with the docs"
-    path.write_text(source.replace(anchor, anchor + text if after else text + anchor), encoding="utf-8")
+    path.write_text(source.replace(anchor, anchor + text), encoding="utf-8")
 
 
 def _add_the_five(package: Path) -> set[str]:
     """Write the five things into the copy ``package``; the files touched, relative to it."""
     (package / "agents" / "shout.py").write_text(TEXT_STRATEGY, encoding="utf-8")
     (package / "agents" / "wander.py").write_text(ACTING_STRATEGY, encoding="utf-8")
-    _insert(package / "settings" / "strategies.py", ")}\n\nTEXT_STRATEGIES", STRATEGY_LINES, after=False)
+    _insert(package / "settings" / "strategies.py", "STRATEGIES: dict[str, StrategyInfo] = {line.name: line for "
+            "line in (\n", STRATEGY_LINES)
     metrics = package / "results" / "metrics.py"
-    _insert(metrics, '        "pass_rate": RateDef(lambda r: True, lambda r: bool(r["passed"]), +1),\n',
-            METRIC_DEFINITION)
-    _insert(metrics, '    "errors": Shown(_PASSED, plot=False),', "\n" + METRIC_SHOWN.rstrip("\n"))
+    _insert(metrics, "    table: dict[str, RateDef | MeanDef] = {\n", METRIC_DEFINITION)
+    _insert(metrics, "_SHOWN_LINES: dict[str, Shown] = {\n", METRIC_SHOWN)
     (package / "results" / "gate_between.py").write_text(GATE_KIND, encoding="utf-8")
-    _insert(package / "results" / "gate_kinds.py", '    "gates:NO_REGRESSION",\n', '    "gate_between:BETWEEN",\n')
+    _insert(package / "results" / "gate_kinds.py", "LINES: tuple[str, ...] = (\n", '    "gate_between:BETWEEN",\n')
     (package / "models" / "providers" / "throwaway.py").write_text(PROVIDER, encoding="utf-8")
-    _insert(package / "models" / "providers" / "__init__.py", '"LLAMACPP_API_KEY", _LOCAL),\n', PROVIDER_LINE)
+    _insert(package / "models" / "providers" / "__init__.py",
+            "REGISTRY: dict[str, ProviderInfo] = {line.name: line for line in (\n", PROVIDER_LINE)
     return {"agents/shout.py", "agents/wander.py", "settings/strategies.py", "results/metrics.py",
             "results/gate_between.py", "results/gate_kinds.py", "models/providers/throwaway.py",
             "models/providers/__init__.py"}
