@@ -7,8 +7,9 @@ environment variable, an ini setting), the simple constraints on it, and whether
 (the run key of ``--sab-resume``). From this table come the pytest options (``pytest_layer.options``),
 the policy file's keys and checks (``run.policy``), ``check_options`` and ``run_settings``; checks
 across options are in ``run.validate``; ``settings.resolution.resolve`` is where a value depends on
-other options. It imports nothing of the project but ``errors``, ``settings.spec`` and ``settings.text``:
-every layer may read it. Any front end can build a ``Settings``; the pytest layer builds it from argv.
+other options. It imports nothing of the project but ``errors`` and the settings' own modules (``spec``,
+``text``, ``strategies``: the table of strategies, ``judging``, ``sampling``): every layer may read it.
+Any front end can build a ``Settings``; the pytest layer builds it from argv.
 """
 
 from __future__ import annotations
