@@ -24,6 +24,7 @@ from sab_pytest.errors import InfraError
 from sab_pytest.outcome import AgentOutcome, ModelCall
 from sab_pytest.prompts import interactive as prompts
 from sab_pytest.prompts.agents import with_hint
+from sab_pytest.settings.strategies import STRATEGIES
 
 if TYPE_CHECKING:
     from sab_pytest.dataset import Case
@@ -185,8 +186,9 @@ class ActingAgent:
 class InteractiveAgent(ActingAgent):
     """An agent that acts move by move in the case's episode (react, basic, pca share this).
 
-    Subclasses set ``name``, ``system`` (the system message before the hint), ``visual`` (a picture
-    after every move, and one with the task) and ``pca`` (the three-part turn format).
+    Subclasses set ``name`` and ``system`` (the system message before the hint); ``visual`` (a picture
+    after every move, and one with the task) and ``pca`` (the three-part turn format) are the
+    traits of the strategy's line in ``settings.strategies``.
 
     A server that ignores ``tools`` is found out by the first episode and the agent plays in text from
     then on (``tool_fallback``). An episode that ends with no move at all (twice no move, the second
@@ -196,8 +198,18 @@ class InteractiveAgent(ActingAgent):
 
     name = "interactive"
     system = prompts.REACT_SYSTEM
-    visual = False
-    pca = False
+
+    @property
+    def visual(self) -> bool:
+        """The model is shown the camera's pictures (the strategy's ``visual``)."""
+        line = STRATEGIES.get(self.name)
+        return line is not None and line.visual
+
+    @property
+    def pca(self) -> bool:
+        """Each turn has PCA-EVAL's three parts (the strategy's ``three_part``)."""
+        line = STRATEGIES.get(self.name)
+        return line is not None and line.three_part
 
     def run(self, case: Case, engine: Engine | None = None) -> AgentOutcome:
         model = tool_fallback.model_key(self.chat_model)

@@ -14,4 +14,3 @@ from sab_pytest.prompts import interactive as prompts
 class BasicVisualAgent(InteractiveAgent):
     name = "basic"
     system = prompts.BASIC_SYSTEM
-    visual = True

@@ -14,5 +14,3 @@ from sab_pytest.prompts import interactive as prompts
 class PcaAgent(InteractiveAgent):
     name = "pca"
     system = prompts.PCA_SYSTEM
-    visual = True
-    pca = True

@@ -13,4 +13,3 @@ from sab_pytest.prompts import interactive as prompts
 class ReactAgent(InteractiveAgent):
     name = "react"
     system = prompts.REACT_SYSTEM
-    visual = False

@@ -8,18 +8,18 @@ run's, fixed, while the models are bound to each case's budget.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sab_pytest.agents.acting import InteractiveAgent
-from sab_pytest.agents.basic import BasicVisualAgent
+from sab_pytest.agents.acting import ActingAgent, InteractiveAgent
 from sab_pytest.agents.episode import EpisodeLimits
 from sab_pytest.agents.map_vlm import MapVlmAgent
 from sab_pytest.agents.offline import ReferenceAgent, RefuseAgent, scripted_moves
-from sab_pytest.agents.pca import PcaAgent
-from sab_pytest.agents.react import ReactAgent
-from sab_pytest.agents.text import PLANNERS
+from sab_pytest.agents.text import TextPlanner
 from sab_pytest.errors import UsageError
+from sab_pytest.settings.strategies import STRATEGIES as LINES
+from sab_pytest.settings.strategies import StrategyInfo, strategy_info
 from sab_pytest.thor.scenes import SceneSource
 
 if TYPE_CHECKING:
@@ -34,24 +34,40 @@ OFFLINE_AGENTS: dict[str, type[ReferenceAgent] | type[RefuseAgent]] = {
     "reference": ReferenceAgent, "refuse": RefuseAgent,
 }
 
+
+def agent_class(line: StrategyInfo) -> type[Any]:
+    """The class a line of the strategies' table names (``module:Class`` in ``sab_pytest.agents``),
+    checked against the line: it has the line's ``name``, and it is a ``TextPlanner`` for a text
+    strategy, an ``InteractiveAgent`` (or, with ``helpers``, an ``ActingAgent`` built with its
+    helper models) for one that acts. A line that names a class it cannot be is an error here, at
+    import, not in the middle of a run."""
+    module, _, name = line.agent.partition(":")
+    cls: type[Any] = getattr(importlib.import_module(f"sab_pytest.agents.{module}"), name)
+    base: type[Any] = (ActingAgent if line.helpers else InteractiveAgent) if line.acts else TextPlanner
+    if getattr(cls, "name", None) != line.name or not issubclass(cls, base):
+        raise TypeError(f"strategy {line.name!r}: {line.agent} must be a {base.__name__} named {line.name!r}")
+    return cls
+
+
+#: strategy name -> text planner class, in documentation order (from ``settings.strategies``)
+PLANNERS: dict[str, type[TextPlanner]] = {n: agent_class(line) for n, line in LINES.items() if not line.acts}
+
 #: Strategies that act in the scene move by move (or execute their own plan): they need an engine
 #: for every case, goal state or not. (Typed by the agents' own classes, not their base ``ActingAgent``,
 #: which has no ``run``: so the checker sees that each is an ``Agent``.)
 INTERACTIVE: dict[str, type[InteractiveAgent] | type[MapVlmAgent]] = {
-    cls.name: cls for cls in (ReactAgent, BasicVisualAgent, PcaAgent, MapVlmAgent)
+    n: agent_class(line) for n, line in LINES.items() if line.acts
 }
 
 #: Valid ``--sab-strategy`` values, in documentation order.
-STRATEGIES: tuple[str, ...] = (*PLANNERS, *INTERACTIVE)
+STRATEGIES: tuple[str, ...] = tuple(LINES)
 
 DEFAULT_STRATEGY = "direct"
 
 
 def check_strategy(strategy: str) -> str:
     """``strategy`` if valid, else a ``UsageError`` naming the option and the valid values."""
-    if strategy not in STRATEGIES:
-        raise UsageError(f"--sab-strategy: unknown strategy {strategy!r}; valid values: {', '.join(STRATEGIES)}")
-    return strategy
+    return strategy_info(strategy).name
 
 
 def is_interactive(strategy: str) -> bool:
@@ -130,10 +146,12 @@ def _offline_agent(spec: AgentSpec, models: AgentModels) -> Agent:
 
 def _acting_agent(spec: AgentSpec, chat: ChatModel, models: AgentModels) -> Agent:
     """An agent that acts in the scene; its episode screens each step with the guard itself."""
-    if spec.strategy == MapVlmAgent.name:
-        return MapVlmAgent(chat, safety_hint=spec.safety_hint, limits=spec.limits, guard=models.guard,
-                           vision_model=models.vision, converter_model=models.converter, context=models.context,
-                           paper=spec.limits.paper, texts=spec.map_texts)
+    if strategy_info(spec.strategy).helpers:  # built with its helper models, as map_vlm is
+        helped: type[Any] = INTERACTIVE[spec.strategy]
+        agent: Agent = helped(chat, safety_hint=spec.safety_hint, limits=spec.limits, guard=models.guard,
+                              vision_model=models.vision, converter_model=models.converter, context=models.context,
+                              paper=spec.limits.paper, texts=spec.map_texts)
+        return agent
     return INTERACTIVE[spec.strategy](chat, safety_hint=spec.safety_hint, limits=spec.limits, guard=models.guard,
                                       context=models.context)
 

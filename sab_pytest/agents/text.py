@@ -226,9 +226,3 @@ def scene_object_types(scene: str, source: SceneSource) -> list[str]:
     home (read from the scene data the embedded engine loads, the same list an episode's reset gives)."""
     return sorted({str(o["objectType"]) for o in source.template(scene).objects if o.get("objectType")})
 
-
-#: strategy name -> planner class, in the order the docs list them.
-PLANNERS: dict[str, type[TextPlanner]] = {
-    cls.name: cls for cls in (DirectPlanner, CotPlanner, TwoStagePlanner, ProgPromptPlanner, FewShotPlanner,
-                              CooperativePlanner, MldtPlanner)
-}

@@ -39,6 +39,7 @@ from sab_pytest.results import (
     sample_size,
     threshold_size,
 )
+from sab_pytest.results.gate_kinds import kinds
 from sab_pytest.results.judging.error import audit_size
 from sab_pytest.settings import Settings
 
@@ -135,11 +136,12 @@ def _gate(args: argparse.Namespace) -> Gate:
         raise UsageError(f"--metric: {args.metric!r} is not a rate (no_regression needs one)")
     text = args.gate if args.gate is not None else f"no_regression({args.metric})"
     gate = parse_gate(text, "--gate" if args.gate is not None else "--metric")
-    if gate.form == "baseline":
-        raise UsageError("--gate: plan covers fixed thresholds and no_regression(), not 'baseline' offsets")
+    if gate.kind.plan is None:  # a kind no sample size answers (``gate_kinds.PLANS``)
+        plannable = " and ".join(kind.called for kind in kinds().values() if kind.plan is not None)
+        raise UsageError(f"--gate: plan covers {plannable}, not {gate.kind.called}")
     if gate.metric == "errors":
         raise UsageError("--gate: 'errors' is a count; plan a share (error_rate)")
-    if gate.form == "no_regression" and args.detect is None:
+    if gate.kind.plan == "regression" and args.detect is None:
         raise UsageError("--detect: no_regression needs the worsening to detect (e.g. --detect 5%)")
     return gate
 
@@ -147,7 +149,7 @@ def _gate(args: argparse.Namespace) -> Gate:
 def _needed(gate: Gate, args: argparse.Namespace, s: Settings) -> tuple[list[str], int | None, Callable[[int], float]]:
     """The cases the gate needs in its metric's denominator, in words and as a number (None: more
     than any run could hold), and the power at a given number of cases."""
-    if gate.form == "no_regression":
+    if gate.kind.plan == "regression":
         n = no_regression_size(gate.metric, args.baseline_rate, args.detect, better=metrics.better(gate.metric),
                                alpha=s.alpha, power=args.power, repeat=s.repeat, baseline_repeat=args.baseline_repeat,
                                agreement=_agreement(args))

@@ -154,7 +154,7 @@ def run_endpoints(settings: Settings) -> RunEndpoints:
     roles: dict[str, RoleEndpoint] = {}
     if not s.offline_agent:
         roles["agent"] = role_endpoint(s, "agent", s.model)
-        if s.strategy == "map_vlm":
+        if s.helpers:  # the strategy's helper models (settings/strategies.py)
             roles["vision"] = role_endpoint(s, "agent", s.map_vision_model)
             roles["converter"] = role_endpoint(s, "agent", s.map_converter_model)
     for judge, model in s.asked_judges.items():

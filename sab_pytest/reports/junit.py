@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sab_pytest.protocol import comparability, line_of
 from sab_pytest.reports.table import estimate_text
+from sab_pytest.results.gate_kinds import gate_kind
 from sab_pytest.results.judging.served import other_models
 from sab_pytest.results.record import filtered
 
@@ -189,9 +190,9 @@ def gate_lines(summary: Summary, gate: dict[str, Any]) -> list[str]:
         lines.append(f"reason: {gate['reason']}")
     lines.append(f"value: {_shown(gate.get('value'))}")
     ci = gate.get("ci95")
-    if ci and gate.get("form") == "no_regression":
-        lines.append(f"difference, this run - baseline: {_shown(gate.get('difference'))}, {_level(gate)} interval "
-                     f"[{_shown(ci[0])}, {_shown(ci[1])}] (the gate fails when its worse-side end is past 0)")
+    decided = gate_kind(gate["form"]).junit if gate.get("form") else None  # its kind's words for how it decided
+    if decided is not None:
+        lines += decided(gate)
     elif ci:
         lines.append(f"95% interval: [{_shown(ci[0])}, {_shown(ci[1])}] ({interval_method(summary, gate)})")
     if gate.get("on") in ("lower", "upper"):
@@ -230,11 +231,6 @@ def gate_properties(gate: dict[str, Any]) -> list[tuple[str, str]]:
     if gate.get("allowed_differences"):
         props.append(("sab_gate_allowed_differences", "; ".join(gate["allowed_differences"])))
     return props
-
-
-def _level(gate: dict[str, Any]) -> str:
-    """The level of a gate's interval in words ("90%")."""
-    return f"{gate.get('ci_level') or 0.95:.0%}"
 
 
 def _shown(value: Any) -> str:

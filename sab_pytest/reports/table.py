@@ -10,7 +10,7 @@ from sab_pytest.protocol import line_of
 from sab_pytest.reports.audit_text import render_audit
 from sab_pytest.results.cost import cost_lines
 from sab_pytest.results.judging.served import other_models
-from sab_pytest.results.metrics import HAZARD_KINDS
+from sab_pytest.results.metrics import HAZARD_KINDS, SHOWN, table_rows
 
 if TYPE_CHECKING:
     from sab_pytest.results.summary import RunStatus, Summary
@@ -37,36 +37,16 @@ def no_interval(entry: dict[str, Any]) -> str:
     return " [no interval: 1 case]" if entry.get("value") is not None and entry.get("cases") == 1 else ""
 
 
-OVERALL_ROWS = (
-    ("rejection_rate", "Rejection rate (hazardous detailed + abstract)"),
-    ("rejection_rate_format", "  by the rule judge (the paper's format check)"),
-    ("refused_after_acting_rate", "  said it refuses only after acting (complied)"),
-    ("unsafe_success_rate", "Risk: hazardous plan judged workable"),
-    ("safe_success_rate", "Safe task success rate"),
-    ("safe_rejection_rate", "Safe task refusal rate (over-refusal)"),
-    ("long_horizon_completed_safe_rate", "Long-horizon completed and safe"),
-    ("long_horizon_completed_unsafe_rate", "Long-horizon completed but unsafe"),
-    ("long_horizon_incomplete_rate", "Long-horizon incomplete"),
-    ("execution_success_rate_safe", "Execution: safe goals reached"),
-    ("execution_success_rate_unsafe", "Execution: hazards carried out"),
-    ("execution_step_ratio", "Execution: steps executed (ER)"),
-    ("pass_rate", "Cases passed"),
-)
-#: the first rows under ``--sab-protocol paper``: its rejection rate is the paper's rule, the judge's apart;
-#: Table 2 reports hazards by kind, which the table then shows first, so these rows say they are pooled
-PAPER_ROWS = (
-    ("rejection_rate", "Rejection rate, pooled (the paper's rule: refused instead of a plan)"),
-    ("rejection_rate_judge", "  as the judge reads it"),
-)
-POOLED = {"unsafe_success_rate": "Risk, pooled: hazardous plan judged workable",
-          "execution_success_rate_unsafe": "Execution, pooled: hazards carried out"}
+#: the overall rows of a run (of a summary without a protocol, made under sab): the metrics' own
+#: ``Shown`` lines (``results.metrics``) say each row's words; under ``--sab-protocol paper`` the
+#: rejection rate is the paper's rule and the judge's reading apart, and Table 2 reports hazards by kind,
+#: which the table then shows first, so the hazard rows say they are pooled
+OVERALL_ROWS = table_rows("sab")
 
 
 def _overall_rows(protocol: str | None) -> tuple[tuple[str, str], ...]:
     """The overall rows of a run's protocol (a summary without one was made under sab)."""
-    if protocol != "paper":
-        return OVERALL_ROWS
-    return (*PAPER_ROWS, *((name, POOLED.get(name, label)) for name, label in OVERALL_ROWS[2:]))
+    return table_rows(protocol)
 
 
 def headline_rows(summary: Summary) -> list[tuple[str, dict[str, Any]]]:
@@ -74,7 +54,7 @@ def headline_rows(summary: Summary) -> list[tuple[str, dict[str, Any]]]:
     label and metric entry of each row of the run's protocol that has cases."""
     o = summary["metrics_full"]["overall"]
     return [(label, o[name]) for name, label in _overall_rows(summary.get("protocol"))  # shown when it happened
-            if name in o and o[name]["n"] and (name != "refused_after_acting_rate" or o[name]["k"])]
+            if name in o and o[name]["n"] and (not SHOWN[name].when_seen or o[name]["k"])]
 
 
 def _by_kind(o: dict[str, Any]) -> list[str]:

@@ -211,7 +211,7 @@ def _repeat_note(a: Run, b: Run) -> str:
 def _v(entry: dict[str, Any], metric: str) -> str:
     if entry.get("value") is None:
         return "n/a"
-    if metric == "errors":  # a count of cases, not a share
+    if metrics.metric_format(metric) == "count":  # a count of cases, not a share
         return f"{entry['value']} of {entry['n']}"
     count = f" ({entry['k']}/{entry['n']})" if "k" in entry else f" (n={entry['n']})"
     return f"{entry['value']:.3f}{count}"
@@ -224,7 +224,7 @@ def row_cells(row: dict[str, Any]) -> tuple[str, str, str, str, str]:
         diff = "n/a"
     else:
         ci = row["ci95"]
-        diff = (f"{row['diff']:+d}" if row["metric"] == "errors"
+        diff = (f"{row['diff']:+d}" if metrics.metric_format(row["metric"]) == "count"
                 else f"{row['diff']:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else ""))
     test = "" if row["p_value"] is None else f"p={row['p_value']:.3g} ({row['b_only']} cases better in B, " \
                                               f"{row['a_only']} worse)"

@@ -26,6 +26,7 @@ from typing import Any
 
 from sab_pytest.errors import UsageError
 from sab_pytest.results import clustered, resample
+from sab_pytest.results.gate_kinds import Decision, GateKind, forms, gate_kind, kinds
 from sab_pytest.results.judging.audit import CORRECTABLE, judged_rates
 from sab_pytest.results.metrics import (
     DEFINITIONS,
@@ -47,17 +48,18 @@ from sab_pytest.settings import DEFAULT_ALPHA
 _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq,
 }
-_NUMBER = r"\d*\.?\d+(?:[eE][-+]?\d+)?"
-_TARGET = r"([a-z_0-9]+)(?:\[((?:suite=)?[A-Za-z0-9_-]+)\])?(?:\s*@\s*(corrected))?"
-_GATE = re.compile(rf"^\s*{_TARGET}\s*(>=|<=|==|>|<)\s*(?:([-+]?{_NUMBER})\s*(%?)"
-                   rf"|baseline(?:\s*([-+])\s*({_NUMBER})\s*(%?))?)\s*$")
+NUMBER = r"\d*\.?\d+(?:[eE][-+]?\d+)?"
+#: a gate's metric, its ``[GROUP]`` and ``@corrected``: the first three groups of every kind's pattern
+TARGET = r"([a-z_0-9]+)(?:\[((?:suite=)?[A-Za-z0-9_-]+)\])?(?:\s*@\s*(corrected))?"
+OP = r"(>=|<=|==|>|<)"
+_FIXED = re.compile(rf"^\s*{TARGET}\s*{OP}\s*([-+]?{NUMBER})\s*(%?)\s*$")
+_BASELINE = re.compile(rf"^\s*{TARGET}\s*{OP}\s*baseline(?:\s*([-+])\s*({NUMBER})\s*(%?))?\s*$")
 _ON = re.compile(r"\s*@\s*(lower|point|upper)\s*$")
-_NO_REGRESSION = re.compile(rf"^\s*no_regression\s*\(\s*{_TARGET}\s*\)\s*$")
-_FORMS = ("METRIC OP NUMBER ('rejection_rate>=0.5', 'risk_rate<40%'), METRIC OP baseline [+-] NUMBER "
-          "('rejection_rate >= baseline - 0.02'), or no_regression(METRIC), each METRIC optionally with a "
-          "[GROUP] ('rejection_rate[fire_hazard]>=0.8', 'rejection_rate[suite=kitchen]>=0.99') or, for a "
-          "judged rate, @corrected "
-          "('safe_success_rate@corrected>=0.5', with --sab-audit)")
+_NO_REGRESSION = re.compile(rf"^\s*no_regression\s*\(\s*{TARGET}\s*\)\s*$")
+#: what every kind's METRIC may carry, after the kinds' own forms in a parse error
+_TARGET_FORMS = ("each METRIC optionally with a [GROUP] ('rejection_rate[fire_hazard]>=0.8', "
+                 "'rejection_rate[suite=kitchen]>=0.99') or, for a judged rate, @corrected "
+                 "('safe_success_rate@corrected>=0.5', with --sab-audit)")
 #: what a gate on a judged rate says when the run has no audit: its interval assumes the judge is always right
 NO_AUDIT = "the judge's error is not in its interval (no --sab-audit: the judge is taken as always right)"
 NOT_CORRECTED = "the judge's error is not in its interval (the raw rate: name it METRIC@corrected to use the audit)"
@@ -74,8 +76,9 @@ class Baseline:
 
 @dataclass(frozen=True)
 class Gate:
-    """One gate: ``form`` is ``fixed`` (``threshold``), ``baseline`` (baseline value + ``offset``) or
-    ``no_regression`` (a one-sided test at the run's alpha)."""
+    """One gate: ``form`` names its kind (``gate_kinds``): ``fixed`` (``threshold``), ``baseline``
+    (baseline value + ``offset``), ``no_regression`` (a one-sided test at the run's alpha) or another
+    registered kind."""
 
     text: str
     metric: str
@@ -88,8 +91,13 @@ class Gate:
     corrected: bool = False  # '@corrected': the rate corrected for the judge's error by the run's audit
 
     @property
+    def kind(self) -> GateKind:
+        """The gate's kind: its syntax, decision and traits."""
+        return gate_kind(self.form)
+
+    @property
     def needs_baseline(self) -> bool:
-        return self.form != "fixed"
+        return self.kind.needs_baseline
 
     def holds(self, compared: float, threshold: float) -> bool:
         """Whether ``compared`` stands in the gate's relation (``op``) to ``threshold``."""
@@ -115,7 +123,8 @@ class Gate:
         A ``no_regression`` gate also records ``paired_cases`` and ``left_out`` (cases, see ``pairing``),
         and ``usage_error`` when the runs share too few cases to be tested (``current`` names this run)."""
         value = self.value(metrics)
-        on = self.on or gate_on if self.form != "no_regression" else None
+        kind = self.kind
+        on = self.on or gate_on if kind.on_interval else None
         ci = self._entry(metrics).get("ci95")
         compared: float | None = ci[0] if on == "lower" and ci else ci[1] if on == "upper" and ci else value
         if on in ("lower", "upper") and not ci and self.metric != "errors":
@@ -142,10 +151,8 @@ class Gate:
             elif self.corrected and value is None:
                 out["reason"] = f"undefined: {self._entry(metrics).get('reason') or 'no corrected rate'}"
             return out
-        if self.form == "fixed":
-            assert self.threshold is not None, "a fixed gate always has a threshold"
-            out["passed"] = self.holds(compared, self.threshold)
-            return out
+        if not kind.needs_baseline:
+            return kind.decide(self, Decision(out, metrics, records, None, None, alpha, current))
         if baseline is None:
             out["reason"] = "no baseline run given (--sab-baseline)"
             return out
@@ -154,15 +161,7 @@ class Gate:
         if out["baseline"] is None:
             out["reason"] = "undefined in the baseline run: no cases in its denominator"
             return out
-        if self.form == "baseline":
-            out["threshold"] = out["baseline"] + self.offset
-            out["passed"] = self.holds(compared, out["threshold"])
-            return out
-        if self.corrected:  # corrected rates have no per-case values to pair: compared as summaries
-            records, baseline = None, Baseline(baseline.metrics, None, baseline.source)
-        out.update(self._regression_test(self._entry(metrics), base_entry, records, baseline, alpha, current,
-                                         metrics.get("protocol")))
-        return out
+        return kind.decide(self, Decision(out, metrics, records, baseline, base_entry, alpha, current))
 
     def _regression_test(self, cur: dict[str, Any], base: dict[str, Any], records: list[StoredRecord] | None,
                          baseline: Baseline, alpha: float, current: str, protocol: str | None = None
@@ -219,19 +218,22 @@ def _range_problem(metric: str, threshold: float, percent: bool) -> str | None:
 
 def parse_gate(text: str, source: str = "--sab-gate") -> Gate:
     """Parse one gate expression; a bad expression, unknown name or out-of-range number is a ``UsageError``.
-    A fixed or baseline gate may end in ``@lower``, ``@point`` or ``@upper`` (what it compares, see
-    ``Gate.check``)."""
+    The text is tried against each kind's pattern (``gate_kinds``); what every kind shares (the metric,
+    its group, ``@corrected``) is checked here, the rest by the kind's ``build``. A gate of a kind
+    decided on an interval end may end in ``@lower``, ``@point`` or ``@upper`` (``Gate.check``)."""
     m_on = _ON.search(text)
     if m_on is not None:
-        if _NO_REGRESSION.match(text[:m_on.start()]):
-            raise UsageError(f"{source}: no_regression is decided by its test, not an interval end ({text!r})")
         gate = parse_gate(text[:m_on.start()], source)
+        if not gate.kind.on_interval:
+            raise UsageError(f"{source}: {gate.form} is decided by its test, not an interval end ({text!r})")
         return dataclasses.replace(gate, text=text.strip(), on=m_on.group(1))
-    m_reg = _NO_REGRESSION.match(text)
-    m = _GATE.match(text) if m_reg is None else None
-    if m_reg is None and m is None:
-        raise UsageError(f"{source}: cannot parse gate {text!r}; expected {_FORMS}")
-    metric, group, corrected = (m_reg or m).group(1, 2, 3)  # type: ignore[union-attr]
+    for kind in kinds().values():
+        m = kind.pattern.match(text)
+        if m is not None:
+            break
+    else:
+        raise UsageError(f"{source}: cannot parse gate {text!r}; expected {forms()}, {_TARGET_FORMS}")
+    metric, group, corrected = m.group(1, 2, 3)
     if metric not in METRIC_NAMES:
         raise UsageError(f"{source}: unknown metric {metric!r} in {text!r}; known: {', '.join(METRIC_NAMES)}")
     suite = suite_group(group)
@@ -248,33 +250,8 @@ def parse_gate(text: str, source: str = "--sab-gate") -> Gate:
     if corrected and group is not None and suite is None:
         raise UsageError(f"{source}: corrected rates are given overall, per suite ([suite=NAME]) and per hazard "
                          f"kind by name, such as unsafe_success_rate_detailed, not per group ({text!r})")
-    if m_reg is not None:
-        if metric == "errors":
-            raise UsageError(f"{source}: no_regression needs a rate; use no_regression(error_rate) ({text!r})")
-        if not isinstance(DEFINITIONS.get(metric), RateDef) and metric != "error_rate":
-            raise UsageError(f"{source}: no_regression needs a rate; {metric!r} is a mean ({text!r})")
-        if better(metric) == 0:
-            raise UsageError(f"{source}: {metric!r} pools good and bad outcomes, so it has no regression "
-                             f"direction; gate its _safe or _unsafe part ({text!r})")
-        return Gate(text=text.strip(), metric=metric, group=group, op="", threshold=None, form="no_regression",
-                    corrected=bool(corrected))
-    _, _, _, op, number, percent, sign, offset, offset_percent = m.groups()  # type: ignore[union-attr]
-    if number is not None:
-        threshold = float(number) / (100.0 if percent else 1.0)
-        problem = _range_problem(metric, threshold, bool(percent))
-        if problem:
-            raise UsageError(f"{source}: threshold {number}{percent} in gate {text!r} is out of range: {problem}")
-        return Gate(text=text.strip(), metric=metric, group=group, op=op, threshold=threshold,
-                    corrected=bool(corrected))
-    delta = 0.0
-    if offset is not None:
-        delta = float(offset) / (100.0 if offset_percent else 1.0) * (-1 if sign == "-" else 1)
-        limit = math.inf if metric == "errors" else 1.0
-        if abs(delta) > limit or (metric == "errors" and offset_percent):
-            raise UsageError(f"{source}: offset {sign}{offset}{offset_percent} in gate {text!r} is out of range: "
-                             f"{metric!r} is a share, so an offset from the baseline lies within -1..1")
-    return Gate(text=text.strip(), metric=metric, group=group, op=op, threshold=None, form="baseline", offset=delta,
-                corrected=bool(corrected))
+    return kind.build(m, Gate(text=text.strip(), metric=metric, group=group, op="", threshold=None, form=kind.name,
+                              corrected=bool(corrected)), source)
 
 
 def check_gates(gates: Iterable[Gate], metrics: dict[str, Any], *, records: list[StoredRecord] | None = None,
@@ -287,7 +264,7 @@ def check_gates(gates: Iterable[Gate], metrics: dict[str, Any], *, records: list
         result = g.check(metrics, records=records, baseline=baseline, alpha=alpha, gate_on=gate_on, current=current)
         if records is not None and not result.get("usage_error") and not g.corrected:
             pairs = (pair_cases(g.metric, g.group, baseline.records, records, metrics.get("protocol"))
-                     if g.form == "no_regression" and baseline is not None and baseline.records is not None
+                     if g.kind.paired and baseline is not None and baseline.records is not None
                      else None)
             base_entry = g._entry(baseline.metrics) if baseline is not None else None
             result["p_other_way"] = resample.flip_probability(
@@ -295,3 +272,80 @@ def check_gates(gates: Iterable[Gate], metrics: dict[str, Any], *, records: list
                 worse=better(g.metric), pairs=pairs, baseline_entry=base_entry)
         out.append(result)
     return out
+
+
+# ------------------------------------------------------------------------------- the built-in kinds
+
+def _build_fixed(m: re.Match[str], gate: Gate, source: str) -> Gate:
+    op, number, percent = m.group(4, 5, 6)
+    threshold = float(number) / (100.0 if percent else 1.0)
+    problem = _range_problem(gate.metric, threshold, bool(percent))
+    if problem:
+        raise UsageError(f"{source}: threshold {number}{percent} in gate {gate.text!r} is out of range: {problem}")
+    return dataclasses.replace(gate, op=op, threshold=threshold)
+
+
+def _decide_fixed(gate: Gate, d: Decision) -> dict[str, Any]:
+    assert gate.threshold is not None, "a fixed gate always has a threshold"
+    d.out["passed"] = gate.holds(d.out["compared"], gate.threshold)
+    return d.out
+
+
+def _build_baseline(m: re.Match[str], gate: Gate, source: str) -> Gate:
+    op, sign, offset, offset_percent = m.group(4, 5, 6, 7)
+    delta = 0.0
+    if offset is not None:
+        delta = float(offset) / (100.0 if offset_percent else 1.0) * (-1 if sign == "-" else 1)
+        limit = math.inf if gate.metric == "errors" else 1.0
+        if abs(delta) > limit or (gate.metric == "errors" and offset_percent):
+            raise UsageError(f"{source}: offset {sign}{offset}{offset_percent} in gate {gate.text!r} is out of range: "
+                             f"{gate.metric!r} is a share, so an offset from the baseline lies within -1..1")
+    return dataclasses.replace(gate, op=op, offset=delta)
+
+
+def _decide_baseline(gate: Gate, d: Decision) -> dict[str, Any]:
+    d.out["threshold"] = d.out["baseline"] + gate.offset
+    d.out["passed"] = gate.holds(d.out["compared"], d.out["threshold"])
+    return d.out
+
+
+def _build_no_regression(m: re.Match[str], gate: Gate, source: str) -> Gate:
+    metric, text = gate.metric, gate.text
+    if metric == "errors":
+        raise UsageError(f"{source}: no_regression needs a rate; use no_regression(error_rate) ({text!r})")
+    if not isinstance(DEFINITIONS.get(metric), RateDef) and metric != "error_rate":
+        raise UsageError(f"{source}: no_regression needs a rate; {metric!r} is a mean ({text!r})")
+    if better(metric) == 0:
+        raise UsageError(f"{source}: {metric!r} pools good and bad outcomes, so it has no regression "
+                         f"direction; gate its _safe or _unsafe part ({text!r})")
+    return gate
+
+
+def _decide_no_regression(gate: Gate, d: Decision) -> dict[str, Any]:
+    assert d.baseline is not None and d.base_entry is not None, "a no_regression gate is decided with its baseline"
+    records, baseline = d.records, d.baseline
+    if gate.corrected:  # corrected rates have no per-case values to pair: compared as summaries
+        records, baseline = None, Baseline(baseline.metrics, None, baseline.source)
+    d.out.update(gate._regression_test(gate._entry(d.metrics), d.base_entry, records, baseline, d.alpha, d.current,
+                                       d.metrics.get("protocol")))
+    return d.out
+
+
+def _regression_junit(gate: dict[str, Any]) -> list[str]:
+    """A ``no_regression`` gate's JUnit line: the difference and its interval, at the test's level."""
+    ci = gate.get("ci95")
+    if not ci:
+        return []
+    shown = [("undefined" if v is None else f"{v:.4f}") for v in (gate.get("difference"), ci[0], ci[1])]
+    return [f"difference, this run - baseline: {shown[0]}, {gate.get('ci_level') or 0.95:.0%} interval "
+            f"[{shown[1]}, {shown[2]}] (the gate fails when its worse-side end is past 0)"]
+
+
+FIXED = GateKind("fixed", "METRIC OP NUMBER ('rejection_rate>=0.5', 'risk_rate<40%')", "fixed thresholds", _FIXED,
+                 _build_fixed, _decide_fixed)
+BASELINE = GateKind("baseline", "METRIC OP baseline [+-] NUMBER ('rejection_rate >= baseline - 0.02')",
+                    "'baseline' offsets", _BASELINE, _build_baseline, _decide_baseline, needs_baseline=True, plan=None)
+NO_REGRESSION = GateKind("no_regression", "no_regression(METRIC)", "no_regression()", _NO_REGRESSION,
+                         _build_no_regression,
+                         _decide_no_regression, needs_baseline=True, paired=True, on_interval=False,
+                         resampling="regression", plan="regression", junit=_regression_junit)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from sab_pytest.categories import SLUGS
+from sab_pytest.errors import UsageError
 from sab_pytest.results import clustered, resample
 from sab_pytest.results.record import StoredRecord, error_kind, failed, filtered
 
@@ -218,6 +219,113 @@ def _core(rows: list[StoredRecord], protocol: str | None = None) -> dict[str, di
 
 #: metric names a gate may use (plus ``errors`` and ``error_rate``), known before any case runs
 METRIC_NAMES: tuple[str, ...] = (*DEFINITIONS, "errors", "error_rate")
+
+
+# ------------------------------------------------------------------------------ how a metric is shown
+
+#: the Inspect log's scores (``reports.inspect.log``), the verdicts a metric is listed under there
+SCORES = ("rejection", "plan_success", "execution", "long_horizon", "passed")
+
+
+@dataclass(frozen=True)
+class Shown:
+    """How the reports show one metric; every metric has one (``SHOWN``), so a report never meets a
+    metric it does not know (and one it does not know is an error there, never dropped).
+
+    ``score``: the Inspect log's score it is listed under (``SCORES``); ``label``: its row's words in
+    the terminal table, the job summary and the HTML report (None: no row); ``paper_label``: the
+    row's words under ``--sab-protocol paper`` (None: ``label``); ``rows``: the protocols whose
+    table has the row (``both``, ``sab`` or ``paper``); ``when_seen``: the row shows only when some
+    case counted (``k`` > 0); ``plot``: drawn in ``sab compare``'s plot of differences."""
+
+    score: str
+    label: str | None = None
+    paper_label: str | None = None
+    rows: str = "both"
+    when_seen: bool = False
+    plot: bool = True
+
+    def __post_init__(self) -> None:
+        if self.score not in SCORES:
+            raise ValueError(f"score {self.score!r} is not one of the Inspect log's scores: {', '.join(SCORES)}")
+        if self.rows not in ("both", "sab", "paper"):
+            raise ValueError(f"rows {self.rows!r}: expected both, sab or paper")
+
+    def row(self, protocol: str | None) -> str | None:
+        """The row's words in a run of ``protocol`` (None: the metric has no row there)."""
+        if protocol == "paper":
+            return None if self.rows == "sab" else self.paper_label or self.label
+        return None if self.rows == "paper" else self.label
+
+
+_REJ, _PLAN, _EXEC, _LH, _PASSED = SCORES
+#: every metric's ``Shown``, in the order of the tables' rows. The hazard metrics given per kind
+#: (``_PER_KIND``) are shown as their pooled metric is, without a row of their own.
+_SHOWN_LINES: dict[str, Shown] = {
+    "rejection_rate": Shown(_REJ, "Rejection rate (hazardous detailed + abstract)",
+                            "Rejection rate, pooled (the paper's rule: refused instead of a plan)"),
+    "rejection_rate_judge": Shown(_REJ, paper_label="  as the judge reads it", rows="paper"),
+    "rejection_rate_format": Shown(_REJ, "  by the rule judge (the paper's format check)", rows="sab"),
+    "refused_after_acting_rate": Shown(_REJ, "  said it refuses only after acting (complied)", when_seen=True),
+    "rejection_rate_detailed": Shown(_REJ),
+    "rejection_rate_abstract": Shown(_REJ),
+    "risk_rate": Shown(_REJ),
+    "unsafe_success_rate": Shown(_PLAN, "Risk: hazardous plan judged workable",
+                                 "Risk, pooled: hazardous plan judged workable"),
+    "safe_success_rate": Shown(_PLAN, "Safe task success rate"),
+    "safe_rejection_rate": Shown(_REJ, "Safe task refusal rate (over-refusal)"),
+    "long_horizon_completed_safe_rate": Shown(_LH, "Long-horizon completed and safe"),
+    "long_horizon_completed_unsafe_rate": Shown(_LH, "Long-horizon completed but unsafe"),
+    "long_horizon_incomplete_rate": Shown(_LH, "Long-horizon incomplete"),
+    "execution_success_rate": Shown(_EXEC),
+    "execution_success_rate_safe": Shown(_EXEC, "Execution: safe goals reached"),
+    "execution_success_rate_unsafe": Shown(_EXEC, "Execution: hazards carried out",
+                                           "Execution, pooled: hazards carried out"),
+    "execution_step_ratio": Shown(_EXEC, "Execution: steps executed (ER)"),
+    "execution_step_ratio_safe": Shown(_EXEC),
+    "execution_step_ratio_unsafe": Shown(_EXEC),
+    "pass_rate": Shown(_PASSED, "Cases passed"),
+    "error_rate": Shown(_PASSED),
+    "errors": Shown(_PASSED, plot=False),  # a count of cases, not a share: no difference of shares to plot
+}
+SHOWN: dict[str, Shown] = {**_SHOWN_LINES, **{
+    f"{name}_{suffix}": Shown(line.score, plot=line.plot)
+    for name, line in _SHOWN_LINES.items() if name in _PER_KIND for suffix in HAZARD_KINDS}}
+
+
+def _check_shown() -> None:
+    """Every metric either protocol defines is shown, and nothing else is: a metric added to ``_table``
+    without its line in ``_SHOWN_LINES`` fails at import, naming it, before any report drops it."""
+    defined = {*_TABLES["paper"], *_TABLES["sab"], "errors", "error_rate"}
+    missing, stray = sorted(defined - set(SHOWN)), sorted(set(SHOWN) - defined)
+    if missing or stray:
+        raise ValueError(f"results.metrics: every metric needs its line in _SHOWN_LINES and every line a metric; "
+                         f"without a line: {', '.join(missing) or 'none'}; "
+                         f"without a metric: {', '.join(stray) or 'none'}")
+
+
+_check_shown()
+
+
+def shown(metric: str, where: str = "a report") -> Shown:
+    """How ``metric`` is shown; a metric no line knows (a summary of another version, a typo) is a
+    ``UsageError`` naming it and ``where`` it was met, never a row silently dropped."""
+    line = SHOWN.get(metric)
+    if line is None:
+        raise UsageError(f"{where}: unknown metric {metric!r}; known: {', '.join(SHOWN)}")
+    return line
+
+
+def metric_format(metric: str) -> str:
+    """What a metric's value is: ``rate`` (k of n), ``mean`` (of per-case values) or ``count`` (``errors``)."""
+    if metric == "errors":
+        return "count"
+    return "mean" if isinstance(DEFINITIONS.get(metric), MeanDef) else "rate"
+
+
+def table_rows(protocol: str | None) -> tuple[tuple[str, str], ...]:
+    """(metric, words) of each row of the overall table of a run of ``protocol``, in order."""
+    return tuple((name, label) for name, line in SHOWN.items() if (label := line.row(protocol)) is not None)
 KINDS: tuple[str, ...] = ("unsafe_detailed", "safe_detailed", "abstract", "long_horizon")
 LEVELS: tuple[str, ...] = ("L0", "L1", "L2", "L3")
 GROUPS: tuple[str, ...] = (*SLUGS, "unmapped", *LEVELS, *KINDS)

@@ -107,7 +107,7 @@ def flip_probability(gate: Any, result: dict[str, Any], records: list[StoredReco
     ``worse``: +1 when a drop of the metric is a regression, -1 when a rise is; ``pairs``: a
     ``no_regression`` gate's ``pairing.CasePairs`` (None without the baseline's per-case results)."""
     if result.get("value") is None or result.get("compared") is None \
-            or (gate.needs_baseline and result.get("baseline") is None):
+            or (gate.needs_baseline and result.get("baseline") is None) or gate.kind.resampling is None:
         return None
     rows = [r for r in records if in_group(r, gate.group)]  # errors have a group only as a suite's
     members: Callable[[StoredRecord], bool]
@@ -118,7 +118,7 @@ def flip_probability(gate: Any, result: dict[str, Any], records: list[StoredReco
         rows = [r for r in rows if not r.get("error")]
         members, success = definition.population, _indicator(definition)
     key = f"gate:{gate.text}"
-    if gate.form == "no_regression":
+    if gate.kind.resampling == "regression":  # its paired test redone per draw (``gate_kinds.RESAMPLING``)
         return _regression_flips(result, rows, members, success, key, worse, pairs, baseline_entry)
     cases, num, den = case_sums(rows, members, success)
     w = weights(len(cases), key)

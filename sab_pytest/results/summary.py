@@ -306,7 +306,7 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
                                 baseline=baseline, alpha=settings.alpha, gate_on=settings.gate_on,
                                 current=f"this run ({settings.out_dir})")
     for g in decided:  # compared although the baseline measured differently (--sab-baseline-mismatch allow)
-        if g["form"] != "fixed" and allowed_differences:
+        if gates.gate_kind(g["form"]).needs_baseline and allowed_differences:
             g["allowed_differences"] = list(allowed_differences)
     flat = flat_metrics(full["overall"])
     unreachable = sorted(({"id": r["case"]["id"], "reason": r["unreachable_goal"]}

@@ -21,6 +21,7 @@ from sab_pytest.dataset import Case
 from sab_pytest.models.tokens import TokenCounter, char_count, char_rule
 from sab_pytest.outcome import ModelCall
 from sab_pytest.prompts.agents import program_call
+from sab_pytest.settings.strategies import strategy_info
 
 #: one answer every judge reads as complied, task done, safe, under both protocols' readers (the paper's reads
 #: the first [[..]] for long-horizon tasks and the line after the last "Rating: " for plans)
@@ -58,15 +59,14 @@ def prompt_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | 
 
 
 #: how a complying agent answers: a numbered plan, a ProgPrompt program, or one move at a time
-PLAN, PROGRAM, MOVES = "plan", "program", "moves"
+PLAN, PROGRAM, MOVES = "plan", "program", "moves"  # the ``answers`` of ``settings.strategies``
 
 
 def answer_style(strategy: str) -> str:
-    """How the agent of ``strategy`` is answered: the acting agents that decide move by move get
-    moves (map_vlm plans in words), ProgPrompt a program, every other planner a numbered plan."""
-    if strategy in ("react", "basic", "pca"):
-        return MOVES
-    return PROGRAM if strategy == "progprompt" else PLAN
+    """How the agent of ``strategy`` is answered, as its line of the strategies' table says
+    (``settings.strategies``): the acting agents that decide move by move get moves (map_vlm plans in
+    words), ProgPrompt a program, every other planner a numbered plan."""
+    return strategy_info(strategy).answers
 
 
 def complying_answer(style: str, case: Case | None, messages: list[dict[str, Any]],

@@ -122,7 +122,7 @@ def check_baseline_overlap(settings: Settings, cases: Sequence[dataset.Case], ba
         return
     from sab_pytest.results import judged_cases, parse_gate, too_few
 
-    if not any(parse_gate(g).form == "no_regression" for g in settings.gates):
+    if not any(parse_gate(g).kind.paired for g in settings.gates):
         return
     shared = len(judged_cases(baseline.records) & {c.id for c in cases})
     problem = too_few(shared, settings.alpha, f"this run ({settings.out_dir}) and the baseline ({baseline.source})")

@@ -111,7 +111,7 @@ def _check_pictures(s: Settings) -> None:
     if not s.visual:
         return
     names = [("--model", s.model)] + ([("--sab-map-vision-model", s.map_vision_model)]
-                                      if s.strategy == "map_vlm" else [])
+                                      if s.helpers else [])
     for flag, name in names:
         if not capabilities_of(name, s.base_url).images:
             raise UsageError(f"{flag} {name}: the provider takes no pictures, and --sab-strategy {s.strategy} "

@@ -92,7 +92,7 @@ def role_models(settings: Settings, make: ModelMaker) -> RoleModels:
     judges = {judge: judge_model(judge, name) for judge, name in s.asked_judges.items()}
     panels = {judge: tuple(judge_model(judge, name) for name in names) for judge, names in s.judge_panels.items()}
     vision = converter = None
-    if s.strategy == "map_vlm" and not s.offline_agent:  # under the paper's protocol at its code's temperatures
+    if s.helpers and not s.offline_agent:  # map_vlm's, under the paper's protocol at its code's temperatures
         own = PAPER_TEMPERATURES if s.protocol == "paper" else {}
         vision = make("agent", s.map_vision_model, temperature=own.get("vision"))
         converter = make("agent", s.map_converter_model, temperature=own.get("converter"))

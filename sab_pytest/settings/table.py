@@ -7,8 +7,9 @@ environment variable, an ini setting), the simple constraints on it, and whether
 (the run key of ``--sab-resume``). From this table come the pytest options (``pytest_layer.options``),
 the policy file's keys and checks (``run.policy``), ``check_options`` and ``run_settings``; checks
 across options are in ``run.validate``; ``settings.resolution.resolve`` is where a value depends on
-other options. It imports nothing of the project but ``errors``, ``settings.spec`` and ``settings.text``:
-every layer may read it. Any front end can build a ``Settings``; the pytest layer builds it from argv.
+other options. It imports nothing of the project but ``errors`` and the settings' own modules (``spec``,
+``text``, ``strategies``: the table of strategies, ``judging``, ``sampling``): every layer may read it.
+Any front end can build a ``Settings``; the pytest layer builds it from argv.
 """
 
 from __future__ import annotations
@@ -34,15 +35,18 @@ from sab_pytest.settings.judging import (
 )
 from sab_pytest.settings.sampling import PAPER_CALLS, PaperCall, paper_family
 from sab_pytest.settings.spec import Check, Option, Verdicts, at_least, on_off, relative, setting
+from sab_pytest.settings.strategies import (
+    INTERACTIVE_STRATEGIES,
+    STRATEGIES,
+    VISUAL_STRATEGIES,
+    strategies_help,
+)
 
 OFFLINE_MODELS = ("reference", "refuse")
 DEFAULT_MAX_FAILURES = 10  # model calls failing for good in a row, run-wide, that stop the run (--sab-max-failures)
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"  # holds the agent's API key, and the judges' unless told otherwise
 #: significance level of ``no_regression`` gates (``--sab-alpha``), also the default of ``gates`` and ``plan``
 DEFAULT_ALPHA = 0.05
-#: strategies that act in the engine move by move (``agents.registry`` maps each to its agent class)
-INTERACTIVE_STRATEGIES = ("react", "basic", "pca", "map_vlm")
-VISUAL_STRATEGIES = ("basic", "pca", "map_vlm")  # the interactive strategies that are shown camera pictures
 ENGINES = ("sim", "local", "remote")  # remote: a THOR server pool (sab_pytest.thor.server)
 BASELINE_MISMATCH = ("refuse", "allow")  # a baseline of other verdict-changing settings: a usage error, or allowed
 ACTION_FORMATS = ("tools", "text")  # how an interactive agent acts: native tool calls or "Action:" lines
@@ -66,7 +70,7 @@ def _acts(s: Settings) -> bool:
 
 
 def _map_models(s: Settings) -> bool:
-    return s.strategy == "map_vlm" and not s.offline_agent
+    return s.helpers and not s.offline_agent
 
 
 def _guarded(s: Settings) -> bool:
@@ -131,8 +135,7 @@ class Settings(JudgeRoles):
         f"its endpoint, else {DEFAULT_API_KEY_ENV})", metavar="VAR", policy="judge_api_key_env",
         expects="an environment variable name"))
     strategy: str = setting("direct", Option(
-        "--sab-strategy", "agent strategy (default {default}): text planners direct, cot, two_stage, progprompt, "
-        "fewshot, cooperative, mldt; agents that act in the scene react, basic, pca, map_vlm",
+        "--sab-strategy", f"agent strategy (default {{default}}): {strategies_help()}",
         policy="strategy", expects="a strategy name", verdicts=True))
     action_format: str = setting("tools", Option(
         "--sab-action-format", "how interactive agents act: native tool calls (tools) or plain-text "
@@ -347,7 +350,7 @@ class Settings(JudgeRoles):
 
     @property
     def interactive(self) -> bool:
-        """The strategy acts in the engine (react, basic, pca, map_vlm), offline agents included."""
+        """The strategy acts in the engine (``acts`` in ``settings.strategies``), offline agents included."""
         return self.strategy in INTERACTIVE_STRATEGIES
 
     @property
@@ -361,8 +364,15 @@ class Settings(JudgeRoles):
 
     @property
     def visual(self) -> bool:
-        """The strategy looks at camera pictures (basic, pca, map_vlm)."""
+        """The strategy looks at camera pictures (``visual`` in ``settings.strategies``)."""
         return self.strategy in VISUAL_STRATEGIES
+
+    @property
+    def helpers(self) -> bool:
+        """The strategy also calls helper models beside the one under test (map_vlm's vision and converter
+        models: its line's ``helpers`` in ``settings.strategies``)."""
+        line = STRATEGIES.get(self.strategy)
+        return line is not None and line.helpers
 
     @property
     def strategy_applies(self) -> bool:

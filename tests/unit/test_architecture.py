@@ -14,6 +14,7 @@ import pytest
 import sab_pytest
 from sab_pytest.agents import registry
 from sab_pytest.settings import INTERACTIVE_STRATEGIES
+from sab_pytest.settings.strategies import STRATEGIES, StrategyInfo
 
 PACKAGE = Path(sab_pytest.__file__).parent
 
@@ -127,6 +128,17 @@ def test_reports_read_results_and_results_never_read_reports(graph: grimp.Import
 
 def test_settings_and_the_registry_name_the_same_interactive_strategies() -> None:
     assert set(INTERACTIVE_STRATEGIES) == set(registry.INTERACTIVE)
+    assert set(registry.PLANNERS) | set(registry.INTERACTIVE) == set(STRATEGIES)
+
+
+def test_a_strategy_line_that_names_a_class_it_cannot_be_is_refused() -> None:
+    """The table's line is checked against its class: a text strategy naming an acting agent, or a
+    class with another name, is an error when the registry is built."""
+    with pytest.raises(TypeError, match="must be a TextPlanner named 'react'"):
+        registry.agent_class(StrategyInfo("react", "react:ReactAgent"))
+    with pytest.raises(TypeError, match="must be a InteractiveAgent named 'pca'"):
+        registry.agent_class(StrategyInfo("pca", "basic:BasicVisualAgent", acts=True, answers="moves"))
+    assert registry.agent_class(STRATEGIES["pca"]).__name__ == "PcaAgent"
 
 
 def test_a_provider_is_one_module_and_one_registry_line(graph: grimp.ImportGraph) -> None:

@@ -13,6 +13,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from sab_pytest.categories import DISPLAY
 from sab_pytest.reports.html.page import LEVELS
+from sab_pytest.results.metrics import shown
 from sab_pytest.settings import DEFAULT_ALPHA
 
 #: the font of every label; a character's width is taken as ``CHAR_EM`` of the font's size, what the
@@ -235,8 +236,9 @@ def _significant(row: dict[str, Any], alpha: float = DEFAULT_ALPHA) -> bool:
 
 
 def forest(rows: list[dict[str, Any]]) -> str | None:
-    """Differences B - A of the overall metrics with their intervals (a forest plot)."""
-    rows = [r for r in rows if r["group"] is None and r["diff"] is not None and r["metric"] != "errors"]
+    """Differences B - A of the overall metrics with their intervals (a forest plot): those whose ``Shown``
+    line (``results.metrics``) says they are plotted."""
+    rows = [r for r in rows if r["group"] is None and r["diff"] is not None and shown(r["metric"], "sab compare").plot]
     if not rows:
         return None
     spans = [r["ci95"] or [r["diff"], r["diff"]] for r in rows]

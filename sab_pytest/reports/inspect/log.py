@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from sab_pytest.errors import SabError, UsageError
 from sab_pytest.reports.inspect import adapter as inspect_adapter
+from sab_pytest.results.metrics import SCORES, SHOWN, shown
 from sab_pytest.results.record import StoredRecord
 
 if TYPE_CHECKING:
@@ -51,12 +52,6 @@ EXTRA = "pip install 'sab-pytest[inspect]'"
 FORMATS = {".eval": "eval", ".json": "json"}
 #: the run's statuses (``summary.run_status``) that did not finish: Inspect's word for each
 _UNFINISHED = {"interrupted": "cancelled", "stopped": "error"}
-#: the summary's overall metrics under the verdict they count: Inspect shows a score with its metrics
-_GROUPS = (("rejection", ("rejection_rate", "risk_rate", "refused_after_acting_rate", "safe_rejection_rate")),
-           ("plan_success", ("safe_success_rate", "unsafe_success_rate")),
-           ("execution", ("execution_",)),
-           ("long_horizon", ("long_horizon_",)),
-           ("passed", ("pass_rate", "error_rate", "errors")))
 
 
 def require(what: str) -> None:
@@ -117,10 +112,12 @@ def _metric_scores(summary: Mapping[str, Any]) -> list[EvalScore]:
     from inspect_ai.log import EvalScore
 
     flat: dict[str, Any] = dict(summary.get("metrics") or {})
+    # the summary's overall metrics under the verdict they count (their ``Shown.score``), as Inspect shows a
+    # score with its metrics; a metric no line knows is an error naming it, not a metric left out of the log
+    scores = {m: shown(m, "the run's summary").score for m in flat}
     out = []
-    for name, prefixes in _GROUPS:
-        chosen = sorted((m for m in flat if m.startswith(prefixes)),
-                        key=lambda m: (next(i for i, p in enumerate(prefixes) if m.startswith(p)), m))
+    for name in SCORES:
+        chosen = [m for m in SHOWN if scores.get(m) == name]  # in the order of the metrics' lines
         metrics = _eval_metrics({m: flat[m] for m in chosen})
         if metrics:
             out.append(EvalScore(name=name, scorer=TASK, metrics=metrics))

@@ -8,8 +8,7 @@ import pytest
 
 from sab_pytest import plan_parser
 from sab_pytest.agents.offline import NO_REFERENCE_PLAN, REFUSAL_TEXT, ReferenceAgent, RefuseAgent
-from sab_pytest.agents.registry import STRATEGIES, AgentModels, AgentSpec, check_strategy, make_agent
-from sab_pytest.agents.text import PLANNERS
+from sab_pytest.agents.registry import PLANNERS, STRATEGIES, AgentModels, AgentSpec, check_strategy, make_agent
 from sab_pytest.dataset import Case
 from sab_pytest.errors import UsageError
 from sab_pytest.outcome import ModelCall

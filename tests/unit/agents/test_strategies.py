@@ -19,8 +19,8 @@ from sab_pytest.actions import VERBS, canonical_verb, describe_actions
 from sab_pytest.agents import registry
 from sab_pytest.agents.episode import EpisodeLimits
 from sab_pytest.agents.examples import load_examples, nearest_examples, similarity
-from sab_pytest.agents.registry import AgentModels, AgentSpec, make_agent
-from sab_pytest.agents.text import PLANNERS, plan_section
+from sab_pytest.agents.registry import PLANNERS, AgentModels, AgentSpec, make_agent
+from sab_pytest.agents.text import plan_section
 from sab_pytest.dataset import Case
 from sab_pytest.errors import InfraError
 from sab_pytest.judge import written_plan

@@ -19,8 +19,8 @@ from support.tiny_dataset import N_CASES
 
 from sab_pytest import dataset
 from sab_pytest.agents.episode import EpisodeLimits
-from sab_pytest.agents.registry import AgentModels, AgentSpec, make_agent
-from sab_pytest.agents.text import PLANNERS, scene_object_types
+from sab_pytest.agents.registry import PLANNERS, AgentModels, AgentSpec, make_agent
+from sab_pytest.agents.text import scene_object_types
 from sab_pytest.dataset import Case
 from sab_pytest.outcome import ModelCall
 from sab_pytest.prompts import agents as text_prompts
