@@ -38,9 +38,12 @@ from sab_pytest.errors import SabError
 CHARS_PER_TOKEN = 4.0
 #: a picture's input tokens: OpenAI's price of a 512-pixel picture in detail (85 + 170 per tile, four tiles)
 IMAGE_TOKENS = 765
-#: a judge's answer in tokens: the mean over the non-empty judge answers of tests/data/judge_answers.json
-#: (the project's corpus of the judges' answers, o200k_base), 14.5; ``test_tokens_prices`` recomputes it
-JUDGE_OUTPUT_TOKENS = 14
+#: a judge's answer in tokens: the one answer of a paper's judge the paper's code records (gpt-4's rating of a plan,
+#: with its explanation, in the ``#### output`` comment of evaluator/detail_evaluate.py), 62 tokens in o200k_base
+#: and in cl100k_base; ``test_tokens_prices`` recomputes it from the pinned file. The project's own corpus of judge
+#: answers (tests/data/judge_answers.json, 14 tokens on average) is written to test verdict parsing, terse on
+#: purpose, and would price the judges' answers at a quarter of what an explaining judge writes
+JUDGE_OUTPUT_TOKENS = 62
 #: the chat format's framing as OpenAI counts it: per message (its role and separators), and the answer's priming
 PER_MESSAGE, PER_NAME, PER_REPLY = 3, 1, 3
 #: the pinned encodings' override directory (laid out as tiktoken's cache: files named by the sha1 of their address)

@@ -26,8 +26,8 @@ calls are tallied under the model that gets them: map_vlm's vision and converter
 agent's, a judge panel's members instead of the judge's own model. Tokens out: the mean
 ``completion_tokens`` of the model's answers in the response cache when it holds some; else, measured
 from the paper's answers the project has: the agent's, the tokens of the reference plan in the
-strategy's form (what the dry model answers); the judges', ``JUDGE_OUTPUT_TOKENS``, the mean of the
-judge answers of ``tests/data/judge_answers.json`` (a test recomputes it); the guard's, its one rating
+strategy's form (what the dry model answers); the judges', ``JUDGE_OUTPUT_TOKENS``, the one judge answer
+the paper's evaluator code records (a test recomputes it from the pinned file); the guard's, its one rating
 line. Cost: each model at ``--sab-price MODEL=IN,OUT`` or its list price on the run's date
 (``models.pricing``, genai-prices' bundled table), the batched roles at the batch price; a model no
 price covers is named and left out of the total. Repeats (``--sab-repeat K``) cost K times a case.
@@ -325,7 +325,7 @@ def _output_source(tally: Tally, role: str, name: str, history: dict[str, Histor
         tally.out_per_call = found.out_per_call
         tally.out_source = f"the cache's mean over {found.answers} answers of {name}"
     elif role == "judge":
-        tally.out_per_call, tally.out_source = JUDGE_OUTPUT_TOKENS, "the mean of the judge answers the project holds"
+        tally.out_per_call, tally.out_source = JUDGE_OUTPUT_TOKENS, "the judge answer the paper's code records"
     else:
         tally.out_per_call = tally.answered / tally.calls if tally.calls else 0.0
         tally.out_source = "the reference plans, as the strategy answers" if role == "agent" else "one rating line"

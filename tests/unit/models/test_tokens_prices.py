@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -128,15 +127,23 @@ def test_list_prices_come_from_the_bundled_table_with_their_date_and_source() ->
     assert old.price("gpt-4", None).input_per_m == 1.0  # type: ignore[union-attr]
 
 
-def test_the_judges_output_tokens_are_the_corpus_mean(real_tiktoken_dir: Path, fresh_encodings) -> None:
-    """``JUDGE_OUTPUT_TOKENS`` is measured, not chosen: the mean tokens (o200k_base) of the non-empty
-    answers in the project's corpus of judge answers."""
-    from sab_pytest.models.tokens import JUDGE_OUTPUT_TOKENS
+def test_the_judges_output_tokens_are_the_papers_recorded_answer(real_tiktoken_dir: Path, fresh_encodings) -> None:
+    """``JUDGE_OUTPUT_TOKENS`` is measured, not chosen: the tokens of the one judge answer the paper's code
+    records (the ``#### output`` comment of its pinned evaluator/detail_evaluate.py, read through the
+    project's pinned inputs), in both encodings the judges' models use."""
+    import ast
+    import re
 
-    corpus = json.loads((TESTS / "data" / "judge_answers.json").read_text(encoding="utf-8"))
-    counter = tiktoken_counter("o200k_base")
-    sizes = [counter.text(entry["answer"]) for entry in corpus if entry["answer"]]
-    assert len(sizes) > 30 and math.floor(sum(sizes) / len(sizes) + 0.5) == JUDGE_OUTPUT_TOKENS
+    from sab_pytest.models.tokens import JUDGE_OUTPUT_TOKENS
+    from sab_pytest.prompts import upstream
+
+    source = upstream.locate()["detail_evaluate.py"].read_text(encoding="utf-8")
+    recorded = re.search(r"#### output\n\s*# (\(.*\))", source)
+    assert recorded is not None, "the paper's evaluator no longer records its example output"
+    answer = ast.literal_eval(recorded.group(1))[3]  # (success, avg, llm_success, the judge's answer, retries)
+    assert answer.rstrip(".").endswith("Rating: [[fail]]") and len(answer) > 200
+    for encoding in ("o200k_base", "cl100k_base"):
+        assert tiktoken_counter(encoding).text(answer) == JUDGE_OUTPUT_TOKENS, encoding
 
 
 def test_prompt_cache_reads_are_kept_apart_and_priced_at_the_cache_price(tmp_path: Path) -> None:
