@@ -23,11 +23,13 @@ Three measurements, in one sitting:
 Usage::
 
     SAB_DATA=... SAB_THOR_SCENES=... SAB_UPSTREAM=... SAB_UPSTREAM_METHODS=... \
-        python bench/bench_paper_controller.py [--verbose]
+        python bench/bench_paper_controller.py [--verbose] [--smoke]
 
 Exit status 1 when the runs did not do what this measures: a record of the paper run apart from the
-paper's own functions, figures other than the catalogue's, or no step carried out; 2 when an input is
-missing.
+paper's own functions, a plan one controller did not run to its end, a run that did not execute with
+the controller it names, or (at full size) figures other than the catalogue's; 2 when an input is
+missing. ``--smoke``: every 25th record (30), each timing once, the offline runs of 8 cases, the
+record-by-record run of 12; the catalogue's figures and the time targets are not judged then.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from typing import Any
 
 import controllers_apart as apart  # bench/ is on sys.path when this script runs
 from bench_reference_plans import load_records
+from benchkit import Checks, add_smoke
 
 from sab_pytest import dataset
 from sab_pytest.dataset import Case
@@ -57,6 +60,8 @@ from sab_pytest.thor.execute import SAB, Controllers, execute_case
 PAPER = Controllers(paper=True)
 TIME_TARGET = 1.5
 ROOT = Path(__file__).resolve().parents[1]
+#: --smoke: every SMOKE_STRIDE-th record, the offline runs' and the record-by-record run's samples
+SMOKE_STRIDE, SMOKE_OFFLINE, SMOKE_RUN = 25, 8, 12
 
 
 def offline_run(protocol: str, out: Path, *extra: str) -> tuple[float, dict[str, Any]]:
@@ -82,7 +87,8 @@ def papers_functions() -> dict[str, types.ModuleType]:
 
 
 def agreement(records: list[Case], paper: dict[str, types.ModuleType]) -> list[tuple[str, Any, Any]]:
-    """The records with a goal whose paper-run verdict differs from the paper's functions' (id, run, theirs)."""
+    """The records with a goal whose paper-run verdict differs from the paper's functions' (id, run, theirs);
+    a record whose paper run carried out fewer steps than its plan has is apart too."""
     from sab_pytest.thor.sim import Controller
 
     ours, theirs = Controller(), Controller()
@@ -92,6 +98,9 @@ def agreement(records: list[Case], paper: dict[str, types.ModuleType]) -> list[t
             continue
         plan = list(case.reference_steps)
         run = execute_case(case, ours, plan, using=PAPER)
+        if len(run.steps) != len(plan):
+            apart_ids.append((case.id, f"{len(run.steps)} of {len(plan)} steps run", None))
+            continue
         theirs.reset(scene=case.scene)
         # it prints every step and a traceback for each failed line, and its log has no handler (one thread here)
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -102,14 +111,16 @@ def agreement(records: list[Case], paper: dict[str, types.ModuleType]) -> list[t
     return apart_ids
 
 
-def timed(records: list[Case], using: Controllers) -> float:
+def timed(records: list[Case], using: Controllers) -> tuple[float, int]:
+    """Every record's plan through one controller: the wall seconds, and the steps it ran."""
     from sab_pytest.thor.sim import Controller
 
     engine = Controller()
+    ran = 0
     started = time.perf_counter()
     for case in records:
-        execute_case(case, engine, list(case.reference_steps), using=using)
-    return time.perf_counter() - started
+        ran += len(execute_case(case, engine, list(case.reference_steps), using=using).steps)
+    return time.perf_counter() - started, ran
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,14 +128,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default=None, help="dataset directory (default: $SAB_DATA, cache, download)")
     parser.add_argument("--verbose", action="store_true", help="list every record whose verdicts differ")
     parser.add_argument("--no-runs", action="store_true", help="leave out the two offline pytest runs")
+    add_smoke(parser)
     args = parser.parse_args(argv)
     try:
-        records = load_records(dataset.locate(args.data))
+        everything = load_records(dataset.locate(args.data))
+        selected = dataset.select(dataset.load(args.data), "all", sample=SMOKE_RUN if args.smoke else None)
         paper = papers_functions()
     except SabError as exc:
         print(f"bench_paper_controller: {exc}", file=sys.stderr)
         return 2
-    problems: list[str] = []
+    records = everything[::SMOKE_STRIDE] if args.smoke else everything
+    checks = Checks("bench_paper_controller")
     code = paper_controller.load()
     print(f"paper's controller  {code.controller_path} (sha256 {paper_controller.CONTROLLER.sha256[:16]}...)")
     print(f"paper's goal check  {code.evaluator_path} (compute_SR_object_state)")
@@ -136,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
           f"(ER, SR(goal), goal ratio)")
     for case_id, run, theirs in differing:
         print(f"   {case_id}: run {run}, paper's code {theirs}")
-    if differing:
-        problems.append(f"{len(differing)} record(s) apart from the paper's own functions")
+    checks.need(goals and not differing, f"the paper run agrees with the paper's own functions on every record with "
+                f"a goal it ran ({goals - len(differing)} of {goals})")
 
     # 2. the two controllers, record by record
     results = apart.compare_all(records)
@@ -149,61 +163,68 @@ def main(argv: list[str] | None = None) -> int:
     print(f"   project's planner + check:  {fig['sab_steps']}/{fig['steps']} steps, SR(goal) "
           f"{fig['sab_goals']}/{fig['goals']}")
     print(f"   same verdict (steps succeeded and SR(goal)): {fig['same']}/{fig['records']} records")
-    print(f"   {'cause':<18} {'records':>8} {'steps':>7} {'goals':>7}   catalogue (protocol.MEASURED)")
+    print(f"   {'cause':<18} {'records':>8} {'steps':>7} {'goals':>7}   catalogue (protocol.MEASURED)"
+          + ("   (not judged at --smoke)" if args.smoke else ""))
     for cause in (*apart.CAUSES, "totals", "goal_checks_apart"):
         got, stated = found[cause], MEASURED.get(cause)
-        mark = "" if cause == "totals" or got == stated else "   <- differs"
+        mark = "" if cause == "totals" or got == stated or args.smoke else "   <- differs"
         print(f"   {cause:<18} {got[0]:>8} {got[1]:>+7} {got[2]:>+7}   {stated if stated else ''}{mark}")
-        if cause != "totals" and got != stated:
-            problems.append(f"{cause}: measured {got}, the catalogue says {stated}")
+        if cause != "totals" and not args.smoke:
+            checks.need(got == stated, f"{cause}: measured {got}, as the catalogue says ({stated})")
     totals = {"records": (fig["records"], 0, 0), "steps": (fig["steps"], fig["paper_steps"], fig["sab_steps"]),
               "goals": (fig["goals"], fig["paper_goals"], fig["sab_goals"])}
     for key, value in totals.items():
-        if MEASURED[key] != value:
-            problems.append(f"{key}: measured {value}, the catalogue says {MEASURED[key]}")
-    if found["totals"][1:] != (fig["sab_steps"] - fig["paper_steps"], fig["sab_goals"] - fig["paper_goals"]):
-        problems.append("the causes do not add up to the totals")
+        if not args.smoke:
+            checks.need(MEASURED[key] == value, f"{key}: measured {value}, as the catalogue says ({MEASURED[key]})")
+    checks.need(found["totals"][1:] == (fig["sab_steps"] - fig["paper_steps"], fig["sab_goals"] - fig["paper_goals"]),
+                "the causes add up to the totals")
     if args.verbose:
         for r in results:
             if r.cause:
                 print(f"   [{r.cause}] {r.case.id}: paper {r.paper.done} steps, goal {r.paper.success}; "
                       f"sab {r.sab.done} steps, goal {r.sab.success}")
-    if not fig["paper_steps"] or not fig["sab_steps"]:
-        problems.append("a controller carried out no step")
+    planned = sum(len(c.reference_steps) for c in records)
+    whole = sum(len(r.paper.steps) == len(r.sab.steps) == len(r.case.reference_steps) for r in results)
+    checks.need(fig["records"] == len(records) and whole == len(records) and fig["steps"] == planned,
+                f"both controllers ran every plan to its end ({whole} of {len(records)} records, {fig['steps']} of "
+                f"{planned} steps)")
+    checks.need(fig["paper_steps"] and fig["sab_steps"],
+                f"each controller carried out steps (paper {fig['paper_steps']}, sab {fig['sab_steps']})")
 
-    # 3. wall time, alternately, best of two
+    # 3. wall time, alternately, best of two (once each at --smoke)
     times: dict[str, list[float]] = {"paper": [], "sab": []}
-    for _ in range(2):
-        times["paper"].append(timed(records, PAPER))
-        times["sab"].append(timed(records, SAB))
+    for _ in range(1 if args.smoke else 2):
+        for name, using in (("paper", PAPER), ("sab", SAB)):
+            took, ran = timed(records, using)
+            times[name].append(took)
+            checks.need(ran == planned, f"the timed {name} controller ran every step ({ran} of {planned})")
     best = {k: min(v) for k, v in times.items()}
     ratio = best["paper"] / best["sab"]
-    print(f"\n3. wall time, {len(records)} records, best of 2: paper's controller {best['paper']:.2f} s, "
-          f"project's planner {best['sab']:.2f} s: {ratio:.2f}x (target <= {TIME_TARGET}x: "
-          f"{'met' if ratio <= TIME_TARGET else 'NOT met'})")
+    verdict = "not judged at --smoke" if args.smoke else "met" if ratio <= TIME_TARGET else "NOT met"
+    print(f"\n3. wall time, {len(records)} records, best of {len(times['sab'])}: paper's controller "
+          f"{best['paper']:.2f} s, project's planner {best['sab']:.2f} s: {ratio:.2f}x (target <= {TIME_TARGET}x: "
+          f"{verdict})")
     if not args.no_runs:
-        problems += _offline_runs()
-        problems += _a_run_record_by_record(records, paper)
-    for problem in problems:
-        print(f"PROBLEM: {problem}", file=sys.stderr)
-    return 1 if problems else 0
+        _offline_runs(checks, args.smoke)
+        _a_run_record_by_record(everything, selected, paper, checks)
+    return checks.status()
 
 
-def _offline_runs() -> list[str]:
-    """Part 4; the problems it found (a run that did not execute with the controller it names)."""
-    problems = []
+def _offline_runs(checks: Checks, smoke: bool) -> None:
+    """Part 4: each run must have executed plans with the controller it names."""
     walls: dict[str, list[float]] = {"paper": [], "sab": []}
     summaries: dict[str, dict[str, Any]] = {}
+    sample = (f"--sab-sample={SMOKE_OFFLINE}",) if smoke else ()
     with tempfile.TemporaryDirectory() as tmp:
-        for attempt in range(2):
+        for attempt in range(1 if smoke else 2):
             for protocol in ("paper", "sab"):
-                took, summaries[protocol] = offline_run(protocol, Path(tmp) / f"{protocol}{attempt}")
+                took, summaries[protocol] = offline_run(protocol, Path(tmp) / f"{protocol}{attempt}", *sample)
                 walls[protocol].append(took)
     best = {k: min(v) for k, v in walls.items()}
     ratio = best["paper"] / best["sab"]
-    verdict = "met" if ratio <= TIME_TARGET else "NOT met"
-    print(f"\n4. offline reference run (pytest in the checkout), best of 2: paper {best['paper']:.1f} s, sab "
-          f"{best['sab']:.1f} s: {ratio:.2f}x (target <= {TIME_TARGET}x: {verdict})")
+    verdict = "not judged at --smoke" if smoke else "met" if ratio <= TIME_TARGET else "NOT met"
+    print(f"\n4. offline reference run (pytest in the checkout), best of {len(walls['sab'])}: paper "
+          f"{best['paper']:.1f} s, sab {best['sab']:.1f} s: {ratio:.2f}x (target <= {TIME_TARGET}x: {verdict})")
     for protocol, summary in summaries.items():
         controller = (summary.get("execution") or {}).get("controller") or {}
         named = controller.get("file") if protocol == "paper" else controller.get("module")
@@ -211,22 +232,24 @@ def _offline_runs() -> list[str]:
         print(f"   pytest --sab-protocol={protocol}: {summary.get('cases')} cases, controller {named}, "
               f"ER {steps.get('value')} (n={steps.get('n')}), SR(goal) "
               f"{summary['metrics'].get('execution_success_rate', {}).get('value')}")
-        if not steps.get("n") or (protocol == "paper") != (named == f"low_level_controller/{CONTROLLER_FILE}"):
-            problems.append(f"the {protocol} run executed no plan, or not with the controller it should")
-    return problems
+        checks.need(steps.get("n") and (protocol == "paper") == (named == f"low_level_controller/{CONTROLLER_FILE}"),
+                    f"the {protocol} run executed plans, with the controller it should (n={steps.get('n')}, "
+                    f"controller {named})")
 
 
 CONTROLLER_FILE = paper_controller.CONTROLLER.name
 
 
-def _a_run_record_by_record(records: list[Case], paper: dict[str, types.ModuleType]) -> list[str]:
-    """Part 5; the problems it found."""
+def _a_run_record_by_record(records: list[Case], selected: list[Case], paper: dict[str, types.ModuleType],
+                            checks: Checks) -> None:
+    """Part 5: the run must record the ``selected`` cases, and each one with a goal must hold what the paper's
+    functions give its reference plan."""
     from sab_pytest.thor.sim import Controller
 
     by_record = {(c.kind, c.row): c for c in records}
     engine = Controller()
-    with tempfile.TemporaryDirectory() as tmp:
-        took, summary = offline_run("paper", Path(tmp), "--sab-subset=all")
+    with tempfile.TemporaryDirectory() as tmp:  # a sample of every case is every case
+        took, summary = offline_run("paper", Path(tmp), "--sab-subset=all", f"--sab-sample={len(selected)}")
         lines = (Path(tmp) / "sab-results.jsonl").read_text(encoding="utf-8").splitlines()
     rows = [json.loads(line) for line in lines if line.strip()]
     compared, apart_ids = 0, []
@@ -243,14 +266,17 @@ def _a_run_record_by_record(records: list[Case], paper: dict[str, types.ModuleTy
         if (row["exec_step_ratio"], row["exec_success"], row["exec_goal_ratio"]) != (er, rate == 1.0, ratio):
             apart_ids.append(row["case"]["id"])
     agree = compared - len(apart_ids)
-    print(f"\n5. pytest --sab-subset=all (paper, {summary.get('cases')} cases, {took:.1f} s): {agree}/{compared} "
-          "records with a goal hold the paper's functions' ER, SR(goal) and goal ratio")
+    print(f"\n5. pytest --sab-subset=all --sab-sample={len(selected)} (paper, {summary.get('cases')} cases, "
+          f"{took:.1f} s): {agree}/{compared} records with a goal hold the paper's functions' ER, SR(goal) and goal "
+          "ratio")
     for case_id in apart_ids:
         print(f"   apart: {case_id}")
-    problems = [f"{len(apart_ids)} record(s) of the run apart from the paper's functions"] if apart_ids else []
-    if compared < 293:
-        problems.append(f"the run held only {compared} records with a goal")
-    return problems
+    checks.need(compared and not apart_ids, f"every record with a goal of the run holds the paper's functions' "
+                f"verdict ({agree} of {compared})")
+    wanted = sum(1 for c in selected if c.final_state)
+    checks.need(len(rows) == summary.get("cases") == len(selected) and compared == wanted,
+                f"the run recorded the {len(selected)} cases it was given ({len(rows)} records), each with a goal "
+                f"compared ({compared} of {wanted})")
 
 
 if __name__ == "__main__":
