@@ -19,7 +19,7 @@ from sab_pytest.results.record import StoredRecord, error_kind, failed, filtered
 
 __all__ = ["DEFINITIONS", "compute", "definitions", "protocol_of"]
 
-WILSON = clustered.WILSON
+EXACT = clustered.EXACT
 NORMAL = clustered.NORMAL
 
 

@@ -39,19 +39,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
-from sab_pytest.results.clustered import student, wilson_ends
-from sab_pytest.results.stats import CI_DECIMALS, Z95, clip_interval
+from sab_pytest.results.stats import CI_DECIMALS, Z95, clip_interval, exact_ends, level_of, wilson_samples
 
 #: Monte Carlo draws behind the intervals of sensitivity, specificity and agreement
 DRAWS = 4000
 #: a stratum labelled whole is worth this many samples (its truth share is known exactly)
 WHOLE = 1e12
-_NORMAL = NormalDist()
 
 
 @dataclass(frozen=True)
@@ -67,41 +64,17 @@ class Stratum:
 
 
 def _stratum_ends(k: np.ndarray, n: np.ndarray, size: np.ndarray, z: float) -> tuple[np.ndarray, ...]:
-    """A stratum's truth share and Wilson's ends over its labels, the sampling fraction taken in
-    through the finite-population factor ``(N - 1) / (N - n)`` (a sample of the whole stratum has
-    no sampling error left)."""
+    """A stratum's truth share and its exact (Clopper-Pearson) ends over its labels, the sampling
+    fraction taken in through the finite-population factor ``(N - 1) / (N - n)`` (a sample of the
+    whole stratum has no sampling error left): ``n`` labels of a stratum of ``N`` are worth
+    ``n (N - 1) / (N - n)`` independent ones."""
     n_f, size_f = n.astype(float), size.astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         q = np.where(n_f > 0, k / np.where(n_f > 0, n_f, 1.0), np.nan)
         factor = (size_f - 1) / np.maximum(size_f - n_f, 1.0)
-    # the usual small-sample factor (n - 1) / n of a share's variance estimated from its own n labels
-    n_eff = np.where(size_f > n_f, np.maximum((n_f - 1) * factor, 1e-9), WHOLE)
-    # Student's quantile over the stratum's labels: its truth share and spread are estimated from them
-    level = _NORMAL.cdf(z)
-    low, high = wilson_ends(q, n_eff, student(level, n_f - 1))
-    # near 0 and 1 Wilson's end overshoots for 1 to 3 cases of the rarer answer (Brown, Cai and DasGupta
-    # 2001): there the Poisson bound of that count, over the labels, where it is the more cautious
-    rare_low, rare_high = np.floor(k + 1e-9), np.floor(n_f - k + 1e-9)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        low = np.where((rare_low >= 1) & (rare_low <= 3), np.minimum(low, _poisson_low(rare_low, level) / n_eff), low)
-        high = np.where((rare_high >= 1) & (rare_high <= 3),
-                        np.maximum(high, 1 - _poisson_low(rare_high, level) / n_eff), high)
-    return q, low, high
-
-
-def _poisson_low(count: np.ndarray, level: float) -> np.ndarray:
-    """The lower ``level`` bound of a Poisson mean from ``count`` events (1 to 3; else NaN): the mean at
-    which seeing fewer than ``count`` has probability ``level``, found by bisection for 1, 2 and 3."""
-    bounds = [math.nan]
-    for events in (1, 2, 3):
-        low, high = 0.0, 10.0
-        for _ in range(60):
-            mid = (low + high) / 2
-            below = math.exp(-mid) * sum(mid ** i / math.factorial(i) for i in range(events))  # P(fewer than events)
-            low, high = (mid, high) if below > level else (low, mid)
-        bounds.append((low + high) / 2)
-    index = np.where((count >= 1) & (count <= 3), count, 0).astype(np.int64)
-    return np.asarray(bounds)[index]
+    n_eff = np.where(size_f > n_f, np.maximum(n_f * np.maximum(factor, 1.0), 1e-9), WHOLE)
+    low, high = exact_ends(np.nan_to_num(q) * n_eff, n_eff, level_of(z))
+    return q, np.where(np.isnan(q), np.nan, low), np.where(np.isnan(q), np.nan, high)
 
 
 def corrected_ends(fixed_k: np.ndarray, fixed_n: np.ndarray, sizes: np.ndarray, labelled: np.ndarray,
@@ -124,7 +97,7 @@ def corrected_ends(fixed_k: np.ndarray, fixed_n: np.ndarray, sizes: np.ndarray, 
         weight = sizes_f / total[..., None]
         value = (fixed_k + np.where(used, sizes_f * np.nan_to_num(q, nan=0.0), 0.0).sum(-1)) / total
         value = np.where((used & np.isnan(q)).any(-1), np.nan, value)
-        run_low, run_high = wilson_ends(value, total, z)
+        run_low, run_high = exact_ends(np.nan_to_num(value) * total, total, level_of(z))
         below = (value - run_low) ** 2 + (np.where(used, weight * (q - low), 0.0) ** 2).sum(-1)
         above = (run_high - value) ** 2 + (np.where(used, weight * (high - q), 0.0) ** 2).sum(-1)
     return value, value - np.sqrt(below), value + np.sqrt(above)
@@ -151,10 +124,11 @@ def corrected_entry(fixed_k: float, fixed_n: int, strata: Sequence[Stratum], *, 
     if math.isnan(value):
         out["reason"] = "a verdict of the judge among its cases has no labelled case: its error there is unknown"
         return out
-    half = max((high - low) / 2, 1e-12)
-    n_eff = value * (1 - value) / (half / z) ** 2 if 0 < value < 1 else float(total)
-    out.update(value=round(value, CI_DECIMALS), ci95=list(clip_interval(low, high)),
-               n_eff=round(min(n_eff, float(total)), CI_DECIMALS))
+    ci = clip_interval(low, high)
+    # what a comparison weighs the rate by is its interval (``stats.wilson_samples``), never the run's
+    # cases: at a corrected 0 or 1 the labels, not the cases, say how sure it is
+    n_eff = wilson_samples(value, ci[0], ci[1], z)
+    out.update(value=round(value, CI_DECIMALS), ci95=list(ci), n_eff=round(min(n_eff, float(total)), CI_DECIMALS))
     return out
 
 
