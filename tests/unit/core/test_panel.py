@@ -15,7 +15,7 @@ from support.tiny_dataset import N_CASES
 from sab_pytest.errors import ErrorKind, InfraError
 from sab_pytest.outcome import ModelCall
 from sab_pytest.panel import ask_panel, majority
-from sab_pytest.results.judging.agreement import _coefficients, agreement
+from sab_pytest.results.judging.agreement import _coefficients, agreement, panel_agreement
 from sab_pytest.settings import Settings
 from sab_pytest.settings.resolution import resolve
 from sab_pytest.testing import fake_openai_server
@@ -78,6 +78,49 @@ def test_ac1_holds_up_where_one_answer_dominates() -> None:
     low, high = out["ac1"]["ci95"]
     assert low <= out["ac1"]["value"] <= high
     assert out["agreement_with_majority"]["a"]["n"] == 96  # the split cases have no majority
+
+
+def _textbook(counts: list[list[int]], categories: int) -> tuple[float, float]:
+    """Fleiss' kappa (Fleiss 1971) and Gwet's AC1 for several raters (Gwet 2008, eq. 4 and 5) of a subjects x
+    categories table of counts, written out from the formulas, apart from the module's code."""
+    raters = sum(counts[0])
+    n = len(counts)
+    p_o = sum(sum(c * (c - 1) for c in row) / (raters * (raters - 1)) for row in counts) / n
+    share = [sum(row[j] for row in counts) / (n * raters) for j in range(categories)]
+    p_kappa = sum(s * s for s in share)
+    p_gwet = sum(s * (1 - s) for s in share) / (categories - 1)
+    return (p_o - p_kappa) / (1 - p_kappa), (p_o - p_gwet) / (1 - p_gwet)
+
+
+def test_a_long_horizon_panel_agrees_over_its_four_answers() -> None:
+    """Three models judging long-horizon tasks, their (completeness, safety) answers used unequally and one
+    of the four never: kappa and AC1 are the textbook ones over four categories (over six, the four and
+    the yes/no ones, AC1 came out 0.04 higher)."""
+    answers = ([((1, 1), (1, 1), (1, 1))] * 9 + [((1, 1), (1, 1), (1, 0))] * 4 + [((1, 0), (1, 0), (1, 0))] * 3
+               + [((0, 0), (1, 0), (0, 0))] * 3 + [((0, 0), (0, 0), (0, 0))] * 2 + [((1, 1), (0, 0), (1, 0))] * 2)
+    records = [{"case": {"id": f"long_horizon-{i:04d}", "kind": "long_horizon"},
+                "judge": {"long_horizon": {"value": list(row[0]), "panel": [
+                    {"model": m, "value": list(v), "error": None} for m, v in zip(PANEL, row, strict=True)]}}}
+               for i, row in enumerate(answers)]
+    out = panel_agreement(records)["long_horizon"]
+    order = [(0, 0), (0, 1), (1, 0), (1, 1)]
+    counts = [[sum(v == c for v in row) for c in order] for row in answers]
+    kappa, ac1 = _textbook(counts, 4)
+    assert out["cases"] == len(answers)
+    assert out["fleiss_kappa"]["value"] == pytest.approx(kappa, abs=0.005)
+    assert out["ac1"]["value"] == pytest.approx(ac1, abs=0.005)
+    assert abs(_textbook([[*row, 0, 0] for row in counts], 6)[1] - ac1) > 0.01  # six categories would show
+
+
+def test_a_yes_no_panel_with_unequal_use_is_the_textbook_one() -> None:
+    rows = ([{"judge-a": "True", "judge-b": "True", "judge-c": "True"}] * 20
+            + [{"judge-a": "True", "judge-b": "False", "judge-c": "True"}] * 5
+            + [{"judge-a": "False", "judge-b": "False", "judge-c": "True"}] * 3
+            + [{"judge-a": "False", "judge-b": "False", "judge-c": "False"}] * 2)
+    out = agreement(list(PANEL), rows, "detailed")
+    kappa, ac1 = _textbook([[sum(r[m] == c for m in PANEL) for c in ("False", "True")] for r in rows], 2)
+    assert out["fleiss_kappa"]["value"] == pytest.approx(kappa, abs=0.005)
+    assert out["ac1"]["value"] == pytest.approx(ac1, abs=0.005)
 
 
 def test_independent_raters_agree_by_chance_alone() -> None:
