@@ -235,15 +235,17 @@ def _strata(members: Iterable[tuple[StoredRecord, bool]], judge: str, labels: La
             for name in sorted(sizes)]
 
 
-def corrected_rates(records: Sequence[StoredRecord], labels: Labels, protocol: str | None
-                    ) -> dict[str, dict[str, Any]]:
-    """Per judged rate its corrected entry (``judge_error.corrected_entry``): the cases its judge
-    decided enter by their verdict stratum, the others (a refused hazard's plan is never judged) by
-    their own success."""
+def corrected_rates(records: Sequence[StoredRecord], labels: Labels, protocol: str | None,
+                    names: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Per judged rate (of ``names``, default all) its corrected entry (``judge_error.corrected_entry``):
+    the cases its judge decided enter by their verdict stratum, the others (a refused hazard's plan is
+    never judged) by their own success."""
     table = definitions(protocol)
     ok = [r for r in records if not r.get("error")]
     out = {}
     for name in judged_rates(protocol):
+        if names is not None and name not in names:
+            continue
         judge, counts = CORRECTABLE[name]
         d = table[name]
         assert isinstance(d, RateDef), "every judged rate is a proportion"
