@@ -75,6 +75,14 @@ def _warm_the_model_sdk() -> None:
     client.close()
 
 
+def _warm_scipy() -> None:
+    """scipy's statistics, which ``results.stats`` imports on first use: left to a test's in-process run
+    they would be dropped when it ends, and numpy's C extensions they import (``numpy.fft``) cannot be
+    loaded a second time in one process."""
+    import scipy.optimize
+    import scipy.stats  # noqa: F401
+
+
 def _let_child_processes_cache_bytecode() -> None:
     """The suite starts a few hundred Python processes (benchmark runs in a subprocess or under
     xdist, servers, the documentation's commands); with ``PYTHONDONTWRITEBYTECODE`` set, as some
@@ -98,6 +106,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not _hands_every_test_to_workers(config):
         _import_the_whole_package()
         _warm_the_model_sdk()
+        _warm_scipy()
         _spare_the_collector_what_stays()
 
 

@@ -102,7 +102,7 @@ import sys
 
 def test_imports():
     loaded = set(sys.modules)
-    assert not {{"numpy", "openai", "PIL", "yaml"}} & loaded
+    assert not {{"numpy", "openai", "PIL", "yaml", "scipy"}} & loaded
     assert {{m for m in loaded if m.startswith("sab_pytest")}} <= set({sorted(LIGHT)!r})
 """
 

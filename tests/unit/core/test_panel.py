@@ -177,6 +177,23 @@ def test_a_panel_of_three_on_the_fake_server(sab_run, monkeypatch: pytest.Monkey
         assert props["sab_panel_detailed_agreement judge-c"].startswith("0.00") and "sab_panel_detailed_ac1" in props
 
 
+def test_a_panel_runs_against_a_server_that_lists_only_the_panels_models(sab_run,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's user: no --judge-model, a panel for every judge the run asks, a server that lists the
+    agent's model and the panel's. The default judge model is never called, so it is not demanded either,
+    and the header names the panel that judges."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with fake_openai_server(responder=lambda r: judging(r) if r.body["model"] in PANEL else None,
+                            models=["agent-x", *PANEL]) as server:
+        run = sab_run("--model", "agent-x", f"--sab-judge-panel={','.join(PANEL)}", "--sab-no-exec", "--sab-no-cache")
+        result = run(server=server)
+        assert "is not among the models" not in result.stdout.str() + result.stderr.str()
+        summary = read_summary(run.where())
+        assert summary["errors"] == 0 and summary["metrics"]["safe_success_rate"]["value"] == 1.0, result.stdout.str()
+        assert {r.body["model"] for r in server.chat_requests} <= {"agent-x", *PANEL}
+        assert f"judge=panel {'+'.join(PANEL)} (" in result.stdout.str()
+
+
 def test_an_always_success_member_shows_specificity_near_0_after_an_audit_of_100(
         sab_run, real_data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The issue's check: 100 cases of the real dataset, an agent that plans safe tasks well and the others
