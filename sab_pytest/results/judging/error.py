@@ -51,8 +51,6 @@ from sab_pytest.results.stats import CI_DECIMALS, Z95, clip_interval, exact_ends
 
 #: Monte Carlo draws behind the intervals of sensitivity, specificity and agreement
 DRAWS = 4000
-#: a stratum labelled whole is worth this many samples (its truth share is known exactly)
-WHOLE = 1e12
 #: below this many labels a judge's sensitivity, specificity, kappa or AC1 says "too few labels": fewer
 #: cannot tell a judge right 9 times in 10 from one right 6 times in 10 (the exact interval of 10 of
 #: 10 reaches down to 0.69)
@@ -80,8 +78,11 @@ def _stratum_ends(k: np.ndarray, n: np.ndarray, size: np.ndarray, z: float) -> t
     with np.errstate(invalid="ignore", divide="ignore"):
         q = np.where(n_f > 0, k / np.where(n_f > 0, n_f, 1.0), np.nan)
         factor = (size_f - 1) / np.maximum(size_f - n_f, 1.0)
-    n_eff = np.where(size_f > n_f, np.maximum(n_f * np.maximum(factor, 1.0), 1e-9), WHOLE)
+    whole = size_f <= n_f
+    n_eff = np.where(whole, 1.0, np.maximum(n_f * np.maximum(factor, 1.0), 1e-9))
     low, high = exact_ends(np.nan_to_num(q) * n_eff, n_eff, level_of(z))
+    # a stratum labelled whole: its share is known, its ends are the share itself
+    low, high = np.where(whole, q, low), np.where(whole, q, high)
     return q, np.where(np.isnan(q), np.nan, low), np.where(np.isnan(q), np.nan, high)
 
 
