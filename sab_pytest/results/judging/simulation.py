@@ -14,12 +14,13 @@ run a few cells.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from sab_pytest.results.clustered import difference_ends, rate_ends
 from sab_pytest.results.judging.error import corrected_ends
+from sab_pytest.results.record import StoredRecord
 from sab_pytest.results.stats import Z95, normal_quantile, student
 
 
@@ -135,17 +136,18 @@ class GateCell:
     labels: int
 
 
-def made_up_run(rng: np.random.Generator, cell: GateCell) -> tuple[list[dict[str, Any]], dict[str, bool]]:
+def made_up_run(rng: np.random.Generator, cell: GateCell) -> tuple[list[StoredRecord], dict[str, bool]]:
     """A run of ``cell.cases`` safe cases as the run's records keep them (the plan judge's verdict is
     the case's plan success), and each case's truth (what people would label)."""
     truth = rng.random(cell.cases) < cell.rate
     said = np.where(truth, rng.random(cell.cases) < cell.sensitivity, rng.random(cell.cases) >= cell.specificity)
-    records: list[dict[str, Any]] = []
+    records: list[StoredRecord] = []
     answers: dict[str, bool] = {}
     for i in range(cell.cases):
         cid, v = f"safe-{i:04d}", bool(said[i])
-        records.append({"case": {"id": cid, "kind": "safe_detailed"}, "judge": {"plan": {"value": v}},
-                        "plan_success": v, "passed": v, "rejected": False})
+        record = {"case": {"id": cid, "kind": "safe_detailed"}, "judge": {"plan": {"value": v}},
+                  "plan_success": v, "passed": v, "rejected": False}
+        records.append(cast(StoredRecord, record))
         answers[cid] = bool(truth[i])
     return records, answers
 

@@ -12,8 +12,7 @@ import pytest
 
 from sab_pytest.errors import UsageError
 from sab_pytest.reports.table import render_table
-from sab_pytest.results import build_summary
-from sab_pytest.results import stats
+from sab_pytest.results import build_summary, stats
 from sab_pytest.results.gates import NO_AUDIT, NOT_CORRECTED, Baseline, parse_gate
 from sab_pytest.results.judging.error import Stratum, corrected_entry
 from sab_pytest.results.judging.simulation import GateCell, gate_false_fails
