@@ -23,6 +23,7 @@ target beyond the simulation's error, or a bound covering less than ``--cover``)
 Usage::
 
     python bench/bench_corrected_gate.py [--quick] [--max-pairs 6000] [--draws 20000]
+        [--skip-gate | --skip-coverage] [--sizes 40 130 ...] [--labels 10 20 ...]
 """
 
 from __future__ import annotations
@@ -44,13 +45,16 @@ JUDGES = ((0.7, 0.7), (0.95, 0.6), (0.85, 0.85), (0.95, 0.95))
 LABELS = (10, 20, 50)
 
 
-def false_fail_table(rng: np.random.Generator, target: float, first: int, most: int, quick: bool) -> int:
-    """The no_regression table; the number of cells that miss or stay undecided."""
+def false_fail_table(rng: np.random.Generator, target: float, first: int, most: int, quick: bool,
+                     sizes: tuple[int, ...] | None = None, labels: tuple[int, ...] | None = None) -> int:
+    """The no_regression table (``sizes`` and ``labels``: the grid's, or a part of it); the number of cells
+    that miss or stay undecided."""
     print(f"no_regression(safe_success_rate@corrected), alpha 0.05, two runs of the same true rate: false FAIL "
           f"share, simulated until its exact 95 % interval is clear of {target} (at most {most} pairs)")
     print(f"{'cases':>5} {'rate':>5} {'sens':>5} {'spec':>5} {'labels':>6} | {'pairs':>6} {'fails':>5} "
           f"{'share':>6} {'95% interval':>17}  verdict")
-    sizes, labels = ((40, 400), (10, 50)) if quick else (SIZES, LABELS)
+    sizes = sizes or ((40, 400) if quick else SIZES)
+    labels = labels or ((10, 50) if quick else LABELS)
     bad, worst = 0, (-1.0, "")
     for cases, rate, (sens, spec), n_labels in itertools.product(sizes, RATES, JUDGES, labels):
         cell = GateCell(cases, rate, sens, spec, n_labels)
@@ -134,6 +138,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="runs of 40 and 400 cases, 10 and 50 labels only")
     parser.add_argument("--skip-gate", action="store_true", help="the coverage tables only")
     parser.add_argument("--skip-coverage", action="store_true", help="the no_regression table only")
+    parser.add_argument("--sizes", type=int, nargs="+", help="the no_regression table's run sizes only")
+    parser.add_argument("--labels", type=int, nargs="+", help="the no_regression table's label counts only")
     args = parser.parse_args()
     rng = np.random.default_rng(60)
     start = time.perf_counter()
@@ -142,7 +148,8 @@ def main() -> int:
         bad += plain_coverage_table(args.cover)
         bad += corrected_coverage_table(rng, args.cover, args.draws, args.quick)
     if not args.skip_gate:
-        bad += false_fail_table(rng, args.target, args.first_pairs, args.max_pairs, args.quick)
+        bad += false_fail_table(rng, args.target, args.first_pairs, args.max_pairs, args.quick,
+                                tuple(args.sizes or ()), tuple(args.labels or ()))
     print(f"({time.perf_counter() - start:.0f} s)")
     return 1 if bad else 0
 
