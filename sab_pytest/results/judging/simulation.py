@@ -19,7 +19,7 @@ from typing import Any, cast
 import numpy as np
 
 from sab_pytest.results.clustered import difference_ends, rate_ends
-from sab_pytest.results.judging.error import corrected_ends
+from sab_pytest.results.judging.error import Stratum, corrected_ends, corrected_entry
 from sab_pytest.results.record import StoredRecord
 from sab_pytest.results.stats import Z95, normal_quantile, student
 
@@ -98,21 +98,32 @@ def regression_power(rng: np.random.Generator, base: JudgeCell, candidate_rate: 
     """How often ``no_regression`` of a rate where higher is better fails when the candidate's true
     rate is ``candidate_rate`` (power when lower, false FAILs when equal): ``raw`` on the judge's
     verdicts (the gate's rule for runs compared unpaired: Newcombe's interval of the two Wilson
-    intervals, Student's quantile), ``corrected`` with each run audited (the same construction on
-    the two corrected rates). ``candidate_judge``: the judge's (sensitivity, specificity) on the
-    candidate's answers, where they differ from the baseline's (a judge that errs differently on
-    another model's answers)."""
+    intervals, Student's quantile), ``corrected`` with each run audited, decided by the user's gate
+    (``no_regression(safe_success_rate@corrected)``'s ``Gate.check`` on each run's corrected entry,
+    ``judge_error.corrected_entry``: the rule that weighs each side by its interval).
+    ``candidate_judge``: the judge's (sensitivity, specificity) on the candidate's answers, where
+    they differ from the baseline's (a judge that errs differently on another model's answers)."""
+    from sab_pytest.results.gates import Baseline, parse_gate
+
     sens, spec = candidate_judge or (base.sensitivity, base.specificity)
     cand = JudgeCell(base.cases, candidate_rate, sens, spec, base.audit)
     a, b = simulate(rng, base, draws), simulate(rng, cand, draws)
     n = np.float64(base.cases)
     raw_high = difference_ends(a.verdict_pos / n, n, b.verdict_pos / n, n, np.float64(0.0),
                                student(1 - alpha, base.cases - 1))[1]
-    z = float(normal_quantile(1 - alpha))
-    va, la, _ = _ends(a, z)
-    vb, _, hb = _ends(b, z)
-    upper = (vb - va) + np.sqrt((hb - vb) ** 2 + (va - la) ** 2)
-    return {"raw": float(np.mean(raw_high < 0)), "corrected": float(np.mean(upper < 0))}
+    gate = parse_gate("no_regression(safe_success_rate@corrected)")
+    failed = 0
+    for i in range(draws):
+        base_run, cand_run = ({"protocol": "sab", "overall": {}, "corrected": {"safe_success_rate": _entry(run, i)}}
+                              for run in (a, b))
+        failed += not gate.check(cand_run, baseline=Baseline(base_run, None, "baseline"), alpha=alpha)["passed"]
+    return {"raw": float(np.mean(raw_high < 0)), "corrected": failed / draws}
+
+
+def _entry(audited: Audited, i: int) -> dict[str, Any]:
+    """Simulated run ``i``'s corrected entry, as the audit makes it (both verdict strata)."""
+    return corrected_entry(0, 0, [Stratum(int(audited.sizes[i, v]), int(audited.labelled[i, v]),
+                                          float(audited.positive[i, v]), bool(v)) for v in (0, 1)])
 
 
 def _ends(audited: Audited, z: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

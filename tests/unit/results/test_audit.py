@@ -147,7 +147,7 @@ def test_sab_plan_sizes_an_audit_and_the_simulated_half_width_keeps_to_it(capsys
 
 
 def test_a_drop_the_judge_hides_is_seen_once_both_runs_are_audited() -> None:
-    found = regression_power(np.random.default_rng(8), JudgeCell(500, 0.5, 0.9, 0.95, 300), 0.4, 600,
+    found = regression_power(np.random.default_rng(8), JudgeCell(500, 0.5, 0.9, 0.95, 300), 0.4, 200,
                              candidate_judge=(0.9, 0.75))
     assert found["raw"] < 0.05 < 0.7 < found["corrected"]
 
