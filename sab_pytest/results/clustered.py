@@ -88,7 +88,7 @@ def cases_of(records: Iterable[Mapping[str, Any]], members: Callable[[Any], bool
 def effective_samples(y: np.ndarray, m: np.ndarray) -> np.ndarray:
     """``n_eff`` of each row of per-case counts: ``sum(m)**2 * Y (M - Y) / sum((M y - Y m)**2)`` times
     ``(n - 1) / n``, the samples over the design effect, from integer sums (so exact and order-free);
-    kept within [cases, samples], so one sample a case is exactly its cases (Wilson's interval)."""
+    kept within [cases, samples], so one sample a case is exactly its cases (the binomial's interval)."""
     y, m = np.asarray(y, dtype=np.int64), np.asarray(m, dtype=np.int64)
     big_y, big_m = y.sum(-1), m.sum(-1)
     spread = ((big_m[..., None] * y - big_y[..., None] * m) ** 2).sum(-1)

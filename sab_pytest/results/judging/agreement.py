@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from sab_pytest.results.resample import draw_indices
-from sab_pytest.results.stats import wilson
+from sab_pytest.results.stats import exact
 
 DRAWS = 1000
 #: a record's judge part -> the judge it stands for (a plan judge by the case's kind)
@@ -102,7 +102,7 @@ def agreement(models: Sequence[str], rows: Sequence[Mapping[str, str]], judge: s
             if n * 2 > len(models):  # a strict majority (no tie)
                 total += 1
                 agree += row[model] == top
-        ci = wilson(agree, total)
+        ci = exact(agree, total)
         with_majority[model] = {"value": round(agree / total, 4) if total else None, "n": total,
                                 "ci95": [round(ci[0], 4), round(ci[1], 4)] if ci else None}
     out["agreement_with_majority"] = with_majority

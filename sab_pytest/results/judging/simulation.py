@@ -5,7 +5,7 @@ true rate is known say whether it covers it. A run here holds ``cases`` cases, e
 with probability ``rate``; the judge says positive with probability ``sensitivity`` on a positive
 case and ``1 - specificity`` on a negative one; the audit labels ``audit`` of the cases, split over
 the two verdicts as ``audit.allocate`` splits them (half each, as far as a verdict has cases), drawn
-without replacement, people labelling the truth. The raw interval (Wilson's over the judge's
+without replacement, people labelling the truth. The raw interval (the exact one over the judge's
 verdicts, what a run without an audit reports: the exact one) and the corrected one (``judge_error``) are both
 checked against the true ``rate``; ``bench/bench_judge_error.py`` prints the table, the unit tests
 run a few cells.
