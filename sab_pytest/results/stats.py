@@ -63,7 +63,8 @@ def binomial_pmf(n: int, p: float) -> np.ndarray:
     return np.asarray(_scipy_stats().binom.pmf(np.arange(n + 1), n, p))
 
 
-def exact_ends(k: np.ndarray | float, n: np.ndarray | float, level: float) -> tuple[np.ndarray, np.ndarray]:
+def exact_ends(k: np.ndarray | float, n: np.ndarray | float, level: float | np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
     """The exact (Clopper-Pearson) bounds of a rate from ``k`` successes of ``n`` samples, each end a
     one-sided bound at ``level`` (a two-sided interval at ``2 level - 1``): the lower end is 0 at
     ``k = 0`` and the upper 1 at ``k = n``. ``k`` and ``n`` may be fractional (a rate over effective
