@@ -18,8 +18,9 @@ made (its error may differ between kinds of case, which is why kinds are strata 
 (Zou and Donner's MOVER, the construction Newcombe's interval of a difference rests on, used in
 ``clustered`` already): the run's own sampling of cases (the exact interval over its cases, as the
 raw rate has) and, per stratum, the audit's (the exact, Clopper-Pearson, interval of the stratum's
-truth share over its labelled cases, the labelled share of a small stratum counted through the
-finite-population factor: a stratum labelled whole is known exactly). Exact ends keep the interval
+truth share over its labelled cases, at the level of Student's quantile over them, the labelled
+share of a small stratum counted through the finite-population factor: a stratum labelled whole is
+known exactly). Exact ends keep the interval
 inside [0, 1], away from zero width where a stratum's labels all agree (where a normal, delta-method,
 interval collapses), and each at least at its level where Wilson's dip (at a few labels of the rarer
 answer, and where every case is labelled, the run's own interval alone);
