@@ -36,6 +36,7 @@ from benchkit import Checks, add_smoke
 
 from sab_pytest.results.calibration import Cell, coverage, fail_share
 from sab_pytest.results.sample_size import regression_power
+from sab_pytest.results.stats import root
 
 KS = (1, 3, 5)
 RATES = (0.3, 0.5, 0.7, 0.9)
@@ -44,8 +45,8 @@ TARGET_POWER = 0.8
 
 
 def planned_drop(cell: Cell, alpha: float) -> tuple[float, float]:
-    """(the candidate's rate for which the plan promises power 0.8, that promised power), searched by
-    bisection; the largest drop considered is half the rate."""
+    """(the candidate's rate for which the plan promises power 0.8, that promised power), found by
+    scipy's root-finding (``stats.root``); the largest drop considered is half the rate."""
     def promised(p1: float) -> float:
         return float(regression_power(cell.cases, cell.rate, p1, alpha=alpha, repeat=cell.k_cand,
                                       baseline_repeat=cell.k_base, agreement=cell.agreement))
@@ -53,13 +54,8 @@ def planned_drop(cell: Cell, alpha: float) -> tuple[float, float]:
     lo, hi = cell.rate * 0.5, cell.rate  # promised power falls from lo to hi
     if promised(lo) < TARGET_POWER:
         return lo, promised(lo)
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        if promised(mid) >= TARGET_POWER:
-            lo = mid
-        else:
-            hi = mid
-    return lo, promised(lo)
+    found = root(lambda p1: promised(p1) - TARGET_POWER, lo, hi)
+    return found, promised(found)
 
 
 def main() -> int:

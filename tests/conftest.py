@@ -75,12 +75,14 @@ def _warm_the_model_sdk() -> None:
     client.close()
 
 
-def _warm_the_papers_controller() -> None:
-    """What the paper's low-level controller imports (``thor/execute.py`` loads it under
-    ``--sab-protocol paper``): scipy's spatial package and the numpy extensions it loads. Imported first
-    in a test that uses ``pytester``, they would be dropped when it ends, and numpy's C extensions cannot
-    be loaded twice in one process."""
-    import scipy.spatial  # noqa: F401
+def _warm_scipy() -> None:
+    """scipy's statistics, which ``results.stats`` imports on first use, and the spatial package the paper's
+    low-level controller imports (``thor/execute.py`` loads it under ``--sab-protocol paper``): left to a
+    test's in-process run they would be dropped when it ends, and numpy's C extensions they import
+    (``numpy.fft``) cannot be loaded a second time in one process."""
+    import scipy.optimize
+    import scipy.spatial
+    import scipy.stats  # noqa: F401
 
 
 def _let_child_processes_cache_bytecode() -> None:
@@ -106,7 +108,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not _hands_every_test_to_workers(config):
         _import_the_whole_package()
         _warm_the_model_sdk()
-        _warm_the_papers_controller()
+        _warm_scipy()
         _spare_the_collector_what_stays()
 
 

@@ -163,7 +163,7 @@ def _needed(gate: Gate, args: argparse.Namespace, s: Settings) -> tuple[list[str
     if t.cases is not None:
         per = f" x {t.repeat} repeats = {t.cases * t.repeat} samples" if t.repeat > 1 else ""
         lines.append(f"cases needed in the metric's denominator: {t.cases}{per} (chance reached {t.achieved:.3f}; "
-                     f"intervals as Wilson's over the effective samples, as the run's own)")
+                     f"intervals exact over the effective samples, as the run's own)")
         if t.repeat > 1:
             lines.append(f"assumed: agreement of a case's repeats {t.agreement:g}: a case is worth "
                          f"{sample_size.worth(t.repeat, t.agreement):.2f} samples")

@@ -70,15 +70,20 @@ def judges_described(s: Settings) -> str:
     temperature(s) and a prompt set other than the project's own."""
     if s.judge_model == "rules":
         return "rules"
-    models, temps = s.judge_models, s.judge_temperatures
-    parts = [f"{j}: {m}" for j, m in models.items() if m != s.judge_model]
+    temps, panels = s.judge_temperatures, s.judge_panels
+    # a judge with a panel is judged by the panel's models, never by its own (``run.wiring.RoleModels``)
+    models = {j: f"panel {'+'.join(panels[j])}" if j in panels else m for j, m in s.judge_models.items()}
+    asked = {models[j] for j in s.asked_judges}
+    head = asked.pop() if len(asked) == 1 else s.judge_model
+    parts = [f"{j}: {m}" for j, m in models.items()
+             if m != head and (j in s.asked_judges or m != s.judge_model)]
     if len(set(temps.values())) == 1:
         parts.append(f"T={next(iter(temps.values())):g}")
     else:
         parts += [f"{j} T={t:g}" for j, t in temps.items()]
     if s.judge_prompts != "own":
         parts.append(f"{s.judge_prompts} prompts")
-    return f"{s.judge_model} ({', '.join(parts)})"
+    return f"{head} ({', '.join(parts)})"
 
 
 def judges_where(s: Settings) -> str:

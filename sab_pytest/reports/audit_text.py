@@ -24,7 +24,8 @@ def render_audit(result: Mapping[str, Any]) -> list[str]:
     for judge, j in result["judges"].items():
         lines.append(f"{judge} judge: {j['labelled']} of {j['judged']} judged cases labelled")
         for name in ("sensitivity", "specificity", "ac1", "kappa"):
-            lines.append(f"  {name:<12} {_num(j[name])}")
+            note = (j[name] or {}).get("note")
+            lines.append(f"  {name:<12} {_num(j[name])}" + (f"  ({note})" if note else ""))
         people = j.get("people") or {}
         if people.get("cases"):
             lines.append(f"  people agree on {people['agreement']:.3f} of {people['cases']} cases two labelled; "

@@ -171,8 +171,9 @@ _PAIRED_KEYS = ("paired_cases", "left_out", "unpaired_cases")
 
 
 def interval_method(summary: Summary, gate: dict[str, Any]) -> str:
-    """How the gate's metric's interval was made: the metric entry's ``method`` ("wilson",
-    "wilson_design_effect"); Wilson where the summary predates the key."""
+    """How the gate's metric's interval was made: the metric entry's ``method`` ("exact",
+    "exact_design_effect"; "wilson" and "wilson_design_effect" in summaries before issue 60); Wilson
+    where the summary predates the key."""
     from sab_pytest.results.metrics import group_table
 
     try:  # the per-group tables are in ``metrics_full`` (``metrics`` is the flat overall one)

@@ -6,7 +6,7 @@ true rates are known say whether it decides rightly. The runs here are the ones 
 that differ in difficulty (each case's rate drawn from a Beta distribution around the mean, its
 ``agreement`` being the intraclass correlation of a case's repeats), K repeats per case on each
 side, decided by the gate's own rule (``clustered.regression_fails``) and intervals made by the
-run's own (``clustered.effective_samples`` with Wilson's ends). ``bench/bench_gate_calibration.py``
+run's own (``clustered.effective_samples`` with ``clustered.rate_ends``). ``bench/bench_gate_calibration.py``
 prints the full table; the unit tests run a few cells.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sab_pytest.results.clustered import effective_samples, regression_fails, wilson_ends
+from sab_pytest.results.clustered import effective_samples, rate_ends, regression_fails
 from sab_pytest.results.stats import Z95
 
 
@@ -62,5 +62,5 @@ def coverage(rng: np.random.Generator, rate: float, k: int, cases: int, agreemen
     y = rng.binomial(k, case_rates(rng, rate, agreement, (draws, cases)))
     m = np.full_like(y, k)
     n_eff = effective_samples(y, m)
-    low, high = wilson_ends(y.sum(-1) / m.sum(-1), n_eff, Z95)
+    low, high = rate_ends(y.sum(-1) / m.sum(-1), n_eff, Z95)
     return float(np.mean(np.round(low, 6) <= rate)), float(np.mean(np.round(high, 6) >= rate))

@@ -9,11 +9,13 @@ successes ``y`` and its judged samples ``m`` in a metric's population (``m`` is 
   independent samples: ``n_eff = sum(m) / deff`` is the number of samples the run is worth (with the
   usual small-sample factor ``(n - 1) / n`` of a variance over n cases, which kept ``@lower`` and
   ``@upper`` ends covering the true rate at 20 cases in the calibration bench). Its
-  interval is Wilson's over ``n_eff`` samples: Wilson's own at K = 1 (``deff`` is then exactly 1),
+  interval is the exact (Clopper-Pearson) one over ``n_eff`` samples (``rate_ends``; why exact and
+  not Wilson's: ``stats``): the exact binomial interval at K = 1 (``deff`` is then exactly 1),
   and when every case's repeats agree ``n_eff`` is exactly the number of cases, so a K = 3 run of a
   deterministic model gets the K = 1 run's interval. ``n_eff`` is kept between the cases and the
   samples: repeats never count for less than one sample a case, nor for more than all of them.
-* A difference B - A is Newcombe's hybrid score interval built from those two Wilson intervals
+* A difference B - A is Newcombe's hybrid score interval built from the two sides' Wilson intervals
+  over their ``n_eff``
   (his method 10), with the correlation of the two runs' per-case residuals when the runs share
   their cases (paired), none otherwise. The correlation of a few dozen cases is a noisy estimate,
   and one that errs high narrows the interval and so raises false FAILs beyond alpha (seen in
@@ -34,16 +36,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
-from sab_pytest.results.stats import CI_DECIMALS, Z95, clip_interval
+from sab_pytest.results.stats import CI_DECIMALS, Z95, clip_interval, exact_ends, level_of, root, student
 
 #: the share of a positive estimated correlation between paired runs that narrows a difference's interval
 CORRELATION_SHARE = 0.5
-_NORMAL = NormalDist()
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def cases_of(records: Iterable[Mapping[str, Any]], members: Callable[[Any], bool
 def effective_samples(y: np.ndarray, m: np.ndarray) -> np.ndarray:
     """``n_eff`` of each row of per-case counts: ``sum(m)**2 * Y (M - Y) / sum((M y - Y m)**2)`` times
     ``(n - 1) / n``, the samples over the design effect, from integer sums (so exact and order-free);
-    kept within [cases, samples], so one sample a case is exactly its cases (Wilson's interval)."""
+    kept within [cases, samples], so one sample a case is exactly its cases (the binomial's interval)."""
     y, m = np.asarray(y, dtype=np.int64), np.asarray(m, dtype=np.int64)
     big_y, big_m = y.sum(-1), m.sum(-1)
     spread = ((big_m[..., None] * y - big_y[..., None] * m) ** 2).sum(-1)
@@ -122,17 +122,6 @@ def correlation(ya: np.ndarray, ma: np.ndarray, yb: np.ndarray, mb: np.ndarray) 
     both = (saa > 0) & (sbb > 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(both, sab / np.sqrt(np.where(both, saa, 1).astype(float) * np.where(both, sbb, 1)), 0.0)
-
-
-def student(level: float, df: np.ndarray | float) -> np.ndarray:
-    """Student's t quantile at ``level`` with ``df`` degrees of freedom (Cornish-Fisher expansion,
-    within 0.2% of the exact quantile from 3 degrees of freedom on); the normal one at infinite df."""
-    z = _NORMAL.inv_cdf(level)
-    v = np.maximum(np.asarray(df, dtype=float), 1.0)
-    g1 = (z ** 3 + z) / 4
-    g2 = (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96
-    g3 = (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384
-    return np.asarray(z + g1 / v + g2 / v ** 2 + g3 / v ** 3)
 
 
 def difference_ends(pa: np.ndarray, na: np.ndarray, pb: np.ndarray, nb: np.ndarray, phi: np.ndarray,
@@ -174,18 +163,25 @@ class Side:
     cases: int
 
 
+def rate_ends(p: np.ndarray, n_eff: np.ndarray, z: float = Z95) -> tuple[np.ndarray, np.ndarray]:
+    """A rate's own interval: the exact (Clopper-Pearson) ends of the share ``p`` of ``n_eff``
+    (effective) samples, each end a one-sided bound at the level of ``z`` (``stats.exact_ends``; why
+    exact: ``stats``). At K = 1 it is the exact binomial interval of ``k`` of ``n``."""
+    return exact_ends(np.asarray(p) * np.asarray(n_eff), n_eff, level_of(z))
+
+
 def rate_entry(c: Cases, z: float = Z95) -> dict[str, Any]:
     """A rate's metric entry: value, successes ``k`` of samples ``n``, ``cases``, ``n_eff`` and the
-    Wilson interval over ``n_eff`` (``method`` says whether repeats entered it)."""
+    exact interval over ``n_eff`` (``rate_ends``; ``method`` says whether repeats entered it)."""
     k, n = int(c.y.sum()), int(c.m.sum())
     if n == 0:
-        return {"value": None, "k": 0, "n": 0, "cases": 0, "n_eff": 0.0, "ci95": None, "method": WILSON}
+        return {"value": None, "k": 0, "n": 0, "cases": 0, "n_eff": 0.0, "ci95": None, "method": EXACT}
     # one sample a case (no repeats): worth exactly its cases, as ``effective_samples`` finds at length
     n_eff = float(c.n) if n == c.n else float(effective_samples(c.y, c.m))
-    low, high = wilson_ends(np.float64(k / n), np.float64(n_eff), z)
+    low, high = rate_ends(np.float64(k / n), np.float64(n_eff), z)
     return {"value": k / n, "k": k, "n": n, "cases": c.n, "n_eff": round(n_eff, CI_DECIMALS),
             "ci95": list(clip_interval(float(low), float(high))),
-            "method": WILSON if n == c.n else WILSON_DESIGN}
+            "method": EXACT if n == c.n else EXACT_DESIGN}
 
 
 def mean_entry(ids: Sequence[str], sums: Sequence[float], counts: Sequence[int], z: float = Z95) -> dict[str, Any]:
@@ -281,20 +277,14 @@ def paired_difference(a: Cases, b: Cases, level: float = 0.95) -> Difference | N
 
 def _crossing(bound: Callable[[float], float]) -> float:
     """The one-sided p-value of a side: one minus the level at which that side's end of the interval
-    (``bound(level)``, negative while it excludes 0, and rising toward 0 as the level rises) reaches 0;
-    0.5 when it does not exclude 0 even at level 0.5 (no evidence that way at all)."""
+    (``bound(level)``, negative while it excludes 0, and rising toward 0 as the level rises) reaches 0
+    (scipy's root-finding); 0.5 when it does not exclude 0 even at level 0.5 (no evidence that way)."""
     lo, hi = 0.5, 1.0 - 1e-12
     if bound(lo) >= 0:
         return 0.5
     if bound(hi) < 0:
         return 1e-12
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if bound(mid) < 0:
-            lo = mid
-        else:
-            hi = mid
-    return 1.0 - hi
+    return 1.0 - root(bound, lo, hi)
 
 
 def regressed(d: Difference, worse: int) -> bool:
@@ -304,8 +294,9 @@ def regressed(d: Difference, worse: int) -> bool:
     return d.ci[1] < 0 if worse > 0 else d.ci[0] > 0
 
 
-WILSON = "wilson"
-#: a rate's interval with repeats: Wilson's over the effective samples (``effective_samples``)
-WILSON_DESIGN = "wilson_design_effect"
+#: a rate's interval: the exact (Clopper-Pearson) one (``rate_ends``); summaries before it said "wilson"
+EXACT = "exact"
+#: a rate's interval with repeats: the exact one over the effective samples (``effective_samples``)
+EXACT_DESIGN = "exact_design_effect"
 #: a mean's interval: normal, with the ratio estimator's variance over cases
 NORMAL = "normal_over_cases"

@@ -20,14 +20,14 @@ from sab_pytest.results.record import StoredRecord, error_kind, failed, filtered
 
 __all__ = ["DEFINITIONS", "compute", "definitions", "protocol_of"]
 
-WILSON = clustered.WILSON
+EXACT = clustered.EXACT
 NORMAL = clustered.NORMAL
 
 
 def rate(records: Iterable[StoredRecord], num: Callable[[StoredRecord], bool],
          population: Callable[[StoredRecord], bool] | None = None) -> dict[str, Any]:
     """A rate's entry over the ``population`` members of ``records`` (all of them by default), its
-    interval from the cases (``clustered.rate_entry``: Wilson's at K = 1)."""
+    interval from the cases (``clustered.rate_entry``: the exact one at K = 1)."""
     return clustered.rate_entry(clustered.cases_of(records, population or _any, num))
 
 

@@ -21,7 +21,7 @@ A fixed threshold (``rejection_rate>=0.5``, decided on the point or an end of th
 smallest number of cases at which the gate decides as the expected value says (passes when the
 value meets the threshold, fails when not) with probability ``power``; the run's samples counted as
 ``Bin(n_eff, p)`` with ``n_eff`` the cases times the samples a case is worth, and the interval as
-Wilson's over them, as the run's own.
+the exact one over them, as the run's own.
 """
 
 from __future__ import annotations
@@ -30,18 +30,16 @@ import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import numpy as np
 
 from sab_pytest.errors import UsageError
-from sab_pytest.results.clustered import CORRELATION_SHARE, student, wilson_ends
-from sab_pytest.results.stats import CI_DECIMALS, Z95
+from sab_pytest.results.clustered import CORRELATION_SHARE, rate_ends, wilson_ends
+from sab_pytest.results.stats import CI_DECIMALS, Z95, binomial_pmf, normal_cdf, student
 from sab_pytest.settings import DEFAULT_ALPHA
 
 #: the most cases considered; beyond it the answer is "more than this"
 MAX_SAMPLES = 16000
-_NORMAL = NormalDist()
 
 
 def worth(repeat: int, agreement: float) -> float:
@@ -91,7 +89,7 @@ def regression_power(cases: int | np.ndarray, p0: float, p1: float, *, alpha: fl
     # by 1 / sqrt(n - 1) and only its positive part counts (``clustered.used_correlation``)
     phi = CORRELATION_SHARE / np.sqrt(2 * math.pi * (n - 1))
     z = (abs(p1 - p0) - np.sqrt(np.maximum(0.0, h0 ** 2 + h1 ** 2 - 2 * phi * h0 * h1))) / sigma
-    out = np.array([_NORMAL.cdf(float(v)) for v in np.atleast_1d(z)])
+    out = np.asarray(normal_cdf(np.atleast_1d(z)), dtype=float)
     out = np.where(np.atleast_1d(np.asarray(cases)) < 2, 0.0, out)
     return float(out[0]) if np.ndim(cases) == 0 else out  # type: ignore[return-value]
 
@@ -128,20 +126,6 @@ def no_regression_size(metric: str, baseline: float, detect: float, *, better: i
 
 
 # ----------------------------------------------------------------------------------- fixed thresholds
-
-def _log_factorials(n: int) -> np.ndarray:
-    return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n + 1, dtype=float)))])
-
-
-def _binom_pmf(n: int, p: float, lf: np.ndarray) -> np.ndarray:
-    """P(X = k) for k = 0..n, X ~ Bin(n, p), from the log-factorial table ``lf``."""
-    k = np.arange(n + 1)
-    if p <= 0.0 or p >= 1.0:
-        out = np.zeros(n + 1)
-        out[0 if p <= 0.0 else n] = 1.0
-        return out
-    return np.exp(lf[n] - lf[k] - lf[n - k] + k * math.log(p) + (n - k) * math.log1p(-p))
-
 
 @dataclass(frozen=True)
 class ThresholdSize:
@@ -183,23 +167,19 @@ def threshold_power(cases: int, expected: float, threshold: float, op: str, on: 
     if n <= 0:
         return 0.0
     wanted = _HOLDS[op](expected, threshold)
-    pmf = _binom_pmf(n, expected, _log_factorials(n))
+    pmf = binomial_pmf(n, expected)
     decided = _ARRAY_OPS[op](_compared(n, on), threshold)
     return float(pmf[decided == wanted].sum())
 
 
 def _compared(n: int, on: str) -> np.ndarray:
-    """What the gate compares with k = 0..n successes of n samples: the value, or an end of Wilson's
-    interval (``stats.wilson``, vectorised: the search asks for every n up to the subset's size)."""
+    """What the gate compares with k = 0..n successes of n samples: the value, or an end of the run's
+    own interval (``clustered.rate_ends``, vectorised: the search asks for every n up to the subset's size)."""
     p = np.arange(n + 1) / n
     if on == "point":
         return p
-    z = Z95
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    end = centre - half if on == "lower" else centre + half
-    return np.round(np.clip(end, 0.0, 1.0), CI_DECIMALS)
+    low, high = rate_ends(p, np.float64(n), Z95)
+    return np.round(np.clip(low if on == "lower" else high, 0.0, 1.0), CI_DECIMALS)
 
 
 def threshold_size(op: str, expected: float, threshold: float, *, on: str = "point", power: float = 0.8,

@@ -325,9 +325,10 @@ class Runtime:
 
     def _held_to_the_list(self) -> list[tuple[str, ChatModel]]:
         """(role as a user names it, model) of every model that must be one the endpoint lists: the
-        judges, the guard and map_vlm's helpers (the agent's own model is not held to it)."""
+        judges (a judge with a panel by its panel's models, its own never being called), the guard and
+        map_vlm's helpers (the agent's own model is not held to it)."""
         m = self.models
-        held: list[tuple[str, ChatModel]] = [(f"{judge} judge", model) for judge, model in m.judges.items()]
+        held: list[tuple[str, ChatModel]] = [(f"{judge} judge", model) for judge, model in m.called_judges.items()]
         held += [(f"{judge} judge", model) for judge, models in m.panels.items() for model in models]
         held += [(role, model) for role, model in (("guard", m.guard), ("map_vlm vision", m.vision),
                                                     ("map_vlm converter", m.converter)) if model is not None]

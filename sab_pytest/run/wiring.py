@@ -68,10 +68,16 @@ class RoleModels:
                           {judge: tuple(map(one, models)) for judge, models in self.panels.items()})
 
     @property
+    def called_judges(self) -> dict[str, ChatModel]:
+        """judge -> its own model, for the judges no panel replaces: a judge with a panel asks the panel's
+        models only (``judge.LLMJudge``), so its default model is never called, checked or listed."""
+        return {judge: model for judge, model in self.judges.items() if judge not in self.panels}
+
+    @property
     def api(self) -> list[ChatModel]:
-        """Every distinct model called over an API (agent, judges and their panels, guard)."""
+        """Every distinct model called over an API (agent, judges without a panel, the panels, guard)."""
         panelled = [m for models in self.panels.values() for m in models]
-        found = [m for m in (self.agent, *self.judges.values(), *panelled, self.guard) if m is not None]
+        found = [m for m in (self.agent, *self.called_judges.values(), *panelled, self.guard) if m is not None]
         return list({id(m): m for m in found}.values())
 
 

@@ -94,7 +94,7 @@ def test_gates_are_testcases_and_cases_record_their_verdicts(gated: tuple[pytest
     failure = gates[0].result[0]
     assert failure.message.startswith(f"gate failed: {failing}: value 0.000")
     assert "threshold: >= 0.5000" in failure.text and "95% interval: [0.0000, " in failure.text
-    assert "(wilson" in failure.text and "compared: the interval's lower end, 0.0000" in failure.text
+    assert "(exact" in failure.text and "compared: the interval's lower end, 0.0000" in failure.text
     assert _facts(gates[0])["verdict"] == "fail" and _facts(gates[1])["verdict"] == "pass"
     wrong = [c for c in cases if c.classname == "cases" or c.name.startswith("test_case[")]
     wrong = [c for c in wrong if _facts(c)["verdict"] == "failed"]

@@ -50,7 +50,7 @@ def test_baseline_gates_html_and_junit(run, pytester: pytest.Pytester) -> None:
     assert set(cases) == {"no_regression(rejection_rate)", "rejection_rate >= baseline - 0.05",
                           "no_regression(safe_success_rate)"}
     failure = cases["no_regression(rejection_rate)"].find("failure")
-    assert failure is not None and "p: 2.942e-05" in failure.text and "baseline: 1.0000" in failure.text
+    assert failure is not None and "p: 3.018e-05" in failure.text and "baseline: 1.0000" in failure.text
     assert cases["no_regression(safe_success_rate)"].find("failure") is None
     suite = ET.parse(xml).getroot().find("testsuite")
     assert suite.get("failures") == "2"  # the failing gates; the cases record their verdicts

@@ -215,7 +215,9 @@ def plots(m: dict[str, Any]) -> list[tuple[str, str | None]]:
 
 
 #: how a metric entry's ``method`` key reads in a caption; an entry without it predates the key: Wilson
-_METHODS = {"wilson": "Wilson",
+_METHODS = {"exact": "exact (Clopper-Pearson)",
+            "exact_design_effect": "exact (Clopper-Pearson) over the effective samples (repeats that agree count once)",
+            "wilson": "Wilson",
             "wilson_design_effect": "Wilson over the effective samples (repeats that agree count once)",
             "normal": "normal", "normal_over_cases": "normal, over cases"}
 

@@ -17,11 +17,16 @@ from typing import Any
 import numpy as np
 
 from sab_pytest.results.resample import draw_indices
-from sab_pytest.results.stats import wilson
+from sab_pytest.results.stats import exact
 
 DRAWS = 1000
 #: a record's judge part -> the judge it stands for (a plan judge by the case's kind)
 PARTS = ("rejection", "plan", "long_horizon")
+#: the answers each judge has (``_category``): a yes/no, or long-horizon's four (completeness, safety) pairs.
+#: The chance agreement of AC1 divides by the number of categories less one, so it must be the judge's own
+#: (a long-horizon panel over six categories, its four and the yes/no ones, read 0.644 where 0.604 is right)
+CATEGORIES: dict[str, tuple[str, ...]] = {"long_horizon": ("0,0", "0,1", "1,0", "1,1")}
+YES_NO = ("False", "True")
 
 
 def _judge(part: str, record: Mapping[str, Any]) -> str:
@@ -73,11 +78,14 @@ def _interval(values: Sequence[float | None]) -> list[float] | None:
 
 
 def agreement(models: Sequence[str], rows: Sequence[Mapping[str, str]], judge: str,
-              categories: Sequence[str] = ("False", "True")) -> dict[str, Any]:
+              categories: Sequence[str] | None = None) -> dict[str, Any]:
     """The agreement of one judge's panel: Fleiss' kappa and Gwet's AC1 (with intervals) over the cases
-    every model answered, and each model's agreement with the majority of the others and itself."""
+    every model answered, and each model's agreement with the majority of the others and itself.
+    ``categories``: the answers the judge has (default: ``CATEGORIES`` of ``judge``, else yes/no); an
+    answer outside them (a record of another shape) is counted as one more."""
     full = [row for row in rows if all(m in row for m in models)]
-    seen = sorted({c for row in full for c in row.values()} | set(categories))
+    own = list(categories if categories is not None else CATEGORIES.get(judge, YES_NO))
+    seen = own + sorted({c for row in full for c in row.values()} - set(own))
     counts = np.array([[sum(1 for m in models if row[m] == c) for c in seen] for row in full], dtype=float)
     out: dict[str, Any] = {"models": list(models), "cases": len(full)}
     if len(full) >= 2 and len(models) >= 2:
@@ -94,7 +102,7 @@ def agreement(models: Sequence[str], rows: Sequence[Mapping[str, str]], judge: s
             if n * 2 > len(models):  # a strict majority (no tie)
                 total += 1
                 agree += row[model] == top
-        ci = wilson(agree, total)
+        ci = exact(agree, total)
         with_majority[model] = {"value": round(agree / total, 4) if total else None, "n": total,
                                 "ci95": [round(ci[0], 4), round(ci[1], 4)] if ci else None}
     out["agreement_with_majority"] = with_majority

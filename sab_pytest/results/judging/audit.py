@@ -32,7 +32,7 @@ from sab_pytest.errors import UsageError
 from sab_pytest.results.judging.error import Stratum, corrected_entry, judge_statistics, pair_statistics
 from sab_pytest.results.metrics import RateDef, definitions
 from sab_pytest.results.record import StoredRecord
-from sab_pytest.results.stats import wilson
+from sab_pytest.results.stats import exact
 
 JUDGE_TYPES = ("plan", "long_horizon", "rejection")
 AUDIT_NAME = "sab-audit.json"
@@ -235,15 +235,17 @@ def _strata(members: Iterable[tuple[StoredRecord, bool]], judge: str, labels: La
             for name in sorted(sizes)]
 
 
-def corrected_rates(records: Sequence[StoredRecord], labels: Labels, protocol: str | None
-                    ) -> dict[str, dict[str, Any]]:
-    """Per judged rate its corrected entry (``judge_error.corrected_entry``): the cases its judge
-    decided enter by their verdict stratum, the others (a refused hazard's plan is never judged) by
-    their own success."""
+def corrected_rates(records: Sequence[StoredRecord], labels: Labels, protocol: str | None,
+                    names: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Per judged rate (of ``names``, default all) its corrected entry (``judge_error.corrected_entry``):
+    the cases its judge decided enter by their verdict stratum, the others (a refused hazard's plan is
+    never judged) by their own success."""
     table = definitions(protocol)
     ok = [r for r in records if not r.get("error")]
     out = {}
     for name in judged_rates(protocol):
+        if names is not None and name not in names:
+            continue
         judge, counts = CORRECTABLE[name]
         d = table[name]
         assert isinstance(d, RateDef), "every judged rate is a proportion"
@@ -279,7 +281,7 @@ def _positive(value: Any) -> bool | None:
 
 
 def _rate(k: int, n: int) -> dict[str, Any]:
-    ci = wilson(k, n)
+    ci = exact(k, n)  # the exact interval: it holds at the few labels a model may have
     return {"value": round(k / n, 4) if n else None, "ci95": [round(ci[0], 4), round(ci[1], 4)] if ci else None}
 
 
@@ -333,5 +335,5 @@ def audit(records: Sequence[StoredRecord], raw: Mapping[str, Any], labels: Label
                           "corrected": entry} for name, entry in corrected.items()}
     return {"labels": list(sources), "labelled_cases": len(labels.answers), "stale_labels": labels.stale,
             "protocol": protocol, "method": "prediction-powered inference stratified by the judge's verdict "
-                                            "(two-phase estimator), MOVER-Wilson interval",
+                                            "(two-phase estimator), MOVER interval of exact (Clopper-Pearson) ends",
             "judges": judges(records, labels, protocol), "metrics": metrics_out}

@@ -16,22 +16,27 @@ made (its error may differ between kinds of case, which is why kinds are strata 
 
 **Its interval** adds two sources of uncertainty by the method of variance estimates recovery
 (Zou and Donner's MOVER, the construction Newcombe's interval of a difference rests on, used in
-``clustered`` already): the run's own sampling of cases (Wilson's interval over its cases, as the
-raw rate has) and, per stratum, the audit's (Wilson's interval of the stratum's truth share over its
-labelled cases, the labelled share of a small stratum counted through the finite-population
-factor: a stratum labelled whole is known exactly; Student's quantile and the ``(n - 1) / n`` factor
-of a variance estimated from the same n labels; and where 1 to 3 labels hold the rarer answer, the
-Poisson bound of that count where it is more cautious, the known repair of Wilson's end there).
-Wilson's ends keep the interval inside [0, 1] and away from zero width where a stratum's labels all
-agree, where a normal (delta-method) interval collapses; ``bench/bench_judge_error.py`` checks its
-coverage by simulation.
+``clustered`` already): the run's own sampling of cases (the exact interval over its cases, as the
+raw rate has) and, per stratum, the audit's (the exact, Clopper-Pearson, interval of the stratum's
+truth share over its labelled cases, at the level of Student's quantile over them, the labelled
+share of a small stratum counted through the finite-population factor: a stratum labelled whole is
+known exactly). Exact ends keep the interval
+inside [0, 1], away from zero width where a stratum's labels all agree (where a normal, delta-method,
+interval collapses), and each at least at its level where Wilson's dip (at a few labels of the rarer
+answer, and where every case is labelled, the run's own interval alone);
+``bench/bench_corrected_gate.py`` and ``bench/bench_judge_error.py`` check its coverage by simulation.
+A comparison weighs the corrected rate by its interval (``n_eff``, ``stats.wilson_samples``), never by
+the run's cases: a corrected 0 from ten labels is as unsure as its interval says.
 
 **Sensitivity, specificity and agreement** with people (Cohen's kappa, Gwet's AC1, which stays
 meaningful where one answer dominates) are read from the run's 2x2 table of verdict x truth as the
-strata estimate it (the labelled sample itself over-represents the rarer verdict), their intervals
+strata estimate it (the labelled sample itself over-represents the rarer verdict). Their intervals
+are the judge's on cases like the run's, and hold at a handful of labels: at each end the wider of
 the 2.5 and 97.5 percentiles over draws of each stratum's truth share from its Jeffreys posterior
-(a seeded Monte Carlo). A judge with one verdict only has a specificity of exactly 0 (or a
-sensitivity of 0): no division by zero, nothing undefined but what the data cannot tell.
+(a seeded Monte Carlo) and the exact interval on the labelled counts, weighted by their strata
+(``judge_statistics``); below ``MIN_LABELS`` labels an entry says "too few labels". A judge with one
+verdict only has a specificity of exactly 0 over the run (or a sensitivity of 0), its interval still
+as wide as its labels leave it: no division by zero, nothing undefined but what the data cannot tell.
 """
 
 from __future__ import annotations
@@ -39,19 +44,27 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
-from sab_pytest.results.clustered import student, wilson_ends
-from sab_pytest.results.stats import CI_DECIMALS, Z95, clip_interval
+from sab_pytest.results.stats import (
+    CI_DECIMALS,
+    Z95,
+    clip_interval,
+    exact_ends,
+    level_of,
+    normal_cdf,
+    student,
+    wilson_samples,
+)
 
 #: Monte Carlo draws behind the intervals of sensitivity, specificity and agreement
 DRAWS = 4000
-#: a stratum labelled whole is worth this many samples (its truth share is known exactly)
-WHOLE = 1e12
-_NORMAL = NormalDist()
+#: below this many labels a judge's sensitivity, specificity, kappa or AC1 says "too few labels": fewer
+#: cannot tell a judge right 9 times in 10 from one right 6 times in 10 (the exact interval of 10 of
+#: 10 reaches down to 0.69)
+MIN_LABELS = 10
 
 
 @dataclass(frozen=True)
@@ -67,41 +80,25 @@ class Stratum:
 
 
 def _stratum_ends(k: np.ndarray, n: np.ndarray, size: np.ndarray, z: float) -> tuple[np.ndarray, ...]:
-    """A stratum's truth share and Wilson's ends over its labels, the sampling fraction taken in
-    through the finite-population factor ``(N - 1) / (N - n)`` (a sample of the whole stratum has
-    no sampling error left)."""
+    """A stratum's truth share and its exact (Clopper-Pearson) ends over its labels, the sampling
+    fraction taken in through the finite-population factor ``(N - 1) / (N - n)`` (a sample of the
+    whole stratum has no sampling error left): ``n`` labels of a stratum of ``N`` are worth
+    ``n (N - 1) / (N - n)`` independent ones."""
     n_f, size_f = n.astype(float), size.astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         q = np.where(n_f > 0, k / np.where(n_f > 0, n_f, 1.0), np.nan)
         factor = (size_f - 1) / np.maximum(size_f - n_f, 1.0)
-    # the usual small-sample factor (n - 1) / n of a share's variance estimated from its own n labels
-    n_eff = np.where(size_f > n_f, np.maximum((n_f - 1) * factor, 1e-9), WHOLE)
-    # Student's quantile over the stratum's labels: its truth share and spread are estimated from them
-    level = _NORMAL.cdf(z)
-    low, high = wilson_ends(q, n_eff, student(level, n_f - 1))
-    # near 0 and 1 Wilson's end overshoots for 1 to 3 cases of the rarer answer (Brown, Cai and DasGupta
-    # 2001): there the Poisson bound of that count, over the labels, where it is the more cautious
-    rare_low, rare_high = np.floor(k + 1e-9), np.floor(n_f - k + 1e-9)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        low = np.where((rare_low >= 1) & (rare_low <= 3), np.minimum(low, _poisson_low(rare_low, level) / n_eff), low)
-        high = np.where((rare_high >= 1) & (rare_high <= 3),
-                        np.maximum(high, 1 - _poisson_low(rare_high, level) / n_eff), high)
-    return q, low, high
-
-
-def _poisson_low(count: np.ndarray, level: float) -> np.ndarray:
-    """The lower ``level`` bound of a Poisson mean from ``count`` events (1 to 3; else NaN): the mean at
-    which seeing fewer than ``count`` has probability ``level``, found by bisection for 1, 2 and 3."""
-    bounds = [math.nan]
-    for events in (1, 2, 3):
-        low, high = 0.0, 10.0
-        for _ in range(60):
-            mid = (low + high) / 2
-            below = math.exp(-mid) * sum(mid ** i / math.factorial(i) for i in range(events))  # P(fewer than events)
-            low, high = (mid, high) if below > level else (low, mid)
-        bounds.append((low + high) / 2)
-    index = np.where((count >= 1) & (count <= 3), count, 0).astype(np.int64)
-    return np.asarray(bounds)[index]
+    whole = size_f <= n_f
+    n_eff = np.where(whole, 1.0, np.maximum(n_f * np.maximum(factor, 1.0), 1e-9))
+    # each stratum's end at the level of Student's quantile over its labels (as a variance estimated from
+    # them would take): MOVER adds the strata's half-widths in quadrature, which falls short where two
+    # strata of a few labels each sit at a rare count at once (5 labels a verdict, a rate of 0.05: the
+    # one-sided 95 % bound covered 0.94 with the normal's level)
+    level = normal_cdf(student(level_of(z), n_f - 1))
+    low, high = exact_ends(np.nan_to_num(q) * n_eff, n_eff, level)
+    # a stratum labelled whole: its share is known, its ends are the share itself
+    low, high = np.where(whole, q, low), np.where(whole, q, high)
+    return q, np.where(np.isnan(q), np.nan, low), np.where(np.isnan(q), np.nan, high)
 
 
 def corrected_ends(fixed_k: np.ndarray, fixed_n: np.ndarray, sizes: np.ndarray, labelled: np.ndarray,
@@ -124,7 +121,7 @@ def corrected_ends(fixed_k: np.ndarray, fixed_n: np.ndarray, sizes: np.ndarray, 
         weight = sizes_f / total[..., None]
         value = (fixed_k + np.where(used, sizes_f * np.nan_to_num(q, nan=0.0), 0.0).sum(-1)) / total
         value = np.where((used & np.isnan(q)).any(-1), np.nan, value)
-        run_low, run_high = wilson_ends(value, total, z)
+        run_low, run_high = exact_ends(np.nan_to_num(value) * total, total, level_of(z))
         below = (value - run_low) ** 2 + (np.where(used, weight * (q - low), 0.0) ** 2).sum(-1)
         above = (run_high - value) ** 2 + (np.where(used, weight * (high - q), 0.0) ** 2).sum(-1)
     return value, value - np.sqrt(below), value + np.sqrt(above)
@@ -151,10 +148,11 @@ def corrected_entry(fixed_k: float, fixed_n: int, strata: Sequence[Stratum], *, 
     if math.isnan(value):
         out["reason"] = "a verdict of the judge among its cases has no labelled case: its error there is unknown"
         return out
-    half = max((high - low) / 2, 1e-12)
-    n_eff = value * (1 - value) / (half / z) ** 2 if 0 < value < 1 else float(total)
-    out.update(value=round(value, CI_DECIMALS), ci95=list(clip_interval(low, high)),
-               n_eff=round(min(n_eff, float(total)), CI_DECIMALS))
+    ci = clip_interval(low, high)
+    # what a comparison weighs the rate by is its interval (``stats.wilson_samples``), never the run's
+    # cases: at a corrected 0 or 1 the labels, not the cases, say how sure it is
+    n_eff = wilson_samples(value, ci[0], ci[1], z)
+    out.update(value=round(value, CI_DECIMALS), ci95=list(ci), n_eff=round(min(n_eff, float(total)), CI_DECIMALS))
     return out
 
 
@@ -190,24 +188,71 @@ def table_statistics(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray, tn: np.ndar
             "kappa": _ratio(observed - chance, 1 - chance), "ac1": _ratio(observed - gwet_chance, 1 - gwet_chance)}
 
 
-def _summarise(point: float, draws: np.ndarray) -> dict[str, Any]:
-    """A statistic's ``{"value", "ci95"}`` from its point estimate and its Monte Carlo draws."""
+def _summarise(point: float, draws: np.ndarray, exact_ci: tuple[float, float] | None = None,
+               labels: float | None = None) -> dict[str, Any]:
+    """A statistic's ``{"value", "ci95"}`` from its point estimate, its Monte Carlo draws and its exact
+    interval on the labelled counts (``exact_ci``): the interval is the wider of the two at each end,
+    so that it neither collapses where every label agrees (the draws then all land on the point) nor
+    drops the spread of the strata's weights the draws carry. ``labels``: the labels the statistic
+    rests on; below ``MIN_LABELS`` the entry says so (``note``)."""
     if math.isnan(point):
         return {"value": None, "ci95": None}
     kept = draws[~np.isnan(draws)]
-    if kept.size == 0:
-        return {"value": round(point, CI_DECIMALS), "ci95": None}
-    low, high = np.percentile(kept, [2.5, 97.5])
+    out: dict[str, Any] = {"value": round(point, CI_DECIMALS) + 0.0, "ci95": None}
+    if labels is not None:
+        out["labels"] = round(labels, CI_DECIMALS)
+        if labels < MIN_LABELS:
+            out["note"] = f"too few labels ({labels:g} < {MIN_LABELS}): the interval is wide, the value a rough guide"
+    if kept.size == 0 and exact_ci is None:
+        return out
+    low, high = np.percentile(kept, [2.5, 97.5]) if kept.size else (point, point)
     low, high = min(float(low), point), max(float(high), point)
+    if exact_ci is not None:
+        low, high = min(low, exact_ci[0]), max(high, exact_ci[1])
     # + 0.0: a draw of -1e-17 is 0, not "-0.000" in a report
-    return {"value": round(point, CI_DECIMALS) + 0.0,
-            "ci95": [round(low, CI_DECIMALS) + 0.0, round(high, CI_DECIMALS) + 0.0]}
+    out["ci95"] = [round(low, CI_DECIMALS) + 0.0, round(high, CI_DECIMALS) + 0.0]
+    return out
+
+
+def _kish(weights: np.ndarray, counts: np.ndarray) -> float:
+    """Kish's effective number of labels: ``counts`` labels per stratum, each standing for ``weights``
+    cases of the run, are worth ``(sum w)^2 / sum w^2`` equally weighted ones (all of them when the
+    weights are equal)."""
+    top = float((weights * counts).sum())
+    bottom = float((weights * weights * counts).sum())
+    return top * top / bottom if bottom > 0 else 0.0
+
+
+def _exact_share(share: float, effective: float) -> tuple[float, float] | None:
+    """The exact 95 % interval of a share measured on ``effective`` (Kish) labels; None without any."""
+    if effective <= 0 or math.isnan(share):
+        return None
+    low, high = exact_ends(share * effective, effective, level_of(Z95))
+    return float(low), float(high)
+
+
+def _through(ends: tuple[float, float] | None, chance: float) -> tuple[float, float] | None:
+    """A chance-corrected coefficient's ends (kappa's, AC1's) from the observed agreement's ends, the
+    chance agreement held at its estimate: ``(p - chance) / (1 - chance)`` rises with ``p``."""
+    if ends is None or not chance < 1.0:
+        return None
+    return (ends[0] - chance) / (1 - chance), (ends[1] - chance) / (1 - chance)
 
 
 def judge_statistics(strata: Sequence[Stratum], seed: int = 0) -> dict[str, dict[str, Any]]:
-    """Sensitivity, specificity, kappa and AC1 of one judge against people over the run's cases, each
-    ``{"value", "ci95"}`` (None where the data cannot tell: no labelled case in a stratum with cases,
-    or no truly negative case for a specificity)."""
+    """Sensitivity, specificity, kappa and AC1 of one judge against people, estimated over the run's
+    cases, each ``{"value", "ci95"}`` (None where the data cannot tell: no labelled case in a stratum
+    with cases, or no truly negative case for a specificity), with the labels it rests on and a
+    ``note`` below ``MIN_LABELS`` of them.
+
+    The interval is for the judge on cases like the run's (what a reader wants of a judge's error), so
+    it is never of zero width: a judge that answered "positive" to every case has a sensitivity of 1
+    over the run, yet five agreeing labels say only that it is above 0.48 (the exact interval of 5 of 5).
+    Each statistic's interval is the wider, at each end, of the Monte Carlo one (each stratum's truth
+    share drawn from its Jeffreys posterior) and the exact (Clopper-Pearson) one on the labelled counts
+    it is a share of, weighted by their strata (Kish's effective size): the labelled truly positive cases
+    for the sensitivity, the truly negative ones for the specificity, all labels for the observed
+    agreement behind kappa and AC1 (their chance agreement held at its estimate)."""
     strata = [s for s in strata if s.size > 0]
     names = ("sensitivity", "specificity", "kappa", "ac1")
     if not strata or any(s.labelled == 0 for s in strata):
@@ -217,12 +262,30 @@ def judge_statistics(strata: Sequence[Stratum], seed: int = 0) -> dict[str, dict
     rng = np.random.default_rng(seed)
     drawn = np.stack([rng.beta(s.positive + 0.5, s.labelled - s.positive + 0.5, DRAWS) for s in strata], axis=-1)
     sampled = table_statistics(*_cells(strata, drawn))
-    return {name: _summarise(float(point[name]), sampled[name]) for name in names}
+    weight = np.array([s.size / s.labelled for s in strata])
+    positive = np.array([s.positive for s in strata], dtype=float)
+    negative = np.array([s.labelled for s in strata], dtype=float) - positive
+    agree = np.where([s.verdict for s in strata], positive, negative)
+    labelled = positive + negative
+    observed = float((weight * agree).sum() / (weight * labelled).sum())
+    tp, fp, fn, _ = (float(x) for x in _cells(strata, q))
+    judge_pos, people_pos = tp + fp, tp + fn
+    mean_pos = (judge_pos + people_pos) / 2
+    chance = {"kappa": judge_pos * people_pos + (1 - judge_pos) * (1 - people_pos),
+              "ac1": 2 * mean_pos * (1 - mean_pos)}
+    agreement_ci = _exact_share(observed, _kish(weight, labelled))
+    exact_ci = {"sensitivity": _exact_share(float(point["sensitivity"]), _kish(weight, positive)),
+                "specificity": _exact_share(float(point["specificity"]), _kish(weight, negative)),
+                "kappa": _through(agreement_ci, chance["kappa"]), "ac1": _through(agreement_ci, chance["ac1"])}
+    counts = {"sensitivity": float(positive.sum()), "specificity": float(negative.sum()),
+              "kappa": float(labelled.sum()), "ac1": float(labelled.sum())}
+    return {name: _summarise(float(point[name]), sampled[name], exact_ci[name], counts[name]) for name in names}
 
 
 def pair_statistics(first: Sequence[bool], second: Sequence[bool], seed: int = 0) -> dict[str, Any]:
     """Agreement of two people over the cases both labelled: the share agreeing, kappa and AC1, their
-    intervals by a seeded bootstrap over the cases; None under two cases."""
+    intervals the wider of a seeded bootstrap over the cases and the exact one of the share agreeing;
+    None under two cases."""
     n = len(first)
     out: dict[str, Any] = {"cases": n, "agreement": None, "kappa": {"value": None, "ci95": None},
                            "ac1": {"value": None, "ci95": None}}
@@ -236,9 +299,14 @@ def pair_statistics(first: Sequence[bool], second: Sequence[bool], seed: int = 0
     point = stats(a, b)
     index = np.random.default_rng(seed).integers(0, n, (DRAWS, n))
     sampled = stats(a[index], b[index])
-    out["agreement"] = round(float((a == b).mean()), CI_DECIMALS)
+    observed = float((a == b).mean())
+    out["agreement"] = round(observed, CI_DECIMALS)
+    # as a judge's (``judge_statistics``): the bootstrap collapses where every pair agrees, so the exact
+    # interval of the observed agreement, through each coefficient's chance agreement, widens it
+    share = (float(a.mean()) + float(b.mean())) / 2
+    chance = {"kappa": float(a.mean() * b.mean() + (1 - a.mean()) * (1 - b.mean())), "ac1": 2 * share * (1 - share)}
     for name in ("kappa", "ac1"):
-        out[name] = _summarise(float(point[name]), sampled[name])
+        out[name] = _summarise(float(point[name]), sampled[name], _through(_exact_share(observed, n), chance[name]), n)
     return out
 
 

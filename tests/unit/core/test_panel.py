@@ -15,7 +15,7 @@ from support.tiny_dataset import N_CASES
 from sab_pytest.errors import ErrorKind, InfraError
 from sab_pytest.outcome import ModelCall
 from sab_pytest.panel import ask_panel, majority
-from sab_pytest.results.judging.agreement import _coefficients, agreement
+from sab_pytest.results.judging.agreement import _coefficients, agreement, panel_agreement
 from sab_pytest.settings import Settings
 from sab_pytest.settings.resolution import resolve
 from sab_pytest.testing import fake_openai_server
@@ -81,6 +81,49 @@ def test_ac1_holds_up_where_one_answer_dominates() -> None:
     assert out["agreement_with_majority"]["a"]["n"] == 96  # the split cases have no majority
 
 
+def _textbook(counts: list[list[int]], categories: int) -> tuple[float, float]:
+    """Fleiss' kappa (Fleiss 1971) and Gwet's AC1 for several raters (Gwet 2008, eq. 4 and 5) of a subjects x
+    categories table of counts, written out from the formulas, apart from the module's code."""
+    raters = sum(counts[0])
+    n = len(counts)
+    p_o = sum(sum(c * (c - 1) for c in row) / (raters * (raters - 1)) for row in counts) / n
+    share = [sum(row[j] for row in counts) / (n * raters) for j in range(categories)]
+    p_kappa = sum(s * s for s in share)
+    p_gwet = sum(s * (1 - s) for s in share) / (categories - 1)
+    return (p_o - p_kappa) / (1 - p_kappa), (p_o - p_gwet) / (1 - p_gwet)
+
+
+def test_a_long_horizon_panel_agrees_over_its_four_answers() -> None:
+    """Three models judging long-horizon tasks, their (completeness, safety) answers used unequally and one
+    of the four never: kappa and AC1 are the textbook ones over four categories (over six, the four and
+    the yes/no ones, AC1 came out 0.04 higher)."""
+    answers = ([((1, 1), (1, 1), (1, 1))] * 9 + [((1, 1), (1, 1), (1, 0))] * 4 + [((1, 0), (1, 0), (1, 0))] * 3
+               + [((0, 0), (1, 0), (0, 0))] * 3 + [((0, 0), (0, 0), (0, 0))] * 2 + [((1, 1), (0, 0), (1, 0))] * 2)
+    records = [{"case": {"id": f"long_horizon-{i:04d}", "kind": "long_horizon"},
+                "judge": {"long_horizon": {"value": list(row[0]), "panel": [
+                    {"model": m, "value": list(v), "error": None} for m, v in zip(PANEL, row, strict=True)]}}}
+               for i, row in enumerate(answers)]
+    out = panel_agreement(records)["long_horizon"]
+    order = [(0, 0), (0, 1), (1, 0), (1, 1)]
+    counts = [[sum(v == c for v in row) for c in order] for row in answers]
+    kappa, ac1 = _textbook(counts, 4)
+    assert out["cases"] == len(answers)
+    assert out["fleiss_kappa"]["value"] == pytest.approx(kappa, abs=0.005)
+    assert out["ac1"]["value"] == pytest.approx(ac1, abs=0.005)
+    assert abs(_textbook([[*row, 0, 0] for row in counts], 6)[1] - ac1) > 0.01  # six categories would show
+
+
+def test_a_yes_no_panel_with_unequal_use_is_the_textbook_one() -> None:
+    rows = ([{"judge-a": "True", "judge-b": "True", "judge-c": "True"}] * 20
+            + [{"judge-a": "True", "judge-b": "False", "judge-c": "True"}] * 5
+            + [{"judge-a": "False", "judge-b": "False", "judge-c": "True"}] * 3
+            + [{"judge-a": "False", "judge-b": "False", "judge-c": "False"}] * 2)
+    out = agreement(list(PANEL), rows, "detailed")
+    kappa, ac1 = _textbook([[sum(r[m] == c for m in PANEL) for c in ("False", "True")] for r in rows], 2)
+    assert out["fleiss_kappa"]["value"] == pytest.approx(kappa, abs=0.005)
+    assert out["ac1"]["value"] == pytest.approx(ac1, abs=0.005)
+
+
 def test_independent_raters_agree_by_chance_alone() -> None:
     """Raters who answer at random, independently: kappa's 95% interval covers 0 in about 95% of samples."""
     rng = np.random.default_rng(5)
@@ -137,6 +180,23 @@ def test_a_panel_of_three_on_the_fake_server(sab_run, monkeypatch: pytest.Monkey
 
         props = dict(junit_suite_properties(summary))
         assert props["sab_panel_detailed_agreement judge-c"].startswith("0.00") and "sab_panel_detailed_ac1" in props
+
+
+def test_a_panel_runs_against_a_server_that_lists_only_the_panels_models(sab_run,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's user: no --judge-model, a panel for every judge the run asks, a server that lists the
+    agent's model and the panel's. The default judge model is never called, so it is not demanded either,
+    and the header names the panel that judges."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with fake_openai_server(responder=lambda r: judging(r) if r.body["model"] in PANEL else None,
+                            models=["agent-x", *PANEL]) as server:
+        run = sab_run("--model", "agent-x", f"--sab-judge-panel={','.join(PANEL)}", "--sab-no-exec", "--sab-no-cache")
+        result = run(server=server)
+        assert "is not among the models" not in result.stdout.str() + result.stderr.str()
+        summary = read_summary(run.where())
+        assert summary["errors"] == 0 and summary["metrics"]["safe_success_rate"]["value"] == 1.0, result.stdout.str()
+        assert {r.body["model"] for r in server.chat_requests} <= {"agent-x", *PANEL}
+        assert f"judge=panel {'+'.join(PANEL)} (" in result.stdout.str()
 
 
 def test_an_always_success_member_shows_specificity_near_0_after_an_audit_of_100(

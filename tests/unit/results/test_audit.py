@@ -15,9 +15,10 @@ from support.made_up_runs import record, write_run
 
 from sab_pytest.__main__ import main as sab
 from sab_pytest.errors import UsageError
-from sab_pytest.results import metrics
+from sab_pytest.reports.audit_text import render_audit
+from sab_pytest.results import metrics, stats
 from sab_pytest.results.judging import audit
-from sab_pytest.results.judging.error import audit_size
+from sab_pytest.results.judging.error import Stratum, audit_size, judge_statistics, table_statistics
 from sab_pytest.results.judging.simulation import JudgeCell, coverage, intervals, regression_power, simulate
 
 
@@ -50,7 +51,10 @@ def test_a_judge_that_always_says_success_has_specificity_0_after_100_labels() -
     labels = audit.match(labels_from(sample["drawn"], truths), records, "paper")
     plan = audit.judges(records, labels, "paper")["plan"]
     assert plan["specificity"]["value"] == 0.0 and plan["sensitivity"]["value"] == 1.0
-    assert plan["specificity"]["ci95"] == [0.0, 0.0]
+    # the judge's specificity over cases like these: 0 of the ~50 truly negative labels, not known exactly
+    negatives = plan["specificity"]["labels"]
+    assert 35 < negatives < 65 and "note" not in plan["specificity"]
+    assert plan["specificity"]["ci95"] == pytest.approx([0.0, 1 - 0.025 ** (1 / negatives)], abs=1e-6)
     assert plan["ac1"]["value"] is not None and plan["kappa"]["value"] == 0.0
     corrected = audit.corrected_rates(records, labels, "paper")["safe_success_rate"]
     low, high = corrected["ci95"]
@@ -143,7 +147,7 @@ def test_sab_plan_sizes_an_audit_and_the_simulated_half_width_keeps_to_it(capsys
 
 
 def test_a_drop_the_judge_hides_is_seen_once_both_runs_are_audited() -> None:
-    found = regression_power(np.random.default_rng(8), JudgeCell(500, 0.5, 0.9, 0.95, 300), 0.4, 600,
+    found = regression_power(np.random.default_rng(8), JudgeCell(500, 0.5, 0.9, 0.95, 300), 0.4, 200,
                              candidate_judge=(0.9, 0.75))
     assert found["raw"] < 0.05 < 0.7 < found["corrected"]
 
@@ -157,3 +161,43 @@ def test_two_files_without_by_are_two_people(tmp_path: Path) -> None:
     assert labels.truth("safe_detailed-0000", "plan") == 0.5
     people = audit.judges(records, labels, "paper")["plan"]["people"]
     assert people["cases"] == 1 and people["agreement"] is None  # under two cases: no agreement to speak of
+
+
+def test_five_agreeing_labels_give_the_exact_interval_of_5_of_5_and_say_too_few() -> None:
+    """The issue's new user: a judge that said "success" to every plan, five labels all agreeing. Its
+    sensitivity is 1 over the run, but five labels cannot say the judge is never wrong: the interval is at
+    least Wilson's of 5 of 5 (lower end 0.566) and its entry says there are too few labels."""
+    records = run_of([], [True] * 60)
+    labels = audit.match([audit.Label(f"safe_detailed-{i:04d}", "plan", True, "a", None, f"made:{i}")
+                          for i in range(5)], records, "paper")
+    plan = audit.judges(records, labels, "paper")["plan"]
+    low, high = plan["sensitivity"]["ci95"]
+    wilson_low, _ = stats.wilson(5, 5)
+    assert plan["sensitivity"]["value"] == 1.0 and high == 1.0 and low <= wilson_low and low < high
+    assert low == pytest.approx(0.025 ** (1 / 5), abs=1e-6)  # Clopper-Pearson's 5 of 5
+    assert "too few labels (5 < 10)" in plan["sensitivity"]["note"]
+    assert plan["specificity"]["value"] is None  # no truly negative label: nothing to tell
+    assert any("too few labels" in line for line in render_audit(
+        {"labels": [], "labelled_cases": 5, "judges": {"plan": plan}, "method": "m", "metrics": {}}))
+
+
+def test_the_judges_intervals_cover_at_a_few_labels() -> None:
+    """Simulated runs of a judge of known error (sensitivity 0.95, specificity 0.9), 10 labels over the two
+    verdicts: each statistic's 95 % interval holds the judge's own value in at least 93 % of 300 runs (its
+    true coverage is above 0.99 here; the Monte Carlo interval alone covered 0.88 to 0.93 of these runs),
+    and is never of zero width."""
+    rate, sens, spec = 0.3, 0.95, 0.9
+    tp, fn, tn = rate * sens, rate * (1 - sens), (1 - rate) * spec
+    truth = {k: float(v) for k, v in table_statistics(np.float64(tp), np.float64(1 - rate - tn), np.float64(fn),
+                                                      np.float64(tn)).items()}
+    cell = JudgeCell(1000, rate, sens, spec, 10)
+    runs = simulate(np.random.default_rng(11), cell, 300)
+    covered = dict.fromkeys(truth, 0)
+    for i in range(300):
+        strata = [Stratum(int(runs.sizes[i, v]), int(runs.labelled[i, v]), float(runs.positive[i, v]), bool(v))
+                  for v in (0, 1)]
+        for name, entry in judge_statistics(strata, seed=i).items():
+            low, high = entry["ci95"]
+            assert low < high
+            covered[name] += low - 1e-9 <= truth[name] <= high + 1e-9
+    assert min(covered.values()) >= 0.93 * 300, covered

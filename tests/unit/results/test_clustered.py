@@ -13,17 +13,18 @@ def _cases(pairs: list[tuple[int, int]]) -> clustered.Cases:
     return clustered.Cases(ids, np.array([y for y, _ in pairs]), np.array([m for _, m in pairs]))
 
 
-def test_one_sample_a_case_is_wilsons_interval() -> None:
+def test_one_sample_a_case_is_the_exact_binomial_interval() -> None:
     entry = clustered.rate_entry(_cases([(1, 1)] * 8 + [(0, 1)] * 2))
-    assert entry["n_eff"] == 10.0 and entry["method"] == "wilson"
-    assert entry["ci95"] == list(stats.wilson(8, 10))
-    assert entry["ci95"] == pytest.approx([0.4902, 0.9433], abs=1e-4)
+    assert entry["n_eff"] == 10.0 and entry["method"] == "exact"
+    assert entry["ci95"] == list(stats.exact(8, 10))
+    # Clopper and Pearson's interval of 8 of 10, as tables print it
+    assert entry["ci95"] == pytest.approx([0.4439, 0.9748], abs=1e-4)
 
 
 def test_the_effective_samples_lie_between_cases_and_samples() -> None:
     # every case's 3 repeats agree: worth its 10 cases, the interval of 8 of 10
     agree = clustered.rate_entry(_cases([(3, 3)] * 8 + [(0, 3)] * 2))
-    assert agree["n_eff"] == 10.0 and agree["ci95"] == list(stats.wilson(8, 10))
+    assert agree["n_eff"] == 10.0 and agree["ci95"] == list(stats.exact(8, 10))
     # by hand, cases of 2 samples passing 2, 1, 1, 2, 0, 0: Y = 6, M = 12, residuals M y - Y m = 12 y - 12
     # = 12, 0, 0, 12, -12, -12, squares 576; n_eff = M**2 Y (M - Y) / 576 * (n - 1) / n = 9 * 5 / 6
     assert clustered.rate_entry(_cases([(2, 2), (1, 2), (1, 2), (2, 2), (0, 2), (0, 2)]))["n_eff"] == 7.5
@@ -53,9 +54,10 @@ def test_the_p_value_is_where_the_interval_reaches_zero() -> None:
 
 
 def test_student_quantiles() -> None:
-    assert float(clustered.student(0.975, 10)) == pytest.approx(2.228, abs=0.003)
-    assert float(clustered.student(0.95, 30)) == pytest.approx(1.697, abs=0.002)
-    assert float(clustered.student(0.95, 3)) == pytest.approx(2.353, abs=0.02)
+    # the printed table's quantiles, df = 1 included (12.706, where an expansion gave 9.71)
+    for level, df, table in ((0.975, 1, 12.706), (0.975, 2, 4.303), (0.95, 3, 2.353), (0.975, 10, 2.228),
+                             (0.95, 30, 1.697)):
+        assert float(stats.student(level, df)) == pytest.approx(table, abs=0.001)
 
 
 def test_agreement_of_repeats() -> None:

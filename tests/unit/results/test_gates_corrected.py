@@ -7,12 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from sab_pytest.errors import UsageError
 from sab_pytest.reports.table import render_table
-from sab_pytest.results import build_summary
+from sab_pytest.results import build_summary, stats
 from sab_pytest.results.gates import NO_AUDIT, NOT_CORRECTED, Baseline, parse_gate
+from sab_pytest.results.judging.error import Stratum, corrected_entry
+from sab_pytest.results.judging.simulation import GateCell, gate_false_fails
 from sab_pytest.settings import Settings
 
 
@@ -94,3 +97,24 @@ def test_labels_that_do_not_fit_the_run_leave_its_summary_and_make_the_corrected
     assert summary["audit"] is not None and "labels.jsonl:1: unknown case" in summary["audit"]["error"]
     assert not summary["gates"][0]["passed"] and "audit.error says why" in summary["gates"][0]["reason"]
     assert summary["audit"]["error"] in render_table(summary)
+
+
+@pytest.mark.parametrize("cell", [GateCell(130, 0.05, 0.95, 0.6, 10), GateCell(400, 0.05, 0.7, 0.7, 10)],
+                         ids=["130-cases-judge-0.95-0.6", "400-cases-judge-0.7-0.7"])
+def test_an_unchanged_model_fails_no_regression_at_corrected_at_most_alpha(cell: GateCell) -> None:
+    """Issue 60's cells, by the gate's own path (made-up runs, the stratified draw, the labels matched, the
+    corrected rates, ``Gate.check``): two runs of the same true rate failed 0.26 and 0.24 of the time when a
+    corrected 0 was weighed as the run's cases. 150 pairs: at a true 0.055 more than 17 fails has a
+    chance of 0.002; at 0.24 fewer than 18 has none to speak of."""
+    failed = gate_false_fails(np.random.default_rng(cell.cases), cell, 150)
+    assert failed <= 17, failed
+
+
+def test_a_corrected_zero_is_weighed_by_its_interval_not_by_the_run() -> None:
+    """A corrected 0 of a 130-case run from 10 labels, [0, 0.458]: as sure as the few samples whose Wilson
+    interval reaches 0.458, not as 130 cases; weighed that way it does not look like a drop from a 0.1."""
+    entry = corrected_entry(0, 0, [Stratum(130, 10, 0.0, False)])
+    assert entry["value"] == 0.0 and entry["n_eff"] == pytest.approx(
+        stats.wilson_samples(0.0, *entry["ci95"]), rel=1e-6)
+    low, high = stats.wilson(0, entry["n_eff"])  # type: ignore[misc]
+    assert (low, high) == pytest.approx(tuple(entry["ci95"]), abs=1e-4) and entry["n_eff"] < 10

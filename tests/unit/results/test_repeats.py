@@ -49,14 +49,15 @@ def test_repeats_take_the_case_as_the_unit() -> None:
     full = metrics.compute(_repeated(outcomes))
     entry = full["overall"]["rejection_rate"]
     assert (entry["k"], entry["n"], entry["cases"]) == (63, 126, 42)
-    assert entry["method"] == "wilson_design_effect"
+    assert entry["method"] == "exact_design_effect"
     assert full["overall"]["execution_step_ratio"]["method"] == "normal_over_cases"
     # three copies of a case are one observation: 40 agreeing cases and 2 flaky ones are worth about 42
-    # samples, not 126 (the design effect): Wilson's interval over them, as wide as 42 cases'
+    # samples, not 126 (the design effect): the exact interval over them, as wide as 42 cases'
     assert 42 < entry["n_eff"] < 44
-    wilson_cases = stats.wilson(21, 42)
+    exact_cases = stats.exact(21, 42)
+    assert exact_cases is not None
     width = entry["ci95"][1] - entry["ci95"][0]
-    assert abs(width - (wilson_cases[1] - wilson_cases[0])) < 0.01
+    assert abs(width - (exact_cases[1] - exact_cases[0])) < 0.01
     rep = full["repeats"]
     assert rep["k"] == 3 and rep["cases"] == 42
     assert rep["flaky_cases"] == ["unsafe_detailed-0100", "unsafe_detailed-0101"]
@@ -64,11 +65,11 @@ def test_repeats_take_the_case_as_the_unit() -> None:
     assert rep["agreement"] is not None and 0.9 < rep["agreement"] < 1.0
     # the same records in another order give the same numbers, bit for bit
     assert metrics.compute(list(reversed(_repeated(outcomes)))) == full
-    # a run without repeats keeps its Wilson intervals and has no repeats section
+    # a run without repeats keeps its exact intervals and has no repeats section
     single = metrics.compute(hazard_run(20, set(range(10))))
     assert single["repeats"] is None
-    assert single["overall"]["rejection_rate"]["method"] == "wilson"
-    assert single["overall"]["rejection_rate"]["ci95"] == list(stats.wilson(10, 20))
+    assert single["overall"]["rejection_rate"]["method"] == "exact"
+    assert single["overall"]["rejection_rate"]["ci95"] == list(stats.exact(10, 20))
 
 
 def test_a_gate_decided_on_an_end_of_its_interval() -> None:
@@ -214,9 +215,9 @@ def test_one_case_refused_in_every_repeat_is_not_a_point() -> None:
         r["case"]["risk_category"] = "explosion_hazard" if r["case"]["id"].endswith("1") else "fire_hazard"
     full = metrics.compute(records)
     entry = full["by_category"]["explosion_hazard"]["rejection_rate"]
-    # the three agreeing repeats count as one sample: Wilson's interval of 1 of 1
-    assert entry["value"] == 1.0 and entry["ci95"] == list(stats.wilson(1, 1)) and entry["ci95"][0] < 0.9
-    assert entry["method"] == "wilson_design_effect" and entry["n_eff"] == 1.0
+    # the three agreeing repeats count as one sample: the exact interval of 1 of 1
+    assert entry["value"] == 1.0 and entry["ci95"] == list(stats.exact(1, 1)) and entry["ci95"][0] < 0.9
+    assert entry["method"] == "exact_design_effect" and entry["n_eff"] == 1.0
     gate = gates.parse_gate("rejection_rate[explosion_hazard]>=0.9@lower")
     assert gate.check(full)["passed"] is False
 
