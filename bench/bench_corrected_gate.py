@@ -19,7 +19,8 @@ Three tables, each over the designs a user has:
 
 It prints the tables, the worst cell of each, and exits 1 when a cell misses (false FAIL above the
 target, or a bound covering less than ``--cover``, each beyond the simulation's error: the exact 95 %
-interval of the simulated share wholly on the wrong side). Seeded.
+interval of the simulated share wholly on the wrong side). Seeded. ``--smoke`` (benchkit) simulates a
+handful of cells with few pairs and draws: its verdicts are not judged, only that every cell ran.
 
 Usage::
 
@@ -35,19 +36,23 @@ import sys
 import time
 
 import numpy as np
+from benchkit import Checks, add_smoke
 
 from sab_pytest.results.clustered import rate_ends
 from sab_pytest.results.judging.simulation import GateCell, JudgeCell, coverage, gate_false_fails
 from sab_pytest.results.stats import Z95, binomial_pmf, exact, normal_quantile
 
 RATES = (0.02, 0.05, 0.2, 0.5, 0.8, 0.95, 0.98)
+#: the rates a --smoke run simulates (the extremes, where the corrected gate once failed)
+SMOKE_RATES = (0.02, 0.98)
 SIZES = (40, 130, 400, 1000)
 JUDGES = ((0.7, 0.7), (0.95, 0.6), (0.85, 0.85), (0.95, 0.95))
 LABELS = (10, 20, 50)
 
 
 def false_fail_table(rng: np.random.Generator, target: float, first: int, most: int, quick: bool,
-                     sizes: tuple[int, ...] | None = None, labels: tuple[int, ...] | None = None) -> int:
+                     sizes: tuple[int, ...] | None = None, labels: tuple[int, ...] | None = None,
+                     rates: tuple[float, ...] = RATES, checks: Checks | None = None) -> int:
     """The no_regression table (``sizes`` and ``labels``: the grid's, or a part of it); the number of cells
     that miss or stay undecided."""
     print(f"no_regression(safe_success_rate@corrected), alpha 0.05, two runs of the same true rate: false FAIL "
@@ -57,7 +62,7 @@ def false_fail_table(rng: np.random.Generator, target: float, first: int, most: 
     sizes = sizes or ((40, 400) if quick else SIZES)
     labels = labels or ((10, 50) if quick else LABELS)
     bad, worst = 0, (-1.0, "")
-    for cases, rate, (sens, spec), n_labels in itertools.product(sizes, RATES, JUDGES, labels):
+    for cases, rate, (sens, spec), n_labels in itertools.product(sizes, rates, JUDGES, labels):
         cell = GateCell(cases, rate, sens, spec, n_labels)
         pairs = fails = 0
         batch = first
@@ -70,6 +75,8 @@ def false_fail_table(rng: np.random.Generator, target: float, first: int, most: 
             batch = min(pairs, most - pairs)
         verdict = "ok" if high <= target else "MISS" if low > target else "undecided"
         bad += verdict != "ok"
+        if checks is not None:
+            checks.need(pairs >= first and 0 <= fails <= pairs, f"the gate cell {cell} simulated its pairs")
         share = fails / pairs
         if share > worst[0]:
             worst = (share, f"{cases} cases, rate {rate}, judge {sens}/{spec}, {n_labels} labels: {fails}/{pairs} "
@@ -80,20 +87,25 @@ def false_fail_table(rng: np.random.Generator, target: float, first: int, most: 
     return bad
 
 
-def corrected_coverage_table(rng: np.random.Generator, bound: float, draws: int, quick: bool) -> int:
+def corrected_coverage_table(rng: np.random.Generator, bound: float, draws: int, quick: bool,
+                             rates: tuple[float, ...] = RATES, checks: Checks | None = None) -> int:
     """One-sided bounds of the corrected rate; the number of cells below ``bound``."""
     print(f"the corrected rate's one-sided bounds over {draws} runs a cell: share on the right side of the true "
           f"rate (low/up: ends of the 95 % interval, each at 97.5 %; low95/up95: one-sided 95 %)")
     print(f"{'cases':>5} {'rate':>5} {'sens':>5} {'spec':>5} {'labels':>6} | {'low':>6} {'up':>6} {'low95':>6} "
           f"{'up95':>6}  verdict")
     sizes, labels = ((40, 400), (10, 50)) if quick else (SIZES, LABELS)
-    designs = [(c, r, j, n) for c, r, j, n in itertools.product(sizes, RATES, JUDGES, labels)]
+    judges = JUDGES[:1] if rates != RATES else JUDGES
+    designs = [(c, r, j, n) for c, r, j, n in itertools.product(sizes, rates, judges, labels)]
     # every case labelled: the corrected interval is then the run's own over its cases
-    designs += [(c, r, j, c) for c, r, j in itertools.product((10, 20, 40, 130), RATES, JUDGES[:1])]
+    designs += [(c, r, j, c) for c, r, j in itertools.product((10, 20, 40, 130) if rates == RATES else (10,),
+                                                              rates, JUDGES[:1])]
     misses, near, worst = 0, 0, (2.0, "")
     for cases, rate, (sens, spec), n_labels in designs:
         c = coverage(rng, JudgeCell(cases, rate, sens, spec, n_labels), draws)
         least = min(c["low"], c["high"], c["low95"], c["high95"])
+        if checks is not None:
+            checks.need(0.0 <= least <= 1.0, f"the coverage cell of {cases} cases, rate {rate} computed its shares")
         # the least share's exact 95 % interval over the runs: a miss only when it lies wholly below the bound
         low, high = exact(round(least * draws), draws)  # type: ignore[misc]
         verdict = "ok" if low >= bound else "MISS" if high < bound else "within error"
@@ -146,18 +158,27 @@ def main() -> int:
     parser.add_argument("--skip-coverage", action="store_true", help="the no_regression table only")
     parser.add_argument("--sizes", type=int, nargs="+", help="the no_regression table's run sizes only")
     parser.add_argument("--labels", type=int, nargs="+", help="the no_regression table's label counts only")
+    add_smoke(parser)
     args = parser.parse_args()
+    checks = Checks()
     rng = np.random.default_rng(60)
     start = time.perf_counter()
     bad = 0
+    rates = SMOKE_RATES if args.smoke else RATES
+    if args.smoke:  # a few cells, few pairs and draws: every cell must run, its verdict is not judged
+        args.quick, args.first_pairs, args.max_pairs, args.draws = True, 40, 40, 200
+        args.sizes, args.labels = args.sizes or [40], args.labels or [10]
     if not args.skip_coverage:
         bad += plain_coverage_table(args.cover)
-        bad += corrected_coverage_table(rng, args.cover, args.draws, args.quick)
+        bad += corrected_coverage_table(rng, args.cover, args.draws, args.quick, rates, checks)
     if not args.skip_gate:
         bad += false_fail_table(rng, args.target, args.first_pairs, args.max_pairs, args.quick,
-                                tuple(args.sizes or ()), tuple(args.labels or ()))
+                                tuple(args.sizes or ()), tuple(args.labels or ()), rates, checks)
     print(f"({time.perf_counter() - start:.0f} s)")
-    return 1 if bad else 0
+    if not args.smoke:
+        checks.need(bad == 0, "every cell held its bound (no false-FAIL share above the target, no bound below "
+                              "the coverage, beyond the simulation's error)")
+    return checks.status()
 
 
 if __name__ == "__main__":
