@@ -100,9 +100,10 @@ def row_names(runs: Sequence[Run], given: Sequence[str] | None = None) -> tuple[
     keys = [k for k in NAMING_KEYS if len({d.get(k, "") for d in described}) > 1] or ["model"]
     names = [" / ".join(d.get(k, "-") for k in keys) for d in described]
     # runs alike in all of those but not in another setting (max_tokens, max_steps, a helper model): named by it too
+    # (not by an address: two repeats on two machines are repeats, not two agents)
     alike = [[d for d, n in zip(described, names, strict=True) if n == name] for name in set(names)]
-    order = [*run_setting_sides(), *sorted({k for d in described for k in d} - set(run_setting_sides()))]
-    more = [k for k in order if k not in NAMING_KEYS and any(len({d.get(k, "") for d in g}) > 1 for g in alike)]
+    order = [k for k, side in run_setting_sides().items() if side != "where" and k not in NAMING_KEYS]
+    more = [k for k in order if any(len({d.get(k, "") for d in g}) > 1 for g in alike)]
     if more:
         keys += more
         names = [" / ".join(d.get(k, "-") for k in keys) for d in described]

@@ -201,6 +201,11 @@ def test_runs_of_other_agents_share_a_board_named_by_what_differs(tmp_path: Path
                          settings=_settings(strategy="map_vlm", map_vision_model=m)) for m in ("gpt-4o", "qwen-vl")]
     named = build_board([load_run(p) for p in helpers])["runs"]
     assert [r["name"] for r in named] == ["gpt-4o / map_vision_model=gpt-4o", "gpt-4o / map_vision_model=qwen-vl"]
+    # repeats on two machines (the dataset in two folders, the same sha256) are repeats: not refused, numbered
+    repeats = [write_run(tmp_path / f"rep-{i}", rows, model="gpt-4o", settings=_settings(data_dir=f"/data/{i}"))
+               for i in (1, 2)]
+    board = build_board([load_run(p) for p in repeats])
+    assert [(r["name"], r["differences"]) for r in board["runs"]] == [("gpt-4o #1", []), ("gpt-4o #2", [])]
 
 
 def test_runs_measured_otherwise_are_refused_with_a_reason_each(tmp_path: Path) -> None:
