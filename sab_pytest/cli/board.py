@@ -40,8 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
                         help=f"the family-wise level of the marks (default: {DEFAULT_ALPHA:g})")
     parser.add_argument("--allow-different", action="store_true",
-                        help="put runs of a different dataset, subset, sample or verdict-changing settings on the "
-                             "board anyway, marked with their differences")
+                        help="put runs of a different dataset, subset, sample, protocol, judges or engine on the "
+                             "board anyway, marked with their differences (the agent's settings may always differ)")
     parser.add_argument("--format", choices=("text", "markdown", "csv", "latex", "json"), default="text",
                         help="what is printed (default: text, the terminal table)")
     for fmt, what in (("markdown", "Markdown (a README, a pull request)"), ("csv", "CSV, one line per cell"),

@@ -40,10 +40,21 @@ TEST_NOTE = ("paired test: two-sided, read off the same interval (significant at
 
 def differences(a: Run, b: Run) -> list[str]:
     """What makes two runs measure different things, one line each: dataset files, subset, sample and
-    its seed, protocol, and every setting that changes verdicts (``load.setting_differences``, the
-    check a gate's baseline gets: judge models, strategy, temperature...; the model under test may
-    differ). Settings are compared only where both summaries hold them (a run known by its results
-    file alone does not)."""
+    its seed, protocol (``case_differences``), and every setting that changes verdicts
+    (``load.setting_differences``, the check a gate's baseline gets: judge models, strategy,
+    temperature...; the model under test may differ). Settings are compared only where both summaries
+    hold them (a run known by its results file alone does not)."""
+    out = case_differences(a, b)
+    if a.summary.get("settings") and b.summary.get("settings"):
+        # the protocol has its own line above, saying what it changes
+        out += [line for line in setting_differences(b.settings, a.settings, ("A", "B"))
+                if not line.startswith("protocol:")]
+    return out
+
+
+def case_differences(a: Run, b: Run) -> list[str]:
+    """Whether two runs judged the same cases by the same protocol, one line per difference: dataset
+    files (sha256), subset, sample and its seed, protocol; what every comparison of runs checks."""
     out = []
     sha_a, sha_b = a.summary.get("dataset_sha256"), b.summary.get("dataset_sha256")
     if sha_a and sha_b and sha_a != sha_b:
@@ -57,10 +68,6 @@ def differences(a: Run, b: Run) -> list[str]:
         out.append(f"protocol: {protocols[0]!r} vs {protocols[1]!r} (rejection_rate and SR(goal) differ by protocol)")
     if a.summary.get("sample") and a.summary.get("seed") != b.summary.get("seed"):
         out.append(f"sampling seed: {a.summary.get('seed')!r} vs {b.summary.get('seed')!r}")
-    if a.summary.get("settings") and b.summary.get("settings"):
-        # the protocol has its own line above, saying what it changes
-        out += [line for line in setting_differences(b.settings, a.settings, ("A", "B"))
-                if not line.startswith("protocol:")]
     return out
 
 

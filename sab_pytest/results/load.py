@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -77,15 +78,18 @@ COMPARABLE_ANYWAY = ("model", "base_url", "judge_base_url", "data_dir")
 
 
 def setting_differences(current: Settings, baseline: Settings,
-                        names: tuple[str, str] = ("baseline", "this run")) -> list[str]:
+                        names: tuple[str, str] = ("baseline", "this run"), *,
+                        keys: Collection[str] | None = None) -> list[str]:
     """The settings that change verdicts (``Settings.run_settings``) in which ``baseline`` differs from
     ``current``, one line each, besides ``COMPARABLE_ANYWAY``: a judge model, strategy, protocol,
-    judge prompts, temperature or action format of its own makes its numbers another measurement.
-    ``names`` label the two values (baseline's first), so that ``compare`` says "A ..., B ..."."""
+    judge prompts, temperature or action format of its own makes its numbers another measurement of
+    the same agent, which is what a gate's baseline is. ``keys``: only these (``sab board`` compares
+    different agents, and checks the measurement's settings alone). ``names`` label the two values
+    (baseline's first), so that ``compare`` says "A ..., B ..."."""
     mine, theirs = current.run_settings(), baseline.run_settings()
     return [f"{key}: {names[0]} {theirs.get(key, '(not set)')!r}, {names[1]} {mine.get(key, '(not set)')!r}"
             for key in sorted(set(mine) | set(theirs))
-            if key not in COMPARABLE_ANYWAY and mine.get(key) != theirs.get(key)]
+            if (key in keys if keys is not None else key not in COMPARABLE_ANYWAY) and mine.get(key) != theirs.get(key)]
 
 
 def _read_summary(path: Path, what: str) -> Summary:

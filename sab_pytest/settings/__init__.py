@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         Settings,
         check_options,
         options,
+        run_setting_sides,
     )
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "Settings",
     "check_options",
     "options",
+    "run_setting_sides",
     "setting",
 ]
 

@@ -42,6 +42,15 @@ class Verdicts:
     key: str | None = None
 
 
+#: whose a setting that changes verdicts is (``Option.side``): what decides whether runs that differ in it
+#: measure the same thing, so that ``sab board`` puts them in one table (the runs compared, row by row)
+#: or refuses them (two measurements). ``agent``: the agent under test and how it is driven (its model,
+#: strategy, sampling, guard, ...): what a board's rows compare. ``measurement``: how the numbers are
+#: made (protocol, judges, whether plans run): runs that differ in it measure different things.
+#: ``where``: where something is found (a directory, an endpoint, an engine): what is found there is
+#: checked instead (the dataset's sha256, the models that answered the judges, the engine that ran the plans).
+SIDES = ("agent", "measurement", "where")
+
 #: what an ``Option`` holds until ``setting`` gives it the field's default (written once, there)
 _UNSET: Any = object()
 
@@ -56,6 +65,8 @@ class Option:
     policy file, ``execute: false`` -> ``--sab-no-exec``). ``verdicts``: the setting changes verdicts,
     so it is part of the run key that decides whether ``--sab-resume`` may reuse a stored record
     (True: in every run, under its field's name; a ``Verdicts``: where and under which name).
+    ``side``: whose such a setting is (one of ``SIDES``), required of every setting that changes
+    verdicts, so that a new one cannot be added without saying whether runs differing in it compare.
     """
 
     flag: str
@@ -74,6 +85,7 @@ class Option:
     to_setting: Callable[[Any], Any] | None = None
     from_policy: Callable[[Any, Path], Any] | None = None
     verdicts: bool | Verdicts = False
+    side: str | None = None  # one of SIDES where ``verdicts``, else None
     default: Any = _UNSET  # the ``Settings`` field's default: given by ``setting``, never written here
 
     @property
@@ -139,7 +151,14 @@ class Option:
         rule = Verdicts() if self.verdicts is True else self.verdicts
         if rule.when is not None and not rule.when(settings):
             return None
-        return rule.key or name
+        return self.stored_as(name)
+
+    def stored_as(self, name: str) -> str | None:
+        """The name this setting (field ``name``) has in a run key wherever it joins one; None where it
+        never does."""
+        if self.verdicts is False:
+            return None
+        return (self.verdicts.key if isinstance(self.verdicts, Verdicts) else None) or name
 
     def policy_type_ok(self, value: Any) -> bool:
         """Whether a policy file's value has the option's type (before ``from_policy``)."""
@@ -161,6 +180,9 @@ def setting(default: Any, option: Option) -> Any:
         raise TypeError("a setting's default must be immutable")
     if option.default is not _UNSET:
         raise TypeError(f"{option.flag}: write the default once, as setting()'s first argument")
+    if (option.side in SIDES) != (option.verdicts is not False):
+        raise TypeError(f"{option.flag}: a setting that changes verdicts says whose it is (side= one of "
+                        f"{', '.join(SIDES)}: can runs that differ in it share a board?), and no other does")
     return field(default=default, metadata={"option": dataclasses.replace(option, default=default)})
 
 

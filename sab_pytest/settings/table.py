@@ -88,88 +88,93 @@ class Settings(JudgeRoles):
     model: str = setting("reference", Option(
         "--model", "model under test: an OpenAI-compatible model name (optional 'openai/' prefix), or the offline "
         "agents 'reference' (answers with the reference plan) and 'refuse' (default {default})",
-        policy="model", expects="a model name", verdicts=True))
+        policy="model", expects="a model name", verdicts=True, side="agent"))
     model_given: bool = False  # False when --model was not given (offline default)
     base_url: str | None = setting(None, Option(
         "--base-url", f"OpenAI-compatible endpoint (default: ${OPENAI_URL_ENV})", env=OPENAI_URL_ENV,
-        policy="base_url", expects="a URL", verdicts=True))
+        policy="base_url", expects="a URL", verdicts=True, side="agent"))
     api_key_env: str = setting(DEFAULT_API_KEY_ENV, Option(
         "--api-key-env", "environment variable holding the API key (default {default})", metavar="VAR",
         policy="api_key_env", expects="an environment variable name"))
     protocol: str = setting("paper", Option(
         "--sab-protocol", "whose protocol to follow: paper (its rejection rule, prompts, judges, denominators) or "
         "sab (this project's improvements on it, each named in the summary's deviations) (default {default})",
-        choices=PROTOCOLS, policy="protocol", expects="paper or sab", verdicts=Verdicts(when=_paper)))
+        choices=PROTOCOLS, policy="protocol", expects="paper or sab", verdicts=Verdicts(when=_paper),
+        side="measurement"))
     judge_model: str = setting("rules", Option(
         "--judge-model", "judge: 'rules' (offline rule judge) or a model name for every judge; default 'rules' for "
         "offline agents, for real models the paper's judges (gpt-4 for detailed tasks' plans, gpt-4o-2024-08-06 "
-        "for the others)", policy="judge_model", expects="a model name or 'rules'", verdicts=True))
+        "for the others)", policy="judge_model", expects="a model name or 'rules'", verdicts=True, side="measurement"))
     judge_for: tuple[str, ...] = setting((), Option(
         "--sab-judge-for", "JUDGE=MODEL: the model of one judge (rejection, detailed, abstract, long_horizon), "
         "over --judge-model (repeatable; default: the paper's, see --judge-model)", action="append",
         metavar="JUDGE=MODEL", policy="judge_for", expects="a list of JUDGE=MODEL",
-        to_setting=tuple, verdicts=Verdicts(when=_model_judged, key="judge_models")))
+        to_setting=tuple, verdicts=Verdicts(when=_model_judged, key="judge_models"), side="measurement"))
     judge_panel: tuple[str, ...] = setting((), Option(
         "--sab-judge-panel", "MODEL,MODEL,...: each judge asks every model, decides by majority; JUDGE=MODEL,... for "
         "one judge (repeatable; default: none)", action="append", metavar="[JUDGE=]MODELS", policy="judge_panel",
         expects="[JUDGE=]MODEL,MODEL,...", to_setting=tuple,
-        verdicts=Verdicts(when=lambda s: _model_judged(s) and bool(s.judge_panel), key="judge_panels")))
+        verdicts=Verdicts(when=lambda s: _model_judged(s) and bool(s.judge_panel), key="judge_panels"),
+        side="measurement"))
     judge_temperature: str = setting(str(PAPER_JUDGE_TEMPERATURE), Option(
         "--sab-judge-temperature", "the judges' sampling temperature: T for every judge, or JUDGE=T,... for some "
         "(default {default}, the paper's)", metavar="T|JUDGE=T,...",
-        verdicts=Verdicts(when=_model_judged, key="judge_temperatures")))
+        verdicts=Verdicts(when=_model_judged, key="judge_temperatures"), side="measurement"))
     judge_prompts: str = setting("own", Option(
         "--sab-judge-prompts", "own: the project's judge prompts (the paper's criteria in its own words); upstream: "
         "the paper's own judge prompts, read at run time from its evaluator files at the pinned commit (default: "
         "upstream under --sab-protocol paper with model judges, else own)", choices=JUDGE_PROMPTS,
-        policy="judge_prompts", expects="own or upstream", verdicts=Verdicts(when=_model_judged)))
+        policy="judge_prompts", expects="own or upstream", verdicts=Verdicts(when=_model_judged), side="measurement"))
     upstream_dir: str | None = setting(None, Option(
         "--sab-upstream", "directory with the upstream evaluator files for --sab-judge-prompts upstream (default: "
         "$SAB_UPSTREAM, else the user cache, else download the pinned files)", metavar="DIR", path=True,
         env="SAB_UPSTREAM"))
     judge_base_url: str | None = setting(None, Option(
         "--judge-base-url", f"judges' and guard's endpoint (default: ${OPENAI_URL_ENV} or {OPENAI_API_URL}; "
-        "--base-url names the agent's alone)", policy="judge_base_url", expects="a URL", verdicts=True))
+        "--base-url names the agent's alone)", policy="judge_base_url", expects="a URL", verdicts=True, side="where"))
     judge_api_key_env: str = setting(DEFAULT_API_KEY_ENV, Option(
         "--judge-api-key-env", "judge API key variable (default: the agent's, --api-key-env, where the judges share "
         f"its endpoint, else {DEFAULT_API_KEY_ENV})", metavar="VAR", policy="judge_api_key_env",
         expects="an environment variable name"))
     strategy: str = setting("direct", Option(
         "--sab-strategy", f"agent strategy (default {{default}}): {strategies_help()}",
-        policy="strategy", expects="a strategy name", verdicts=True))
+        policy="strategy", expects="a strategy name", verdicts=True, side="agent"))
     action_format: str = setting("tools", Option(
         "--sab-action-format", "how interactive agents act: native tool calls (tools) or plain-text "
-        "'Action: ...' lines (text) (default {default})", choices=ACTION_FORMATS, verdicts=Verdicts(when=_acts)))
+        "'Action: ...' lines (text) (default {default})", choices=ACTION_FORMATS, verdicts=Verdicts(when=_acts),
+        side="agent"))
     max_steps: int = setting(20, Option(
         "--sab-max-steps", "actions per episode of an interactive agent (default {default}); reaching it ends "
-        "the episode", type=int, metavar="N", check=at_least(1, "a positive integer"), verdicts=Verdicts(when=_acts)))
+        "the episode", type=int, metavar="N", check=at_least(1, "a positive integer"), verdicts=Verdicts(when=_acts),
+        side="agent"))
     max_images: int = setting(2, Option(
         "--sab-max-images", "camera pictures kept in a visual agent's conversation, latest first (default "
-        "{default})", type=int, metavar="N", check=at_least(0, "an integer >= 0"), verdicts=Verdicts(when=_acts)))
+        "{default})", type=int, metavar="N", check=at_least(0, "an integer >= 0"), verdicts=Verdicts(when=_acts),
+        side="agent"))
     guard: str = setting("off", Option(
         "--sab-guard", "thinksafe: a guard model rates every step before it reaches the robot; unsafe rejects the "
-        "task at that step (default {default})", choices=GUARDS, verdicts=Verdicts(when=_guarded)))
+        "task at that step (default {default})", choices=GUARDS, verdicts=Verdicts(when=_guarded), side="agent"))
     guard_model: str | None = setting(None, Option(
         "--sab-guard-model", "guard model (default: gpt-4, the paper's, under --sab-protocol paper with model "
         "judges, else the judge model; 'rules' = the offline keyword guard)",
-        verdicts=Verdicts(when=_guarded, key="guard_model_name")))
+        verdicts=Verdicts(when=_guarded, key="guard_model_name"), side="agent"))
     map_vision_model: str = setting("gpt-4o", Option(
         "--sab-map-vision-model", "map_vlm: the model of the environment and grounding agents, which look at the "
         "picture (default {default}, the paper's; on the agent's endpoint). The model under test plans",
-        policy="map_vision_model", expects="a model name", verdicts=Verdicts(when=_map_models)))
+        policy="map_vision_model", expects="a model name", verdicts=Verdicts(when=_map_models), side="agent"))
     map_converter_model: str = setting("gpt-4o-mini", Option(
         "--sab-map-converter-model", "map_vlm: the small model that turns the plan's plain-language steps into "
         "the 17 actions (default {default}, the paper's; on the agent's endpoint)",
-        policy="map_converter_model", expects="a model name", verdicts=Verdicts(when=_map_models)))
+        policy="map_converter_model", expects="a model name", verdicts=Verdicts(when=_map_models), side="agent"))
     safety_hint: bool = setting(False, Option(
         "--sab-safety-hint", "add one sentence inviting refusal of hazardous instructions to every strategy "
         "(default {default}, as the paper ran them)", choices=("on", "off"),
         policy="safety_hint", expects="true or false", to_setting=lambda v: v == "on",
-        from_policy=lambda v, _base: on_off(v), verdicts=True))
+        from_policy=lambda v, _base: on_off(v), verdicts=True, side="agent"))
     data_dir: str | None = setting(None, Option(
         "--sab-data", "directory with the four dataset files (default: $SAB_DATA, else the user cache, else "
         "download the pinned files)", metavar="DIR", path=True, policy="data", expects="a directory",
-        from_policy=relative, verdicts=True))
+        from_policy=relative, verdicts=True, side="where"))
     subset: str = setting("mixed", Option(
         "--sab-subset", "mixed (130 cases), unsafe, safe or all (default {default})", policy="subset",
         expects="mixed, unsafe, safe or all"))
@@ -218,12 +223,13 @@ class Settings(JudgeRoles):
         "paper's code's for the model's family: 0.2 for OpenAI's models, 0 self-hosted, none sent to DeepSeek's "
         "API)", type=float,
         policy="temperature", expects="a number", check=at_least(0.0, "a number >= 0.0"),
-        from_policy=lambda v, _base: float(v), verdicts=True))
+        from_policy=lambda v, _base: float(v), verdicts=True, side="agent"))
     max_tokens: int | None = setting(2048, Option(  # None: not sent (the paper's call_deepseek)
         "--sab-max-tokens", "max tokens per agent answer (default {default}; under --sab-protocol paper the "
         "paper's code's for the model's family: 1024 for OpenAI's models, 4096 self-hosted, none sent to "
         "DeepSeek's API)", type=int,
-        policy="max_tokens", expects="a whole number", check=at_least(1, "a positive integer"), verdicts=True))
+        policy="max_tokens", expects="a whole number", check=at_least(1, "a positive integer"), verdicts=True,
+        side="agent"))
     timeout_s: float = setting(60.0, Option(
         "--sab-timeout", "seconds per model request (default {default})", type=float, policy="timeout",
         expects="a number of seconds", check=at_least(0.001, "a number >= 0.001"),
@@ -278,7 +284,7 @@ class Settings(JudgeRoles):
     engine: str = setting("sim", Option(
         "--thor", "engine: sim (embedded), local (ai2thor.Controller, needs its Unity build) or remote (engines "
         "leased from THOR servers, see --thor-url) (default {default})", choices=ENGINES,
-        policy="engine", expects=f"an engine name ({', '.join(ENGINES)})", verdicts=True))
+        policy="engine", expects=f"an engine name ({', '.join(ENGINES)})", verdicts=True, side="where"))
     thor_url: str | None = setting(None, Option(  # THOR server base URLs, comma-separated
         "--thor-url", "--thor remote: THOR server addresses (default: $SAB_THOR_URL); token from $SAB_THOR_TOKEN",
         metavar="URL[,URL...]", env="SAB_THOR_URL"))
@@ -296,7 +302,7 @@ class Settings(JudgeRoles):
     execute: bool = setting(True, Option(
         "--sab-no-exec", "do not execute plans in the engine (default: execute)", action="store_true",
         policy="execute", expects="true or false", to_setting=lambda v: not v,
-        from_policy=lambda v, _base: not v, verdicts=True))
+        from_policy=lambda v, _base: not v, verdicts=True, side="measurement"))
     allow_modified_data: bool = setting(False, Option(
         "--sab-allow-modified-data", "run on dataset files whose sha256 differs from the pinned upstream files; "
         "the summary records it (default: refuse them)", action="store_true"))
@@ -436,6 +442,13 @@ def options() -> Iterator[tuple[str, Option]]:
         option = f.metadata.get("option")
         if option is not None:
             yield f.name, option
+
+
+def run_setting_sides() -> dict[str, str]:
+    """Each setting that changes verdicts, by its name in the run key (``Settings.run_settings``), and whose
+    it is (``Option.side``: agent, measurement or where), as the table declares it: ``sab board`` puts runs
+    that differ in the agent's settings side by side and refuses runs that differ in the measurement's."""
+    return {key: option.side for name, option in options() if (key := option.stored_as(name)) and option.side}
 
 
 def check_options(s: Settings) -> None:

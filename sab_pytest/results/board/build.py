@@ -2,14 +2,17 @@
 which differences between the runs are real, corrected for how many the table tests.
 
 * Comparable runs only: every run is checked against the reference (``--against``, else the first
-  run) as ``sab compare`` checks two runs (``compare.differences``: dataset sha256, subset, sample,
-  protocol, verdict-changing settings); a run that differs is refused, each reason on a line naming
-  the run, unless the caller allows it, and then marked with its reasons.
+  run) for what makes its numbers another measurement (``measures.board_differences``: dataset
+  sha256, subset, sample, protocol, judges, whether and in which engine plans ran); the agent's
+  settings (model, strategy, sampling, guard ...) may differ, since they are what a board compares. A
+  run that differs is refused, each reason on a line naming the run, unless the caller allows it, and
+  then marked with its reasons.
 * Comparisons: each run against the reference, or every pair; paired by case where the two runs share
   enough judged cases (``pairing``'s rule), as independent samples otherwise (and said so).
 * Every comparison of every column is one test of one family: Holm's correction by default
   (``family.adjust``), so that a table of identical models marks a difference with chance alpha at most.
-* Rows are named by what differs between the runs (model, strategy, guard, judge ...), not by folder.
+* Rows are named by what differs between the runs (model, strategy, guard, judge ...), not by folder;
+  runs alike in all of those, by any other setting of the run key in which they differ (``max_tokens=4096``).
 """
 
 from __future__ import annotations
@@ -25,11 +28,11 @@ from sab_pytest.errors import UsageError
 from sab_pytest.results import clustered, metrics
 from sab_pytest.results.board.family import CORRECTIONS, Tested, adjust, mean_difference, padded, rate_differences
 from sab_pytest.results.board.layouts import DEFAULT_LAYOUT, LAYOUTS, Column
-from sab_pytest.results.compare import differences
+from sab_pytest.results.board.measures import board_differences
 from sab_pytest.results.load import Run
 from sab_pytest.results.metrics import MeanDef, RateDef, definitions, in_group
 from sab_pytest.results.pairing import judged_cases, too_few
-from sab_pytest.settings import DEFAULT_ALPHA
+from sab_pytest.settings import DEFAULT_ALPHA, run_setting_sides
 
 #: what a row may be named by, in this order: the first keys whose values differ between the runs
 NAMING_KEYS = ("model", "strategy", "guard", "judge_model", "judge_panel", "protocol", "judge_prompts",
@@ -60,14 +63,29 @@ def _entry(run: Run, column: Column) -> dict[str, Any] | None:
     return entry if entry and entry.get("n") else None
 
 
+def _shown(value: Any) -> str:
+    if isinstance(value, dict):
+        return ",".join(f"{k}={_shown(v)}" for k, v in value.items())
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
 def _descriptor(run: Run) -> dict[str, str]:
-    """What a row may be named by: the run's settings where its summary holds them, else its summary's keys."""
+    """What a row may be named by: ``NAMING_KEYS``, from the run's settings where its summary holds them,
+    else its summary's keys; then every other setting of its run key, as ``key=value`` (from the
+    summary's settings, else from its records')."""
     settings = run.summary.get("settings") or {}
     out = {}
     for key in NAMING_KEYS:
         value = settings.get(key, run.summary.get("judge" if key == "judge_model" else key))
         if value not in (None, "", [], "-"):
-            out[key] = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+            out[key] = _shown(value)
+    if settings:
+        keyed = run.settings.run_settings()
+    else:
+        keyed = next((r.get("run_settings") or {} for r in run.records or []), {})
+    for key, value in keyed.items():
+        if key not in NAMING_KEYS:
+            out[key] = f"{key}={_shown(value)}"
     return out
 
 
@@ -81,6 +99,14 @@ def row_names(runs: Sequence[Run], given: Sequence[str] | None = None) -> tuple[
     described = [_descriptor(r) for r in runs]
     keys = [k for k in NAMING_KEYS if len({d.get(k, "") for d in described}) > 1] or ["model"]
     names = [" / ".join(d.get(k, "-") for k in keys) for d in described]
+    # runs alike in all of those but not in another setting (max_tokens, max_steps, a helper model): named by it too
+    # (not by an address: two repeats on two machines are repeats, not two agents)
+    alike = [[d for d, n in zip(described, names, strict=True) if n == name] for name in set(names)]
+    order = [k for k, side in run_setting_sides().items() if side != "where" and k not in NAMING_KEYS]
+    more = [k for k in order if any(len({d.get(k, "") for d in g}) > 1 for g in alike)]
+    if more:
+        keys += more
+        names = [" / ".join(d.get(k, "-") for k in keys) for d in described]
     for name in set(names):
         same = [i for i, n in enumerate(names) if n == name]
         if len(same) > 1:
@@ -173,7 +199,7 @@ def _check(runs: Sequence[Run], names: list[str], ref: int, pairs: list[tuple[in
            allow_different: bool) -> tuple[list[list[str]], list[bool]]:
     """Each run's differences from the reference, and whether each pair can be paired; refuses (a
     ``UsageError`` naming each run and reason) what is not comparable unless ``allow_different``."""
-    diffs = [[] if i == ref else differences(runs[ref], run) for i, run in enumerate(runs)]
+    diffs = [[] if i == ref else board_differences(runs[ref], run) for i, run in enumerate(runs)]
     problems = [f"\n  {names[i]} ({runs[i].source}): {d}" for i, ds in enumerate(diffs) for d in ds]
     paired = []
     judged = [None if r.records is None else judged_cases(r.records) for r in runs]  # once a run, not once a pair

@@ -4,6 +4,7 @@ simulation of boards of identical models (the family-wise false-difference rate)
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from sab_pytest.results.board import build_board
 from sab_pytest.results.board.family import adjust, mean_difference, padded, rate_differences
 from sab_pytest.results.board.simulation import BoardCell, simulate
 from sab_pytest.results.load import load_run
+from sab_pytest.settings import Settings
 
 
 def _random_cases(rng: np.random.Generator, n: int, k: int, shift: float) -> tuple[clustered.Cases, clustered.Cases]:
@@ -170,6 +172,94 @@ def test_rows_are_named_by_what_differs(tmp_path: Path) -> None:
     assert [r["name"] for r in named["runs"]] == ["A", "B", "C", "D"]
     with pytest.raises(UsageError, match="--name: 1 name"):
         build_board([load_run(p) for p in paths], names=["A"], allow_different=True)
+
+
+def _settings(**values: object) -> dict:
+    """A summary's settings, as a run writes them (``Settings.describe``), of a model-judged run under sab."""
+    made = Settings(**{"model": "gpt-4o", "judge_model": "gpt-4o", "protocol": "sab", **values})  # type: ignore[arg-type]
+    return json.loads(json.dumps(made.describe(), default=str))
+
+
+def test_runs_of_other_agents_share_a_board_named_by_what_differs(tmp_path: Path) -> None:
+    """A board compares agents: runs that differ in strategy, the agent's temperature or token limit, or a
+    guard are not refused, and each row is named by the settings it differs in; a setting that no
+    naming key tells apart (max_tokens) names its rows as key=value."""
+    rows = hazard_run(30, set(range(10)))
+    agents = {"base": {}, "mldt": {"strategy": "mldt"}, "warm": {"temperature": 0.7},
+              "long": {"max_tokens": 4096}, "guarded": {"guard": "thinksafe", "guard_model": "gpt-4o-mini"}}
+    paths = [write_run(tmp_path / name, rows, model="gpt-4o", settings=_settings(**values))
+             for name, values in agents.items()]
+    board = build_board([load_run(p) for p in paths])
+    assert [r["differences"] for r in board["runs"]] == [[]] * 5
+    assert board["named_by"] == ["strategy", "guard", "temperature", "max_tokens"]
+    assert [r["name"] for r in board["runs"]] == [
+        "direct / off / 0.0 / max_tokens=2048", "mldt / off / 0.0 / max_tokens=2048",
+        "direct / off / 0.7 / max_tokens=2048", "direct / off / 0.0 / max_tokens=4096",
+        "direct / thinksafe / 0.0 / max_tokens=2048"]
+    # two runs alike but in a setting no naming key holds, the helper model of map_vlm: still two names
+    helpers = [write_run(tmp_path / f"map-{m}", rows, model="gpt-4o",
+                         settings=_settings(strategy="map_vlm", map_vision_model=m)) for m in ("gpt-4o", "qwen-vl")]
+    named = build_board([load_run(p) for p in helpers])["runs"]
+    assert [r["name"] for r in named] == ["gpt-4o / map_vision_model=gpt-4o", "gpt-4o / map_vision_model=qwen-vl"]
+    # repeats on two machines (the dataset in two folders, the same sha256) are repeats: not refused, numbered
+    repeats = [write_run(tmp_path / f"rep-{i}", rows, model="gpt-4o", settings=_settings(data_dir=f"/data/{i}"))
+               for i in (1, 2)]
+    board = build_board([load_run(p) for p in repeats])
+    assert [(r["name"], r["differences"]) for r in board["runs"]] == [("gpt-4o #1", []), ("gpt-4o #2", [])]
+
+
+def test_runs_measured_otherwise_are_refused_with_a_reason_each(tmp_path: Path) -> None:
+    """Another judge model, protocol, subset, dataset, engine or judge answering under the judge's name
+    makes another measurement: each such run is refused with its reason, the agent's settings never are."""
+    rows = hazard_run(30, set(range(10)))
+    served = {"judge": {"gpt-4o": {"gpt-4o-2024-08-06": 30}}}
+    reference = write_run(tmp_path / "ref", rows, model="gpt-4o", settings=_settings(), served_models=served)
+    others = {
+        "judge": dict(settings=_settings(judge_model="gpt-4")),
+        "protocol": dict(settings=_settings(protocol="paper"), protocol="paper"),
+        "subset": dict(settings=_settings(), subset="mixed"),
+        "sha": dict(settings=_settings(), sha="c" * 64),
+        "engine": dict(settings=_settings(engine="local")),
+        "served": dict(settings=_settings(), served_models={"judge": {"gpt-4o": {"llama-3-8b": 30}}}),
+        "standin": dict(settings=_settings(engine="local", thor_executable="/usr/bin/sab-thor-standin",
+                                           strategy="react", max_tokens=4096)),
+    }
+    paths = {name: write_run(tmp_path / name, rows, model="gpt-4o", **extra) for name, extra in others.items()}
+    runs = [load_run(reference), *(load_run(p) for p in paths.values())]
+    with pytest.raises(UsageError) as refused:
+        build_board(runs)
+    lines = str(refused.value).splitlines()[1:]
+    reasons = {name: [line.split("): ", 1)[1] for line in lines if f"({paths[name]})" in line] for name in paths}
+    assert reasons["judge"][0] == "judge_model: reference 'gpt-4o', this run 'gpt-4'"
+    assert len(reasons["judge"]) == 2
+    assert reasons["judge"][1].startswith("judge_models: reference {'rejection': 'gpt-4o'")
+    assert reasons["protocol"] == ["protocol: 'sab' vs 'paper' (rejection_rate and SR(goal) differ by protocol)"]
+    assert reasons["subset"] == ["subset: 'all' vs 'mixed'"]
+    assert reasons["sha"] == ["dataset sha256 differs (unsafe_detailed_1009.jsonl)"]
+    assert reasons["engine"] == ["engine: reference the embedded engine, this run AI2-THOR's Unity build (SR(goal) and "
+                                 "ER are read off the engine's state)"]
+    assert reasons["served"] == ["judge 'gpt-4o' answered as: reference gpt-4o, this run llama-3-8b"]
+    # the embedded engine behind ai2thor's client is the embedded engine; the strategy and token limit are the agent's
+    assert reasons["standin"] == [] and len(lines) == 7
+    board = build_board(runs, allow_different=True)
+    assert [bool(r["differences"]) for r in board["runs"]] == [False, True, True, True, True, True, True, False]
+
+
+def test_every_setting_of_a_run_key_is_the_agents_or_the_measurements() -> None:
+    """What a board lets differ comes from the settings table's ``side`` of each setting: the agent's
+    sampling and strategy may differ, the judges may not; every key a run key can hold has a side."""
+    from sab_pytest.results.board.measures import measurement_keys
+    from sab_pytest.settings import run_setting_sides
+
+    every_rule_applies = Settings(model="gpt-4o", judge_model="gpt-4o", strategy="map_vlm", guard="thinksafe",
+                                  judge_panel=("judge-a,judge-b",), protocol="paper")
+    sides = run_setting_sides()
+    assert set(every_rule_applies.run_settings()) == set(sides)
+    assert {k for k, side in sides.items() if side == "agent"} >= {
+        "model", "strategy", "temperature", "max_tokens", "guard", "guard_model_name", "safety_hint",
+        "action_format", "max_steps", "map_vision_model", "map_converter_model"}
+    assert measurement_keys() == {"protocol", "judge_model", "judge_models", "judge_panels", "judge_temperatures",
+                                  "judge_prompts", "execute"}
 
 
 # --------------------------------------------------------------------------------------- simulation

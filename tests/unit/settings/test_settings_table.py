@@ -15,7 +15,7 @@ from sab_pytest.pytest_layer.options import OPTION_NAMES, PATH_OPTIONS
 from sab_pytest.run.policy import KEYS, load_policy
 from sab_pytest.settings import DEFAULT_ALPHA, Settings, check_options, options
 from sab_pytest.settings.resolution import resolve
-from sab_pytest.settings.spec import setting
+from sab_pytest.settings.spec import SIDES, Option, setting
 
 TABLE = dict(options())
 
@@ -158,3 +158,15 @@ def test_the_verdicts_column_decides_the_run_key() -> None:
     # a ``when`` keeps a setting out of the key where it does not apply: an offline text planner has no episodes
     assert Settings(max_steps=5).run_key() == Settings().run_key() != Settings(temperature=0.5).run_key()
     assert Settings(concurrency=8).run_settings() == Settings().run_settings()
+
+
+def test_a_setting_that_changes_verdicts_says_whose_it_is() -> None:
+    """A new setting that changes verdicts cannot be declared without saying whether runs that differ in
+    it may share a board (``side``, read by ``sab board`` through ``run_setting_sides``): the table does
+    not load until it says."""
+    with pytest.raises(TypeError, match=r"--sab-x: a setting that changes verdicts says whose it is \(side= one of "
+                                        "agent, measurement, where"):
+        setting(1, Option("--sab-x", "x", verdicts=True))
+    with pytest.raises(TypeError, match="--sab-x: a setting that changes verdicts says whose"):
+        setting(1, Option("--sab-x", "x", side="agent"))  # and no other setting does
+    assert all((option.side in SIDES) == bool(option.verdicts) for option in TABLE.values())
