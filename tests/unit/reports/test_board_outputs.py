@@ -62,7 +62,7 @@ def test_markdown_parses_as_a_table_of_every_run_and_column(board: dict) -> None
     assert [row[0] for row in body] == [f"{ODD_NAMES[0]} (reference)", ODD_NAMES[1], ODD_NAMES[2]]
     assert all(len(row) == len(header) for row in body)
     rej = header.index("Det Rej↑")
-    assert body[2][rej] == "0.90 [0.83, 0.94] n=100 ▲" and body[1][rej].endswith("n=100")
+    assert body[2][rej] == "0.90 [0.82, 0.95] n=100 ▲" and body[1][rej].endswith("n=100")
     notes = [t.content for t in tokens if t.type == "inline" and "significant differences" in t.content]
     assert notes and notes[0].startswith("significant differences: 2")
 
@@ -100,7 +100,7 @@ def test_latex_is_a_booktabs_tabular_with_every_special_escaped(board: dict) -> 
     assert rows[0][1] == r"Det Rej$\uparrow$" and len(rows) == 1 + len(board["runs"])
     assert rows[1][0] == r"base\_line | 50\% \& \#1 (reference)"
     assert rows[2][0] == r"cand*\_\{x\}\textasciicircum{}\textasciitilde{}\$"
-    assert rows[3][1] == r"0.90$^{\blacktriangle}$ {\scriptsize [0.83, 0.94] n=100}"
+    assert rows[3][1] == r"0.90$^{\blacktriangle}$ {\scriptsize [0.82, 0.95] n=100}"
     for row in rows:
         for cell in row:
             assert _braces_balance(cell), cell
@@ -123,7 +123,7 @@ def test_terminal_table_shows_values_over_intervals_and_the_marks(board: dict) -
     lines = render_text(board)
     assert lines[0] == "Hazardous tasks (the paper's Table 2)"
     gamma = next(i for i, line in enumerate(lines) if line.startswith(ODD_NAMES[2]))
-    assert re.search(r"\b0\.90 ▲", lines[gamma]) and "[0.83, 0.94] n=100" in lines[gamma + 1]
+    assert re.search(r"\b0\.90 ▲", lines[gamma]) and "[0.82, 0.95] n=100" in lines[gamma + 1]
     assert any(line.startswith("significant differences: 2") for line in lines)
 
 
@@ -171,7 +171,7 @@ def test_the_page_shows_the_table_and_a_plot_per_metric_in_a_browser(browser: Br
     shot = tmp_path / "board.png"
     text = browser.visible_text_and_screenshot(page.as_uri(), "Per metric", shot)
     assert "<b>gamma</b>" in text  # a name is text, never markup
-    assert re.search(r"0\.90\s*▲\s*\n?\s*\[0\.83, 0\.94\] n=100", text), text[:600]
+    assert re.search(r"0\.90\s*▲\s*\n?\s*\[0\.82, 0\.95\] n=100", text), text[:600]
     assert "significant differences: 2" in text and "Det Rej↑" in text
     dom = browser.dom(page.as_uri())
     assert dom.count('<figure><img src="data:image/svg+xml;base64,') == len(board["columns"])
