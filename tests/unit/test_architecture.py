@@ -1,8 +1,7 @@
-"""The shape of the package, kept: layers one way down, no import cycle, and the names the layers
-share declared once. How big a module or a function may grow is a reviewer's call, not a test's
-(docs/architecture.md, "Size": a cap in a test shapes the code to the cap). ``.ci/run`` also runs
-``lint-imports`` on the contracts in pyproject.toml; these tests say the same where a developer runs
-``pytest tests``."""
+"""The shape of the package, kept: layers one way down, no import cycle, the names the layers share
+declared once, and the size smells of docs/architecture.md ("Size"), set where a module or function
+most likely holds more than one job, not as a tight cap. ``.ci/run`` also runs ``lint-imports`` on the
+contracts in pyproject.toml; these tests say the same where a developer runs ``pytest tests``."""
 
 from __future__ import annotations
 
