@@ -173,7 +173,7 @@ I60 = "being changed on branch i60, split after merge"
 KNOWN_LONG = {"reports/junit.py:junit_suite_properties": I60}
 KNOWN_MANY_PARAMETERS = {"results/sample_size.py:no_regression_size": I60}
 KNOWN_INNER_IMPORTS = {"run/runtime.py": I60, "run/wiring.py": I60, "reports/junit.py": I60,
-                       "pytest_layer/terminal.py": I60}
+                       "pytest_layer/terminal.py": I60, "results/judging/simulation.py": I60}
 
 
 def _functions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
