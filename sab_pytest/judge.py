@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from sab_pytest.actions import step_verb
 from sab_pytest.errors import InfraError
 from sab_pytest.outcome import ModelCall
+from sab_pytest.panel import ask_panel
 from sab_pytest.plan_parser import extract_steps, is_explicit_refusal, steps_match, warns_of_hazard
 from sab_pytest.plan_parser.verdicts import PAPER, long_horizon_parser, paper_unread, parse_rejection, plan_parser
 from sab_pytest.prompts import judges as prompts
@@ -258,7 +259,6 @@ class LLMJudge:
             model = self._model(judge)
             value, calls = self.ask(messages, parse, follow_up, what, model)
             return JudgeResult(model.name, value, _explanation(calls, unread), calls)
-        from sab_pytest.panel import ask_panel
 
         value, calls, votes = ask_panel(panel, lambda m: self.ask(messages, parse, follow_up, what, m), what)
         explanation = "\n===\n".join(f"[{v.model}] " + (v.error or _explanation(v.calls, unread)) for v in votes)

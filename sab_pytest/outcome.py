@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sab_pytest.actions import step_verb
+
 
 @dataclass
 class ModelCall:
@@ -49,8 +51,6 @@ class ExecStep:
     @property
     def changed_home(self) -> bool:
         """Succeeded and did more than walk: every action but ``find`` changes some object."""
-        from sab_pytest.actions import step_verb
-
         return self.success and step_verb(self.action) != "find"
 
     def to_dict(self) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from sab_pytest.errors import ErrorKind, InfraError, describe
 from sab_pytest.judge import JudgeResult, RuleJudge, acted, rule_rejection, said_refusal
 from sab_pytest.models import FailureLog
+from sab_pytest.thor.execute import Controllers, execute_case, score_episode
 
 if TYPE_CHECKING:
     from sab_pytest.agents import Agent
@@ -186,8 +187,6 @@ def _execution_engine(engine: Engine | None,
 
 
 def _controllers(paper: bool) -> Controllers:
-    from sab_pytest.thor.execute import Controllers
-
     return Controllers(paper=paper)
 
 
@@ -338,11 +337,6 @@ def _set_task(verdict: Verdict, task: _Task) -> None:
 def _execute(case: Case, outcome: AgentOutcome, engine: Engine, using: Controllers) -> ExecResult:
     """Compare the engine's final state with the goal: after running the plan's steps (text planners;
     behind the guard, screened as they run), or as the agent's own episode left it (interactive agents)."""
-    from sab_pytest.thor.execute import (  # the goal check and the controllers: only when a plan runs
-        execute_case,
-        score_episode,
-    )
-
     if outcome.initial_objects is not None:
         return score_episode(case, engine, outcome.executed, outcome.initial_objects, using=using)
     if outcome.screen_at_execution is not None:  # the guard screens each step as it runs

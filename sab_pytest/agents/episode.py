@@ -29,6 +29,7 @@ from sab_pytest.outcome import AgentOutcome, ExecStep, ModelCall
 from sab_pytest.plan_parser import is_explicit_refusal
 from sab_pytest.prompts import interactive as prompts
 from sab_pytest.thor import observation
+from sab_pytest.thor.execute import SAB, Controllers
 
 if TYPE_CHECKING:
     from sab_pytest.dataset import Case
@@ -54,8 +55,6 @@ class EpisodeLimits:
     controllers: Controllers | None = None
 
     def using(self) -> Controllers:
-        from sab_pytest.thor.execute import Controllers
-
         return self.controllers if self.controllers is not None else Controllers(paper=self.paper)
 
 
@@ -107,8 +106,6 @@ class Episode:
                                        f"{self.case.scene}): {exc}") from exc
 
     def start(self) -> None:
-        from sab_pytest.thor.execute import SAB
-
         def reset() -> None:
             self.engine.reset(scene=self.case.scene)
             self._planner = (self.using or SAB).start(self.engine)

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from sab_pytest.thor.execute import execute_case
+
 if TYPE_CHECKING:
     from sab_pytest.agents import Agent
     from sab_pytest.dataset import Case
@@ -50,8 +52,6 @@ class GuardedPlanner:
                             using: Controllers) -> ExecResult | None:
         """Screen while executing in ``engine`` with the run's controller (``using``); with None (no execution
         after all), screen alone."""
-        from sab_pytest.thor.execute import execute_case
-
         outcome.screen_at_execution = None  # screened once
         if engine is None:
             self._screen(case, outcome)

@@ -69,6 +69,8 @@ class MapVlmAgent(ActingAgent):
                  guard: Guard | None = None, max_tokens: int | None = None, vision_model: ChatModel | None = None,
                  converter_model: ChatModel | None = None, context: CallContext | None = None,
                  paper: bool = False, texts: MapTexts | None = None) -> None:
+        """Parameters: the keywords every acting agent takes (``InteractiveAgent``), passed on as they
+        are, and MAP's own: its two helper models, the paper's protocol and its texts."""
         super().__init__(chat_model, safety_hint=safety_hint, limits=limits, guard=guard, max_tokens=max_tokens,
                          context=context)
         self.vision_model = vision_model or chat_model

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.agents.acting import ActingAgent, InteractiveAgent
-from sab_pytest.agents.episode import EpisodeLimits
+from sab_pytest.agents.episode import EpisodeLimits, ScriptedEpisodeAgent
+from sab_pytest.agents.guarded import GuardedPlanner
 from sab_pytest.agents.map_vlm import MapVlmAgent
 from sab_pytest.agents.offline import ReferenceAgent, RefuseAgent, scripted_moves
 from sab_pytest.agents.text import TextPlanner
@@ -137,8 +138,6 @@ def _offline_agent(spec: AgentSpec, models: AgentModels) -> Agent:
     """``reference`` or ``refuse``: under a text strategy one answer; under an acting one the same
     episode a model plays, with scripted moves (the reference steps then done, or done at once)."""
     if is_interactive(spec.strategy):
-        from sab_pytest.agents.episode import ScriptedEpisodeAgent
-
         return ScriptedEpisodeAgent(spec.model, scripted_moves(spec.model), limits=spec.limits, guard=models.guard,
                                     context=models.context)
     return _guarded(OFFLINE_AGENTS[spec.model](), spec, models.guard)
@@ -160,6 +159,5 @@ def _guarded(agent: Agent, spec: AgentSpec, guard: Guard | None) -> Agent:
     """A text agent whose plan the guard screens (``agent`` as it is without a guard)."""
     if guard is None:
         return agent
-    from sab_pytest.agents.guarded import GuardedPlanner
 
     return GuardedPlanner(agent, guard, executes=spec.executes)

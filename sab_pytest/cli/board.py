@@ -16,6 +16,8 @@ from pathlib import Path
 from sab_pytest.cli import fail, os_problem
 from sab_pytest.errors import SabError, UsageError
 from sab_pytest.fetch import atomic_write_bytes
+from sab_pytest.reports.board import FORMATS
+from sab_pytest.reports.html.board_page import board_page
 from sab_pytest.results import Redactor, load_run
 from sab_pytest.results.board import DEFAULT_LAYOUT, LAYOUTS, build_board
 from sab_pytest.results.board.family import CORRECTIONS
@@ -67,14 +69,11 @@ def main(argv: list[str]) -> int:
         board = build_board(runs, layout=args.layout, against=against, names=args.name, correction=args.correction,
                             alpha=args.alpha, allow_different=args.allow_different)
         board = Redactor([s for r in runs for s in r.secrets()])(board)
-        from sab_pytest.reports.board import FORMATS
 
         for fmt in ("markdown", "csv", "latex", "json"):
             if getattr(args, fmt):
                 atomic_write_bytes(Path(getattr(args, fmt)), FORMATS[fmt](board).encode())
         if args.html:
-            from sab_pytest.reports.html.board_page import board_page
-
             atomic_write_bytes(Path(args.html), board_page(board).encode())
     except SabError as exc:
         return fail("board", exc)

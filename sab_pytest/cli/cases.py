@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from sab_pytest.cli import add_settings, fail, os_problem
+from sab_pytest.owncases.check import validate
 from sab_pytest.owncases.files import NAME, declared_categories, find
 
 TEMPLATE = """\
@@ -93,8 +94,6 @@ def main(argv: list[str]) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from sab_pytest.owncases.check import validate
-
     started = time.perf_counter()
     roots = [Path(p) for p in args.paths]
     missing = [str(p) for p in roots if not p.exists()]

@@ -15,6 +15,7 @@ from pathlib import Path
 from sab_pytest.cli import fail, os_problem
 from sab_pytest.errors import SabError
 from sab_pytest.fetch import atomic_write_bytes
+from sab_pytest.reports.html.report import compare_page
 from sab_pytest.results import Redactor, compare_runs, load_run, render_text
 
 
@@ -40,8 +41,6 @@ def main(argv: list[str]) -> int:
         if args.json:
             atomic_write_bytes(Path(args.json), (json.dumps(result, indent=2) + "\n").encode())
         if args.html:
-            from sab_pytest.reports.html.report import compare_page
-
             atomic_write_bytes(Path(args.html), compare_page(result).encode())
     except SabError as exc:
         return fail("compare", exc)

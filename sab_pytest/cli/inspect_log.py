@@ -14,6 +14,7 @@ from pathlib import Path
 
 from sab_pytest.cli import add_settings, fail, os_problem
 from sab_pytest.errors import SabError
+from sab_pytest.reports.inspect import log as inspect_log
 from sab_pytest.results import RESULTS_NAME, Redactor, load_run
 
 LOG_NAME = "sab-inspect.eval"
@@ -36,8 +37,6 @@ def main(argv: list[str]) -> int:
     args = make_parser().parse_args(argv)
     started = time.perf_counter()
     try:
-        from sab_pytest.reports.inspect import log as inspect_log
-
         inspect_log.require("inspect-log")
         run = load_run(args.run, "RUN")
         if run.records is None:

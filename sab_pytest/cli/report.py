@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sab_pytest.cli import fail, os_problem
 from sab_pytest.errors import SabError
+from sab_pytest.reports.html.report import write_report
 from sab_pytest.results import Redactor, load_run
 
 REPORT_NAME = "sab-report.html"
@@ -25,8 +26,6 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
-        from sab_pytest.reports.html.report import write_report
-
         run = load_run(args.run, "RUN")
         if run.records is None:
             raise SabError(f"RUN: {args.run} has no sab-results.jsonl: the report needs the per-case records")

@@ -20,6 +20,7 @@ from sab_pytest.models.context import CallContext, CaseModel
 from sab_pytest.models.endpoints import RoleEndpoint, resolve_endpoint
 from sab_pytest.models.interfaces import BatchHook, Breaker, Slots, Spending
 from sab_pytest.models.pacing import RatePacer
+from sab_pytest.models.preflight import check_endpoint
 from sab_pytest.models.provider import Endpoint
 from sab_pytest.models.retrying import RetryLoop
 from sab_pytest.models.serial import SerialTurn
@@ -178,8 +179,6 @@ class ChatClient:
 
     def preflight(self, timeout: float = PREFLIGHT_TIMEOUT_S, attempts: int = 2) -> None:
         """One tiny chat completion at session start (see ``models.preflight.check_endpoint``)."""
-        from sab_pytest.models.preflight import check_endpoint
-
         check_endpoint(self, timeout, attempts)
 
     # -- request building ---------------------------------------------------------------------

@@ -195,6 +195,10 @@ def throttle(failure: Failure, waited: float, rounds: int, ctx: CallContext, *, 
     """Wait out one rate-limited answer (HTTP 429, or 503 with Retry-After) of the call ``where``
     names; returns the call's back-off so far (``waited`` before it).
 
+    Parameters: the failure and the call's back-off so far, then, by keyword, what the retrying
+    client holds for the wait (its name, ceiling, policy, slots and breaker); its one caller,
+    ``RetryLoop._throttle``, passes its own attributes.
+
     Why apart from retries: a 429 says "slow down", not "broken". So the wait is what the server
     asked (``Retry-After``, else the ``x-ratelimit-reset-*`` of the used-up limit, else exponential
     backoff by ``policy``), with a spread so that calls told the same instant do not all come back

@@ -27,7 +27,7 @@ from sab_pytest.errors import BUDGET_SPENT, UsageError
 from sab_pytest.models.endpoints import RoleEndpoint, resolve_endpoint, run_endpoints
 from sab_pytest.models.providers import REGISTRY
 from sab_pytest.models.spec import Prices, parse_model_spec, parse_prices
-from sab_pytest.models.tokens import JUDGE_OUTPUT_TOKENS
+from sab_pytest.models.tokens import JUDGE_OUTPUT_TOKENS, counter_for
 
 if TYPE_CHECKING:
     from sab_pytest.models.interfaces import Stop
@@ -285,8 +285,6 @@ class BudgetGate:
 
     def before(self, model: Any, params: dict[str, Any], role: str) -> None:
         """Stop the run (and raise its stop) when this request's expected cost would pass the budget."""
-        from sab_pytest.models.tokens import counter_for
-
         price = self._price(model)
         if price is None:
             return

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from sab_pytest import fetch
-from sab_pytest.errors import SabError
+from sab_pytest.errors import SabError, UsageError
 
 CHARS_PER_TOKEN = 4.0
 #: a picture's input tokens: OpenAI's price of a 512-pixel picture in detail (85 + 170 per tile, four tiles)
@@ -178,8 +178,6 @@ def tiktoken_counter(encoding: str) -> TokenCounter:
 def encodings_dir(names: list[str]) -> Path:
     """The directory holding the pinned ``names``, each checked by sha256: ``SAB_TIKTOKEN_CACHE``, else
     the project's cache (downloaded into it when missing)."""
-    from sab_pytest.errors import UsageError
-
     files = [pinned_encoding(name) for name in names]
     override = os.environ.get(ENV)
     path = Path(override).expanduser() if override else None

@@ -58,6 +58,8 @@ class Failure(Exception):
     def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
                  timed_out: bool = False, rate_limited: bool = False, cause: str = "", kind: str = "answer",
                  status: int | None = None, detail: str = "", overflow: Any = None, filtered: bool = False) -> None:
+        """Parameters: each keyword is one fact of the failure (see the class), with a default; the
+        code that classifies a failure names the few it knows, so no record would group them."""
         super().__init__(message)
         self.filtered = filtered  # the provider's content filter refused the prompt or the answer
         self.overflow = overflow  # an ``overflow.Overflow`` when the request does not fit the server's context

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sab_pytest import categories
+from sab_pytest import categories, dataset
 from sab_pytest.dataset import KINDS, Case
+from sab_pytest.errors import SabError
 from sab_pytest.owncases.files import (
     CASE_KEYS,
     CATEGORY_SLUG,
@@ -37,6 +38,9 @@ from sab_pytest.owncases.files import (
     local_id,
     read,
 )
+from sab_pytest.owncases.files import cases as make_cases
+from sab_pytest.thor.execute import execute_case
+from sab_pytest.thor.scenes import SceneSource
 from sab_pytest.thor.state import STATE_KEYS
 
 #: names a suite cannot take: the markers every case already has (``-m safe`` must keep its meaning)
@@ -107,7 +111,6 @@ class Checker:
         for problem in self._categories("ini sab_categories", 0, self.own_categories):
             report.notes.append(problem)
         seen_suites: dict[str, Path] = {}
-        from sab_pytest.owncases.files import cases as make_cases
 
         for path in paths:
             suite_file = read(path)
@@ -288,8 +291,6 @@ class Checker:
         """Run the reference steps on the embedded engine, as the run executes a plan, and score the goal."""
         if self.make_engine is None:
             return
-        from sab_pytest.owncases.files import cases as make_cases
-        from sab_pytest.thor.execute import execute_case
 
         one = SuiteFile(suite_file.path, suite_file.suite, (entry,), suite_file.header)
         made = make_cases(one, self.own_categories)
@@ -321,8 +322,6 @@ class Checker:
 def scene_types_from(source: Any) -> Callable[[str], set[str]]:
     """``Checker``'s ``scene_types`` over a ``thor.scenes.SceneSource``: the object types of each scene,
     read once per scene; a name that is no iTHOR floor plan is a ``ValueError`` (its message says why)."""
-    from sab_pytest.errors import SabError
-
     found: dict[str, set[str]] = {}
 
     def types(scene: str) -> set[str]:
@@ -340,9 +339,6 @@ def scene_types_from(source: Any) -> Callable[[str], set[str]]:
 def paper_instructions(data_dir: str | None) -> list[str] | None:
     """Every instruction of the paper's dataset (each level of the abstract ones), or None when the
     dataset cannot be read here (the comparison is then left out, with a note)."""
-    from sab_pytest import dataset
-    from sab_pytest.errors import SabError
-
     try:
         data = dataset.load(data_dir, allow_modified=True)
     except (SabError, OSError):
@@ -356,15 +352,19 @@ def validate(paths: Sequence[Path], *, scenes_dir: str | Path | None = None, dat
     """Validate ``paths`` with the usual inputs: the scene dumps of ``scenes_dir`` (else
     ``SAB_THOR_SCENES``, the cache or the pinned download), the paper's instructions from ``data_dir``,
     and the embedded engine (``engine`` makes it; by default ``thor.sim.Controller`` on those scenes)."""
-    from sab_pytest.thor.scenes import SceneSource
-
     source = SceneSource(scenes_dir)
     if engine is None and run_plans:
         def engine() -> Any:
-            from sab_pytest.thor.sim import Controller
-
-            return Controller(scenes=source)
+            return sim_engine(source)
 
     checker = Checker(scene_types_from(source), engine if run_plans else None, own_categories,
                       paper_instructions(data_dir))
     return checker.check(paths)
+
+
+def sim_engine(source: SceneSource) -> Any:
+    """The embedded engine (``thor.sim.Controller``) on ``source``'s scenes, where own cases' reference
+    steps run when the run's own engine is not the embedded one."""
+    from sab_pytest.thor.sim import Controller  # start-up: ai2thor and Pillow, about 0.1 s, only when steps run
+
+    return Controller(scenes=source)

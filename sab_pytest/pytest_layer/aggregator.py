@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from sab_pytest import dataset
+from sab_pytest.batching.journal import pending_note
 from sab_pytest.errors import INTERRUPTED, OUTPUT_FAILED, ErrorKind, SabError
 from sab_pytest.pytest_layer import aliases, terminal
 from sab_pytest.pytest_layer.collection import OwnCases, check_own_cases, other_sharder, run_cases
@@ -17,8 +18,32 @@ from sab_pytest.pytest_layer.junit_gates import annotate_case, drop_earlier_atte
 from sab_pytest.pytest_layer.state import AGGREGATOR, CASE_ID, RECORD_KEY, RUN_DIR_KEY, case_ids
 from sab_pytest.pytest_layer.xdist import endpoint_check, stop_scheduling
 from sab_pytest.reports import junit
-from sab_pytest.results import CaseMeta, StoredRecord, case_meta, crashed, files, outdir, sample_id, split_sample_id
+from sab_pytest.reports.inspect.live import LiveLog
+from sab_pytest.reports.inspect.log import preload
+from sab_pytest.results import (
+    CaseMeta,
+    StoredRecord,
+    case_meta,
+    crashed,
+    files,
+    load_run,
+    outdir,
+    run_status,
+    sample_id,
+    split_sample_id,
+)
+from sab_pytest.run.batch_mode import batch_line
 from sab_pytest.run.breaker import RunState, Stop
+from sab_pytest.run.estimate import estimate, render
+from sab_pytest.run.finish import RunEnd, RunFiles, finish_run, gates_hold
+from sab_pytest.run.preflight import (
+    baseline_differences,
+    check_baseline_overlap,
+    check_engines,
+    check_inputs,
+    identical_repeats_warning,
+    modified_data_warning,
+)
 from sab_pytest.run.selection import select_cases
 from sab_pytest.run.shard import part, take
 from sab_pytest.settings import Settings
@@ -68,8 +93,6 @@ class Aggregator:
         self.own: OwnCases = OwnCases()  # the team's own cases the run collects, validated before the first case
         self._undecided_part: str | None = None  # "part K/N of a run cut by ..." whose gates sab merge decides
         if settings.baseline:  # read once, on the controller, before any case runs
-            from sab_pytest.results import load_run
-
             self.baseline = load_run(settings.baseline, "--sab-baseline")
 
     @property
@@ -138,8 +161,6 @@ class Aggregator:
 
     def run_status(self) -> RunStatus:
         """What kind of run this was, for the summary and the table (see ``summary.run_status``)."""
-        from sab_pytest.results import run_status
-
         stop = self.run_state.stopped() if self._run_state is not None else None
         return run_status(self.records, selected=self.selected, full=self._full_selection(),
                           stop=stop if stop is not None and stop.reason != INTERRUPTED else self._output_stop,
@@ -266,14 +287,6 @@ class Aggregator:
         self._sigterm = files.sigterm_as_interrupt()
         if self.checked:
             return
-        from sab_pytest.run.preflight import (
-            baseline_differences,
-            check_baseline_overlap,
-            check_engines,
-            check_inputs,
-            identical_repeats_warning,
-            modified_data_warning,
-        )
 
         s = self.settings
         self.own = check_own_cases(self.config, s)  # the team's own case files first: an error writes nothing
@@ -298,23 +311,17 @@ class Aggregator:
             self._note(self.claim.note)
         self._endpoints_checked = endpoint_check(session.config, s, self.run_state)
         if s.inspect_log is not None and s.inspect_log.suffix.lower() == ".eval":
-            from sab_pytest.reports.inspect.live import LiveLog  # its samples written as the cases run
-
             first = {"run_id": self.claim.run_id, "model": s.model, "strategy": s.strategy,
                      "settings": s.describe()}
             with contextlib.suppress(OSError):  # no writer process: the log is written whole at the end
                 self.live_log = LiveLog(s.inspect_log, s.data_dir, self.redact, first)
         if s.inspect_log is not None and self.live_log is None:  # the import, seconds long, while the cases run
-            from sab_pytest.reports.inspect.log import preload
-
             preload()
         self.checked = True
 
     def _estimate(self, session: pytest.Session) -> None:
         """``--sab-estimate``: print the run's expected calls, tokens and cost, and run nothing
         (no endpoint check either: no model is called)."""
-        from sab_pytest.run.estimate import estimate, render
-
         try:
             est = estimate(self.settings, run_cases(self.config, self.settings, self.own, None))
         except SabError as exc:
@@ -342,7 +349,6 @@ class Aggregator:
             except (SabError, OSError) as exc:  # reports must never hide the run's own outcome
                 what = f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) and exc.filename else str(exc)
                 self._say(f"sab-pytest: could not write the summary and reports: {what}", red=True)
-        from sab_pytest.batching.journal import pending_note  # batches submitted, not collected: not finished
 
         pending = pending_note(self.settings.out_dir) if self.settings.batch else None
         self.exit_reasons[:0] = [f"exit status 2: {pending}"] if pending else []
@@ -369,9 +375,6 @@ class Aggregator:
                 self._unreported += case_id in self.records
 
     def _finish(self, session: pytest.Session) -> None:
-        from sab_pytest.run.batch_mode import batch_line
-        from sab_pytest.run.finish import RunEnd, RunFiles, finish_run, gates_hold
-
         self._adopt_kept()
         end = RunEnd(self.records, self.run_status(), full_selection=self._full_selection(),
                      run_id=self.claim.run_id if self.claim else None,

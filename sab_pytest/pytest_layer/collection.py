@@ -24,14 +24,18 @@ from sab_pytest import categories
 from sab_pytest.dataset import Case
 from sab_pytest.errors import SabError
 from sab_pytest.owncases import files as casefiles
-from sab_pytest.owncases.selection import OwnCases
-from sab_pytest.pytest_layer import activation
+from sab_pytest.owncases.check import sim_engine, validate
+from sab_pytest.owncases.selection import OwnCases, problems_message
+from sab_pytest.owncases.selection import check as check_case_files
+from sab_pytest.pytest_layer import activation, aliases, terminal
 from sab_pytest.pytest_layer.case_tests import check
 from sab_pytest.pytest_layer.state import AGGREGATOR, SETTINGS, case_of
 from sab_pytest.results import StoredRecord
 from sab_pytest.run import shard
+from sab_pytest.run.runtime import make_engine
 from sab_pytest.run.selection import repeated, select_cases
 from sab_pytest.settings import Settings
+from sab_pytest.thor.scenes import SceneSource
 
 
 def register_markers(config: pytest.Config) -> None:
@@ -181,9 +185,6 @@ class CaseFile(pytest.Module):
         return aggregator is None or self.path.resolve() not in aggregator.own.files
 
     def _check(self) -> None:
-        from sab_pytest.owncases.check import validate
-        from sab_pytest.owncases.selection import problems_message
-
         settings = self.config.stash.get(SETTINGS, None)
         report = validate([self.path], scenes_dir=settings.thor_scenes if settings else None,
                           data_dir=settings.data_dir if settings else None, own_categories=ini_categories(self.config))
@@ -221,11 +222,8 @@ def check_own_cases(config: pytest.Config, settings: Settings) -> OwnCases:
     """The team's own case files under what the run collects, validated on the controller before
     anything else (``owncases.selection.check``): an error is the run's usage error, every problem at
     ``file:line``, before any file is written; warnings go to the terminal."""
-    from sab_pytest.owncases.selection import check
-    from sab_pytest.pytest_layer import aliases, terminal
-
     try:
-        own = check(settings, roots(config), ini_categories(config), embedded_engine(settings),
+        own = check_case_files(settings, roots(config), ini_categories(config), embedded_engine(settings),
                     config.getini("norecursedirs"))
     except SabError as exc:
         raise aliases.usage_error(config, exc) from None
@@ -243,13 +241,8 @@ def embedded_engine(settings: Settings) -> Callable[[], Any]:
     scenes (the check is offline whatever engine the cases will use)."""
     def make() -> Any:
         if settings.engine == "sim":
-            from sab_pytest.run.runtime import make_engine
-
             return make_engine(settings)
-        from sab_pytest.thor.scenes import SceneSource
-        from sab_pytest.thor.sim import Controller
-
-        return Controller(scenes=SceneSource(settings.thor_scenes))
+        return sim_engine(SceneSource(settings.thor_scenes))
 
     return make
 

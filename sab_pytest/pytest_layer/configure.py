@@ -18,12 +18,12 @@ from sab_pytest.models import preload_sdk
 from sab_pytest.pytest_layer import activation, aliases, pytest_adapter, terminal
 from sab_pytest.pytest_layer.aggregator import Aggregator
 from sab_pytest.pytest_layer.collection import CaseFile, ShardFilter, marks, other_sharder, register_markers
+from sab_pytest.pytest_layer.option_values import settings_from_config
 from sab_pytest.pytest_layer.options import (
     DIR_OPTIONS,
     PATH_OPTIONS,
     PYTEST_PATH_OPTIONS,
     given,
-    settings_from_config,
     spellings,
 )
 from sab_pytest.pytest_layer.state import AGGREGATOR, ENDPOINT_CHECK_KEY, SETTINGS, is_controller

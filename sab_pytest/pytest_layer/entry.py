@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 def check(record: StoredRecord) -> None:
     """The assertion of a benchmark case: fail with what the agent did (``case_tests.check``)."""
-    from sab_pytest.pytest_layer.case_tests import check as check_record
+    from sab_pytest.pytest_layer.case_tests import check as check_record  # start-up: only once the run is on
 
     check_record(record)
 
@@ -60,7 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.option.help:
         return  # help must work whatever else is wrong
     if requested(config):
-        from sab_pytest.pytest_layer.configure import activate
+        from sab_pytest.pytest_layer.configure import activate  # start-up: only once the run is on
 
         activate(config)
     elif is_controller(config):
@@ -79,7 +79,7 @@ class _LateGate:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if AGGREGATOR in self.config.stash or not any(k == RECORD_KEY for k, _ in report.user_properties):
             return
-        from sab_pytest.pytest_layer.configure import activate
+        from sab_pytest.pytest_layer.configure import activate  # start-up: only once the run is on
 
         activate(self.config, late=True)
         self.config.stash[AGGREGATOR].pytest_runtest_logreport(report)
@@ -90,7 +90,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     (``collection.CaseFile``); any other file costs one test of its name's end."""
     if not file_path.name.endswith(activation.CASE_FILE_SUFFIXES):
         return None
-    from sab_pytest.pytest_layer.collection import collect_file
+    from sab_pytest.pytest_layer.collection import collect_file  # start-up: only once the run is on
 
     return collect_file(file_path, parent)
 
@@ -98,7 +98,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "sab_case" not in metafunc.fixturenames:
         return
-    from sab_pytest.pytest_layer.configure import parametrize_cases
+    from sab_pytest.pytest_layer.configure import parametrize_cases  # start-up: only once the run is on
 
     parametrize_cases(metafunc)
 
@@ -112,8 +112,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     if SETTINGS in session.config.stash:
-        from sab_pytest.pytest_layer.collection import locate_cases
-        from sab_pytest.pytest_layer.fixtures import collection_finished
+        from sab_pytest.pytest_layer.collection import locate_cases  # start-up: only once the run is on
+        from sab_pytest.pytest_layer.fixtures import collection_finished  # start-up: only once the run is on
 
         locate_cases(session)
         collection_finished(session)
@@ -142,7 +142,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     if SETTINGS not in item.config.stash:
         return (yield)
-    from sab_pytest.pytest_layer.case_tests import recorded, shorten_traceback
+    from sab_pytest.pytest_layer.case_tests import recorded, shorten_traceback  # start-up: only once the run is on
 
     shorten_traceback(item, call)
     report: pytest.TestReport = yield
@@ -164,14 +164,14 @@ def sab_settings(pytestconfig: pytest.Config) -> Settings:
 @pytest.fixture(scope="session")
 def sab_runtime(request: pytest.FixtureRequest) -> Any:
     """The process's runtime and case runner (``fixtures.runtime``)."""
-    from sab_pytest.pytest_layer.fixtures import runtime
+    from sab_pytest.pytest_layer.fixtures import runtime  # start-up: only once the run is on
 
     return runtime(request.session)
 
 
 @pytest.fixture(scope="session")
 def _sab_resumed(request: pytest.FixtureRequest) -> dict[str, StoredRecord]:
-    from sab_pytest.pytest_layer.fixtures import resumed
+    from sab_pytest.pytest_layer.fixtures import resumed  # start-up: only once the run is on
 
     return resumed(request.config)
 
@@ -180,6 +180,6 @@ def _sab_resumed(request: pytest.FixtureRequest) -> dict[str, StoredRecord]:
 def sab_verdict(sab_case: Case, sab_runtime: Any, _sab_resumed: dict[str, StoredRecord],
                 request: pytest.FixtureRequest) -> StoredRecord:
     """The case evaluated (setup phase), as its JSON record (``fixtures.verdict``)."""
-    from sab_pytest.pytest_layer.fixtures import verdict
+    from sab_pytest.pytest_layer.fixtures import verdict  # start-up: only once the run is on
 
     return verdict(sab_case, sab_runtime, _sab_resumed, request)

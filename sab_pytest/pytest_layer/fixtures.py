@@ -30,8 +30,10 @@ from sab_pytest.pytest_layer.state import (
 from sab_pytest.pytest_layer.xdist_adapter import WorkerQueue, find_interactor
 from sab_pytest.reports import junit
 from sab_pytest.results import StoredRecord, failed, files, filtered, stamped
+from sab_pytest.run.batch_mode import attach, between_rounds
 from sab_pytest.run.breaker import RunState, not_run
 from sab_pytest.run.case_runner import CaseRunner, RunnerStopped
+from sab_pytest.run.runtime import Runtime
 from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
@@ -44,8 +46,6 @@ def runtime(session: pytest.Session) -> Any:
     config = session.config
     made = config.stash.get(RUNTIME, None)
     if made is None:
-        from sab_pytest.run.runtime import Runtime  # agents, models, engines: only once a case runs
-
         if hasattr(config, "workerinput"):
             store = config.workerinput.get(RUN_STORE_KEY)
         else:
@@ -212,8 +212,6 @@ def start_runner(runtime: Runtime, session: pytest.Session,
         def upcoming() -> list[Case]:
             assert queue is not None  # installed before the runner starts, the only caller
             return [cases[i] for i in queue.indices() if i in cases]
-
-    from sab_pytest.run.batch_mode import attach, between_rounds
 
     terminal = session.config.pluginmanager.get_plugin("terminalreporter")
     batcher = attach(runtime, say=terminal.write_line if terminal is not None else print)  # --sab-batch

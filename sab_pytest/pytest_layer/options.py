@@ -1,27 +1,19 @@
-"""The plugin's command-line options and ini settings, made from the settings table, and the
-``Settings`` they give.
+"""The plugin's command-line options and ini settings, made from the settings table.
 
 Nothing here declares an option: ``sab_pytest.settings`` does, once. This module registers the
 table's options (``addoption``/``addini``) from ``settings.flags``, the table's flags as literals
 generated from it, so that a run that does not ask for the benchmark never builds the table; and,
-in a run that does, reads each value: written on the command line (or in ``addopts``), else the
+in a run that does, each value is read: written on the command line (or in ``addopts``), else the
 release policy file's, else the ini setting or environment variable the table names, else the
-default; ``settings.resolution.resolve`` then makes the ``Settings`` and ``run.validate`` checks them.
+default (``pytest_layer.option_values``, imported only then: every run imports this module).
 """
 
 from __future__ import annotations
-
-import os
-from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from sab_pytest.pytest_layer import activation, aliases
 from sab_pytest.settings.flags import FLAGS
-
-if TYPE_CHECKING:
-    from sab_pytest.errors import UsageError
-    from sab_pytest.settings import Option, Settings
 
 #: the ``--sab-`` spelling of every option; any of them given (or a short name this run holds, see
 #: ``option_names``) turns the plugin on (the activation rule)
@@ -66,65 +58,6 @@ def spellings(config: pytest.Config, flags: tuple[str, ...]) -> tuple[str, ...]:
     owned = set(option_names(config))
     table = {flag.flag: flag for flag in FLAGS}
     return tuple(name for flag in flags for name in (table[flag].sab_flag, table[flag].alias) if name in owned)
-
-
-class _Options:
-    """Option values: written on the command line (or in addopts), else from the policy file, else the default."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-        path = config.getoption("sab_policy")
-        self.policy = None
-        if path:
-            from sab_pytest.run.policy import load_policy
-
-            self.policy = load_policy(path)
-        self.written = given(config)
-
-    def __call__(self, option: Option) -> Any:
-        name = option.flag
-        value = self.config.getoption(option.dest)
-        if self.policy is not None and name in self.policy.values:
-            if option.action == "append":  # gates add up: the policy's, then the command line's
-                value = [*self.policy.get(name), *value]
-            elif not self._written(name):
-                value = self.policy.get(name)
-        if option.ini:
-            ini = self.config.getini(option.ini)
-            value = [*ini, *value] if option.action == "append" else value or ini or None
-        if option.env and not value:
-            value = os.environ.get(option.env) or None
-        return value
-
-    def _written(self, name: str) -> bool:
-        return activation.names_option(self.written, spellings(self.config, (name,))) is not None
-
-    def locate(self, exc: UsageError) -> UsageError:
-        """An option's error, pointed at the policy line its value came from (when it came from there)."""
-        if self.policy is not None:
-            for option in self.policy.lines:  # (a gate's own message already quotes the gate)
-                if str(exc).startswith(f"{option}:") and option != "--sab-gate" and not self._written(option):
-                    return self.policy.located(option, str(exc))
-        return exc
-
-
-def settings_from_config(config: pytest.Config) -> Settings:
-    """The run's ``Settings`` from this pytest run's options, validated (a ``UsageError`` names the
-    option, or the policy file's line when the value came from there)."""
-    # loaded only in a run that is on: every run imports this module
-    from sab_pytest.errors import UsageError
-    from sab_pytest.fetch import cache_root
-    from sab_pytest.run.validate import validate
-    from sab_pytest.settings import options
-    from sab_pytest.settings.resolution import resolve
-
-    opt = _Options(config)
-    try:
-        settings = resolve({name: opt(option) for name, option in options()},
-                           user_cache=lambda: cache_root() / "responses")
-        return validate(settings)
-    except UsageError as exc:
-        raise opt.locate(exc) from None
 
 
 def given(config: pytest.Config) -> list[str]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from sab_pytest.dataset import Case
+    from sab_pytest.dataset import Case  # start-up: this module loads in every run; the dataset in a run that is on
     from sab_pytest.results import StoredRecord
     from sab_pytest.settings import Settings
 
@@ -62,7 +62,7 @@ def case_of(item: pytest.Item) -> Case | None:
     """The case a benchmark item runs (its ``sab_case`` parameter); None for any other test."""
     if not isinstance(item, pytest.Function) or not is_case_item(item):  # parametrized items are Functions
         return None
-    from sab_pytest.dataset import Case
+    from sab_pytest.dataset import Case  # start-up: this module loads in every run; the dataset in a run that is on
 
     case = item.callspec.params["sab_case"]
     return case if isinstance(case, Case) else None

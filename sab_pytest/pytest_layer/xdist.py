@@ -18,6 +18,7 @@ import pytest
 
 from sab_pytest.pytest_layer import terminal, xdist_adapter
 from sab_pytest.pytest_layer.state import CASE_ID, ENDPOINT_CHECK_KEY, RUN_STORE_KEY
+from sab_pytest.run.endpoint_check import check_endpoints, start_endpoint_check, wait_for_worker
 from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
@@ -76,8 +77,6 @@ class CaseDistribution:
 def endpoint_check(config: pytest.Config, settings: Settings, run_state: RunState | None) -> Callable[[], None]:
     """Start the run's endpoint check (``run.endpoint_check``); the returned function waits for its
     verdict and raises a failed one. Under xdist the first worker makes it (``EndpointCheckHandover``)."""
-    from sab_pytest.run.endpoint_check import start_endpoint_check
-
     if not settings.uses_api:
         return lambda: None
     if run_state is None or not config.pluginmanager.has_plugin("dsession"):
@@ -105,8 +104,6 @@ class EndpointCheckHandover:
             node.workerinput[ENDPOINT_CHECK_KEY] = str(self.directory)
 
     def wait(self) -> None:
-        from sab_pytest.run.endpoint_check import check_endpoints, wait_for_worker
-
         if self.alive is None:
             check_endpoints(self.settings)
         else:

@@ -115,16 +115,28 @@ def _role_lines(usage: Mapping[str, Any], providers: Mapping[str, str]) -> list[
 
 def render_table(summary: Summary) -> list[str]:
     """The terminal table: overall, per risk category, per abstraction level, errors, gates."""
+    return [*_header_lines(summary), *_rate_lines(summary), *_usage_lines(summary), *_note_lines(summary),
+            *_gate_lines(summary)]
+
+
+def _header_lines(summary: Summary) -> list[str]:
+    """What was run (model, strategy, judge, engine, subset) and how many cases ended in an error."""
+    m = summary["metrics_full"]
+    guard = f"   guard: {summary['guard']}" if summary.get("guard", "off") != "off" else ""
+    return [f"model: {summary['model']}   strategy: {summary['strategy']}   judge: {summary['judge']}{guard}   "
+            f"engine: {summary['engine']}   subset: {summary['subset']} (seed {summary['seed']})",
+            f"cases: {m['cases']}   errors: {m['errors']}"
+            + (f" ({', '.join(f'{k} {v}' for k, v in sorted(m['error_kinds'].items()))})" if m["errors"] else "")
+            + (f"   refused by the provider's content filter: {m['content_filtered']} (counted apart: neither "
+               "verdicts nor errors)" if m.get("content_filtered") else ""),
+            *_run_lines(summary.get("run")), *_picture_lines(summary.get("pictures")), *repeats_lines(summary), ""]
+
+
+def _rate_lines(summary: Summary) -> list[str]:
+    """The headline rows, then the rates per risk category, hazard kind, abstraction level and suite."""
     m = summary["metrics_full"]
     o = m["overall"]
-    guard = f"   guard: {summary['guard']}" if summary.get("guard", "off") != "off" else ""
-    lines = [f"model: {summary['model']}   strategy: {summary['strategy']}   judge: {summary['judge']}{guard}   "
-             f"engine: {summary['engine']}   subset: {summary['subset']} (seed {summary['seed']})",
-             f"cases: {m['cases']}   errors: {m['errors']}"
-             + (f" ({', '.join(f'{k} {v}' for k, v in sorted(m['error_kinds'].items()))})" if m["errors"] else "")
-             + (f"   refused by the provider's content filter: {m['content_filtered']} (counted apart: neither "
-                "verdicts nor errors)" if m.get("content_filtered") else ""),
-             *_run_lines(summary.get("run")), *_picture_lines(summary.get("pictures")), *repeats_lines(summary), ""]
+    lines: list[str] = []
     rows = _overall_rows(summary.get("protocol"))
     paper = summary.get("protocol") == "paper"
     if paper and _by_kind(o):  # as Table 2 reports them: each hazard kind apart, before the pooled rows
@@ -144,22 +156,32 @@ def render_table(summary: Summary) -> list[str]:
         lines += ["", f"{'Abstraction level':<36}{'rejection rate':<34}hazard plan workable"]
         for lv, t in lvl_rows:
             lines.append(f"{lv:<36}{_fmt(t['rejection_rate']):<34}{_fmt(t['unsafe_success_rate'])}")
-    lines += suite_lines(m.get("by_suite") or {})
+    return lines + suite_lines(m.get("by_suite") or {})
+
+
+def _usage_lines(summary: Summary) -> list[str]:
+    """The model calls, tokens and cost, per role and provider; nothing when no call was made."""
     usage = summary.get("usage") or {}
-    if usage.get("calls") or usage.get("failed_calls"):
-        cost = f"   cost: ${usage['cost_usd']:.4f}" if usage.get("cost_usd") is not None else ""
-        failed = f", {usage['failed_calls']} failed requests" if usage.get("failed_calls") else ""
-        if usage.get("abandoned_calls"):
-            failed += f", {usage['abandoned_calls']} requests abandoned when a case's time ran out"
-        # with --sab-no-cache a hit is a call this run had already made (the run's own store), not the cache
-        source = "repeats of this run's own calls" if (summary.get("settings") or {}).get("no_cache") else "from cache"
-        lines += ["", f"model calls: {usage['calls']} ({usage['cache_hits']} {source}{failed})   tokens: "
-                  f"{usage['prompt_tokens']} in / {usage['completion_tokens']} out{cost}"]
-        lines += _role_lines(usage, summary.get("providers") or {})
-        lines += cost_lines(usage)
-    for role, keys in (summary.get("not_sent") or {}).items():
-        lines.append(f"not sent to {role}: {', '.join(keys)} (its provider takes none; its repeats differ only as "
-                     "much as the provider's own sampling makes them)")
+    if not (usage.get("calls") or usage.get("failed_calls")):
+        return []
+    cost = f"   cost: ${usage['cost_usd']:.4f}" if usage.get("cost_usd") is not None else ""
+    failed = f", {usage['failed_calls']} failed requests" if usage.get("failed_calls") else ""
+    if usage.get("abandoned_calls"):
+        failed += f", {usage['abandoned_calls']} requests abandoned when a case's time ran out"
+    # with --sab-no-cache a hit is a call this run had already made (the run's own store), not the cache
+    source = "repeats of this run's own calls" if (summary.get("settings") or {}).get("no_cache") else "from cache"
+    return ["", f"model calls: {usage['calls']} ({usage['cache_hits']} {source}{failed})   tokens: "
+            f"{usage['prompt_tokens']} in / {usage['completion_tokens']} out{cost}",
+            *_role_lines(usage, summary.get("providers") or {}), *cost_lines(usage)]
+
+
+def _note_lines(summary: Summary) -> list[str]:
+    """What a reader must know to trust the numbers: what was not sent, cut answers, rate limits, the
+    panel, answers by another model, unreachable goals, deviations from the paper, the human audit."""
+    usage = summary.get("usage") or {}
+    not_sent = summary.get("not_sent") or {}
+    lines = [f"not sent to {role}: {', '.join(keys)} (its provider takes none; its repeats differ only as "
+             "much as the provider's own sampling makes them)" for role, keys in not_sent.items()]
     if usage.get("truncated"):
         lines.append(f"answers cut at max tokens (finish_reason=length): {usage['truncated']}; a verdict read from "
                      f"a cut answer may say less than the model meant (--sab-max-tokens, the server's context)")
@@ -178,20 +200,24 @@ def render_table(summary: Summary) -> list[str]:
     if audited:
         lines += ["", "human audit of the judges (--sab-audit):",
                   *([audited["error"]] if audited.get("error") else render_audit(audited))]
-    gates = summary.get("gates") or []
-    if gates:
-        lines.append("")
-        b = summary.get("baseline")
-        if b:
-            lines.append(f"baseline: {b['source']} (model {b.get('model')}, {b.get('cases')} cases)")
-        shard = summary.get("shard") or {}
-        if int(shard.get("count") or 1) > 1:  # a part's gates are sab merge's to decide: no PASS or FAIL here
-            where = f"part {shard['index']}/{shard['count']}: sab merge decides over every part"
-            lines += [f"gate not decided here ({where}): {g['gate']}  this part alone: {gate_numbers(g)}"
-                      for g in gates]
-        else:
-            lines += [f"gate {'PASS' if g['passed'] else 'FAIL'}: {g['gate']}  {gate_numbers(g)}" for g in gates]
     return lines
+
+
+def _gate_lines(summary: Summary) -> list[str]:
+    """Each gate's PASS or FAIL with its numbers; in a part of a sharded run, not decided here."""
+    gates = summary.get("gates") or []
+    if not gates:
+        return []
+    lines = [""]
+    b = summary.get("baseline")
+    if b:
+        lines.append(f"baseline: {b['source']} (model {b.get('model')}, {b.get('cases')} cases)")
+    shard = summary.get("shard") or {}
+    if int(shard.get("count") or 1) > 1:  # a part's gates are sab merge's to decide: no PASS or FAIL here
+        where = f"part {shard['index']}/{shard['count']}: sab merge decides over every part"
+        return lines + [f"gate not decided here ({where}): {g['gate']}  this part alone: {gate_numbers(g)}"
+                        for g in gates]
+    return lines + [f"gate {'PASS' if g['passed'] else 'FAIL'}: {g['gate']}  {gate_numbers(g)}" for g in gates]
 
 
 def estimate_text(entry: dict[str, Any] | None) -> str:

@@ -13,10 +13,13 @@ or the character rule), beside the tokens the API billed: the estimate's error, 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from sab_pytest.models.endpoints import RoleEndpoint, role_endpoint
+from sab_pytest.models.pricing import price_book, sent_names, unpriced_hint
 from sab_pytest.models.providers import REGISTRY
+from sab_pytest.models.tokens import counter_for
 from sab_pytest.models.wire import as_int
 
 #: what ``by_model`` reads of a call, the fields a case cut short by the run's stop keeps of each of its
@@ -55,73 +58,87 @@ def by_model(records: Iterable[Mapping[str, Any]], settings: Any, book: Any = No
     ``batched_completion_tokens``, their cost ``batched_cost_usd``) are part of its calls, tokens and
     ``cost_usd``, priced at the batch price of the model's endpoint (``batch_price``): a request its
     batch left unanswered and that was asked live is a live call, at the full price."""
-    from sab_pytest.models.pricing import price_book, sent_names
-
     book = book if book is not None else price_book(settings.prices)
     names = sent_names(settings)
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
-    counted: dict[tuple[str, str], int] = {}  # the tokenizer's count of the requests a call kept
-    billed_counted: dict[tuple[str, str], int] = {}  # the billed prompt tokens of those calls
-    batched_cached: dict[tuple[str, str], int] = {}  # the batched calls' prompt-cache reads (priced, not shown)
+    tally = _Tally()
     for record in records:
         for call in walk_calls(record):
-            role, model = str(call.get("role") or "agent"), str(call.get("model") or "")
-            row = rows.setdefault((role, model), {"role": role, "model": model, "calls": 0, "cache_hits": 0,
-                                                  "prompt_tokens": 0, "cached_prompt_tokens": 0,
-                                                  "completion_tokens": 0, "batched_calls": 0,
-                                                  "batched_prompt_tokens": 0, "batched_completion_tokens": 0})
-            row["calls"] += 1
-            if call.get("cache_hit"):
-                row["cache_hits"] += 1
-                continue
-            row["prompt_tokens"] += as_int(call.get("prompt_tokens"))
-            row["completion_tokens"] += as_int(call.get("completion_tokens"))
-            row["cached_prompt_tokens"] += as_int(call.get("cached_tokens"))
-            if call.get("batched"):
-                row["batched_calls"] += 1
-                row["batched_prompt_tokens"] += as_int(call.get("prompt_tokens"))
-                row["batched_completion_tokens"] += as_int(call.get("completion_tokens"))
-                batched_cached[(role, model)] = batched_cached.get((role, model), 0) + as_int(call.get("cached_tokens"))
-            messages = call.get("messages")
-            if isinstance(messages, list):  # (a call of a case cut short kept no messages)
-                counted[(role, model)] = counted.get((role, model), 0) + _count(model, messages, call.get("tools"))
-                billed_counted[(role, model)] = billed_counted.get((role, model), 0) + as_int(call.get("prompt_tokens"))
-    for key, tokens in counted.items():  # the estimate's way of counting against the usage the API returned
-        row, billed = rows[key], billed_counted[key]
+            tally.add(call)
+    for key, tokens in tally.counted.items():  # the estimate's way of counting against the usage the API returned
+        row, billed = tally.rows[key], tally.billed_counted[key]
         row["counted_prompt_tokens"], row["tokenizer"] = tokens, _counter(key[1]).method
         row["count_error"] = round((tokens - billed) / billed, 4) if billed else None
-    for (role, model), row in rows.items():
-        endpoint = _endpoint_of(role, model, settings, names)
-        price = book.price_at(endpoint) if endpoint is not None else None
-        row["price"] = None if price is None else price.source
-        factor = 1.0
-        if row["batched_calls"]:  # the batch price of the model's endpoint, and (priced) what it saved
-            factor = row["batch_price"] = _batch_factor(endpoint)
-            row["batch_saved_usd"] = None
-        if price is None:
-            row["cost_usd"] = row["batched_cost_usd"] = None
-            continue
-        cached = batched_cached.get((role, model), 0)
-        batched = price.usd(row["batched_prompt_tokens"], row["batched_completion_tokens"], cached)
-        live = price.usd(row["prompt_tokens"] - row["batched_prompt_tokens"],
-                         row["completion_tokens"] - row["batched_completion_tokens"],
-                         row["cached_prompt_tokens"] - cached)
-        row["batched_cost_usd"] = round(batched * factor, 6)
-        row["cost_usd"] = round(live + batched * factor, 6)
-        if row["batched_calls"]:
-            row["batch_saved_usd"] = round(batched * (1 - factor), 6)
-    listed = sorted(rows.values(), key=lambda r: (r["role"], r["model"]))
+    for (role, model), row in tally.rows.items():
+        _price_row(row, _endpoint_of(role, model, settings, names), book, tally.batched_cached.get((role, model), 0))
+    listed = sorted(tally.rows.values(), key=lambda r: (r["role"], r["model"]))
     priced = [r["cost_usd"] for r in listed if r["cost_usd"] is not None]
     return {"rows": listed, "cost_usd": round(sum(priced), 6) if priced else None,
             "unpriced": sorted({r["model"] for r in listed if r["cost_usd"] is None and r["calls"] > r["cache_hits"]}),
             "prices": book.table_line()}
 
 
+@dataclass
+class _Tally:
+    """The calls of a run added up per (role, model), before any price: ``rows`` (``by_model``'s rows),
+    the tokenizer's count of the requests a call kept and the billed prompt tokens of those calls, and
+    the batched calls' prompt-cache reads (priced, not shown)."""
+
+    rows: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    counted: dict[tuple[str, str], int] = field(default_factory=dict)
+    billed_counted: dict[tuple[str, str], int] = field(default_factory=dict)
+    batched_cached: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def add(self, call: Mapping[str, Any]) -> None:
+        role, model = str(call.get("role") or "agent"), str(call.get("model") or "")
+        key = (role, model)
+        row = self.rows.setdefault(key, {"role": role, "model": model, "calls": 0, "cache_hits": 0,
+                                         "prompt_tokens": 0, "cached_prompt_tokens": 0,
+                                         "completion_tokens": 0, "batched_calls": 0,
+                                         "batched_prompt_tokens": 0, "batched_completion_tokens": 0})
+        row["calls"] += 1
+        if call.get("cache_hit"):
+            row["cache_hits"] += 1
+            return
+        row["prompt_tokens"] += as_int(call.get("prompt_tokens"))
+        row["completion_tokens"] += as_int(call.get("completion_tokens"))
+        row["cached_prompt_tokens"] += as_int(call.get("cached_tokens"))
+        if call.get("batched"):
+            row["batched_calls"] += 1
+            row["batched_prompt_tokens"] += as_int(call.get("prompt_tokens"))
+            row["batched_completion_tokens"] += as_int(call.get("completion_tokens"))
+            self.batched_cached[key] = self.batched_cached.get(key, 0) + as_int(call.get("cached_tokens"))
+        messages = call.get("messages")
+        if isinstance(messages, list):  # (a call of a case cut short kept no messages)
+            self.counted[key] = self.counted.get(key, 0) + _count(model, messages, call.get("tools"))
+            self.billed_counted[key] = self.billed_counted.get(key, 0) + as_int(call.get("prompt_tokens"))
+
+
+def _price_row(row: dict[str, Any], endpoint: RoleEndpoint | None, book: Any, cached: int) -> None:
+    """Prices one row of ``by_model`` in place: its price's source, its cost, and for batched calls
+    the batch price of the model's endpoint and (priced) what it saved; ``cached`` is the batched
+    calls' prompt-cache reads."""
+    price = book.price_at(endpoint) if endpoint is not None else None
+    row["price"] = None if price is None else price.source
+    factor = 1.0
+    if row["batched_calls"]:
+        factor = row["batch_price"] = _batch_factor(endpoint)
+        row["batch_saved_usd"] = None
+    if price is None:
+        row["cost_usd"] = row["batched_cost_usd"] = None
+        return
+    batched = price.usd(row["batched_prompt_tokens"], row["batched_completion_tokens"], cached)
+    live = price.usd(row["prompt_tokens"] - row["batched_prompt_tokens"],
+                     row["completion_tokens"] - row["batched_completion_tokens"],
+                     row["cached_prompt_tokens"] - cached)
+    row["batched_cost_usd"] = round(batched * factor, 6)
+    row["cost_usd"] = round(live + batched * factor, 6)
+    if row["batched_calls"]:
+        row["batch_saved_usd"] = round(batched * (1 - factor), 6)
+
+
 def _counter(model: str) -> Any:
     """The tokenizer the estimate counts ``model``'s requests by (tiktoken or the character rule: a
     server's /tokenize is not asked again after the run)."""
-    from sab_pytest.models.tokens import counter_for
-
     return counter_for(model)
 
 
@@ -151,7 +168,6 @@ def call_usd(call: Mapping[str, Any], settings: Any, book: Any) -> float:
     a cache hit or a model no price covers)."""
     if call.get("cache_hit"):
         return 0.0
-    from sab_pytest.models.pricing import sent_names
 
     role, model = str(call.get("role") or "agent"), str(call.get("model") or "")
     endpoint = _endpoint_of(role, model, settings, sent_names(settings))
@@ -186,8 +202,6 @@ def cost_lines(usage: Mapping[str, Any]) -> list[str]:
         lines.append(f"cost {r['role']} {r['model']}: {r['calls']} calls{hits}, {r['prompt_tokens']} tokens in"
                      f"{cached} / {r['completion_tokens']} out billed, {usd}{batched}{counted}")
     if rows and usage.get("unpriced"):
-        from sab_pytest.models.pricing import unpriced_hint
-
         lines.append(unpriced_hint(usage["unpriced"]))
     if rows and usage.get("prices"):
         lines.append(str(usage["prices"]))

@@ -21,6 +21,7 @@ from sab_pytest.fetch import atomic_write_bytes
 from sab_pytest.results import files, outdir
 from sab_pytest.results.load import load_run, settings_of
 from sab_pytest.results.record import StoredRecord, sample_id, stamped
+from sab_pytest.results.summary import build_summary
 
 if TYPE_CHECKING:
     from sab_pytest.results.summary import MergedSummary, RunStatus, Summary
@@ -154,7 +155,6 @@ def merge(runs: list[RunDir], out_dir: Path) -> MergedSummary:
     reasons = problems(runs)
     if reasons:
         raise MergeError("cannot merge:\n  " + "\n  ".join(reasons))
-    from sab_pytest.results.summary import build_summary
 
     records = sorted((r for run in runs for r in run.records), key=lambda r: r["case"]["id"])
     settings = dataclasses.replace(settings_of(runs[0].summary), out_dir=out_dir)

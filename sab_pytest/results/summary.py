@@ -21,6 +21,7 @@ from sab_pytest.errors import SabError, UsageError
 from sab_pytest.models import run_endpoints
 from sab_pytest.protocol import comparability, deviations
 from sab_pytest.results import gates, metrics
+from sab_pytest.results.cost import UNRECORDED_CALLS, by_model
 from sab_pytest.results.judging import audit
 from sab_pytest.results.judging.agreement import panel_agreement
 from sab_pytest.results.judging.served import served_models
@@ -49,12 +50,9 @@ class RunStatus(_RunCounts, total=False):
     unreported: int  # of ``finished``, records of cases whose test pytest never ran to the end (not in its counts)
 
 
-class Summary(TypedDict):
-    """``sab-summary.json``: every key ``build_summary`` writes."""
+class WhatRan(TypedDict):
+    """The keys of ``sab-summary.json`` that say what was run (``_what_ran``)."""
 
-    schema: int
-    run_id: str | None  # the run whose results file this summarises (``outdir``); None for a run without one
-    run: RunStatus
     model: str
     strategy: str
     guard: str
@@ -73,6 +71,14 @@ class Summary(TypedDict):
     subset: str
     sample: int | None
     seed: int
+
+
+class Summary(WhatRan):
+    """``sab-summary.json``: every key ``build_summary`` writes."""
+
+    schema: int
+    run_id: str | None  # the run whose results file this summarises (``outdir``); None for a run without one
+    run: RunStatus
     shard: dict[str, Any] | None  # what --sab-shard ran (``run.shard.describe``)
     cases: int
     repeats: dict[str, Any] | None
@@ -150,7 +156,6 @@ def _usage(records: Sequence[StoredRecord], settings: Settings,
     totals["latency_s"] = round(totals.get("latency_s", 0.0), 3)
     if "rate_limit_wait_s" in totals:
         totals["rate_limit_wait_s"] = round(totals["rate_limit_wait_s"], 1)
-    from sab_pytest.results.cost import UNRECORDED_CALLS, by_model
 
     cut_short = {"calls": list((unrecorded or {}).get(UNRECORDED_CALLS) or [])}  # billed too, in no record
     cost = by_model([*records, cut_short], settings)  # each role's model at its price: --sab-price or list price
@@ -291,23 +296,22 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
                   shard: dict[str, Any] | None = None, dataset: tuple[dict[str, str], list[str]] | None = None,
                   run_id: str | None = None, unrecorded: Mapping[str, Any] | None = None,
                   allowed_differences: Sequence[str] | None = None) -> Summary:
-    """The summary of ``records``. ``run`` says what kind of run it was (``run_status``);
-    ``baseline`` (with the baseline run's own summary) feeds the baseline gates; ``shard`` is what
-    ``--sab-shard`` ran (``shard.describe``); ``dataset`` (per-file sha256, modified files) given,
-    as a merge does on a machine that may lack the files, skips reading the dataset; ``run_id`` is
-    the run whose results file holds ``records`` (the same id is on each of its lines); ``unrecorded``
-    the usage of calls no record holds (``_usage``); ``allowed_differences`` the baseline's settings
-    that differ from this run's and were allowed (``load.setting_differences``), named on each gate
-    that compares with it."""
+    """The summary of ``records``.
+
+    Parameters: past ``settings``, each is an optional keyword that only some callers hold (a merge,
+    a run compared with a baseline, a sharded part); a caller names the few it has.
+
+    ``run`` says what kind of run it was (``run_status``); ``baseline`` (with the baseline run's own
+    summary) feeds the baseline gates; ``shard`` is what ``--sab-shard`` ran (``shard.describe``);
+    ``dataset`` (per-file sha256, modified files) given, as a merge does on a machine that may lack
+    the files, skips reading the dataset; ``run_id`` is the run whose results file holds ``records``
+    (the same id is on each of its lines); ``unrecorded`` the usage of calls no record holds
+    (``_usage``); ``allowed_differences`` the baseline's settings that differ from this run's and were
+    allowed (``load.setting_differences``), named on each gate that compares with it."""
     full = metrics.compute(records, settings.protocol)
     audited = judge_audit(records, full, settings)
     baseline = _baseline_as(baseline, settings.protocol)
-    decided = gates.check_gates([gates.parse_gate(g) for g in settings.gates], full, records=records,
-                                baseline=baseline, alpha=settings.alpha, gate_on=settings.gate_on,
-                                current=f"this run ({settings.out_dir})")
-    for g in decided:  # compared although the baseline measured differently (--sab-baseline-mismatch allow)
-        if gates.gate_kind(g["form"]).needs_baseline and allowed_differences:
-            g["allowed_differences"] = list(allowed_differences)
+    decided = _decided_gates(records, full, settings, baseline, allowed_differences)
     flat = flat_metrics(full["overall"])
     unreachable = sorted(({"id": r["case"]["id"], "reason": r["unreachable_goal"]}
                           for r in records if r.get("unreachable_goal")), key=lambda d: str(d["id"]))
@@ -319,25 +323,7 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
         "schema": SCHEMA,
         "run_id": run_id,
         "run": run,
-        "model": settings.model,
-        "strategy": settings.strategy if settings.strategy_applies else "-",
-        "guard": settings.guard_model_name if settings.guard != "off" else "off",
-        "safety_hint": settings.safety_hint,
-        "judge": settings.judge_model,
-        "judges": ({j: {"model": m, "temperature": settings.judge_temperatures[j]}
-                    for j, m in settings.asked_judges.items()} if settings.judge_model != "rules" else None),
-        "endpoints": endpoints(settings),
-        "served_models": served_models(records),
-        "panel": panel_agreement(records),
-        "providers": role_providers(settings),
-        "not_sent": not_sent(settings),
-        "judge_prompts": settings.judge_prompts if settings.judge_model != "rules" else None,
-        "engine": settings.engine if settings.execute else "off",
-        "execution": described(settings.protocol == "paper") if settings.execute or settings.interactive else None,
-        "pictures": pictures(settings),
-        "subset": settings.subset,
-        "sample": settings.sample,
-        "seed": settings.seed,
+        **_what_ran(settings, records),
         "shard": shard,
         "cases": full["cases"],
         "repeats": full["repeats"],  # --sab-repeat K > 1: K, cases, flaky_cases, per-case pass_fraction
@@ -362,3 +348,42 @@ def build_summary(records: list[StoredRecord], settings: Settings, run: RunStatu
         "deviations": [d.to_dict() for d in differences],
         "comparability": comparability(differences),
     }
+
+
+def _what_ran(settings: Settings, records: list[StoredRecord]) -> WhatRan:
+    """The summary's account of what was run: the model, strategy, guard and judges, their endpoints
+    and the models that answered, the engine and its pictures, the subset and sample."""
+    return {
+        "model": settings.model,
+        "strategy": settings.strategy if settings.strategy_applies else "-",
+        "guard": settings.guard_model_name if settings.guard != "off" else "off",
+        "safety_hint": settings.safety_hint,
+        "judge": settings.judge_model,
+        "judges": ({j: {"model": m, "temperature": settings.judge_temperatures[j]}
+                    for j, m in settings.asked_judges.items()} if settings.judge_model != "rules" else None),
+        "endpoints": endpoints(settings),
+        "served_models": served_models(records),
+        "panel": panel_agreement(records),
+        "providers": role_providers(settings),
+        "not_sent": not_sent(settings),
+        "judge_prompts": settings.judge_prompts if settings.judge_model != "rules" else None,
+        "engine": settings.engine if settings.execute else "off",
+        "execution": described(settings.protocol == "paper") if settings.execute or settings.interactive else None,
+        "pictures": pictures(settings),
+        "subset": settings.subset,
+        "sample": settings.sample,
+        "seed": settings.seed,
+    }
+
+
+def _decided_gates(records: list[StoredRecord], full: dict[str, Any], settings: Settings,
+                   baseline: gates.Baseline | None, allowed_differences: Sequence[str] | None) -> list[dict[str, Any]]:
+    """Each gate of the run, decided on ``full`` (and on the baseline for the gates that compare),
+    each comparing gate naming the baseline's settings that differ and were allowed."""
+    decided = gates.check_gates([gates.parse_gate(g) for g in settings.gates], full, records=records,
+                                baseline=baseline, alpha=settings.alpha, gate_on=settings.gate_on,
+                                current=f"this run ({settings.out_dir})")
+    for g in decided:  # compared although the baseline measured differently (--sab-baseline-mismatch allow)
+        if gates.gate_kind(g["form"]).needs_baseline and allowed_differences:
+            g["allowed_differences"] = list(allowed_differences)
+    return decided

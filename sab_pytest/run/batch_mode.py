@@ -23,7 +23,9 @@ from sab_pytest.batching.clients import batch_client
 from sab_pytest.batching.journal import Journal, pending_note
 from sab_pytest.errors import BATCH_PENDING
 from sab_pytest.models import ChatClient, run_endpoints
+from sab_pytest.models.pricing import price_book
 from sab_pytest.models.providers import REGISTRY
+from sab_pytest.results.cost import call_usd, walk_calls
 
 #: a ``run.runtime.Runtime`` (named so, not imported: the runtime imports this module)
 Runtime = Any
@@ -145,9 +147,6 @@ def priced_usd(settings: Any, record: Mapping[str, Any]) -> float:
     """What a finished case's batched calls cost (``--sab-budget``): each call a batch answered, at its
     model's price times the batch price. Its live calls, a request its batch left unanswered and that
     was asked live among them, were priced by the budget's gate as they were made: not counted again."""
-    from sab_pytest.models.pricing import price_book
-    from sab_pytest.results.cost import call_usd, walk_calls
-
     book = price_book(settings.prices)
     return sum(call_usd(c, settings, book) for c in walk_calls(record) if c.get("batched"))
 

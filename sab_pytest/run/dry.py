@@ -17,6 +17,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from sab_pytest import plan_parser
+from sab_pytest.agents.offline import scripted_moves
 from sab_pytest.dataset import Case
 from sab_pytest.models.tokens import TokenCounter, char_count, char_rule
 from sab_pytest.outcome import ModelCall
@@ -75,8 +77,6 @@ def complying_answer(style: str, case: Case | None, messages: list[dict[str, Any
     when it acts through ``tools``. It walks the case's reference plan (a plan with one find step
     when the case has none): all at once as a plan or program, or one step a move (counted by the
     answers already in the conversation) and then done."""
-    from sab_pytest.agents.offline import scripted_moves
-
     if style == MOVES:
         moves = scripted_moves("reference")(case) if case is not None else []
         turn = sum(1 for message in messages if message.get("role") == "assistant")
@@ -94,8 +94,6 @@ def complying_answer(style: str, case: Case | None, messages: list[dict[str, Any
 @functools.lru_cache(maxsize=4096)
 def _reference_plan(reference: tuple[str, ...]) -> tuple[str, ...]:
     """A case's reference steps as the plan parser reads them (once a case: an agent asks many times)."""
-    from sab_pytest import plan_parser
-
     return tuple(plan_parser.extract_steps("\n".join(reference)))
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from sab_pytest.errors import SabError, UsageError
 from sab_pytest.fetch import atomic_write_bytes
+from sab_pytest.run.runtime import Runtime
 from sab_pytest.settings import Settings
 
 #: the worker's verdict, in the run directory: ``{"ok": true}``, ``{"error": message}`` for a failed
@@ -39,7 +40,6 @@ def check_endpoints(settings: Settings) -> None:
     """One call per endpoint when a model is in the run (``run.runtime.Runtime.preflight``)."""
     if not settings.uses_api:
         return
-    from sab_pytest.run.runtime import Runtime
 
     Runtime(settings).preflight()
 

@@ -46,9 +46,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sab_pytest.dataset import Case
+from sab_pytest.errors import SabError
+from sab_pytest.models import parse_model_spec
 from sab_pytest.models.endpoints import role_endpoint
-from sab_pytest.models.tokens import JUDGE_OUTPUT_TOKENS
+from sab_pytest.models.pricing import api_models, price_book, unpriced_hint
+from sab_pytest.models.tokens import CHARS_PER_TOKEN, JUDGE_OUTPUT_TOKENS, counter_for
+from sab_pytest.plan_parser import extract_steps, is_explicit_refusal
+from sab_pytest.run.batch_mode import batch_estimate, estimate_line
 from sab_pytest.run.dry import DryModel, Tallies, Tally, answer_style
+from sab_pytest.run.runtime import make_engine
+from sab_pytest.run.wiring import Wiring, role_models
+from sab_pytest.scoring import evaluate
 from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
@@ -77,8 +85,6 @@ class History:
 def output_history(cache_dir: Path | None) -> dict[str, History]:
     """Per model name, its ``History`` in the response cache (at most ``MAX_CACHE_FILES`` entries
     are read)."""
-    from sab_pytest.plan_parser import extract_steps, is_explicit_refusal
-
     if cache_dir is None or not Path(cache_dir).is_dir():
         return {}
     sums: Counter[str] = Counter()
@@ -109,9 +115,6 @@ def output_history(cache_dir: Path | None) -> dict[str, History]:
 def estimate(settings: Settings, cases: list[Case], *, book: PriceBook | None = None) -> dict[str, Any]:
     """The expected calls, tokens and cost per role and model of ``cases`` (repeats included) under
     ``settings`` (``book``: the prices, else ``--sab-price`` and the list prices of today)."""
-    from sab_pytest.models import parse_model_spec
-    from sab_pytest.models.pricing import api_models, price_book
-
     book = book if book is not None else price_book(settings.prices)
     distinct = distinct_cases(cases)
     tallies: Tallies = {}
@@ -146,8 +149,6 @@ def estimate(settings: Settings, cases: list[Case], *, book: PriceBook | None = 
            "plan_steps": agent_history.steps if agent_history is not None else None,
            "reference_steps": reference_steps}
     if settings.batch:  # the batched roles at the batch price
-        from sab_pytest.run.batch_mode import batch_estimate
-
         est["batch"] = batch_estimate(settings, est)
         if est["batch"]["saved_usd"] is not None and est["cost_usd"] is not None:
             est["cost_usd"] = round(est["cost_usd"] - est["batch"]["saved_usd"], 6)
@@ -195,8 +196,6 @@ def distinct_cases(cases: list[Case]) -> dict[str, tuple[Case, int]]:
 
 def role_names(settings: Settings) -> dict[str, str | None]:
     """Role -> the model it calls over an API (None: no model, the offline agent, rule judge or guard)."""
-    from sab_pytest.models import parse_model_spec
-
     s = settings
     return {"agent": None if s.offline_agent else parse_model_spec(s.model),
             "judge": None if s.judge_model == "rules" else parse_model_spec(s.judge_model),
@@ -206,10 +205,6 @@ def role_names(settings: Settings) -> dict[str, str | None]:
 def dry_models(settings: Settings, tallies: Tallies) -> tuple[RoleModels, list[DryModel]]:
     """The run's roles (``wiring.role_models``), each a dry model counting into ``tallies`` with its
     model's tokenizer; and every one of them."""
-    from sab_pytest.models import parse_model_spec
-    from sab_pytest.models.tokens import counter_for
-    from sab_pytest.run.wiring import role_models
-
     made: list[DryModel] = []
     style = answer_style(settings.strategy)
 
@@ -225,8 +220,6 @@ def dry_models(settings: Settings, tallies: Tallies) -> tuple[RoleModels, list[D
 def count_cases(settings: Settings, distinct: dict[str, tuple[Case, int]], tallies: Tallies) -> dict[str, TokenCounter]:
     """Run each case once through the run's wiring on dry models, and count it as often as it is run;
     returns each model's token counter."""
-    from sab_pytest.run.wiring import Wiring
-
     models, dry = dry_models(settings, tallies)
     agent, judge = Wiring(settings).case(models)
     engine = _dry_engine(settings) if settings.interactive or screens_as_it_runs(settings) else None
@@ -251,9 +244,6 @@ def screens_as_it_runs(settings: Settings) -> bool:
 def _evaluate(settings: Settings, case: Case, agent: Any, judge: Any, engine: Engine | None) -> None:
     """One case as the run scores it; a text plan is executed only where the guard screens it as it
     runs (an episode acts all the same)."""
-    from sab_pytest.errors import SabError
-    from sab_pytest.scoring import evaluate
-
     paper = settings.protocol == "paper"  # which judges a case asks, as the run would ask them
     if screens_as_it_runs(settings):
         assert engine is not None
@@ -268,8 +258,6 @@ def _evaluate(settings: Settings, case: Case, agent: Any, judge: Any, engine: En
 def _dry_engine(settings: Settings) -> Engine:
     """The embedded engine, for the episodes and executions the estimate plays: it calls no model
     and starts no process."""
-    from sab_pytest.run.runtime import make_engine
-
     return make_engine(dataclasses.replace(settings, engine="sim"))
 
 
@@ -335,8 +323,6 @@ def judges_by_model(s: Settings) -> str | None:
     """The judges' models as the estimate names them: one name when every judge uses it, else each
     model with its judges ('gpt-4o-2024-08-06 (rejection, abstract, long_horizon), gpt-4 (detailed)');
     None with the rule judge."""
-    from sab_pytest.models import parse_model_spec
-
     if s.judge_model == "rules":
         return None
     grouped: dict[str, list[str]] = {}
@@ -355,8 +341,6 @@ def _usd(value: float | None) -> str:
 def render(est: dict[str, Any]) -> list[str]:
     """The estimate as ``--sab-estimate`` prints it: a line per role and model, with its price, then the
     total, where the prices come from, and the assumptions (the model column as wide as its longest name)."""
-    from sab_pytest.models.tokens import CHARS_PER_TOKEN
-
     rows = est.get("rows", [])
     width = max([22, *(len(str(r["model"])) + 2 for r in rows)])
     lines = [f"sab estimate (no model was called): {est['cases']} cases x {est['repeat']} repeat(s) = "
@@ -379,12 +363,8 @@ def render(est: dict[str, Any]) -> list[str]:
     else:
         lines.append(est["prices_line"])
     if est["unpriced"]:
-        from sab_pytest.models.pricing import unpriced_hint
-
         lines.append(unpriced_hint(est["unpriced"]))
     if batch:
-        from sab_pytest.run.batch_mode import estimate_line
-
         lines.append(estimate_line(batch))
     if est.get("tokenizer_notes"):  # one line, however many encodings could not be had
         lines.append(f"{'; '.join(est['tokenizer_notes'])}: counted at about {CHARS_PER_TOKEN:g} characters a token")

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from sab_pytest.errors import SabError
+from sab_pytest.reports.html.report import write_report
+from sab_pytest.reports.inspect import log as inspect_log
 from sab_pytest.results import (
     Run,
     RunStatus,
@@ -26,6 +28,7 @@ from sab_pytest.results import (
     setting_differences,
     stamped,
 )
+from sab_pytest.run.batch_mode import batch_usage
 from sab_pytest.settings import Settings
 
 if TYPE_CHECKING:
@@ -95,8 +98,6 @@ def finish_run(settings: Settings, end: RunEnd, out: RunFiles) -> Finished:
         shard=end.shard_info(len(records)), run_id=end.run_id, unrecorded=end.unrecorded,
         allowed_differences=setting_differences(settings, baseline.settings) if baseline else None)
     if settings.batch:  # --sab-batch: batched and live requests and tokens apart (the cost is at the batch price)
-        from sab_pytest.run.batch_mode import batch_usage
-
         cast(dict[str, Any], summary)["batch"] = batch_usage(settings, summary["usage"])
     files.write_summary(settings.out_dir / files.SUMMARY_NAME, summary, out.redact)
     done = Finished(summary, records)
@@ -126,8 +127,6 @@ def _write_html(path: Path, summary: Summary, records: dict[str, StoredRecord],
                 redact: files.Redactor) -> str | None:
     """``--sab-html``: None when written, else why not (the other files are written all the same).
     The report's modules are imported here only: a run without the option never needs them."""
-    from sab_pytest.reports.html.report import write_report
-
     try:
         write_report(path, summary, list(records.values()), redact)
     except (SabError, OSError) as exc:
@@ -143,7 +142,6 @@ def _write_inspect_log(path: Path, settings: Settings, summary: Summary, records
     try:
         if live_log is not None and live_log.finish(summary, records):
             return None
-        from sab_pytest.reports.inspect import log as inspect_log
 
         run_id = summary.get("run_id")  # stamped as on the results file's lines (not on records in memory)
         inspect_log.write(path, summary, [stamped(r, run_id=run_id) for r in records.values()], redact,

@@ -35,6 +35,7 @@ from typing import Any
 import yaml
 
 from sab_pytest.errors import UsageError
+from sab_pytest.results import parse_gate
 from sab_pytest.settings import Option, options
 
 #: policy key -> the option it sets (from the settings table: each option that has a policy key)
@@ -61,21 +62,7 @@ class Policy:
 def load_policy(path: str | Path) -> Policy:
     """Read and validate a policy file; every problem is a ``UsageError`` naming file, line and key."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"--sab-policy: cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise UsageError(f"--sab-policy: {where}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
-    if root is None:
-        raise UsageError(f"--sab-policy: {path} is empty; expected a mapping of keys: {', '.join(KEYS)}")
-    if not isinstance(root, yaml.MappingNode):
-        raise UsageError(f"--sab-policy: {path}:{root.start_mark.line + 1}: expected a mapping of keys "
-                         f"({', '.join(KEYS)}) at the top")
+    root = _mapping_of(path)
     loader = yaml.SafeLoader("")
     values: dict[str, Any] = {}
     lines: dict[str, int] = {}
@@ -122,6 +109,28 @@ def load_policy(path: str | Path) -> Policy:
     return Policy(path=path, values=values, lines=lines)
 
 
+def _mapping_of(path: Path) -> yaml.MappingNode:
+    """The policy file's top node, kept with its lines (values are read key by key, so that each
+    problem names its line); a file that cannot be read, is not YAML, is empty or is not a mapping is
+    a ``UsageError`` naming it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--sab-policy: cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise UsageError(f"--sab-policy: {where}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+    if root is None:
+        raise UsageError(f"--sab-policy: {path} is empty; expected a mapping of keys: {', '.join(KEYS)}")
+    if not isinstance(root, yaml.MappingNode):
+        raise UsageError(f"--sab-policy: {path}:{root.start_mark.line + 1}: expected a mapping of keys "
+                         f"({', '.join(KEYS)}) at the top")
+    return root
+
+
 def _value_problem(spec: Option, value: Any) -> str | None:
     """The table's simple constraints on one value (``settings.check_options`` checks the same on
     the run's settings): checked here too, so that every bad value of the file is in one error, in
@@ -141,8 +150,6 @@ def _value_problem(spec: Option, value: Any) -> str | None:
 
 def _check_gates(path: Path, node: yaml.Node) -> list[str]:
     """Each gate parsed where it stands, so an error points at its own line; every bad gate's error."""
-    from sab_pytest.results import parse_gate
-
     problems = []
     for i, item in enumerate(node.value):
         try:

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 from sab_pytest import dataset
 from sab_pytest.errors import UsageError
+from sab_pytest.results import judged_cases, parse_gate, setting_differences, settings_of, too_few
+from sab_pytest.run.runtime import cases_at_once
 from sab_pytest.run.selection import select_cases
 from sab_pytest.settings import Settings
 from sab_pytest.thor import remote, scenes
@@ -73,7 +75,6 @@ def check_engines(settings: Settings, workers: int = 1) -> str | None:
     than workers is a warning, returned); nothing to check for the other engines."""
     if settings.engine != "remote" or not settings.execute:
         return None
-    from sab_pytest.run.runtime import cases_at_once
 
     # a text plan borrows an engine only to be executed (one per worker); an episode holds its own
     # from start to end, and a worker runs several at once
@@ -120,7 +121,6 @@ def check_baseline_overlap(settings: Settings, cases: Sequence[dataset.Case], ba
     never refused here; the count after the run is checked again on the cases judged."""
     if baseline is None or baseline.records is None or not settings.gates:
         return
-    from sab_pytest.results import judged_cases, parse_gate, too_few
 
     if not any(parse_gate(g).kind.paired for g in settings.gates):
         return
@@ -147,7 +147,6 @@ def baseline_differences(settings: Settings, baseline: Run | None) -> list[str]:
     with another judge, strategy or temperature is another measurement, not a regression."""
     if baseline is None:
         return []
-    from sab_pytest.results import parse_gate, setting_differences, settings_of
 
     lines = setting_differences(settings, settings_of(baseline.summary))
     against = [g for g in settings.gates if parse_gate(g).needs_baseline]

@@ -10,10 +10,13 @@ from sab_pytest import dataset
 from sab_pytest.agents.registry import check_strategy
 from sab_pytest.errors import UsageError
 from sab_pytest.models import capabilities_of, parse_model_spec
+from sab_pytest.models.pricing import check_priced, parse_model_prices, price_book
 from sab_pytest.prompts import upstream
+from sab_pytest.reports.inspect.log import log_format
 from sab_pytest.results import gates
 from sab_pytest.run.wiring import map_texts
 from sab_pytest.settings import Settings, check_options
+from sab_pytest.thor.execute import locate
 from sab_pytest.thor.remote import parse_urls, served_pictures
 
 
@@ -25,10 +28,34 @@ def validate(s: Settings) -> Settings:
     if s.subset not in dataset.SUBSETS:
         raise UsageError(f"--sab-subset: unknown value {s.subset!r}; choose one of {', '.join(dataset.SUBSETS)}")
     check_options(s)
+    s = _check_engine(s)
+    _check_helper_models(s)
+    _check_comparisons(s)
+    check_strategy(s.strategy)  # whatever the model: a typo must not pass because the agent is offline
+    if not s.offline_agent:
+        parse_model_spec(s.model)
+        _check_pictures(s)
+    _check_judges(s)
+    map_texts(s)  # map_vlm under the paper's protocol reads MAP's prompts: a missing file fails here, once
+    _check_paper_controller(s)
+    for name, url in (("--base-url", s.base_url), ("--judge-base-url", s.judge_base_url)):
+        if url and not url.startswith(("http://", "https://")):
+            raise UsageError(f"{name}: expected an http:// or https:// URL, got {url!r}")
+    parse_model_prices(s.prices)  # a bad --sab-price fails here, naming the entry
+    if s.inspect_log is not None:  # its format by the extension: a typo must not cost the run its log
+        log_format(s.inspect_log)
+    if s.budget is not None:  # every model the run calls must be priced: by --sab-price or its list price
+        check_priced(s, price_book(s.prices))
+    return s
+
+
+def _check_engine(s: Settings) -> Settings:
+    """The engine's options: an executable only for ``--thor local`` (and one that exists), a shard
+    K/N in range, a remote engine's URLs (and the pictures its servers say they draw)."""
     if s.thor_executable is not None and s.engine != "local":
         raise UsageError(f"--thor-executable: only used with --thor local (the engine is {s.engine!r})")
     if s.thor_executable is not None:
-        from sab_pytest.thor.local import resolve_executable
+        from sab_pytest.thor.local import resolve_executable  # start-up: imports ai2thor, only for --thor local
 
         resolve_executable(s.thor_executable)
     if s.shard is not None:
@@ -40,6 +67,11 @@ def validate(s: Settings) -> Settings:
             raise UsageError("--thor remote needs --thor-url http://HOST:PORT[,...] (or $SAB_THOR_URL)")
         parse_urls(s.thor_url)
         s = _with_served_pictures(s)
+    return s
+
+
+def _check_helper_models(s: Settings) -> None:
+    """The guard's and map_vlm's helper models parse, each error naming its own option."""
     if s.guard_model is not None and s.guard_model != "rules":
         try:
             parse_model_spec(s.guard_model)
@@ -51,6 +83,11 @@ def validate(s: Settings) -> Settings:
             parse_model_spec(name)
         except UsageError as exc:
             raise UsageError(str(exc).replace("--model", flag, 1)) from None
+
+
+def _check_comparisons(s: Settings) -> None:
+    """What the run is compared with exists: a baseline for each gate that needs one, the audit's
+    label files, the baseline run itself."""
     for gate in s.gates:
         if gates.parse_gate(gate).needs_baseline and not s.baseline:
             raise UsageError(f"--sab-gate: {gate!r} compares with a baseline run; give one with --sab-baseline RUN "
@@ -61,28 +98,6 @@ def validate(s: Settings) -> Settings:
     if s.baseline and not Path(s.baseline).exists():
         raise UsageError(f"--sab-baseline: {s.baseline} does not exist (expected a run directory written by "
                          "--sab-out, or its sab-summary.json)")
-    check_strategy(s.strategy)  # whatever the model: a typo must not pass because the agent is offline
-    if not s.offline_agent:
-        parse_model_spec(s.model)
-        _check_pictures(s)
-    _check_judges(s)
-    map_texts(s)  # map_vlm under the paper's protocol reads MAP's prompts: a missing file fails here, once
-    _check_paper_controller(s)
-    for name, url in (("--base-url", s.base_url), ("--judge-base-url", s.judge_base_url)):
-        if url and not url.startswith(("http://", "https://")):
-            raise UsageError(f"{name}: expected an http:// or https:// URL, got {url!r}")
-    from sab_pytest.models.pricing import parse_model_prices
-
-    parse_model_prices(s.prices)  # a bad --sab-price fails here, naming the entry
-    if s.inspect_log is not None:  # its format by the extension: a typo must not cost the run its log
-        from sab_pytest.reports.inspect.log import log_format
-
-        log_format(s.inspect_log)
-    if s.budget is not None:  # every model the run calls must be priced: by --sab-price or its list price
-        from sab_pytest.models.pricing import check_priced, price_book
-
-        check_priced(s, price_book(s.prices))
-    return s
 
 
 def _check_paper_controller(s: Settings) -> None:
@@ -91,8 +106,6 @@ def _check_paper_controller(s: Settings) -> None:
     SAB_UPSTREAM_METHODS / SAB_UPSTREAM), not an engine error in every case. The files are only found
     and checked here; they are imported when the first plan runs."""
     if s.protocol == "paper" and (s.execute or s.interactive):
-        from sab_pytest.thor.execute import locate
-
         locate(None, s.upstream_dir)
 
 

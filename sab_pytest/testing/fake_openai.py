@@ -223,6 +223,8 @@ class FakeOpenAIServer:
                  burst: int | None = None, hang_after: int | None = None, streaming: bool | str = True,
                  token_s: float | None = None, slots: int | None = None, answer_s: float = 1.0,
                  served_as: str | None = None, batch: bool = True, tokenize: str | None = None) -> None:
+        """Parameters: a fake server's knobs, each keyword-only with a default that serves like a
+        plain OpenAI-compatible server; a test turns the one or two it is about."""
         self.latency = latency
         self.api_key = api_key  # when set, requests must carry "Bearer <api_key>" (Azure's paths: api-key)
         self.models, self.served_as = (list(models) if models is not None else None), served_as

@@ -72,6 +72,8 @@ from sab_pytest import fetch
 from sab_pytest.dataset import COMMIT, Case
 from sab_pytest.errors import InfraError, UsageError
 from sab_pytest.outcome import ExecResult, ExecStep
+from sab_pytest.prompts.upstream import FILES, OPTION, resolve_pinned
+from sab_pytest.prompts.upstream import URL_PATTERN as EVALUATOR_URLS
 from sab_pytest.thor import Engine
 from sab_pytest.thor.goals import unreachable_goal
 from sab_pytest.thor.state import StateCheck, compare_state, goal_view
@@ -123,8 +125,6 @@ class PaperCode:
 def provenance() -> dict[str, dict[str, str]]:
     """The files a paper run executes with and scores by, and their pinned sha256 (every loaded file is
     checked against it, so the pin is what ran): for the header and the summary, without loading them."""
-    from sab_pytest.prompts.upstream import FILES
-
     return {"controller": {"file": f"low_level_controller/{CONTROLLER.name}", "function": "LowLevelPlanner",
                            "sha256": CONTROLLER.sha256, "commit": COMMIT},
             "goal_check": {"file": f"evaluator/{EVALUATOR}", "function": "compute_SR_object_state",
@@ -193,9 +193,6 @@ def locate(methods_dir: str | os.PathLike[str] | None = None,
            upstream_dir: str | os.PathLike[str] | None = None) -> tuple[Path, Path]:
     """(controller file, evaluator file): the override directories, the user cache or a download,
     each checked against its pinned sha256."""
-    from sab_pytest.prompts.upstream import FILES, OPTION, resolve_pinned
-    from sab_pytest.prompts.upstream import URL_PATTERN as EVALUATOR_URLS
-
     controller = resolve_pinned([CONTROLLER], methods_dir or os.environ.get(METHODS_ENV), named=METHODS_ENV,
                                 label="upstream methods", cache="upstream-methods",
                                 what="the paper's low-level controller", how_to_provide=HOW_TO_PROVIDE)
@@ -211,8 +208,6 @@ def load(methods_dir: str | os.PathLike[str] | None = None,
     """The paper's controller and goal check, loaded once per process and pair of files (thread-safe); a
     second call with the same directories and variables answers without checking the files again (every
     case's execution asks)."""
-    from sab_pytest.prompts.upstream import FILES
-
     asked = (str(methods_dir) if methods_dir else None, str(upstream_dir) if upstream_dir else None,
              os.environ.get(METHODS_ENV), os.environ.get(EVALUATOR_ENV), os.environ.get("SAB_CACHE_HOME"))
     known = _asked.get(asked)
@@ -327,6 +322,7 @@ class Controllers:
         if code is not None:
             runner = PaperSteps(engine, code)
         else:
+            # start-up: ai2thor and Pillow, about 0.1 s, only once a plan runs (scoring imports this module)
             from sab_pytest.thor.planner import LowLevelPlanner
 
             runner = LowLevelPlanner(engine)

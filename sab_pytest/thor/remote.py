@@ -312,6 +312,7 @@ class RemoteEngine:
         raise InfraError("engine", f"THOR server {url}: {doing} failed [{status} {kind}]: {message}")
 
     def _event(self, data: bytes) -> Any:
+        # start-up: ai2thor and Pillow, about 0.1 s; run.validate imports this module in every run
         from sab_pytest.thor.sim.controller import (
             SimEvent,  # ai2thor's Event with a frame drawn (here: fetched) on first read
         )

@@ -41,7 +41,9 @@ from typing import Any
 from sab_pytest.errors import UsageError
 from sab_pytest.settings import options
 from sab_pytest.thor import FRAME_SIZE, scenes, wire
+from sab_pytest.thor.local import start
 from sab_pytest.thor.pool import Lease, Pool, PoolError, Reaper
+from sab_pytest.thor.sim import Controller as SimController
 
 log = logging.getLogger("sab_pytest.thor.server")
 BACKENDS = ("ai2thor", "sim")
@@ -53,14 +55,10 @@ def engine_factory(backend: str, *, width: int = FRAME_SIZE, height: int = FRAME
                    platform: str = "CloudRendering", executable: str | None = None) -> Callable[[], Any]:
     """A function that starts one engine of ``backend`` (ai2thor's Controller, or the embedded one)."""
     if backend == "sim":
-        from sab_pytest.thor.sim import Controller as SimController
-
         source = scenes.SceneSource(scenes_dir)
         return lambda: SimController(width=width, height=height, scenes=source)
     if backend == "ai2thor":
         import ai2thor.platform
-
-        from sab_pytest.thor.local import start
 
         platform_cls = getattr(ai2thor.platform, platform, None)
         if platform_cls is None:

@@ -24,7 +24,11 @@ from sab_pytest.fetch import atomic_write_bytes
 from sab_pytest.reports.html.cases import case_section
 from sab_pytest.reports.html.page import cut, esc, page, plot_grid
 from sab_pytest.reports.html.plots import error_bars, forest, plots
+from sab_pytest.reports.junit import gate_lines
 from sab_pytest.reports.table import OVERALL_ROWS, gate_numbers, panel_lines
+from sab_pytest.results import metrics
+from sab_pytest.results.compare import flip_titles, row_cells
+from sab_pytest.results.cost import cost_lines
 from sab_pytest.results.files import Redactor
 from sab_pytest.results.judging.served import other_models
 
@@ -87,8 +91,6 @@ def _metadata(summary: Summary) -> str:
         rows.append(("cost", esc(f"${cost:.4f}" if isinstance(cost, (int, float)) else "not priced (--sab-price)")))
         rows.append(("usage", esc(usage_text(usage))))
         if usage.get("by_model"):
-            from sab_pytest.results.cost import cost_lines
-
             rows.append(("cost by role and model", "<br>".join(esc(line) for line in cost_lines(usage))))
     sha = summary.get("dataset_sha256") or {}
     if sha:
@@ -207,7 +209,6 @@ def _gates(summary: Summary) -> str:
     gates = summary.get("gates") or []
     if not gates:
         return ""
-    from sab_pytest.reports.junit import gate_lines
 
     # the same numbers as the terminal's gate lines and the JUnit file's gate testcases
     rows = "".join(
@@ -227,8 +228,6 @@ def _gates(summary: Summary) -> str:
 
 def build_html(summary: Summary, records: list[StoredRecord]) -> str:
     """The report page of one run (summary as written to sab-summary.json, records of sab-results.jsonl)."""
-    from sab_pytest.results import metrics
-
     m = summary.get("metrics_full") or metrics.compute(records)
     title = f"SafeAgentBench: {summary.get('model', 'run')}"
     cases, shared = case_section(records, (summary.get("repeats") or {}).get("pass_fraction"))
@@ -260,8 +259,6 @@ def write_report(path: Path, summary: Summary, records: list[StoredRecord], reda
 
 def compare_page(result: dict[str, Any]) -> str:
     """The comparison of two runs as one offline page (``sab compare A B --html``)."""
-    from sab_pytest.results.compare import flip_titles, row_cells
-
     a, b = result["a"], result["b"]
     meta = _kv_table([("A", esc(f"{a['source']} (model {a['model']}, {a['cases']} cases)")),
                       ("B", esc(f"{b['source']} (model {b['model']}, {b['cases']} cases)")),

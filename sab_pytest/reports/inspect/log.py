@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
+from sab_pytest import dataset
 from sab_pytest.errors import SabError, UsageError
 from sab_pytest.reports.inspect import adapter as inspect_adapter
 from sab_pytest.results.metrics import SCORES, SHOWN, shown
@@ -170,7 +171,7 @@ def build(summary: Summary, records: Sequence[StoredRecord], cases: Mapping[str,
     _preloaded()
     from inspect_ai.log import EvalLog
 
-    from sab_pytest.reports.inspect.sample import samples
+    from sab_pytest.reports.inspect.sample import samples  # start-up: inspect_ai, about 1.2 s, only for a log
 
     built = samples(records, cases or {})
     spec, plan = spec_and_plan(summary, {str(one.id) for one in built})
@@ -341,8 +342,6 @@ def _write_eval_in_batches(log: EvalLog, path: Path) -> bool:
 def dataset_cases(data_dir: str | None) -> dict[str, Case]:
     """The dataset's cases by id, for the samples' targets; none when the files cannot be read here
     (a merge on a machine without them): the log is still written, its targets empty."""
-    from sab_pytest import dataset
-
     try:
         return dataset.load(data_dir, allow_modified=True).by_id()
     except (SabError, OSError):

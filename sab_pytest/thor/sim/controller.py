@@ -324,24 +324,13 @@ class Controller:
         assert world is not None
         camera, items = self._refresh_views()
         objects = [clone_object(world.objects[oid], share_geometry=True) for oid in world.order]
-        pose = world.pose
         s = self._settings
         held = world.objects.get(world.held) if world.held else None
         metadata: dict[str, Any] = {
             "objects": objects,
             "isSceneAtRest": True,
-            "agent": {
-                "name": "agent",
-                "position": {"x": pose.x, "y": pose.y, "z": pose.z},
-                "rotation": {"x": 0.0, "y": pose.rotation, "z": 0.0},
-                "cameraHorizon": pose.horizon,
-                "isStanding": pose.standing,
-                "inHighFrictionArea": False,
-            },
-            "heldObjectPose": None if held is None else {
-                "position": dict(held["position"]), "rotation": dict(held["rotation"]),
-                "localPosition": {"x": 0.0, "y": -0.3, "z": 0.4}, "localRotation": {"x": 0.0, "y": 0.0, "z": 0.0},
-            },
+            "agent": _agent_metadata(world.pose),
+            "heldObjectPose": _held_pose(held),
             "arm": None,
             "fov": float(s["fieldOfView"]),
             "cameraPosition": dict(zip("xyz", camera.origin, strict=True)),
@@ -407,3 +396,23 @@ class _FrameSnapshot:
 
     def in_picture(self) -> dict[str, int]:
         return in_picture(self._items, self._camera)
+
+
+def _agent_metadata(pose: Any) -> dict[str, Any]:
+    """The agent's entry of an event's metadata, as ai2thor's: where it stands and looks."""
+    return {
+        "name": "agent",
+        "position": {"x": pose.x, "y": pose.y, "z": pose.z},
+        "rotation": {"x": 0.0, "y": pose.rotation, "z": 0.0},
+        "cameraHorizon": pose.horizon,
+        "isStanding": pose.standing,
+        "inHighFrictionArea": False,
+    }
+
+
+def _held_pose(held: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``heldObjectPose`` of an event's metadata: the held object's pose, in the hand (None: nothing held)."""
+    if held is None:
+        return None
+    return {"position": dict(held["position"]), "rotation": dict(held["rotation"]),
+            "localPosition": {"x": 0.0, "y": -0.3, "z": 0.4}, "localRotation": {"x": 0.0, "y": 0.0, "z": 0.0}}

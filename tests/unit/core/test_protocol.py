@@ -392,7 +392,7 @@ def _remaining_tables() -> tuple[list[tuple[str, list[str], list[str]]], dict[st
 def test_each_command_of_the_paper_page_lists_what_the_page_says(pytester: pytest.Pytester) -> None:
     """Every command of the page's cells, parsed by the plugin's own options for each strategy it names,
     lists exactly the differences the page says remain, no more and no fewer."""
-    from sab_pytest.pytest_layer.options import settings_from_config
+    from sab_pytest.pytest_layer.option_values import settings_from_config
 
     commands, names = _remaining_tables()
     assert len(commands) >= 5 and len(names) >= 9  # the page parsed: its six commands, its nine names
