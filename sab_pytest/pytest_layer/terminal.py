@@ -32,6 +32,7 @@ from sab_pytest.reports.table import OFFLINE_DEFAULT_NOTE, render_table, resume_
 from sab_pytest.results import files
 from sab_pytest.settings import OPENAI_API_URL, Settings
 from sab_pytest.settings.judging import openai_url
+from sab_pytest.thor.execute import header_part
 
 if TYPE_CHECKING:
     from sab_pytest.results import Summary
@@ -117,8 +118,6 @@ def header_line(s: Settings) -> str:
     guard = f", guard={s.guard_model_name}" if s.guard != "off" else ""
     engine = s.engine if s.execute else "off"
     if s.execute or s.interactive:
-        from sab_pytest.thor.execute import header_part
-
         engine += f", {header_part(s.protocol == 'paper')}"
     shard = f", shard {s.shard[0]}/{s.shard[1]}" if s.shard else ""
     return (f"sab: model={model}{strategy}, judge={judges_described(s)}{judges_where(s)}{guard}, subset={s.subset}"

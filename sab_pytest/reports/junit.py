@@ -11,6 +11,7 @@ from sab_pytest.protocol import comparability, line_of
 from sab_pytest.reports.table import estimate_text
 from sab_pytest.results.gate_kinds import gate_kind
 from sab_pytest.results.judging.served import other_models
+from sab_pytest.results.metrics import group_table
 from sab_pytest.results.record import filtered
 
 if TYPE_CHECKING:
@@ -97,6 +98,14 @@ def junit_case_properties(record: StoredRecord) -> list[tuple[str, Any]]:
 
 
 def junit_suite_properties(summary: Summary) -> list[tuple[str, str]]:
+    """The suite's properties, in the order a reader meets them: what ran, who judged it and how it
+    compares with the paper, what it cost, how the run ended, the metrics, the gates."""
+    return [*_run_properties(summary), *_judging_properties(summary), *_usage_properties(summary),
+            *_state_properties(summary), *_metric_properties(summary), *_gate_properties(summary)]
+
+
+def _run_properties(summary: Summary) -> list[tuple[str, str]]:
+    """What ran: model, judge, strategy, cases, and the pictures a visual strategy saw."""
     props = [("sab_model", summary["model"]), ("sab_judge", summary["judge"]),
              ("sab_strategy", summary["strategy"]), ("sab_subset", summary["subset"]),
              ("sab_seed", str(summary["seed"])), ("sab_cases", str(summary["cases"])),
@@ -105,6 +114,13 @@ def junit_suite_properties(summary: Summary) -> list[tuple[str, str]]:
     if shown:  # a visual strategy: which pictures it saw, and whether that compares with the paper
         props += [("sab_pictures", str(shown["kind"])),
                   ("sab_comparable_with_paper", "true" if shown["comparable_with_paper"] else "false")]
+    return props
+
+
+def _judging_properties(summary: Summary) -> list[tuple[str, str]]:
+    """Who judged and where: each judge's model, the prompts, the endpoints, answers served by another
+    model, a panel's agreement, and the protocol's differences from the paper."""
+    props: list[tuple[str, str]] = []
     for judge, entry in (summary.get("judges") or {}).items():
         props.append((f"sab_judge_{judge}", f"{entry['model']} T={entry['temperature']:g}"))
     prompts = summary.get("judge_prompts")
@@ -120,7 +136,13 @@ def junit_suite_properties(summary: Summary) -> list[tuple[str, str]]:
         props += [("sab_protocol", str(summary.get("protocol"))),
                   ("sab_comparability", str(summary.get("comparability") or comparability(summary["deviations"]))),
                   ("sab_deviations", " | ".join(line_of(d) for d in summary["deviations"]))]
-    usage = cast(dict[str, Any], summary).get("usage") or {}  # what the run cost, per role and model
+    return props
+
+
+def _usage_properties(summary: Summary) -> list[tuple[str, str]]:
+    """What the run cost, in all and per role and model (batched calls apart), and the prices used."""
+    props: list[tuple[str, str]] = []
+    usage = cast(dict[str, Any], summary).get("usage") or {}
     if usage.get("cost_usd") is not None:
         props.append(("sab_cost_usd", f"{usage['cost_usd']:.6f}"))
     for row in usage.get("by_model") or []:
@@ -137,8 +159,14 @@ def junit_suite_properties(summary: Summary) -> list[tuple[str, str]]:
                       (f"sab_batched_cost_usd {name}", "not priced" if batched is None else f"{batched:.6f}")]
     if usage.get("prices") and usage.get("by_model"):
         props.append(("sab_prices", str(usage["prices"])))
-    batch = cast(dict[str, Any], summary).get("batch") or {}  # --sab-batch: batched and live usage apart
-    props += [(f"sab_batch_{key}", str(value)) for key, value in batch.items() if value is not None]
+    return props
+
+
+def _state_properties(summary: Summary) -> list[tuple[str, str]]:
+    """How the run went: batched and live usage apart (``--sab-batch``), whether it ended or stopped,
+    and its repeats' flaky cases."""
+    batch = cast(dict[str, Any], summary).get("batch") or {}
+    props = [(f"sab_batch_{key}", str(value)) for key, value in batch.items() if value is not None]
     run = summary.get("run") or {}
     if run:
         props += [("sab_run_status", str(run["status"])), ("sab_not_run", str(run["not_run"]))]
@@ -148,12 +176,22 @@ def junit_suite_properties(summary: Summary) -> list[tuple[str, str]]:
                   ("sab_flaky_case_ids", " ".join(rep["flaky_cases"]))]
         if rep.get("agreement") is not None:
             props.append(("sab_repeat_agreement", f"{rep['agreement']:.4g}"))
-    for name, entry in summary["metrics"].items():
-        if entry["value"] is not None and name != "errors":  # the count is sab_errors above
-            props.append((f"sab_{name}", f"{entry['value']:.4f}"))
-    for suite, table in (summary.get("suites") or {}).items():  # a team's own suites: sab_<metric>[suite=NAME]
+    return props
+
+
+def _metric_properties(summary: Summary) -> list[tuple[str, str]]:
+    """Each metric with a value, overall and for a team's own suites (``sab_<metric>[suite=NAME]``)."""
+    props = [(f"sab_{name}", f"{entry['value']:.4f}") for name, entry in summary["metrics"].items()
+             if entry["value"] is not None and name != "errors"]  # the count is sab_errors
+    for suite, table in (summary.get("suites") or {}).items():
         props += [(f"sab_{name}[suite={suite}]", f"{entry['value']:.0f}" if name == "errors" else
                    f"{entry['value']:.4f}") for name, entry in table.items() if entry.get("value") is not None]
+    return props
+
+
+def _gate_properties(summary: Summary) -> list[tuple[str, str]]:
+    """Each gate's verdict and the numbers that decided it."""
+    props: list[tuple[str, str]] = []
     for g in summary.get("gates") or []:
         props.append((f"sab_gate {g['gate']}", "pass" if g["passed"] else "fail"))
         for key in ("value", "baseline", "threshold", "p_value", "compared", "p_other_way"):
@@ -174,8 +212,6 @@ def interval_method(summary: Summary, gate: dict[str, Any]) -> str:
     """How the gate's metric's interval was made: the metric entry's ``method`` ("exact",
     "exact_design_effect"; "wilson" and "wilson_design_effect" in summaries before issue 60); Wilson
     where the summary predates the key."""
-    from sab_pytest.results.metrics import group_table
-
     try:  # the per-group tables are in ``metrics_full`` (``metrics`` is the flat overall one)
         entry = group_table(summary.get("metrics_full") or {}, gate.get("group")).get(gate["metric"]) or {}
     except (KeyError, TypeError):

@@ -99,7 +99,11 @@ def no_regression_size(metric: str, baseline: float, detect: float, *, better: i
                        agreement: float = 1.0) -> RegressionSize:
     """The cases (and samples, with ``repeat``) ``no_regression(metric)`` needs to see a worsening by
     ``detect`` from ``baseline`` with probability ``power`` at level ``alpha``, the baseline run made
-    with ``baseline_repeat`` repeats (default: the same as this run's), repeats agreeing by ``agreement``."""
+    with ``baseline_repeat`` repeats (default: the same as this run's), repeats agreeing by ``agreement``.
+
+    Parameters: one for each of ``sab plan``'s options (and the metric's direction), each checked here
+    and named by that option in its error; the returned ``RegressionSize`` keeps them as the assumptions
+    the plan prints, so a record of them passed in would only be that record's twin."""
     if better == 0:
         raise UsageError(f"--metric: {metric!r} has no regression direction (no_regression refuses it)")
     for name, value in (("--baseline-rate", baseline), ("--sab-alpha", alpha), ("--power", power)):

@@ -13,6 +13,7 @@ parsed scene templates of ``thor.scenes``, one per process and scene directory).
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -20,23 +21,42 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sab_pytest.errors import ErrorKind, InfraError, UsageError
-from sab_pytest.models import PREFLIGHT_TIMEOUT_S
+from sab_pytest.cache import ResponseCache
+from sab_pytest.errors import STOP_KINDS, ErrorKind, InfraError, UsageError
+from sab_pytest.models import (
+    PREFLIGHT_TIMEOUT_S,
+    CallContext,
+    ChatClient,
+    ClientOptions,
+    RunServices,
+    add_failures,
+    run_endpoints,
+    usage_totals,
+)
+from sab_pytest.models import for_case as model_for_case
+from sab_pytest.models.endpoints import role_endpoint
+from sab_pytest.models.pricing import make_gate
 from sab_pytest.models.wire import AGENT_URL_HINT
 from sab_pytest.results import StoredRecord, from_verdict
+from sab_pytest.results.cost import UNRECORDED_CALLS, priced_fields
+from sab_pytest.run.batch_mode import batching_clients, priced_usd, unsupported
+from sab_pytest.run.breaker import not_run
 from sab_pytest.run.capacity import Capacity
 from sab_pytest.run.slots import CallSlots, Pace
+from sab_pytest.run.wiring import Wiring, role_models
 from sab_pytest.scoring import Verdict, evaluate, failed_verdict
 from sab_pytest.settings import PAPER_JUDGE_MAX_TOKENS, Settings
+from sab_pytest.thor.remote import RemoteEngine, token_from_env
+from sab_pytest.thor.scenes import SceneSource
 
 if TYPE_CHECKING:
     from sab_pytest.agents import Agent
     from sab_pytest.dataset import Case
     from sab_pytest.judge import Judge
-    from sab_pytest.models import CallContext, ChatModel, RunEndpoints
+    from sab_pytest.models import ChatModel, RunEndpoints
     from sab_pytest.run.breaker import RunState
     from sab_pytest.run.case_runner import CaseRunner
-    from sab_pytest.run.wiring import RoleModels, Wiring
+    from sab_pytest.run.wiring import RoleModels
     from sab_pytest.thor import Engine
 
 
@@ -180,8 +200,6 @@ class Runtime:
     def endpoints(self) -> RunEndpoints:
         """Each role's endpoint, resolved once for the run (``models.endpoints``): the clients, the
         endpoint check and the batching read it."""
-        from sab_pytest.models import run_endpoints
-
         return run_endpoints(self.settings)
 
     def chat_model(self, role: str, name: str, *, judge: str = "rejection",
@@ -194,32 +212,26 @@ class Runtime:
         vision agents and converter are agent models on the agent's endpoint at a ``temperature`` of
         their own.
         """
-        from sab_pytest import models
-        from sab_pytest.cache import ResponseCache
-        from sab_pytest.models.endpoints import role_endpoint
-        from sab_pytest.models.pricing import make_gate  # --sab-budget's, asked before every live request
-
         s = self.settings
         store = s.cache_dir or self.run_store
         try:
             endpoint = self.endpoints.of(role, name)
         except KeyError:  # a role the run's endpoints do not list (a caller of its own): resolved alike
             endpoint = role_endpoint(s, role, name)
-        options = models.ClientOptions(
+        options = ClientOptions(
             temperature=s.judge_temperatures[judge] if role == "judge" else (
                 s.temperature if temperature is None else temperature),
             max_tokens=PAPER_JUDGE_MAX_TOKENS if role == "judge" else s.max_tokens,
             timeout=s.timeout_s, max_retries=s.max_retries, rate_limit_wait=s.rate_limit_wait_s)
-        services = models.RunServices(
+        services = RunServices(
             cache=ResponseCache(store) if store else None, breaker=self.breaker, slots=self.call_slots,
-            pace_dir=self.breaker.directory if self.breaker is not None else None, spending=make_gate(s, self.breaker))
-        return models.ChatClient(endpoint, options, services)
+            pace_dir=self.breaker.directory if self.breaker is not None else None,
+            spending=make_gate(s, self.breaker))  # --sab-budget's, asked before every live request
+        return ChatClient(endpoint, options, services)
 
     @cached_property
     def models(self) -> RoleModels:
         """The process's clients, by role (none for a run without models)."""
-        from sab_pytest.run.wiring import role_models
-
         return role_models(self.settings, self.chat_model)
 
     @property
@@ -243,8 +255,6 @@ class Runtime:
 
     @cached_property
     def wiring(self) -> Wiring:
-        from sab_pytest.run.wiring import Wiring
-
         return Wiring(self.settings)
 
     @cached_property
@@ -260,11 +270,9 @@ class Runtime:
         """The agent and the judge of one case: the process's models, each bound to the case's
         ``context`` (its budget, failure log, the run's stop, its repeat). A run without models
         uses ``agent`` and ``judge`` as they are."""
-        from sab_pytest.models import for_case
-
         if not self.models.api:
             return self.agent, self.judge
-        return self.wiring.case(self.models.bound(lambda model: for_case(model, context)), context)
+        return self.wiring.case(self.models.bound(lambda model: model_for_case(model, context)), context)
 
     def _start_engine(self) -> Engine:
         try:
@@ -288,10 +296,6 @@ class Runtime:
         recorded instead. Returns the endpoints checked (URLs, never keys). The THOR server is
         checked apart, by ``run.preflight.check_engines``.
         """
-        import os
-
-        from sab_pytest.models import ChatClient
-
         timeout = min(self.settings.timeout_s, PREFLIGHT_TIMEOUT_S)
         seen: set[tuple[str, str]] = set()
         checked: list[str] = []
@@ -317,8 +321,6 @@ class Runtime:
             if served is not None and model.name not in served:
                 raise UsageError(unlisted_model(role, model.name, model.server, served))
         if self.settings.batch:  # a provider without a Batch API: said before the first case
-            from sab_pytest.run.batch_mode import batching_clients, unsupported
-
             for problem in unsupported(batching_clients(self)):
                 raise UsageError(problem)
         return checked
@@ -350,8 +352,6 @@ class Runtime:
     def context(self, case: Case) -> CallContext:
         """A new context for ``case``'s model calls (agent, guard and judges): its time budget
         (none for offline runs), its failure log, the run's stop and the case's repeat."""
-        from sab_pytest.models import CallContext
-
         budget = self.settings.case_budget_s if self.settings.uses_api else None
         limit_s, limit_name = self.case_limit or (None, "wall-time limit")
         since = self.waited_since.pop(case.sample_id, None)
@@ -389,10 +389,6 @@ class Runtime:
         """A case the run's stop cut short (cancelled, or a stop's error kind) leaves no record: its
         calls' usage goes to the run's state, which the summary adds in: the calls were made and
         billed, and a stopped run must not report fewer calls than the server answered."""
-        from sab_pytest.errors import STOP_KINDS
-        from sab_pytest.models import add_failures, usage_totals
-        from sab_pytest.results.cost import UNRECORDED_CALLS, priced_fields
-
         kind = None if verdict is None else verdict.error_kind or ErrorKind.of_message(verdict.error)
         if self.breaker is None or (verdict is not None and kind not in STOP_KINDS):
             return
@@ -408,8 +404,6 @@ class Runtime:
         settings, which ``--sab-resume`` checks). A finished case is also kept in the run
         directory (``RunState.keep``): the runner works ahead of pytest's items, and a run that
         stops before this case's item reports it must not lose it."""
-        from sab_pytest.run.breaker import not_run
-
         stop = self.breaker.stopped() if self.breaker is not None else None
         # a stopped run starts no case (an offline agent makes no model call that would notice)
         verdict = failed_verdict(case, stop.error()) if stop is not None else self.evaluate(case)
@@ -418,9 +412,7 @@ class Runtime:
             self.breaker.keep(record)
             self._count_engine(case, record)
             if self.settings.budget is not None and self.settings.batch:  # live calls are priced as they are made
-                from sab_pytest.run.batch_mode import priced_usd  # batched calls at the batch price
-
-                self.breaker.spend(priced_usd(self.settings, record), self.settings.budget)
+                self.breaker.spend(priced_usd(self.settings, record), self.settings.budget)  # at the batch price
         return record
 
     def _count_engine(self, case: Case, record: StoredRecord) -> None:
@@ -441,18 +433,15 @@ def make_engine(settings: Settings) -> Engine:
     """The engine named by ``--thor``: the embedded one (default), or ai2thor's own Controller
     (``local``) running the Unity build or the executable given by ``--thor-executable``."""
     if settings.engine == "sim":
-        from sab_pytest.thor.scenes import SceneSource
-        from sab_pytest.thor.sim import Controller
+        from sab_pytest.thor.sim import Controller  # start-up: PIL and ai2thor (34 ms), for the embedded engine alone
 
         return Controller(scenes=SceneSource(settings.thor_scenes))
     if settings.engine == "local":
-        from sab_pytest.thor import local
+        from sab_pytest.thor import local  # start-up: ai2thor's controller (165 ms), for --thor local alone
 
         executable = local.resolve_executable(settings.thor_executable) if settings.thor_executable else None
         return local.start(executable, scenes_dir=settings.thor_scenes)
     if settings.engine == "remote":
-        from sab_pytest.thor.remote import RemoteEngine, token_from_env
-
         # leases one engine of the pool; stop() releases it
         return RemoteEngine(settings.thor_url or "", token=token_from_env())
     raise UsageError(f"--thor {settings.engine}: unknown engine (use --thor sim, local or remote)")

@@ -17,7 +17,14 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
 from sab_pytest.agents.episode import EpisodeLimits
+from sab_pytest.agents.map_vlm import PAPER_TEMPERATURES
 from sab_pytest.agents.registry import AgentModels, AgentSpec, make_agent
+from sab_pytest.guard import make_guard
+from sab_pytest.judge import LLMJudge, RuleJudge
+from sab_pytest.prompts import upstream_map
+from sab_pytest.prompts.upstream import UpstreamPrompts
+from sab_pytest.prompts.upstream import load as load_upstream_prompts
+from sab_pytest.thor.execute import Controllers
 from sab_pytest.thor.scenes import SceneSource
 
 if TYPE_CHECKING:
@@ -25,7 +32,6 @@ if TYPE_CHECKING:
     from sab_pytest.guard import Guard
     from sab_pytest.judge import Judge
     from sab_pytest.models import CallContext, ChatModel
-    from sab_pytest.prompts.upstream import UpstreamPrompts
     from sab_pytest.prompts.upstream_map import MapTexts
     from sab_pytest.settings import Settings
 
@@ -83,8 +89,6 @@ class RoleModels:
 
 def role_models(settings: Settings, make: ModelMaker) -> RoleModels:
     """The run's models, each made by ``make``: the roles ``settings`` call a model for."""
-    from sab_pytest.agents.map_vlm import PAPER_TEMPERATURES
-
     s = settings
     shared: dict[tuple[str, float], ChatModel] = {}
 
@@ -110,8 +114,6 @@ def role_models(settings: Settings, make: ModelMaker) -> RoleModels:
 def agent_spec(settings: Settings) -> AgentSpec:
     """The agent the run's options name, with its episode limits."""
     s = settings
-    from sab_pytest.thor.execute import Controllers
-
     limits = EpisodeLimits(max_steps=s.max_steps, max_images=s.max_images, protocol=s.action_format,
                            schematic=s.pictures == "schematic", paper=s.protocol == "paper",
                            controllers=Controllers(paper=s.protocol == "paper", upstream_dir=s.upstream_dir))
@@ -126,8 +128,6 @@ def map_texts(settings: Settings) -> MapTexts | None:
     s = settings
     if s.strategy != "map_vlm" or s.offline_agent or s.protocol != "paper":
         return None
-    from sab_pytest.prompts import upstream_map
-
     return upstream_map.load()
 
 
@@ -143,14 +143,10 @@ class Wiring:
     def upstream(self) -> UpstreamPrompts | None:
         if self.settings.judge_prompts != "upstream":
             return None
-        from sab_pytest.prompts.upstream import UpstreamPrompts, load
-
-        return UpstreamPrompts(load(self.settings.upstream_dir))
+        return UpstreamPrompts(load_upstream_prompts(self.settings.upstream_dir))
 
     def guard(self, models: RoleModels) -> Guard | None:
         """The ThinkSafe guard (``--sab-guard thinksafe``) on the guard's model, or the keyword rule offline."""
-        from sab_pytest.guard import make_guard
-
         return make_guard(self.settings.guard, models.guard)
 
     def agent(self, models: RoleModels, context: CallContext | None = None) -> Agent:
@@ -160,8 +156,6 @@ class Wiring:
     def judge(self, models: RoleModels) -> Judge:
         """The rule judge without judge models, else the model judges under the run's protocol (under
         ``paper`` without a rejection judge: ``scoring`` then reads refusals by the paper's rule)."""
-        from sab_pytest.judge import LLMJudge, RuleJudge
-
         if not models.judges:
             return RuleJudge()
         first = models.judges.get("rejection") or next(iter(models.judges.values()))

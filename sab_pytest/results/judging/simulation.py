@@ -19,6 +19,8 @@ from typing import Any, cast
 import numpy as np
 
 from sab_pytest.results.clustered import difference_ends, rate_ends
+from sab_pytest.results.gates import Baseline, parse_gate
+from sab_pytest.results.judging.audit import Label, corrected_rates, draw, match
 from sab_pytest.results.judging.error import Stratum, corrected_ends, corrected_entry
 from sab_pytest.results.record import StoredRecord
 from sab_pytest.results.stats import Z95, normal_quantile, student
@@ -103,8 +105,6 @@ def regression_power(rng: np.random.Generator, base: JudgeCell, candidate_rate: 
     ``judge_error.corrected_entry``: the rule that weighs each side by its interval).
     ``candidate_judge``: the judge's (sensitivity, specificity) on the candidate's answers, where
     they differ from the baseline's (a judge that errs differently on another model's answers)."""
-    from sab_pytest.results.gates import Baseline, parse_gate
-
     sens, spec = candidate_judge or (base.sensitivity, base.specificity)
     cand = JudgeCell(base.cases, candidate_rate, sens, spec, base.audit)
     a, b = simulate(rng, base, draws), simulate(rng, cand, draws)
@@ -167,8 +167,6 @@ def audited_metrics(rng: np.random.Generator, cell: GateCell) -> dict[str, Any]:
     """A made-up run audited as a user audits one: the stratified ``--sample`` draw (``audit.draw``),
     people labelling the drawn cases' truth, the labels matched to the run (``audit.match``) and the
     corrected rates (``audit.corrected_rates``), as the metrics table a gate reads."""
-    from sab_pytest.results.judging.audit import Label, corrected_rates, draw, match
-
     records, truth = made_up_run(rng, cell)
     drawn = draw(records, cell.labels, int(rng.integers(2 ** 31)), "sab")["drawn"]
     labels = [Label(d["case"], d["judge"], truth[d["case"]], None, None, f"labels.jsonl:{i}")
@@ -181,8 +179,6 @@ def audited_metrics(rng: np.random.Generator, cell: GateCell) -> dict[str, Any]:
 def gate_false_fails(rng: np.random.Generator, cell: GateCell, pairs: int, alpha: float = 0.05) -> int:
     """How many of ``pairs`` pairs of made-up runs of the same true rate FAIL
     ``no_regression(safe_success_rate@corrected)`` (``gates.Gate.check``, the user's gate)."""
-    from sab_pytest.results.gates import Baseline, parse_gate
-
     gate = parse_gate("no_regression(safe_success_rate@corrected)")
     failed = 0
     for _ in range(pairs):
