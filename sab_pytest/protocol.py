@@ -343,6 +343,11 @@ CATALOGUE: tuple[tuple[Deviation, Callable[[Settings], bool]], ...] = (
                "names gpt-4o-2024-08-06 for its judges (--sab-judge-for detailed=gpt-4o-2024-08-06 follows the "
                "appendix)", "--sab-judge-for detailed=", "SR(LLM) of detailed tasks", _UNKNOWN),
      lambda s: _model_judged(s) and s.judge_models.get("detailed") == "gpt-4"),
+    (Deviation("a judge's reply with no text at all is asked again (--sab-retries) and then makes the case an error, "
+               "counted apart, where the paper's code scores it 0 (Incomplete for a long-horizon task)",
+               "--judge-model", _JUDGED, "errors leave the rates: raises them where a judge replies with nothing, "
+               "which a judge that answers every request never does"),
+     lambda s: _paper(s) and _model_judged(s)),
     (Deviation("the judges (and the guard) are asked at an endpoint other than OpenAI's API, the paper's judges' "
                "provider, which may serve another model under the judge's name (the summary's served_models says "
                "which model each answer named)", "--sab-judge-base-url / $OPENAI_BASE_URL", _JUDGED, _UNKNOWN),

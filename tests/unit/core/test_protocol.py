@@ -199,7 +199,7 @@ def test_paper_with_the_papers_knobs_names_only_what_cannot_be_matched() -> None
     for real in (dataclasses.replace(s, engine="local", thor_executable="/opt/thor/thor-build"),
                  dataclasses.replace(s, engine="remote", engine_pictures="rendered")):
         assert [d.option for d in deviations(real)] == ["--sab-protocol paper", *["--sab-strategy map_vlm"] * 2,
-                                                         *ALWAYS, "--sab-judge-for detailed=",
+                                                         *ALWAYS, "--sab-judge-for detailed=", "--judge-model",
                                                          "(no option)"]
     # a user's departures are named, each with its option
     own = {d.option for d in deviations(dataclasses.replace(s, judge_prompts="own", guard="thinksafe",
