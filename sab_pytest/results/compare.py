@@ -146,16 +146,16 @@ def flips(a: Run, b: Run) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def _made_under(run: Run) -> str:
-    """The protocol a run's metrics were made under."""
-    return str(run.metrics.get("protocol") or run.summary["protocol"])
+def made_under(run: Run) -> str:
+    """The protocol a run's metrics were made under (a run that names none is the project's own, ``sab``)."""
+    return str(run.metrics.get("protocol") or run.summary.get("protocol") or "sab")
 
 
-def _read_as(run: Run, protocol: str) -> Run:
-    """Run A under run B's protocol (allowed with --allow-different), so that each row's difference,
-    interval and test compare one definition: from A's records when at hand, else its summary's table
-    carried over (``metrics.as_protocol``)."""
-    made = _made_under(run)
+def read_as(run: Run, protocol: str) -> Run:
+    """``run`` under ``protocol``'s definitions, so that a row's difference, interval and test (``sab
+    compare``'s, ``sab board``'s) compare one definition: from its records when at hand, else its
+    summary's table carried over (``metrics.as_protocol``)."""
+    made = made_under(run)
     if made == protocol:
         return run
     table = (metrics.compute(run.records, protocol) if run.records is not None
@@ -183,7 +183,7 @@ def compare_runs(a: Run, b: Run, *, allow_different: bool = False) -> dict[str, 
         raise UsageError(f"the runs cannot be paired: {problem} (--allow-different compares them as independent "
                          f"samples)")
     paired = have_records and problem is None
-    a = _read_as(a, _made_under(b))
+    a = read_as(a, made_under(b))
     rows = []
     suites = sorted(set(a.metrics.get("by_suite") or {}) & set(b.metrics.get("by_suite") or {}))  # own suites of both
     for group in (None, *metrics.GROUPS, *(f"{metrics.SUITE_GROUP}{suite}" for suite in suites)):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -29,6 +28,7 @@ from sab_pytest.results import clustered, metrics
 from sab_pytest.results.board.family import CORRECTIONS, Tested, adjust, mean_difference, padded, rate_differences
 from sab_pytest.results.board.layouts import DEFAULT_LAYOUT, LAYOUTS, Column
 from sab_pytest.results.board.measures import board_differences
+from sab_pytest.results.compare import made_under, read_as
 from sab_pytest.results.load import Run
 from sab_pytest.results.metrics import MeanDef, RateDef, definitions, in_group
 from sab_pytest.results.pairing import judged_cases, too_few
@@ -41,21 +41,6 @@ INTERVAL_NOTE = ("95% interval of each rate: Wilson's over the run's effective s
                  "mean (ER): normal over cases")
 TEST_NOTE = ("{what}: a rate's difference by Newcombe's hybrid interval, two-sided (as sab compare); a mean's by "
              "Student's t over per-case means; {m} tests in the table, corrected by {correction} at alpha {alpha:g}")
-
-
-def _protocol(run: Run) -> str:
-    return str(run.metrics.get("protocol") or run.summary.get("protocol") or "sab")
-
-
-def _read_as(run: Run, protocol: str) -> Run:
-    """A run's metrics under ``protocol``'s definitions (from its records when at hand), so that a
-    column means one thing in every row."""
-    made = _protocol(run)
-    if made == protocol:
-        return run
-    table = (metrics.compute(run.records, protocol) if run.records is not None
-             else metrics.as_protocol({**run.metrics, "protocol": made}, protocol))
-    return replace(run, summary={**run.summary, "metrics_full": table})
 
 
 def _entry(run: Run, column: Column) -> dict[str, Any] | None:
@@ -258,8 +243,8 @@ def build_board(runs: Sequence[Run], *, layout: str = DEFAULT_LAYOUT, against: i
     if correction not in CORRECTIONS:
         raise UsageError(f"--correction: unknown correction {correction!r} (one of {', '.join(CORRECTIONS)})")
     ref = 0 if against is None else against
-    protocol = _protocol(runs[ref])
-    runs = [_read_as(r, protocol) for r in runs]
+    protocol = made_under(runs[ref])
+    runs = [read_as(r, protocol) for r in runs]
     row_name, named_by = row_names(runs, names)
     pairs = ([(ref, i) for i in range(len(runs)) if i != ref] if against is not None
              else [(i, j) for i in range(len(runs)) for j in range(i + 1, len(runs))])
