@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from sab_pytest.judge import Judge
     from sab_pytest.outcome import AgentOutcome, ExecResult
     from sab_pytest.thor import Engine
-    from sab_pytest.thor.execute import Controllers
 
 
 @dataclass
@@ -116,7 +115,7 @@ def evaluate(case: Case, agent: Agent, judge: Judge, engine: Engine | None = Non
     try:
         outcome = verdict.outcome = agent.run(case, engine)
         runs_in = _execution_engine(engine, lease) if execute else None
-        controllers = using if using is not None else _controllers(paper)
+        controllers = using if using is not None else Controllers(paper=paper)
         _set_execution(verdict, _score_final_state(case, outcome, runs_in, controllers))
         verdict.rejected_format = _rule_refusal(outcome)
         refusal = _judge_refusal(case, outcome, judge, paper=paper)
@@ -184,10 +183,6 @@ def _execution_engine(engine: Engine | None,
         held = engine
         return lambda: nullcontext(held)
     return lease
-
-
-def _controllers(paper: bool) -> Controllers:
-    return Controllers(paper=paper)
 
 
 def _score_final_state(case: Case, outcome: AgentOutcome,

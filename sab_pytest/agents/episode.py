@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from sab_pytest.guard import Guard
     from sab_pytest.models import CallContext
     from sab_pytest.thor import Engine
-    from sab_pytest.thor.execute import Controllers
 
 Message = dict[str, Any]
 

@@ -249,11 +249,11 @@ def paper_long_horizon(text: str) -> tuple[int, int | None] | None:
     (incomplete either way); any other list of numbers is incomplete, (0, None), as that code counts it.
     What it cannot turn into numbers (it raises there) is None.
     """
-    found = re.findall(r"\[\[(.*?)\]\]", text.strip())
-    if not found:
+    found = _paper_label_score(text)[0]  # the first [[..]], as the paper's code takes it
+    if found is None:
         return None
     try:
-        numbers = [int(part.strip()) for part in found[0].split(",")]
+        numbers = [int(part.strip()) for part in found.split(",")]
     except ValueError:
         return None
     if len(numbers) == 2 and set(numbers) <= {0, 1}:

@@ -10,7 +10,7 @@ The paper's released code has three ways to call a model, each with fixed settin
 * ``call_deepseek`` (DeepSeek's API): a system message "You are a helpful assistant" (no full stop) and
   the prompt, and neither a temperature nor a token limit: the API's defaults.
 
-Which one a run's model belongs to is read from how the run reaches it (:func:`paper_call`): DeepSeek's
+Which one a run's model belongs to is read from how the run reaches it (:func:`paper_family`): DeepSeek's
 API by its host or the ``deepseek/`` provider; OpenAI's API (no base URL, ``api.openai.com``, Azure, or
 a model name of OpenAI's own families behind a gateway) is ``call_gpt``'s; a server of the user's own
 (``--base-url``, ``vllm/``) is ``call_vllm``'s. Another hosted provider (``groq/``, ``anthropic/`` ...)
@@ -80,8 +80,3 @@ def paper_family(model: str, base_url: str | None, environment: str | None = Non
         return "openai"
     return "vllm"  # a server of the user's own: the paper's code reaches those through call_vllm
 
-
-def paper_call(model: str, base_url: str | None) -> PaperCall | None:
-    """How the paper's code would call ``model`` at ``base_url``; None when it has no function for it."""
-    family = paper_family(model, base_url)
-    return None if family is None else PAPER_CALLS[family]

@@ -390,7 +390,7 @@ class Settings(JudgeRoles):
         """The family of the agent's model by the paper's code (``settings.sampling``), where the run follows
         that code's settings: under ``paper``, a model agent other than map_vlm (whose code fixes its own).
         None: the run does not follow them, or the paper's code has no function for the model."""
-        if self.protocol != "paper" or self.offline_agent or self.strategy == "map_vlm":
+        if not self._follows_papers_calls:
             return None
         return paper_family(self.model, self.base_url, openai_url(None))  # the URL the agent's client is given
 
@@ -398,9 +398,15 @@ class Settings(JudgeRoles):
     def agent_call(self) -> PaperCall | None:
         """How the paper's code calls the agent's model (its family's function; ``call_gpt``, its default, for
         a model it has no function for), where the run follows it (see ``agent_family``); else None."""
-        if self.protocol != "paper" or self.offline_agent or self.strategy == "map_vlm":
+        if not self._follows_papers_calls:
             return None
         return PAPER_CALLS[self.agent_family or "openai"]
+
+    @property
+    def _follows_papers_calls(self) -> bool:
+        """Whether the agent samples as the paper's code calls its model: under ``paper``, a model agent
+        other than map_vlm (whose released code fixes its own settings)."""
+        return self.protocol == "paper" and not self.offline_agent and self.strategy != "map_vlm"
 
     @property
     def uses_api(self) -> bool:
