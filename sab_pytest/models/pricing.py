@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sab_pytest.errors import BUDGET_SPENT, UsageError
 from sab_pytest.models.endpoints import RoleEndpoint, resolve_endpoint, run_endpoints
 from sab_pytest.models.providers import REGISTRY
-from sab_pytest.models.spec import Prices, parse_model_spec, parse_prices
+from sab_pytest.models.spec import PRICE_KEYS, Prices, parse_model_spec, parse_prices
 from sab_pytest.models.tokens import JUDGE_OUTPUT_TOKENS, counter_for
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def parse_model_prices(entries: Iterable[str] | str | None) -> dict[str, Prices]
     for entry in [entries] if isinstance(entries, str) else entries:
         text = entry.strip()
         head, sep, rest = text.partition("=")
-        if head.strip().lower() in ("in", "input", "prompt", "out", "output", "completion"):
+        if head.strip().lower() in PRICE_KEYS:
             key, prices = EVERY_MODEL, parse_prices(text)
         elif sep and head.strip() and rest:
             key, prices = parse_model_spec(head.strip()), _in_out(head.strip(), rest)

@@ -78,7 +78,7 @@ class Prices:
         return (prompt_tokens * self.input_per_m + completion_tokens * self.output_per_m) / 1_000_000
 
 
-_PRICE_KEYS = {"in": "input_per_m", "input": "input_per_m", "prompt": "input_per_m",
+PRICE_KEYS = {"in": "input_per_m", "input": "input_per_m", "prompt": "input_per_m",
                "out": "output_per_m", "output": "output_per_m", "completion": "output_per_m"}
 
 
@@ -91,10 +91,10 @@ def parse_prices(text: str) -> Prices:
     for item in text.split(","):
         name, sep, raw = item.partition("=")
         name = name.strip().lower()
-        if not sep or name not in _PRICE_KEYS:
+        if not sep or name not in PRICE_KEYS:
             raise UsageError(f"{option}: {item.strip()!r} is not in=<USD> or out=<USD> "
                              "(USD per 1M tokens, e.g. in=2.5,out=10)")
-        field_name = _PRICE_KEYS[name]
+        field_name = PRICE_KEYS[name]
         if field_name in values:
             raise UsageError(f"{option}: the {name!r} price is given twice")
         try:

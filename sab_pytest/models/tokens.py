@@ -34,8 +34,8 @@ from typing import Any
 
 from sab_pytest import fetch
 from sab_pytest.errors import SabError, UsageError
+from sab_pytest.models.stream import CHARS_PER_TOKEN, estimate_tokens
 
-CHARS_PER_TOKEN = 4.0
 #: a picture's input tokens: OpenAI's price of a 512-pixel picture in detail (85 + 170 per tile, four tiles)
 IMAGE_TOKENS = 765
 #: a judge's answer in tokens: the one answer of a paper's judge the paper's code records (gpt-4's rating of a plan,
@@ -129,7 +129,7 @@ def char_count(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | Non
 
 def char_rule(note: str = "") -> TokenCounter:
     """The character rule as a ``TokenCounter``."""
-    return TokenCounter(f"about {CHARS_PER_TOKEN:g} characters per token", lambda text: math.ceil(len(text) / 4),
+    return TokenCounter(f"about {CHARS_PER_TOKEN:g} characters per token", estimate_tokens,
                    note=note)
 
 
@@ -259,7 +259,7 @@ def endpoint_counter(base_url: str, model: str) -> TokenCounter | None:
             except (OSError, ValueError):
                 found = None
             # a server that stops answering leaves the estimate standing: that text by the character rule
-            return found if found is not None else math.ceil(len(text) / CHARS_PER_TOKEN)
+            return found if found is not None else estimate_tokens(text)
 
         return TokenCounter(f"the server's /tokenize ({name}'s wire format)", count, framing=True)
     return None

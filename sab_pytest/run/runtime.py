@@ -35,7 +35,7 @@ from sab_pytest.models import (
 )
 from sab_pytest.models import for_case as model_for_case
 from sab_pytest.models.endpoints import role_endpoint
-from sab_pytest.models.pricing import make_gate
+from sab_pytest.models.pricing import BudgetGate, make_gate
 from sab_pytest.models.wire import AGENT_URL_HINT
 from sab_pytest.results import StoredRecord, from_verdict
 from sab_pytest.results.cost import UNRECORDED_CALLS, priced_fields
@@ -226,8 +226,14 @@ class Runtime:
         services = RunServices(
             cache=ResponseCache(store) if store else None, breaker=self.breaker, slots=self.call_slots,
             pace_dir=self.breaker.directory if self.breaker is not None else None,
-            spending=make_gate(s, self.breaker))  # --sab-budget's, asked before every live request
+            spending=self.budget_gate)
         return ChatClient(endpoint, options, services)
+
+    @cached_property
+    def budget_gate(self) -> BudgetGate | None:
+        """``--sab-budget``'s gate, asked before every live request: one for all of the process's clients (the
+        spent total is the run state's, shared with the other processes)."""
+        return make_gate(self.settings, self.breaker)
 
     @cached_property
     def models(self) -> RoleModels:
