@@ -22,6 +22,7 @@ each difference on a line of its own: their numbers do not measure the same thin
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -71,15 +72,21 @@ def case_differences(a: Run, b: Run) -> list[str]:
     return out
 
 
+def case_means(records: Iterable[StoredRecord] | None, d: metrics.MeanDef, group: str | None) -> dict[str, float]:
+    """Per case (sorted by id): the mean of its values of the mean ``d`` in ``group``, errors left out
+    (``sab compare``'s and ``sab board``'s paired means)."""
+    per_case: dict[str, list[float]] = {}
+    for r in records or []:
+        if not r.get("error") and metrics.in_group(r, group) and d.population(r):
+            per_case.setdefault(str(r["case"]["id"]), []).append(float(d.value(r)))
+    return {cid: math.fsum(v) / len(v) for cid, v in sorted(per_case.items())}
+
+
 def _mean_values(run: Run, metric: str, group: str | None) -> list[float]:
     """Per case (sorted by id): the mean of its values of ``metric`` in ``group``."""
     d = metrics.DEFINITIONS[metric]
     assert isinstance(d, metrics.MeanDef), f"{metric} is a rate, not a mean"
-    per_case: dict[str, list[float]] = {}
-    for r in run.records or []:
-        if not r.get("error") and metrics.in_group(r, group) and d.population(r):
-            per_case.setdefault(str(r["case"]["id"]), []).append(d.value(r))
-    return [math.fsum(v) / len(v) for _, v in sorted(per_case.items())]
+    return list(case_means(run.records, d, group).values())
 
 
 def _row(metric: str, group: str | None, a: Run, b: Run, paired: bool) -> dict[str, Any] | None:

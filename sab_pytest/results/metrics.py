@@ -380,15 +380,13 @@ def compute(records: Iterable[StoredRecord], protocol: str | None = None) -> dic
     ok = [r for r in records if not r.get("error")]
     errored = [r for r in records if failed(r)]  # a content filter's refusal is neither a verdict nor an error
     rep = resample.has_repeats(records)
-    overall = _core(ok, protocol)
-    overall["errors"] = {"value": len(errored), "n": len(records), "ci95": None}
-    overall["error_rate"] = rate(records, _errored)  # errors of a case's repeats hang together too
+    overall = _with_errors(records, protocol)
     own_categories = sorted({str(r["case"]["risk_category"]) for r in ok if _hazard(r) and r["case"]["risk_category"]
                              and r["case"]["risk_category"] not in SLUGS})  # a team's own (``owncases.files``)
     by_category = {slug: _core([r for r in ok if in_group(r, slug)], protocol)
                    for slug in (*SLUGS, "unmapped", *own_categories)}
     suites = sorted({s for r in records if (s := suite_of(r))})
-    by_suite = {suite: _suite_core(records, suite, protocol) for suite in suites}
+    by_suite = {suite: _with_errors([r for r in records if suite_of(r) == suite], protocol) for suite in suites}
     by_level = {lv: _core([r for r in ok if in_group(r, lv)], protocol) for lv in LEVELS}
     by_kind = {k: _core([r for r in ok if in_group(r, k)], protocol) for k in KINDS}
     error_kinds: dict[str, int] = {}
@@ -403,9 +401,9 @@ def compute(records: Iterable[StoredRecord], protocol: str | None = None) -> dic
             "repeats": resample.repeats_info(records) if rep else None}
 
 
-def _suite_core(records: list[StoredRecord], suite: str, protocol: str) -> dict[str, Any]:
-    """One suite's metric table, with its own errors and error rate as the overall table has them."""
-    rows = [r for r in records if suite_of(r) == suite]
+def _with_errors(rows: list[StoredRecord], protocol: str) -> dict[str, Any]:
+    """The metric table of ``rows`` (the run's, or a suite's), with their errors and error rate beside it
+    (errors of a case's repeats hang together too)."""
     table = _core([r for r in rows if not r.get("error")], protocol)
     table["errors"] = {"value": sum(1 for r in rows if failed(r)), "n": len(rows), "ci95": None}
     table["error_rate"] = rate(rows, _errored)

@@ -28,7 +28,7 @@ from sab_pytest.results import clustered, metrics
 from sab_pytest.results.board.family import CORRECTIONS, Tested, adjust, mean_difference, padded, rate_differences
 from sab_pytest.results.board.layouts import DEFAULT_LAYOUT, LAYOUTS, Column
 from sab_pytest.results.board.measures import board_differences
-from sab_pytest.results.compare import made_under, read_as
+from sab_pytest.results.compare import case_means, made_under, read_as
 from sab_pytest.results.load import Run
 from sab_pytest.results.metrics import MeanDef, RateDef, definitions, in_group
 from sab_pytest.results.pairing import judged_cases, too_few
@@ -119,11 +119,7 @@ def _per_case(run: Run, column: Column, protocol: str) -> clustered.Cases | dict
     if isinstance(d, RateDef):
         return clustered.cases_of(run.records, members, d.success)
     assert isinstance(d, MeanDef)
-    sums: dict[str, list[float]] = {}
-    for r in run.records:
-        if members(r):
-            sums.setdefault(str(r["case"]["id"]), []).append(float(d.value(r)))
-    return {cid: math.fsum(v) / len(v) for cid, v in sorted(sums.items())}
+    return case_means(run.records, d, column.group)
 
 
 def _aligned(a: clustered.Cases, b: clustered.Cases) -> tuple[tuple[np.ndarray, np.ndarray],
